@@ -1,0 +1,165 @@
+"""The attention-calibration configuration (arXiv 2606.02737, DESIGN.md §2).
+
+`Calibration` is a frozen, validated value object: it says *how* the pooling token's attention is redistributed
+over baskets of consecutive tokens. It knows nothing about models; `resolve_layers` binds its `layers` field to a
+model depth. The attention engine that applies it lives in `fair_retrieval.attention`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+IsolatedMode = Literal["preserve", "equal"]
+PartialBasketMode = Literal["equal", "proportional"]
+LayerSpec = float | int | tuple[int, ...]
+
+_ISOLATED_MODES = ("preserve", "equal")
+_PARTIAL_BASKET_MODES = ("equal", "proportional")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How documents are calibrated at indexing time.
+
+    Args:
+        strength: λ ∈ [0, 1], the blend between calibrated (1) and original (0) attention.
+        basket_size: B ≥ 1, the number of consecutive content tokens that share one equal attention budget.
+        layers: which layers are calibrated. A float f ∈ (0, 1] means the last max(1, ⌊f·N⌋) of N layers; an int
+            k ≥ 1 the last k layers; a sequence of ints exactly those 0-based indices (negatives count from the end).
+        isolated: mass of the isolated keys (the pooling token, and the first token for last-token pooling):
+            "preserve" keeps their original attention (the paper's variant); "equal" gives each 1/(n + |I|).
+        partial_basket: "equal" gives every basket the same share (the published method); "proportional" scales a
+            basket's share by its size, so a short last basket gets less.
+    """
+
+    strength: float = 0.5
+    basket_size: int = 128
+    layers: LayerSpec = 0.5
+    isolated: IsolatedMode = "preserve"
+    partial_basket: PartialBasketMode = "equal"
+
+    def __post_init__(self) -> None:
+        _check_strength(self.strength)
+        _check_basket_size(self.basket_size)
+        object.__setattr__(self, "layers", _normalise_layers(self.layers))
+        if self.isolated not in _ISOLATED_MODES:
+            raise ValueError(f"isolated must be one of {_ISOLATED_MODES}, got {self.isolated!r}.")
+        if self.partial_basket not in _PARTIAL_BASKET_MODES:
+            raise ValueError(f"partial_basket must be one of {_PARTIAL_BASKET_MODES}, got {self.partial_basket!r}.")
+        object.__setattr__(self, "strength", float(self.strength))
+
+    def resolve_layers(self, num_layers: int) -> frozenset[int]:
+        """Return the 0-based indices of the calibrated layers of a model with `num_layers` layers.
+
+        Raises:
+            ValueError: if an explicit index lies outside the model, or `num_layers` < 1.
+        """
+        if num_layers < 1:
+            raise ValueError(f"A model needs at least one layer to be calibrated, got num_layers={num_layers}.")
+        spec = self.layers
+        if isinstance(spec, float):
+            count = max(1, math.floor(spec * num_layers))
+            return frozenset(range(num_layers - count, num_layers))
+        if isinstance(spec, int):
+            if spec > num_layers:
+                raise ValueError(
+                    f"layers={spec} asks for the last {spec} layers, but the model has only {num_layers}. "
+                    f"Use an int in [1, {num_layers}] or a fraction in (0, 1]."
+                )
+            return frozenset(range(num_layers - spec, num_layers))
+        resolved = set()
+        for index in spec:
+            if not -num_layers <= index < num_layers:
+                raise ValueError(
+                    f"Layer index {index} is outside a model with {num_layers} layers; "
+                    f"use indices in [{-num_layers}, {num_layers - 1}]."
+                )
+            resolved.add(index % num_layers)
+        return frozenset(resolved)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-compatible dict (layers as a float, an int or a list of ints)."""
+        data = asdict(self)
+        if isinstance(self.layers, tuple):
+            data["layers"] = list(self.layers)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """Build a Calibration from `to_dict` output; unknown keys are an error, not silently dropped."""
+        if not isinstance(data, dict):
+            raise TypeError(f"Calibration.from_dict expects a dict, got {type(data).__name__}.")
+        known = {"strength", "basket_size", "layers", "isolated", "partial_basket"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"Unknown Calibration field(s) {unknown}; expected a subset of {sorted(known)}.")
+        fields = dict(data)
+        if isinstance(fields.get("layers"), list):
+            fields["layers"] = tuple(fields["layers"])
+        return cls(**fields)
+
+    def to_json(self) -> str:
+        """Serialise to a JSON string."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibration:
+        """Parse a JSON string produced by `to_json` (or written by hand)."""
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> None:
+        """Write the configuration as JSON to `path`."""
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        """Read a configuration saved with `save` (or a JSON file holding a `calibration` object)."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("calibration"), dict):
+            data = data["calibration"]
+        return cls.from_dict(data)
+
+
+def _check_strength(strength: object) -> None:
+    if isinstance(strength, bool) or not isinstance(strength, int | float):
+        raise TypeError(f"strength must be a number in [0, 1], got {type(strength).__name__}.")
+    if not 0.0 <= float(strength) <= 1.0 or math.isnan(float(strength)):
+        raise ValueError(f"strength must lie in [0, 1] (0 = plain, 1 = fully calibrated), got {strength}.")
+
+
+def _check_basket_size(basket_size: object) -> None:
+    if isinstance(basket_size, bool) or not isinstance(basket_size, int):
+        raise TypeError(f"basket_size must be an int ≥ 1, got {type(basket_size).__name__}.")
+    if basket_size < 1:
+        raise ValueError(f"basket_size must be ≥ 1 token, got {basket_size}.")
+
+
+def _normalise_layers(layers: object) -> LayerSpec:
+    if isinstance(layers, bool):
+        raise TypeError("layers must be a fraction in (0, 1], a positive int, or a sequence of layer indices.")
+    if isinstance(layers, float):
+        if not 0.0 < layers <= 1.0:
+            raise ValueError(f"A fractional layers value must lie in (0, 1], got {layers}.")
+        return layers
+    if isinstance(layers, int):
+        if layers < 1:
+            raise ValueError(f"layers={layers}: an int means 'the last k layers' and must be ≥ 1.")
+        return layers
+    if isinstance(layers, Sequence) and not isinstance(layers, str):
+        indices = tuple(layers)
+        if not indices:
+            raise ValueError("layers must name at least one layer; use calibration=None for plain embeddings.")
+        for index in indices:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError(f"Layer indices must be ints, got {index!r}.")
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"Layer indices must be unique, got {list(indices)}.")
+        return indices
+    raise TypeError(
+        f"layers must be a fraction in (0, 1], a positive int, or a sequence of ints, got {type(layers).__name__}."
+    )

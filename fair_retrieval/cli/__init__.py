@@ -1,0 +1,51 @@
+"""The `fair-retrieval` command line.
+
+Each subcommand lives in its own module `fair_retrieval/cli/cmd_<name>.py` exposing
+`register(subparsers: argparse._SubParsersAction) -> None`, which adds a parser whose `func` default runs it
+(`func(args) -> int`). Modules are discovered here, so adding a command never edits this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every discovered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="fair-retrieval",
+        description="Position-fair dense retrieval: calibrated document embeddings, FAISS indices, evaluation.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    package = importlib.import_module(__name__)
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `fair-retrieval` console script; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"fair-retrieval {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""FairEmbedder: calibrated document embeddings and plain query embeddings from one loaded model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from fair_retrieval.attention import CalibrationRequest, Pooling, UnsupportedModelError, calibrating, install
+from fair_retrieval.calibration import Calibration
+from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.loading import (
+    configured_pooling,
+    document_prompt,
+    has_sentence_transformers_config,
+    hf_model,
+    load_sentence_transformer,
+    pick_device,
+    query_prompt,
+    transformer_module,
+    validate_pooling,
+)
+
+logger = logging.getLogger(__name__)
+
+Precision = Literal["auto", "float32", "float16", "bfloat16"]
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class _Default:
+    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
+
+    def __repr__(self) -> str:
+        return "<instance default>"
+
+
+INSTANCE_DEFAULT: Any = _Default()
+
+
+class FairEmbedder:
+    """Embed documents with attention calibration and queries plainly, from a single loaded model.
+
+    Documents are what calibration is for: their vectors represent the end of a passage as well as its start.
+    Queries are short and stay plain, so search latency and query vectors are exactly the model's own.
+
+    Args:
+        model: a Hub id, a local folder, or a loaded `sentence_transformers.SentenceTransformer`.
+        calibration: the default `Calibration` for `embed_documents`; None embeds documents plainly.
+        pooling: "cls", "mean" or "last"; None takes it from the sentence-transformers config (required when the
+            model has none, or when its pooling is not one of these three).
+        max_length: token limit per text; None uses the model's configured limit. Longer texts are truncated
+            with one logged warning per call.
+        batch_size: texts per forward pass (texts are sorted by length, so batches pad little).
+        device: "cpu", "cuda", "mps", …; None picks cuda, then mps, then cpu.
+        precision: "auto" (float32 on CPU/MPS; bfloat16, else float16, on CUDA for models loaded here),
+            or an explicit "float32" / "float16" / "bfloat16".
+        show_progress_bar: default for the per-call flag of the same name.
+        model_kwargs: extra keyword arguments for the transformers model when loading by name
+            (e.g. {"attn_implementation": "flash_attention_2"}).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        calibration: Calibration | None = Calibration(),
+        pooling: Pooling | None = None,
+        max_length: int | None = None,
+        batch_size: int = 32,
+        device: str | torch.device | None = None,
+        precision: Precision = "auto",
+        show_progress_bar: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        if precision not in ("auto", *_DTYPES):
+            raise ValueError(f"precision must be 'auto', 'float32', 'float16' or 'bfloat16', got {precision!r}.")
+        if pooling is not None:
+            validate_pooling(pooling)
+        self.device = pick_device(device)
+        self.model_name, self.model, loaded_here = self._load(model, model_kwargs)
+        self.pooling = self._resolve_pooling(pooling, loaded_here, model)
+        self._pool_here = pooling is not None and pooling != configured_pooling(self.model)[0]
+        self._apply_precision(precision, loaded_here)
+        self._transformer = hf_model(self.model)
+        self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
+        self._layer_of_module = install(self._transformer, self.model_name)
+        self.max_length = self._resolve_max_length(max_length)
+        self.batch_size = batch_size
+        self.show_progress_bar = bool(show_progress_bar)
+        self.calibration = calibration
+        if calibration is not None:
+            calibration.resolve_layers(self._num_layers)
+        self._document_prompt = document_prompt(self.model)
+        self._query_prompt = query_prompt(self.model)
+
+    # ------------------------------------------------------------------------------------------------ public API
+
+    @property
+    def dimension(self) -> int:
+        """Size of the embedding vectors."""
+        dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") else None
+        if dim is None:
+            dim = int(self.embed_queries([""]).shape[1])
+        return int(dim)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of transformer layers of the model (what `Calibration.layers` refers to)."""
+        return self._num_layers
+
+    def embed_documents(
+        self,
+        texts: Sequence[str],
+        calibration: Calibration | None = INSTANCE_DEFAULT,
+        show_progress_bar: bool | None = None,
+    ) -> np.ndarray:
+        """Embed documents, calibrated; returns float32 (n, d), L2-normalised, in input order.
+
+        Args:
+            texts: the documents (a list of str; a single str is refused).
+            calibration: overrides the instance default for this call; None gives plain embeddings.
+            show_progress_bar: overrides the instance default for this call.
+        """
+        if calibration is INSTANCE_DEFAULT:
+            calibration = self.calibration
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
+        return self._embed(ensure_text_list(texts), calibration, "document", show_progress_bar)
+
+    def embed_queries(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
+        """Embed queries plainly (never calibrated); returns float32 (n, d), L2-normalised, in input order."""
+        return self._embed(ensure_text_list(texts), None, "query", show_progress_bar)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; returns float32 (d,)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}.")
+        return self.embed_queries([text])[0]
+
+    def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
+        """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated)."""
+        texts = ensure_text_list(texts)
+        prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
+        if not texts:
+            return []
+        encoded = self.tokenizer([prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False)
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer."""
+        return self.model.tokenizer
+
+    def __repr__(self) -> str:
+        return (
+            f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
+            f"calibration={self.calibration!r}, device={str(self.device)!r})"
+        )
+
+    # ------------------------------------------------------------------------------------------------ internals
+
+    def _load(self, model: Any, model_kwargs: dict[str, Any] | None) -> tuple[str, Any, bool]:
+        from sentence_transformers import SentenceTransformer
+
+        if isinstance(model, SentenceTransformer):
+            name = str(getattr(model, "model_card_data", None) and model.model_card_data.base_model or "")
+            name = name or type(hf_model(model)).__name__
+            model.to(self.device)
+            return name, model, False
+        if not isinstance(model, str) and not hasattr(model, "__fspath__"):
+            raise TypeError(
+                f"model must be a Hub id, a local path or a SentenceTransformer, got {type(model).__name__}."
+            )
+        name = str(model)
+        self._has_st_config = has_sentence_transformers_config(name)
+        return name, load_sentence_transformer(name, self.device, model_kwargs), True
+
+    def _resolve_pooling(self, pooling: Pooling | None, loaded_here: bool, original: Any) -> Pooling:
+        configured, raw = configured_pooling(self.model)
+        if loaded_here and not getattr(self, "_has_st_config", True):
+            configured, raw = None, None  # sentence-transformers invented mean pooling for a bare model
+        if pooling is not None:
+            return pooling
+        if configured is None:
+            detail = f"its pooling mode is {raw!r}" if raw else "it has no sentence-transformers pooling config"
+            raise ValueError(
+                f"Cannot tell how {self.model_name} pools token vectors ({detail}). Pass pooling='cls', 'mean' "
+                "or 'last' to FairEmbedder."
+            )
+        return configured
+
+    def _apply_precision(self, precision: Precision, loaded_here: bool) -> None:
+        if precision == "auto":
+            if not (loaded_here and self.device.type == "cuda"):
+                return
+            dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        else:
+            dtype = _DTYPES[precision]
+            if dtype != torch.float32 and self.device.type == "cpu":
+                logger.warning("precision=%s on CPU is slow and less accurate; float32 is recommended.", precision)
+        self.model.to(dtype=dtype)
+
+    def _resolve_max_length(self, max_length: int | None) -> int:
+        limit = getattr(self._transformer.config, "max_position_embeddings", None)
+        configured = getattr(transformer_module(self.model), "max_seq_length", None) or limit
+        if max_length is None:
+            if configured is None:
+                raise ValueError(f"{self.model_name} declares no length limit; pass max_length explicitly.")
+            return int(configured)
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"max_length must be a positive int, got {max_length!r}.")
+        if limit is not None and max_length > int(limit):
+            raise ValueError(
+                f"max_length={max_length} exceeds what {self.model_name} supports ({limit} positions); "
+                f"use max_length ≤ {limit}."
+            )
+        return max_length
+
+    def _request(self, calibration: Calibration, padding_mask: torch.Tensor) -> CalibrationRequest:
+        return CalibrationRequest(
+            calibration=calibration,
+            layers=calibration.resolve_layers(self._num_layers),
+            pooling=self.pooling,
+            padding_mask=padding_mask.bool(),
+            layer_of_module=self._layer_of_module,
+        )
+
+    def _embed(
+        self,
+        texts: list[str],
+        calibration: Calibration | None,
+        task: Literal["query", "document"],
+        show_progress_bar: bool | None,
+    ) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if calibration is not None:
+            calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
+        prompt = self._document_prompt if task == "document" else self._query_prompt
+        lengths = self.token_lengths(texts, task)
+        self._warn_truncation(lengths, task)
+        order = np.argsort([-n for n in lengths], kind="stable")
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
+        chunks: list[torch.Tensor] = []
+        starts = range(0, len(texts), self.batch_size)
+        for start in tqdm(starts, desc=f"Embedding {task}s", disable=not show, unit="batch"):
+            batch = [texts[i] for i in order[start : start + self.batch_size]]
+            chunks.append(self._forward(batch, prompt, calibration, task))
+        embeddings = torch.cat(chunks).float()
+        embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
+        result = np.empty((len(texts), embeddings.shape[1]), dtype=np.float32)
+        result[order] = embeddings.cpu().numpy()
+        return result
+
+    def _warn_truncation(self, lengths: list[int], task: str) -> None:
+        too_long = [n for n in lengths if n > self.max_length]
+        if too_long:
+            logger.warning(
+                "%d of %d %ss exceed max_length=%d tokens (longest: %d tokens) and were truncated; their ends are "
+                "not embedded. Split long documents into chunks, or raise max_length (the model allows %s).",
+                len(too_long),
+                len(lengths),
+                task,
+                self.max_length,
+                max(too_long),
+                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
+            )
+
+    @torch.inference_mode()
+    def _forward(
+        self, texts: list[str], prompt: str | None, calibration: Calibration | None, task: str
+    ) -> torch.Tensor:
+        features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
+        features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+        padding = features["attention_mask"]
+        if calibration is None or calibration.strength == 0.0:
+            return self._run_modules(features, task)
+        request = self._request(calibration, padding)
+        with calibrating(request):
+            output = self._run_modules(features, task)
+        missing = request.layers - request.calls
+        if missing:
+            raise UnsupportedModelError(
+                f"{self.model_name}: layers {sorted(missing)} never called transformers' ALL_ATTENTION_FUNCTIONS, "
+                "so they cannot be calibrated. fair-retrieval supports models whose attention goes through that "
+                "interface (BERT, XLM-R, MiniLM, ModernBERT, Qwen3, Llama, …), not custom remote code."
+            )
+        return output
+
+    def _run_modules(self, features: dict[str, Any], task: str) -> torch.Tensor:
+        from sentence_transformers.sentence_transformer.modules.pooling import Pooling as STPooling
+
+        if not self._pool_here:
+            return self.model.forward(features, task=task)["sentence_embedding"]  # type: ignore[no-any-return]
+        for module in self.model:
+            if isinstance(module, STPooling):
+                features["sentence_embedding"] = _pool(self.pooling, features)
+            else:
+                features = module(features)
+        if "sentence_embedding" not in features:  # the model had no Pooling module
+            features["sentence_embedding"] = _pool(self.pooling, features)
+        return features["sentence_embedding"]  # type: ignore[no-any-return]
+
+
+def _pool(pooling: Pooling, features: dict[str, Any]) -> torch.Tensor:
+    """Pool token vectors (B, L, d) into (B, d): first real token, last real token, or mean over real tokens."""
+    tokens = features["token_embeddings"]
+    mask = features["attention_mask"].to(tokens.device).bool()  # (B, L)
+    positions = torch.arange(mask.shape[1], device=tokens.device)
+    items = torch.arange(mask.shape[0], device=tokens.device)
+    if pooling == "cls":
+        return tokens[items, torch.where(mask, positions, mask.shape[1]).amin(dim=1).clamp(max=mask.shape[1] - 1)]
+    if pooling == "last":
+        return tokens[items, torch.where(mask, positions, -1).amax(dim=1).clamp(min=0)]
+    weights = mask.to(tokens.dtype)[:, :, None]
+    return (tokens * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
