@@ -1,0 +1,74 @@
+"""FairEmbedder's fused attention engine against the naive reference implementation in tests/reference.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fair_retrieval import Calibration, FairEmbedder
+from tests.reference import reference_embeddings
+
+WORDS = (
+    "river mountain quantum ledger violet harbor engine pepper silence orbit canvas lantern meadow copper "
+    "whisper glacier compass velvet thunder marble"
+).split()
+
+
+def make_text(n_words: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(rng.choice(WORDS, size=n_words))
+
+
+# Short (plain), medium and long texts; lengths chosen so that baskets of 16/23/37 leave a short last basket.
+TINY_TEXTS = [make_text(5, 1), make_text(47, 2), make_text(95, 3), make_text(70, 4)]
+
+TINY_CONFIGS = [
+    Calibration(strength=0.5, basket_size=16),
+    Calibration(strength=1.0, basket_size=37, partial_basket="proportional"),
+    Calibration(strength=1.0, basket_size=37, isolated="equal"),
+    Calibration(strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", layers=(0, -1)),
+    Calibration(strength=0.0, basket_size=16),
+    Calibration(strength=1.0, basket_size=16, layers=1.0),
+]
+
+TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "modernbert-cls", "modernbert-mean"]
+
+
+@pytest.mark.parametrize("model_key", TINY_MODELS)
+@pytest.mark.parametrize("config", TINY_CONFIGS, ids=lambda c: f"s{c.strength}-b{c.basket_size}-{c.isolated}-"
+                         f"{c.partial_basket}-{c.layers}")
+def test_tiny_models_match_reference(tiny_models: dict[str, str], model_key: str, config: Calibration) -> None:
+    embedder = FairEmbedder(tiny_models[model_key], calibration=config, batch_size=3)
+    ours = embedder.embed_documents(TINY_TEXTS)
+    expected = reference_embeddings(embedder.model, TINY_TEXTS, config, embedder.pooling, embedder.max_length)
+    np.testing.assert_allclose(ours, expected, atol=1e-4)
+
+
+def test_reference_is_sensitive_to_calibration(tiny_models: dict[str, str]) -> None:
+    """Guards the comparison above: calibrated and plain embeddings of long texts must differ clearly."""
+    embedder = FairEmbedder(tiny_models["bert-cls"], calibration=Calibration(strength=1.0, basket_size=16))
+    calibrated = embedder.embed_documents(TINY_TEXTS[1:])
+    plain = embedder.embed_documents(TINY_TEXTS[1:], calibration=None)
+    assert np.abs(calibrated - plain).max() > 1e-2
+
+
+MINILM_TEXTS = [make_text(40, 11), make_text(330, 12), make_text(260, 13)]
+
+
+@pytest.mark.parametrize(
+    ("pooling", "config"),
+    [
+        ("mean", Calibration()),
+        ("mean", Calibration(strength=1.0, basket_size=100, partial_basket="proportional")),
+        ("cls", Calibration()),
+        ("cls", Calibration(strength=1.0, basket_size=100, isolated="equal", layers=2)),
+    ],
+)
+def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration) -> None:
+    embedder = FairEmbedder(minilm, calibration=config, pooling=pooling, max_length=512)  # type: ignore[arg-type]
+    ours = embedder.embed_documents(MINILM_TEXTS)
+    expected = reference_embeddings(embedder.model, MINILM_TEXTS, config, pooling, 512)
+    np.testing.assert_allclose(ours, expected, atol=1e-4)
+    plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
+    assert np.abs(ours[1:] - plain[1:]).max() > 1e-3, "long texts must be changed by calibration"
+    np.testing.assert_allclose(ours[0], plain[0], atol=1e-6)  # 40 words < 128 tokens: not calibrated
