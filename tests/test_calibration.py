@@ -1,0 +1,101 @@
+"""Calibration: validation, layer resolution and JSON round trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fair_retrieval import Calibration
+
+
+def test_defaults_are_the_papers() -> None:
+    cal = Calibration()
+    assert (cal.strength, cal.basket_size, cal.layers, cal.isolated, cal.partial_basket) == (
+        0.5,
+        128,
+        0.5,
+        "preserve",
+        "equal",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"strength": 1.5}, ValueError, "[0, 1]"),
+        ({"strength": -0.1}, ValueError, "[0, 1]"),
+        ({"strength": float("nan")}, ValueError, "[0, 1]"),
+        ({"strength": "0.5"}, TypeError, "number"),
+        ({"basket_size": 0}, ValueError, "≥ 1"),
+        ({"basket_size": 12.5}, TypeError, "int"),
+        ({"basket_size": True}, TypeError, "int"),
+        ({"layers": 0.0}, ValueError, "(0, 1]"),
+        ({"layers": 1.5}, ValueError, "(0, 1]"),
+        ({"layers": 0}, ValueError, "≥ 1"),
+        ({"layers": []}, ValueError, "at least one"),
+        ({"layers": [1, 1]}, ValueError, "unique"),
+        ({"layers": ["a"]}, TypeError, "ints"),
+        ({"layers": "last"}, TypeError, "fraction"),
+        ({"isolated": "keep"}, ValueError, "isolated"),
+        ({"partial_basket": "drop"}, ValueError, "partial_basket"),
+    ],
+)
+def test_invalid_values_are_refused(kwargs: dict, error: type, fragment: str) -> None:
+    with pytest.raises(error, match=None) as info:
+        Calibration(**kwargs)
+    assert fragment in str(info.value)
+
+
+def test_is_frozen_and_hashable() -> None:
+    cal = Calibration(layers=[3, 4])
+    assert cal.layers == (3, 4)
+    with pytest.raises(AttributeError):
+        cal.strength = 1.0  # type: ignore[misc]
+    assert hash(cal) == hash(Calibration(layers=(3, 4)))
+
+
+@pytest.mark.parametrize(
+    ("layers", "num_layers", "expected"),
+    [
+        (0.5, 6, {3, 4, 5}),
+        (0.5, 5, {3, 4}),
+        (0.01, 6, {5}),
+        (1.0, 4, {0, 1, 2, 3}),
+        (2, 6, {4, 5}),
+        ((0, -1), 6, {0, 5}),
+        ((-6,), 6, {0}),
+    ],
+)
+def test_resolve_layers(layers: object, num_layers: int, expected: set[int]) -> None:
+    assert Calibration(layers=layers).resolve_layers(num_layers) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("layers", [7, (6,), (-7,)])
+def test_layers_outside_the_model(layers: object) -> None:
+    with pytest.raises(ValueError, match="layer"):
+        Calibration(layers=layers).resolve_layers(6)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cal",
+    [Calibration(), Calibration(0.25, 64, (1, -1), "equal", "proportional"), Calibration(layers=3)],
+)
+def test_json_round_trip(cal: Calibration, tmp_path: Path) -> None:
+    assert Calibration.from_json(cal.to_json()) == cal
+    path = tmp_path / "cal.json"
+    cal.save(path)
+    assert Calibration.load(path) == cal
+    assert json.loads(path.read_text())["basket_size"] == cal.basket_size
+
+
+def test_load_accepts_a_report_with_a_calibration_object(tmp_path: Path) -> None:
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"objective": 0.7, "calibration": Calibration(strength=0.75).to_dict()}))
+    assert Calibration.load(path).strength == 0.75
+
+
+def test_unknown_fields_are_an_error() -> None:
+    with pytest.raises(ValueError, match="Unknown"):
+        Calibration.from_dict({"strength": 0.5, "lambda": 0.3})
