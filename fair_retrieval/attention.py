@@ -49,6 +49,7 @@ class CalibrationRequest:
         layers: resolved 0-based indices of the calibrated layers.
         pooling: which rows are calibrated (cls → first valid token, last → last valid token, mean → every row).
         padding_mask: (batch, seq) bool, True for real tokens — the tokenizer's attention mask.
+        special_mask: (batch, seq) bool, True for the tokenizer's special tokens (used by special_tokens="preserve").
         layer_of_module: id(attention module) → layer index, built by `install`.
         calls: layers in which the calibrated function actually ran (to detect models that bypass the interface).
     """
@@ -57,6 +58,7 @@ class CalibrationRequest:
     layers: frozenset[int]
     pooling: Pooling
     padding_mask: torch.Tensor
+    special_mask: torch.Tensor | None
     layer_of_module: dict[int, int]
     calls: set[int] = field(default_factory=set)
     _pure_masks: dict[int, tuple[torch.Tensor, bool]] = field(default_factory=dict)
@@ -225,8 +227,12 @@ def _calibrate_layer(
     first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
     last_valid = torch.where(padding, positions, -1).amax(dim=1)  # (B,)
 
+    isolated_positions = _isolated_keys(request.pooling, padding, first_valid, last_valid)  # (B, 1, L)
+    if cal.special_tokens == "preserve" and request.special_mask is not None:
+        isolated_positions = isolated_positions | (request.special_mask.to(padding.device) & padding)[:, None, :]
     if request.pooling == "mean":
-        if _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
+        no_isolated = not bool(isolated_positions.any())
+        if no_isolated and _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
             original = output.transpose(1, 2)  # (B, H, L, D) o
             mixed = _mix_basket_outputs(query, key, value, padding, first_valid, scale, cal)  # (B, H, L, D)
             blended = cal.strength * mixed + (1.0 - cal.strength) * original.to(mixed.dtype)
@@ -241,7 +247,7 @@ def _calibrate_layer(
     for start in range(0, rows.shape[1], tile):
         row_tile = rows[:, start : start + tile]  # (B, T)
         allowed = _allowed_keys(attention_mask, row_tile, padding, causal, sliding_window)  # (B, T, L)
-        isolated = _isolated_keys(request.pooling, padding, first_valid, last_valid) & allowed  # (B, T, L)
+        isolated = isolated_positions & allowed  # (B, T, L)
         q_rows = torch.gather(query, 2, row_tile[:, None, :, None].expand(batch, heads, -1, head_dim))
         original = torch.gather(result, 2, row_tile[:, None, :, None].expand(batch, heads, -1, head_dim))
         new_rows = calibrated_rows(q_rows, key, value, allowed, isolated, scale, cal, original)
@@ -260,7 +266,7 @@ def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
 def _isolated_keys(
     pooling: Pooling, padding: torch.Tensor, first_valid: torch.Tensor, last_valid: torch.Tensor
 ) -> torch.Tensor:
-    """(B, 1, L) bool: the keys I that keep their own mass (cls → first; last → first and last; mean → none)."""
+    """(B, 1, L) bool: the pooling-defined isolated keys I (cls → first; last → first and last; mean → none)."""
     positions = torch.arange(padding.shape[1], device=padding.device)[None, :]
     if pooling == "mean":
         return torch.zeros_like(padding)[:, None, :]

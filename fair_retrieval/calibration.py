@@ -16,10 +16,12 @@ from typing import Any, Literal
 
 IsolatedMode = Literal["preserve", "equal"]
 PartialBasketMode = Literal["equal", "proportional"]
+SpecialTokensMode = Literal["content", "preserve"]
 LayerSpec = float | int | tuple[int, ...]
 
 _ISOLATED_MODES = ("preserve", "equal")
 _PARTIAL_BASKET_MODES = ("equal", "proportional")
+_SPECIAL_TOKENS_MODES = ("content", "preserve")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Calibration:
             "preserve" keeps their original attention (the paper's variant); "equal" gives each 1/(n + |I|).
         partial_basket: "equal" gives every basket the same share (the published method); "proportional" scales a
             basket's share by its size, so a short last basket gets less.
+        special_tokens: "content" treats the tokenizer's special tokens ([CLS], [SEP], <s>, </s>, EOS) like any
+            other token (the paper's basket grid); "preserve" makes every special token an isolated key that keeps
+            its own attention mass, so sink tokens such as [SEP] do not inflate the last basket.
     """
 
     strength: float = 0.5
@@ -42,6 +47,7 @@ class Calibration:
     layers: LayerSpec = 0.5
     isolated: IsolatedMode = "preserve"
     partial_basket: PartialBasketMode = "equal"
+    special_tokens: SpecialTokensMode = "content"
 
     def __post_init__(self) -> None:
         _check_strength(self.strength)
@@ -51,6 +57,8 @@ class Calibration:
             raise ValueError(f"isolated must be one of {_ISOLATED_MODES}, got {self.isolated!r}.")
         if self.partial_basket not in _PARTIAL_BASKET_MODES:
             raise ValueError(f"partial_basket must be one of {_PARTIAL_BASKET_MODES}, got {self.partial_basket!r}.")
+        if self.special_tokens not in _SPECIAL_TOKENS_MODES:
+            raise ValueError(f"special_tokens must be one of {_SPECIAL_TOKENS_MODES}, got {self.special_tokens!r}.")
         object.__setattr__(self, "strength", float(self.strength))
 
     def resolve_layers(self, num_layers: int) -> frozenset[int]:
@@ -94,7 +102,7 @@ class Calibration:
         """Build a Calibration from `to_dict` output; unknown keys are an error, not silently dropped."""
         if not isinstance(data, dict):
             raise TypeError(f"Calibration.from_dict expects a dict, got {type(data).__name__}.")
-        known = {"strength", "basket_size", "layers", "isolated", "partial_basket"}
+        known = {"strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"Unknown Calibration field(s) {unknown}; expected a subset of {sorted(known)}.")

@@ -223,12 +223,17 @@ class FairEmbedder:
             )
         return max_length
 
-    def _request(self, calibration: Calibration, padding_mask: torch.Tensor) -> CalibrationRequest:
+    def _request(self, calibration: Calibration, features: dict[str, Any]) -> CalibrationRequest:
+        special = None
+        if calibration.special_tokens == "preserve" and "input_ids" in features:
+            special_ids = torch.tensor(sorted(self.tokenizer.all_special_ids), device=features["input_ids"].device)
+            special = torch.isin(features["input_ids"], special_ids)
         return CalibrationRequest(
             calibration=calibration,
             layers=calibration.resolve_layers(self._num_layers),
             pooling=self.pooling,
-            padding_mask=padding_mask.bool(),
+            padding_mask=features["attention_mask"].bool(),
+            special_mask=special,
             layer_of_module=self._layer_of_module,
         )
 
@@ -279,10 +284,9 @@ class FairEmbedder:
     ) -> torch.Tensor:
         features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
-        padding = features["attention_mask"]
         if calibration is None or calibration.strength == 0.0:
             return self._run_modules(features, task)
-        request = self._request(calibration, padding)
+        request = self._request(calibration, features)
         with calibrating(request):
             output = self._run_modules(features, task)
         missing = request.layers - request.calls

@@ -81,6 +81,8 @@ def _reference_attention(
             isolated[0] = True
         if pooling == "last":
             isolated[seq - 1] = True
+        if cal.special_tokens == "preserve":
+            isolated |= _STATE["special"]
         for i in rows:
             probs[:, i, :] = _reference_probs(probs[:, i, :], allowed[i], isolated & allowed[i], cal)
     out = torch.from_numpy(probs) @ v[0]  # (H, L, D)
@@ -120,6 +122,8 @@ def reference_embeddings(st_model: Any, texts: list[str], calibration: Any, pool
     with reference_mode(hf, calibration, layers, pooling):
         for text in texts:
             enc = st_model[0].tokenizer([text], truncation=True, max_length=max_length, return_tensors="pt")
+            special_ids = set(st_model[0].tokenizer.all_special_ids)
+            _STATE["special"] = np.array([int(t) in special_ids for t in enc["input_ids"][0]])
             token_vectors = hf(**enc, use_cache=False).last_hidden_state[0].double()  # (L, d)
             pooled = {"cls": token_vectors[0], "last": token_vectors[-1], "mean": token_vectors.mean(0)}[pooling]
             for module in list(st_model)[2:]:  # modules after Pooling (Dense, Normalize)

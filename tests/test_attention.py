@@ -29,6 +29,8 @@ TINY_CONFIGS = [
     Calibration(strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", layers=(0, -1)),
     Calibration(strength=0.0, basket_size=16),
     Calibration(strength=1.0, basket_size=16, layers=1.0),
+    Calibration(strength=1.0, basket_size=16, special_tokens="preserve"),
+    Calibration(strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", special_tokens="preserve"),
 ]
 
 TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "modernbert-cls", "modernbert-mean"]
@@ -36,7 +38,7 @@ TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "
 
 @pytest.mark.parametrize("model_key", TINY_MODELS)
 @pytest.mark.parametrize("config", TINY_CONFIGS, ids=lambda c: f"s{c.strength}-b{c.basket_size}-{c.isolated}-"
-                         f"{c.partial_basket}-{c.layers}")
+                         f"{c.partial_basket}-{c.layers}-{c.special_tokens}")
 def test_tiny_models_match_reference(tiny_models: dict[str, str], model_key: str, config: Calibration) -> None:
     embedder = FairEmbedder(tiny_models[model_key], calibration=config, batch_size=3)
     ours = embedder.embed_documents(TINY_TEXTS)
@@ -62,6 +64,7 @@ MINILM_TEXTS = [make_text(40, 11), make_text(330, 12), make_text(260, 13)]
         ("mean", Calibration(strength=1.0, basket_size=100, partial_basket="proportional")),
         ("cls", Calibration()),
         ("cls", Calibration(strength=1.0, basket_size=100, isolated="equal", layers=2)),
+        ("mean", Calibration(special_tokens="preserve")),
     ],
 )
 def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration) -> None:

@@ -80,7 +80,7 @@ def test_layers_outside_the_model(layers: object) -> None:
 
 @pytest.mark.parametrize(
     "cal",
-    [Calibration(), Calibration(0.25, 64, (1, -1), "equal", "proportional"), Calibration(layers=3)],
+    [Calibration(), Calibration(0.25, 64, (1, -1), "equal", "proportional", "preserve"), Calibration(layers=3)],
 )
 def test_json_round_trip(cal: Calibration, tmp_path: Path) -> None:
     assert Calibration.from_json(cal.to_json()) == cal
