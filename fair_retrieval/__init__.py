@@ -7,6 +7,7 @@ at its end is found as often as one where it sits at its start; queries stay pla
 from fair_retrieval.attention import UnsupportedModelError
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import FairEmbedder
+from fair_retrieval.index import FaissIndex
 
-__all__ = ["Calibration", "FairEmbedder", "UnsupportedModelError"]
+__all__ = ["Calibration", "FairEmbedder", "FaissIndex", "UnsupportedModelError"]
 __version__ = "0.1.0"
