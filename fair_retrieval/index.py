@@ -504,7 +504,8 @@ class FaissIndex:
             raise ValueError(f"{name} must be 2-D (n, {self._dim}), got shape {array.shape}{hint}.")
         if array.shape[1] != self._dim:
             raise ValueError(f"{name} have dimension {array.shape[1]}, but this index holds {self._dim}-d vectors.")
-        matrix = np.ascontiguousarray(array, dtype=np.float32)
+        with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf, reported below
+            matrix = np.ascontiguousarray(array, dtype=np.float32)
         if not np.isfinite(matrix).all():
             bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
             raise ValueError(
