@@ -220,8 +220,6 @@ def _calibrate_layer(
     scale = float(scaling) if scaling is not None else head_dim**-0.5
     causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
     sliding_window = kwargs.get("sliding_window")
-    key = _repeat_kv(key, heads)
-    value = _repeat_kv(value, heads)
     cal = request.calibration
     positions = torch.arange(seq, device=query.device)
     first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
@@ -242,21 +240,23 @@ def _calibrate_layer(
     else:
         rows = (first_valid if request.pooling == "cls" else last_valid).clamp(0, seq - 1)[:, None]  # (B, 1)
 
-    result = output.transpose(1, 2).clone()  # (B, H, L, D)
+    # The base output is a fresh tensor owned by this call: calibrated rows are written into it in place, so the
+    # extra memory stays O(batch·heads·rows·L) per tile (for cls/last pooling, one row per text).
+    items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     tile = max(1, _TILE_ELEMENTS // max(1, batch * heads * seq))
     for start in range(0, rows.shape[1], tile):
         row_tile = rows[:, start : start + tile]  # (B, T)
         allowed = _allowed_keys(attention_mask, row_tile, padding, causal, sliding_window)  # (B, T, L)
         isolated = isolated_positions & allowed  # (B, T, L)
-        q_rows = torch.gather(query, 2, row_tile[:, None, :, None].expand(batch, heads, -1, head_dim))
-        original = torch.gather(result, 2, row_tile[:, None, :, None].expand(batch, heads, -1, head_dim))
+        q_rows = query[items, :, row_tile].permute(0, 2, 1, 3)  # (B, H, T, D)
+        original = output[items, row_tile].permute(0, 2, 1, 3)  # (B, H, T, D)
         new_rows = calibrated_rows(q_rows, key, value, allowed, isolated, scale, cal, original)
-        result.scatter_(2, row_tile[:, None, :, None].expand(batch, heads, -1, head_dim), new_rows.to(result.dtype))
-    return result.transpose(1, 2)
+        output[items, row_tile] = new_rows.permute(0, 2, 1, 3).to(output.dtype)
+    return output
 
 
 def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, L, D) → (B, H, L, D) for grouped-query attention; a view-free no-op when Hkv == H."""
+    """(B, Hkv, L', D) → (B, H, L', D) for grouped-query attention (used on basket slices only); no-op if Hkv == H."""
     kv_heads = states.shape[1]
     if kv_heads == heads:
         return states
@@ -334,8 +334,8 @@ def _every_row_sees_padding_only(
 
 def calibrated_rows(
     q_rows: torch.Tensor,  # (B, H, T, D) the calibrated query rows
-    key: torch.Tensor,  # (B, H, L, D)
-    value: torch.Tensor,  # (B, H, L, D)
+    key: torch.Tensor,  # (B, Hkv, L, D), Hkv divides H (grouped-query attention)
+    value: torch.Tensor,  # (B, Hkv, L, D)
     allowed: torch.Tensor,  # (B, T, L) bool, keys each row attends to (its valid keys)
     isolated: torch.Tensor,  # (B, T, L) bool, the isolated keys I (subset of allowed)
     scale: float,
@@ -349,10 +349,13 @@ def calibrated_rows(
     keeps its internal proportions; p'' = λ·p' + (1 − λ)·p; out_i = p'' · V. Rows with fewer than B content keys
     keep `original`. Memory is O(B·H·T·L): the L×L matrix is never formed.
     """
-    batch, heads, rows, _ = q_rows.shape
+    batch, heads, rows, head_dim = q_rows.shape
+    kv_heads, seq = key.shape[1], key.shape[2]
     basket = cal.basket_size
     work = torch.float32 if q_rows.dtype in (torch.float16, torch.bfloat16) else q_rows.dtype
-    scores = torch.matmul(q_rows.to(work), key.to(work).transpose(-1, -2)) * scale  # (B, H, T, L)
+    grouped = q_rows.reshape(batch, kv_heads, (heads // kv_heads) * rows, head_dim)  # (B, Hkv, G·T, D)
+    scores = torch.matmul(grouped.to(work), key.to(work).transpose(-1, -2)) * scale  # (B, Hkv, G·T, L)
+    scores = scores.reshape(batch, heads, rows, seq)  # (B, H, T, L)
     scores = scores.masked_fill(~allowed[:, None], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, H, T, L); rows with no key → 0
 
@@ -394,15 +397,16 @@ def calibrated_rows(
 
     lam = cal.strength
     blended = lam * redistributed + (1.0 - lam) * probs  # (B, H, T, L) p''
-    out = torch.matmul(blended.to(value.dtype if value.dtype == work else work), value.to(work))  # (B, H, T, D)
+    blended = blended.reshape(batch, kv_heads, (heads // kv_heads) * rows, seq)  # (B, Hkv, G·T, L)
+    out = torch.matmul(blended, value.to(work)).reshape(batch, heads, rows, head_dim)  # (B, H, T, D)
     calibrate = (n_content >= basket)[:, None, :, None]  # (B, 1, T, 1)
     return torch.where(calibrate, out.to(original.dtype), original)
 
 
 def _mix_basket_outputs(
     query: torch.Tensor,  # (B, H, L, D)
-    key: torch.Tensor,  # (B, H, L, D)
-    value: torch.Tensor,  # (B, H, L, D)
+    key: torch.Tensor,  # (B, Hkv, L, D)
+    value: torch.Tensor,  # (B, Hkv, L, D)
     padding: torch.Tensor,  # (B, L) bool
     first_valid: torch.Tensor,  # (B,)
     scale: float,
@@ -429,9 +433,10 @@ def _mix_basket_outputs(
             k_b, v_b = key[:, :, b * basket : (b + 1) * basket], value[:, :, b * basket : (b + 1) * basket]
         else:
             source = (first_valid[:, None] + slot[None, :]).clamp(max=seq - 1)  # (B, Bsz)
-            k_b = key[items, :, source].permute(0, 2, 1, 3)  # (B, H, Bsz, D)
+            k_b = key[items, :, source].permute(0, 2, 1, 3)  # (B, Hkv, Bsz, D)
             v_b = value[items, :, source].permute(0, 2, 1, 3)
             in_basket = in_basket & (first_valid[:, None] + slot[None, :] < seq)
+        k_b, v_b = _repeat_kv(k_b, heads), _repeat_kv(v_b, heads)
         has_keys = in_basket.any(dim=1)  # (B,) items whose basket b is non-empty
         mask = in_basket | ~has_keys[:, None]  # empty baskets: attend anywhere, weight 0 below (avoids NaN)
         local = torch.nn.functional.scaled_dot_product_attention(
