@@ -405,9 +405,11 @@ class FaissIndex:
             return index
         codec = "Flat" if self._kind == "ivf" else f"PQ{p['m']}x{p['nbits']}"
         index = faiss.index_factory(self._dim, f"IVF{p['nlist']},{codec}", self._faiss_metric())
-        ivf = faiss.extract_index_ivf(index)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
         ivf.nprobe = p["nprobe"]
         ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # lookup by id for remove() and get_vectors()
+        if self._kind == "ivfpq":
+            ivf.do_polysemous_training = False  # only serves Hamming-filtered search, which is not used; slow
         return index
 
     def _choose_gpus(self, gpu: GpuChoice, kind: Kind) -> int:

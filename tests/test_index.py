@@ -41,6 +41,15 @@ def brute_force(base: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int, 
     return np.take_along_axis(scores, order, axis=1), ids[order]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread() -> Any:
+    """Tiny indices: OpenMP threads only add contention (seconds per k-means on a busy 2-core runner)."""
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def data() -> np.ndarray:
     return unit_vectors(300)

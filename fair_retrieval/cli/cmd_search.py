@@ -1,0 +1,129 @@
+"""`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from fair_retrieval.cli.cmd_index import (
+    DOCUMENTS_FILE,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+    gpu_choice,
+    require_faiss,
+)
+
+logger = logging.getLogger(__name__)
+
+SNIPPET_CHARS = 100
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `search` subcommand."""
+    parser = subparsers.add_parser(
+        "search",
+        help="query an index folder built by `index`",
+        description="Embed a query (plainly, with the model recorded in the index manifest) and print the k best "
+        "documents with their scores and a one-line snippet.",
+    )
+    parser.add_argument("--index", required=True, type=Path, help="folder written by `fair-retrieval index`")
+    parser.add_argument("--query", required=True, help="the query text")
+    parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default: 5)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--model", help="use this model instead of the manifest's (it must make the same vectors)")
+    parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the index and model, search, print."""
+    from fair_retrieval import FairEmbedder, FaissIndex
+
+    require_faiss()
+    if args.top_k < 1:
+        raise ValueError(f"-k must be at least 1, got {args.top_k}.")
+    folder: Path = args.index
+    manifest = read_manifest(folder)
+    index = FaissIndex.load(folder, gpu=gpu_choice(args.gpu))
+    model = args.model or manifest["model"]
+    if args.model and args.model != manifest["model"]:
+        logger.warning("Using --model %s instead of %s, which built the index.", args.model, manifest["model"])
+    embedder = FairEmbedder(
+        model,
+        calibration=None,
+        pooling=manifest.get("pooling"),
+        max_length=manifest.get("max_length"),
+        device=args.device,
+    )
+    if embedder.dimension != index.dim:
+        raise ValueError(
+            f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
+            f"(built with {manifest['model']}); search with that model."
+        )
+    query_vector = embedder.embed_queries([args.query])
+    scores, ids = index.search(query_vector, args.top_k)
+    hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+    rows = read_rows(folder / manifest.get("documents", DOCUMENTS_FILE), {i for i, _ in hits})
+    results = [
+        {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
+        for rank, (i, score) in enumerate(hits, start=1)
+    ]
+    if args.json:
+        print(json.dumps({"query": args.query, "results": results}, ensure_ascii=False, indent=2))
+    else:
+        for result in results:
+            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}  {snippet(result['text'])}")
+        if not results:
+            print("No results: the index is empty.")
+    return 0
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of an index folder, checked.
+
+    Raises:
+        ValueError: if the folder has no manifest (not built, or building was interrupted) or it is malformed.
+    """
+    path = folder / MANIFEST_FILE
+    if not path.is_file():
+        raise ValueError(
+            f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
+            "`fair-retrieval index --model M --input DOCS --output DIR`."
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT or "model" not in manifest:
+        raise ValueError(f"{path} is not a fair-retrieval index manifest.")
+    if int(manifest.get("version", 0)) > MANIFEST_VERSION:
+        raise ValueError(f"{path} was written by a newer fair-retrieval; upgrade to read it.")
+    return manifest
+
+
+def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
+    """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass."""
+    rows: dict[int, dict[str, Any]] = {}
+    if not wanted:
+        return rows
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            if number in wanted:
+                rows[number] = json.loads(line)
+                if len(rows) == len(wanted):
+                    break
+    missing = wanted - rows.keys()
+    if missing:
+        raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")
+    return rows
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """The text on one line (whitespace collapsed), cut to `limit` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

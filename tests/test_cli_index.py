@@ -1,0 +1,184 @@
+"""`fair-retrieval index` and `search` end to end with the real MiniLM, in process; plus a `--help` smoke test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("faiss")
+
+from fair_retrieval import Calibration, FairEmbedder, FaissIndex
+from fair_retrieval.cli import main
+from fair_retrieval.cli.cmd_index import read_jsonl
+from fair_retrieval.cli.cmd_search import snippet
+
+DOCS: list[dict[str, Any]] = [
+    {"id": "volcano", "text": "Volcanoes erupt when magma rises through the crust and escapes as lava, ash and gas."},
+    {"id": 7, "text": "To bake bread, mix flour, water, yeast and salt, knead the dough, let it rise.", "lang": "en"},
+    {"text": "The stock market fell sharply after the central bank raised interest rates.", "metadata": {"t": "fin"}},
+    {"id": "penguin", "text": "Penguins are flightless seabirds that live almost only in the Southern Hemisphere."},
+    {  # longer than one 128-token basket, so calibration changes its vector
+        "id": "lighthouse",
+        "text": " ".join(
+            f"Lighthouse keeper log, day {day}: the lamp was trimmed, the lens polished and the fog bell tested."
+            for day in range(1, 9)
+        ),
+    },
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread() -> Any:
+    """A few vectors: OpenMP threads only add contention on a busy runner."""
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def jsonl_index(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
+    folder = tmp_path_factory.mktemp("jsonl")
+    source = folder / "docs.jsonl"
+    source.write_text("\n".join(json.dumps(d) for d in DOCS[:2]) + "\n\n" + "\n".join(json.dumps(d) for d in DOCS[2:]))
+    output = folder / "index"
+    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output)]) == 0
+    return output
+
+
+def search_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict]:
+    capsys.readouterr()
+    assert main(["search", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["results"]  # type: ignore[no-any-return]
+
+
+def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Path, minilm: str) -> None:
+    assert sorted(p.name for p in jsonl_index.iterdir()) == [
+        "documents.jsonl",
+        "index.faiss",
+        "index.json",
+        "manifest.json",
+    ]
+    manifest = json.loads((jsonl_index / "manifest.json").read_text())
+    assert manifest["model"] == str(Path(minilm).resolve())
+    assert (manifest["pooling"], manifest["max_length"], manifest["dim"], manifest["count"]) == ("mean", 256, 384, 5)
+    assert manifest["calibration"] == Calibration().to_dict() and manifest["kind"] == "flat"
+    rows = [json.loads(line) for line in (jsonl_index / "documents.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["volcano", 7, "line-4", "penguin", "lighthouse"]  # line 3 is blank
+    assert rows[1]["metadata"] == {"lang": "en"} and rows[2]["metadata"] == {"t": "fin"}
+    # the stored vectors are the calibrated document embeddings, in documents.jsonl order
+    index = FaissIndex.load(jsonl_index, gpu=False)
+    np.testing.assert_array_equal(index.ids, np.arange(5))
+    expected = FairEmbedder(minilm).embed_documents([d["text"] for d in DOCS])
+    np.testing.assert_allclose(index.get_vectors(np.arange(5)), expected, atol=1e-5)
+    plain = FairEmbedder(minilm).embed_documents([d["text"] for d in DOCS], calibration=None)
+    assert np.abs(index.get_vectors([4])[0] - plain[4]).max() > 1e-3  # calibration was applied
+
+
+def test_search_ranks_the_relevant_document_first(jsonl_index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = search_json(capsys, "--index", str(jsonl_index), "--query", "how is bread made", "-k", "10")
+    assert results[0]["id"] == 7
+    assert len(results) == 5 and [r["rank"] for r in results] == [1, 2, 3, 4, 5]
+    assert results[0]["score"] >= results[1]["score"] >= results[4]["score"]
+    assert results[0]["metadata"] == {"lang": "en"} and results[0]["text"] == DOCS[1]["text"]
+    assert search_json(capsys, "--index", str(jsonl_index), "--query", "birds of Antarctica", "-k", "1")[0]["id"] == (
+        "penguin"
+    )
+    # text output: rank, score, id, snippet on one line
+    assert main(["search", "--index", str(jsonl_index), "--query", "lava and magma", "-k", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    fields = lines[0].split()
+    assert len(lines) == 2 and fields[0] == "1." and float(fields[1]) > 0 and fields[2] == "volcano"
+    assert "Volcanoes erupt" in lines[0]
+
+
+def test_index_a_folder_uncalibrated_with_ivf(tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    (docs / "animals").mkdir(parents=True)
+    (docs / "animals" / "penguin.md").write_text("# Penguins\n\n" + DOCS[3]["text"])
+    (docs / "volcano.txt").write_text(DOCS[0]["text"])
+    (docs / "bread.TXT").write_text(DOCS[1]["text"])
+    (docs / "notes.csv").write_text("ignored")
+    (docs / ".hidden").mkdir()
+    (docs / ".hidden" / "x.txt").write_text("ignored too")
+    output = tmp_path / "index"
+    args = ["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--no-calibration"]
+    assert main([*args, "--kind", "ivf", "--index-param", "nlist=2", "--index-param", "nprobe=2"]) == 0
+    assert "Indexed 3 documents (plain" in capsys.readouterr().out
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert manifest["calibration"] is None and manifest["kind"] == "ivf" and manifest["params"]["nlist"] == 2
+    results = search_json(capsys, "--index", str(output), "--query", "seabirds that cannot fly", "-k", "3")
+    assert results[0]["id"] == "animals/penguin.md"
+    assert {r["id"] for r in results} == {"animals/penguin.md", "volcano.txt", "bread.TXT"}
+    # an existing index is not overwritten by accident
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"text": "fine"}\n{"text": "broken"\n', "line 2: not valid JSON"),
+        ('{"text": "fine"}\n\n["a list"]\n', "line 3: expected a JSON object"),
+        ('{"body": "x"}\n', "line 1: no 'text' field"),
+        ('{"text": 5}\n', "line 1: 'text' must be a string"),
+        ('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n', "line 2: id 'a' was already used on line 1"),
+        ('{"id": [1], "text": "x"}\n', "'id' must be a string or an integer"),
+        ("\n\n", "no documents"),
+    ],
+)
+def test_bad_jsonl_exits_2_with_the_line(
+    tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(content)
+    code = main(["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_text_and_id_fields_are_configurable(tmp_path: Path) -> None:
+    source = tmp_path / "d.jsonl"
+    source.write_text('{"key": "k1", "body": "hello", "extra": 1}\n')
+    [doc] = read_jsonl(source, text_field="body", id_field="key")
+    assert (doc.id, doc.text, doc.metadata) == ("k1", "hello", {"extra": 1})
+
+
+def test_other_cli_errors_exit_2(tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "d.jsonl"
+    source.write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
+    out = str(tmp_path / "out")
+    base = ["index", "--model", minilm, "--input", str(source), "--output", out]
+    assert main([*base, "--kind", "ivf"]) == 2  # default nlist=100 needs 100 documents
+    assert "at least 100" in capsys.readouterr().err
+    assert main([*base, "--index-param", "nlist"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert main(["index", "--model", minilm, "--input", str(tmp_path / "missing"), "--output", out]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["search", "--index", str(tmp_path), "--query", "x"]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
+
+
+def test_snippet_is_one_short_line() -> None:
+    assert snippet("a\n\nb   c") == "a b c"
+    long = snippet("word " * 100, limit=20)
+    assert len(long) == 20 and long.endswith("…") and "\n" not in long
+
+
+def test_module_help_smoke() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "fair_retrieval", "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "index" in result.stdout and "search" in result.stdout
