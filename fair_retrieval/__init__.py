@@ -8,6 +8,7 @@ from fair_retrieval.attention import UnsupportedModelError
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import FairEmbedder
 from fair_retrieval.index import FaissIndex
+from fair_retrieval.positional import PositionalScaling
 
-__all__ = ["Calibration", "FairEmbedder", "FaissIndex", "UnsupportedModelError"]
+__all__ = ["Calibration", "FairEmbedder", "FaissIndex", "PositionalScaling", "UnsupportedModelError"]
 __version__ = "0.1.0"

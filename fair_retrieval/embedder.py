@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from fair_retrieval.loading import (
     transformer_module,
     validate_pooling,
 )
+from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +63,14 @@ class FairEmbedder:
         show_progress_bar: default for the per-call flag of the same name.
         model_kwargs: extra keyword arguments for the transformers model when loading by name
             (e.g. {"attn_implementation": "flash_attention_2"}).
+        positional_scaling: the default LPES `PositionalScaling` for `embed_documents` (one factor per layer;
+            RoPE models only); None leaves positions unchanged. Combines with `calibration`.
     """
 
     def __init__(
         self,
         model: Any,
-        calibration: Calibration | None = Calibration(),
+        calibration: Calibration | None = Calibration(),  # noqa: B008 - frozen, so sharing it is safe
         pooling: Pooling | None = None,
         max_length: int | None = None,
         batch_size: int = 32,
@@ -74,6 +78,7 @@ class FairEmbedder:
         precision: Precision = "auto",
         show_progress_bar: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        positional_scaling: PositionalScaling | None = None,
     ) -> None:
         if calibration is not None and not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
@@ -97,6 +102,9 @@ class FairEmbedder:
         self.calibration = calibration
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)
+        self._rope: RopeLayers | None = None
+        self.positional_scaling = positional_scaling
+        self._check_scaling(positional_scaling)  # a non-RoPE model or a wrong factor count fails now
         self._document_prompt = document_prompt(self.model)
         self._query_prompt = query_prompt(self.model)
 
@@ -120,6 +128,7 @@ class FairEmbedder:
         texts: Sequence[str],
         calibration: Calibration | None = INSTANCE_DEFAULT,
         show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
     ) -> np.ndarray:
         """Embed documents, calibrated; returns float32 (n, d), L2-normalised, in input order.
 
@@ -127,16 +136,29 @@ class FairEmbedder:
             texts: the documents (a list of str; a single str is refused).
             calibration: overrides the instance default for this call; None gives plain embeddings.
             show_progress_bar: overrides the instance default for this call.
+            positional_scaling: overrides the instance's LPES factors for this call; None leaves positions as
+                they are.
         """
         if calibration is INSTANCE_DEFAULT:
             calibration = self.calibration
         if calibration is not None and not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
-        return self._embed(ensure_text_list(texts), calibration, "document", show_progress_bar)
+        if positional_scaling is INSTANCE_DEFAULT:
+            positional_scaling = self.positional_scaling
+        return self._embed(ensure_text_list(texts), calibration, "document", show_progress_bar, positional_scaling)
 
-    def embed_queries(self, texts: Sequence[str], show_progress_bar: bool | None = None) -> np.ndarray:
-        """Embed queries plainly (never calibrated); returns float32 (n, d), L2-normalised, in input order."""
-        return self._embed(ensure_text_list(texts), None, "query", show_progress_bar)
+    def embed_queries(
+        self,
+        texts: Sequence[str],
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = None,
+    ) -> np.ndarray:
+        """Embed queries plainly (never calibrated); returns float32 (n, d), L2-normalised, in input order.
+
+        Positions are unchanged unless `positional_scaling` is given (opt-in, e.g. `embedder.positional_scaling`,
+        for experiments that scale queries and documents alike).
+        """
+        return self._embed(ensure_text_list(texts), None, "query", show_progress_bar, positional_scaling)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query; returns float32 (d,)."""
@@ -161,7 +183,8 @@ class FairEmbedder:
     def __repr__(self) -> str:
         return (
             f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
-            f"calibration={self.calibration!r}, device={str(self.device)!r})"
+            f"calibration={self.calibration!r}, positional_scaling={self.positional_scaling!r}, "
+            f"device={str(self.device)!r})"
         )
 
     # ------------------------------------------------------------------------------------------------ internals
@@ -170,7 +193,7 @@ class FairEmbedder:
         from sentence_transformers import SentenceTransformer
 
         if isinstance(model, SentenceTransformer):
-            name = str(getattr(model, "model_card_data", None) and model.model_card_data.base_model or "")
+            name = str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or "")
             name = name or type(hf_model(model)).__name__
             model.to(self.device)
             return name, model, False
@@ -223,6 +246,25 @@ class FairEmbedder:
             )
         return max_length
 
+    def _rope_layers(self) -> RopeLayers:
+        """The model's LPES hooks, installed on first use (raises a ValueError for models without RoPE)."""
+        if self._rope is None:
+            self._rope = install_positional_scaling(self._transformer, self.model_name)
+        return self._rope
+
+    def _check_scaling(self, scaling: PositionalScaling | None) -> None:
+        if scaling is None:
+            return
+        if not isinstance(scaling, PositionalScaling):
+            raise TypeError(f"positional_scaling must be a PositionalScaling or None, got {type(scaling).__name__}.")
+        self._rope_layers().check(scaling)
+
+    def _positions(self, scaling: PositionalScaling | None) -> contextlib.AbstractContextManager[None]:
+        """Context in which forward passes use `scaling`'s per-layer RoPE factors (a no-op for None/identity)."""
+        if scaling is None or scaling.is_identity:
+            return contextlib.nullcontext()
+        return self._rope_layers().applying(scaling)
+
     def _request(self, calibration: Calibration, features: dict[str, Any]) -> CalibrationRequest:
         special = None
         if calibration.special_tokens == "preserve" and "input_ids" in features:
@@ -243,7 +285,9 @@ class FairEmbedder:
         calibration: Calibration | None,
         task: Literal["query", "document"],
         show_progress_bar: bool | None,
+        scaling: PositionalScaling | None = None,
     ) -> np.ndarray:
+        self._check_scaling(scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if calibration is not None:
@@ -257,7 +301,8 @@ class FairEmbedder:
         starts = range(0, len(texts), self.batch_size)
         for start in tqdm(starts, desc=f"Embedding {task}s", disable=not show, unit="batch"):
             batch = [texts[i] for i in order[start : start + self.batch_size]]
-            chunks.append(self._forward(batch, prompt, calibration, task))
+            with self._positions(scaling):
+                chunks.append(self._forward(batch, prompt, calibration, task))
         embeddings = torch.cat(chunks).float()
         embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
         result = np.empty((len(texts), embeddings.shape[1]), dtype=np.float32)
