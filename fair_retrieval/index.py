@@ -324,7 +324,7 @@ class FaissIndex:
         """
         path = Path(folder)
         path.mkdir(parents=True, exist_ok=True)
-        index = self._cpu_index()
+        index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
         temporary = path / (INDEX_FILE + ".tmp")
         self._faiss.write_index(index, str(temporary))
         os.replace(temporary, path / INDEX_FILE)
@@ -455,28 +455,34 @@ class FaissIndex:
         self._index, self._on_gpu, self._cpu_copy = gpu_index, True, None  # no host copy kept: saves memory
         logger.info("FaissIndex on %d GPU(s)%s", self._gpu_count, " (sharded)" if self._gpu_shards else "")
 
-    def _cpu_index(self) -> Any:
-        """The live index if on CPU; else a CPU copy of the GPU index (cached until the next change)."""
+    def _cpu_index(self, cache: bool = True) -> Any:
+        """The live index if on CPU; else a CPU copy of the GPU index (`index_gpu_to_cpu`), kept until the next
+        change when `cache` (get_vectors is called repeatedly, e.g. by MMR; save is not)."""
         if not self._on_gpu:
             return self._index
-        if self._cpu_copy is None:
-            copy = self._faiss.index_gpu_to_cpu(self._index)
-            if self._kind in ("ivf", "ivfpq"):
-                self._faiss.extract_index_ivf(copy).set_direct_map_type(self._faiss.DirectMap.Hashtable)
+        if self._cpu_copy is not None:
+            return self._cpu_copy
+        copy = self._faiss.index_gpu_to_cpu(self._index)
+        if self._kind in ("ivf", "ivfpq"):
+            self._faiss.extract_index_ivf(copy).set_direct_map_type(self._faiss.DirectMap.Hashtable)
+        if cache:
             self._cpu_copy = copy
-        return self._cpu_copy
+        return copy
 
     def _train_cpu(self, vectors: np.ndarray) -> None:
         """Train the (CPU, untrained) live index; k-means assignment runs on a GPU when one is used."""
         faiss = self._faiss
         ivf = faiss.extract_index_ivf(self._index)
+        helper = None  # held here: faiss keeps only a raw pointer to the clustering index
         if self._gpu_count:
             resources = self._gpu_resources = self._gpu_resources or faiss.StandardGpuResources()
-            ivf.clustering_index = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexFlat(self._dim, ivf.metric_type))
+            helper = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexFlat(self._dim, ivf.metric_type))
+            ivf.clustering_index = helper
         try:
             self._index.train(vectors)
         finally:
             ivf.clustering_index = None
+            del helper
 
     def _rebuild_hnsw_without(self, index: Any, targets: np.ndarray) -> Any:
         """A new HNSW index holding every stored vector except `targets` (faiss HNSW cannot delete)."""

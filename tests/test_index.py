@@ -382,11 +382,19 @@ def test_gpu_path_converts_for_remove_and_save(
     assert index.on_gpu and id(index._index) in fake.gpu_objects
     uploads = len([name for name in fake.to_gpu if name != "IndexFlat"])  # IndexFlat: k-means helper
     assert uploads == 1
-    index.remove([3, 4])
+    index.remove([3, 4])  # on a CPU copy, then re-uploaded
     assert index.on_gpu and fake.to_cpu == 1 and len(index) == len(data) - 2
-    np.testing.assert_array_equal(index.get_vectors([5]), data[5:6])
+    assert len([name for name in fake.to_gpu if name != "IndexFlat"]) == 2
+    np.testing.assert_array_equal(index.get_vectors([5, 6]), data[5:7])
+    np.testing.assert_array_equal(index.get_vectors([7]), data[7:8])
+    assert fake.to_cpu == 2  # get_vectors converted once and reuses the CPU copy
     index.save(tmp_path)
-    assert fake.to_cpu == 2  # remove re-uploaded, so save converts again
+    assert fake.to_cpu == 2  # save reuses it too: nothing changed since
+    index.add(data[:1], [10_000])
+    index.save(tmp_path)
+    assert fake.to_cpu == 3  # the add invalidated the copy; save converts (without keeping the copy)
+    np.testing.assert_array_equal(index.get_vectors([10_000]), data[:1])
+    assert fake.to_cpu == 4
     loaded = FaissIndex.load(tmp_path)
     assert loaded.on_gpu
     np.testing.assert_array_equal(loaded.search(data[:5], 3)[1], index.search(data[:5], 3)[1])
