@@ -1,0 +1,187 @@
+"""`fair-retrieval tune --method lpes`: search per-layer RoPE scaling factors (LPES) on a dev set.
+
+The objective is position fairness: the harmonic mean of nDCG@10 over the answer-position groups of a position
+benchmark (high only when answers at the start, middle *and* end of documents are all found). Queries are embedded
+once, plainly; every candidate re-embeds the dev corpus with its factors, which is what a search evaluation costs.
+The unmodified model is the first candidate, so the result never scores below it on the dev set.
+
+The `tune` command owns the shared options (model, data, output); this module adds the LPES ones with
+`add_lpes_arguments` and runs the search with `run_lpes_tune(args)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fair_retrieval.calibration import Calibration
+from fair_retrieval.genetic import GenerationRecord, genetic_search
+from fair_retrieval.positional import PositionalScaling, install_positional_scaling
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUTPUT = Path("lpes_scaling.json")
+
+
+def add_lpes_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the LPES search options (control points, factor bounds, population, generations, budget)."""
+    group = parser.add_argument_group("LPES search (--method lpes)")
+    group.add_argument("--control-points", type=int, default=4, help="Bézier control points K (default: 4)")
+    group.add_argument("--scale-min", type=float, default=1.0, help="smallest scaling factor (default: 1.0)")
+    group.add_argument("--scale-max", type=float, default=2.0, help="largest scaling factor (default: 2.0)")
+    group.add_argument("--population", type=int, default=12, help="individuals per generation (default: 12)")
+    group.add_argument("--generations", type=int, default=10, help="maximum generations (default: 10)")
+    group.add_argument(
+        "--max-evaluations", type=int, help="budget of dev-set evaluations (default: population × generations)"
+    )
+
+
+def run_lpes_tune(args: argparse.Namespace) -> int:
+    """Run the LPES genetic search described by `args`, print progress and the best factors, save them as JSON.
+
+    Reads the model options (`model`, `pooling`, `max_length`, `batch_size`, `device`), the LPES options of
+    `add_lpes_arguments`, and, when the tune command defines them: `data` (default "needle"), `data_dir`,
+    `max_tokens`, `max_queries`, `grouping`, `seed`, `output` and the calibration options (documents are then
+    embedded with that calibration plus the candidate factors; without them, with the factors alone).
+
+    Returns:
+        The process exit code (0).
+
+    Raises:
+        ValueError: for a model without RoPE, a task without answer positions, or invalid search settings.
+    """
+    from fair_retrieval.embedder import FairEmbedder
+    from fair_retrieval.evaluation.runner import Evaluator
+    from fair_retrieval.evaluation.sources import load_task
+    from fair_retrieval.loading import hf_model
+
+    seed = int(getattr(args, "seed", None) or 0)
+    output = Path(getattr(args, "output", None) or DEFAULT_OUTPUT)
+    calibration = _calibration(args)
+    embedder = FairEmbedder(
+        args.model,
+        calibration=None,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    install_positional_scaling(hf_model(embedder.model), embedder.model_name)  # non-RoPE models fail here, clearly
+    max_tokens = getattr(args, "max_tokens", None) or min(512, embedder.max_length)
+    task = load_task(
+        getattr(args, "data", None) or "needle",
+        embedder.token_lengths,
+        max_tokens=max_tokens,
+        data_dir=getattr(args, "data_dir", None),
+    ).subsample_queries(getattr(args, "max_queries", None), seed=seed)
+    evaluator = Evaluator(embedder, task, grouping=getattr(args, "grouping", None))
+    if len(evaluator.grouping) < 2:
+        raise ValueError(
+            f"{task.name} gives {len(evaluator.grouping)} position group(s); the LPES objective compares at least "
+            "two. Use a position benchmark (needle, squad-v2, xquad:LANG, …) and a position grouping."
+        )
+    documents = list(task.corpus.values())
+    runs: dict[tuple[float, ...], Any] = {}
+
+    def objective(scaling: PositionalScaling) -> float:
+        embeddings = embedder.embed_documents(documents, calibration=calibration, positional_scaling=scaling)
+        result = evaluator.score("lpes", embeddings, calibration)
+        runs[scaling.factors] = result
+        return float(result.harmonic_mean or 0.0)
+
+    summary = task.summary()
+    print(
+        f"LPES search on {task.name}: {summary.get('documents', len(task.corpus))} documents, "
+        f"{len(task.queries)} queries, groups {', '.join(evaluator.grouping)} ({evaluator.grouping_name}); "
+        f"model {embedder.model_name} ({embedder.num_layers} layers); "
+        f"calibration {'none' if calibration is None else calibration.to_dict()}"
+    )
+    print(
+        f"objective: harmonic mean of nDCG@10 over the position groups; K={args.control_points} control points in "
+        f"[{args.scale_min}, {args.scale_max}], population {args.population}, generations {args.generations}, "
+        f"seed {seed}"
+    )
+
+    def report(record: GenerationRecord) -> None:
+        points = ", ".join(f"{p:.3f}" for p in record.best_control_points)
+        print(
+            f"generation {record.generation}: best HM {record.best_fitness:.4f} at [{points}], "
+            f"generation best {record.generation_best:.4f}, mean {record.mean_fitness:.4f}, "
+            f"{record.evaluations} evaluations",
+            flush=True,
+        )
+
+    start = time.perf_counter()
+    result = genetic_search(
+        objective,
+        embedder.num_layers,
+        num_control_points=args.control_points,
+        bounds=(args.scale_min, args.scale_max),
+        population=args.population,
+        generations=args.generations,
+        seed=seed,
+        max_evaluations=args.max_evaluations,
+        show_progress_bar=True,
+        on_generation=report,
+    )
+    seconds = time.perf_counter() - start
+    best = result.best
+    plain = runs.get(PositionalScaling.identity(embedder.num_layers).factors)
+    if plain is None:  # 1.0 lay outside the bounds, so the search never scored the unmodified model
+        plain = evaluator.score("plain", embedder.embed_documents(documents, calibration=calibration), calibration)
+    tuned = runs[best.factors]
+    print(f"best factors per layer: [{', '.join(f'{f:.4f}' for f in best.factors)}]")
+    print(f"best control points: {list(best.control_points or ())}")
+    _print_comparison(plain, tuned)
+    print(f"{result.evaluations} evaluations in {seconds:.1f} s")
+
+    payload = {
+        "method": "lpes",
+        "positional_scaling": best.to_dict(),
+        "model": embedder.model_name,
+        "calibration": None if calibration is None else calibration.to_dict(),
+        "task": summary,
+        "grouping": evaluator.grouping_name,
+        "objective": "harmonic mean of nDCG@10 over position groups",
+        "search": {
+            "control_points": args.control_points,
+            "bounds": [args.scale_min, args.scale_max],
+            "population": args.population,
+            "generations": args.generations,
+            "max_evaluations": args.max_evaluations,
+            "seed": seed,
+            "evaluations": result.evaluations,
+            "seconds": round(seconds, 2),
+        },
+        "plain": plain.to_dict(),
+        "best": tuned.to_dict(),
+        "history": [asdict(record) for record in result.history],
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"saved {output} (load it with PositionalScaling.load)")
+    return 0
+
+
+def _calibration(args: argparse.Namespace) -> Calibration | None:
+    """The documents' calibration: the tune command's calibration options when it has them, else none."""
+    if not hasattr(args, "strength") or getattr(args, "no_calibration", False):
+        return None
+    from fair_retrieval.cli.options import calibration_from_args
+
+    return calibration_from_args(args)
+
+
+def _print_comparison(plain: Any, tuned: Any) -> None:
+    groups = list(plain.groups)
+    header = f"{'':<8}{'nDCG@10':>9}{'HM':>8}{'PSI':>8}" + "".join(f"{name[:10]:>11}" for name in groups)
+    print(header)
+    for label, run in (("no LPES", plain), ("LPES", tuned)):
+        cells = "".join(f"{run.groups[name]['ndcg@10']:>11.4f}" for name in groups)
+        psi = "n/a" if run.psi is None else f"{run.psi:.4f}"
+        print(f"{label:<8}{run.overall['ndcg@10']:>9.4f}{run.harmonic_mean:>8.4f}{psi:>8}{cells}")
