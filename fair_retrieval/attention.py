@@ -347,60 +347,88 @@ def calibrated_rows(
     Per row i: p_ij = softmax over the allowed keys; content keys C = allowed \\ I cut into consecutive baskets of
     B; isolated keys get t_k (their own p_ik, or 1/(n+|I|)); every basket gets its share of R = 1 − Σ t_k and
     keeps its internal proportions; p'' = λ·p' + (1 − λ)·p; out_i = p'' · V. Rows with fewer than B content keys
-    keep `original`. Memory is O(B·H·T·L): the L×L matrix is never formed.
+    keep `original`. Memory: a few (B, H, T, L) float32 buffers, updated in place — never the L×L matrix.
     """
     batch, heads, rows, head_dim = q_rows.shape
     kv_heads, seq = key.shape[1], key.shape[2]
+    group = heads // kv_heads
     basket = cal.basket_size
-    work = torch.float32 if q_rows.dtype in (torch.float16, torch.bfloat16) else q_rows.dtype
-    grouped = q_rows.reshape(batch, kv_heads, (heads // kv_heads) * rows, head_dim)  # (B, Hkv, G·T, D)
-    scores = torch.matmul(grouped.to(work), key.to(work).transpose(-1, -2)) * scale  # (B, Hkv, G·T, L)
-    scores = scores.reshape(batch, heads, rows, seq)  # (B, H, T, L)
-    scores = scores.masked_fill(~allowed[:, None], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (B, H, T, L); rows with no key → 0
+    work = torch.float64 if q_rows.dtype == torch.float64 else torch.float32
+    tiny = torch.finfo(work).tiny
 
+    # p: attention probabilities of the rows over their allowed keys.
+    probs = _row_scores(q_rows, key, scale).to(work)  # (B, H, T, L)
+    probs.masked_fill_(~allowed[:, None], float("-inf"))
+    probs = torch.softmax(probs, dim=-1).nan_to_num_(0.0)  # (B, H, T, L); a row with no key → 0
+
+    # Basket plan: the rank of each content key among its row's content keys decides its basket.
     content = allowed & ~isolated  # (B, T, L)
-    rank = content.cumsum(dim=-1) - 1  # (B, T, L) index of each content key among the row's content keys
     n_content = content.sum(dim=-1)  # (B, T)
     n_baskets = (n_content + basket - 1) // basket  # (B, T)
     max_baskets = int(n_baskets.max().item()) if n_baskets.numel() else 0
-    # Basket id per key; isolated/blocked keys go to a dump slot `max_baskets` that is dropped afterwards.
-    basket_id = torch.where(content, rank.clamp(min=0) // basket, max_baskets)  # (B, T, L)
+    # Basket id per key; isolated/blocked keys go to a dump slot `max_baskets` whose share is 0.
+    basket_id = torch.where(content, (content.cumsum(dim=-1) - 1).clamp_(min=0) // basket, max_baskets)  # (B,T,L)
     slots = max_baskets + 1
-    index = basket_id[:, None].expand(batch, heads, rows, -1)  # (B, H, T, L)
+    index = basket_id[:, None].expand(batch, heads, rows, seq)  # (B, H, T, L), a view
     mass = torch.zeros(batch, heads, rows, slots, dtype=work, device=probs.device)
-    mass.scatter_add_(-1, index, probs * content[:, None])  # (B, H, T, n+1) Σ_{j∈b} p_ij
+    mass.scatter_add_(-1, index, probs)  # (B, H, T, n+1) Σ_{j∈b} p_ij (slot n collects I and blocked keys)
     size = torch.zeros(batch, rows, slots, dtype=work, device=probs.device)
     size.scatter_add_(-1, basket_id, content.to(work))  # (B, T, n+1) |b|
 
+    # Isolated mass t_k and the content budget R = 1 − Σ t_k.
     n_isolated = isolated.sum(dim=-1).to(work)  # (B, T)
     if cal.isolated == "preserve":
-        isolated_mass = probs * isolated[:, None]  # (B, H, T, L) t_k = p_ik
+        budget = 1.0 - (probs * isolated[:, None]).sum(dim=-1)  # (B, H, T): t_k = p_ik
+        equal_t = None
     else:
-        equal = 1.0 / (n_baskets.to(work) + n_isolated).clamp(min=1.0)  # (B, T) 1/(n + |I|)
-        isolated_mass = (equal[:, :, None] * isolated)[:, None].expand(batch, heads, -1, -1).to(work)
-    budget = 1.0 - isolated_mass.sum(dim=-1)  # (B, H, T) R
+        equal_t = 1.0 / (n_baskets.to(work) + n_isolated).clamp(min=1.0)  # (B, T): t_k = 1/(n + |I|)
+        budget = (1.0 - equal_t * n_isolated)[:, None].expand(batch, heads, rows)  # (B, H, T)
 
+    # Basket shares: R/n each, or R·|b|/|C|; a basket with zero mass stays zero.
     if cal.partial_basket == "equal":
         fraction = (1.0 / n_baskets.clamp(min=1).to(work))[:, :, None].expand(-1, -1, slots)  # (B, T, n+1)
     else:
-        fraction = size / n_content.clamp(min=1).to(work)[:, :, None]  # (B, T, n+1) |b| / |C|
+        fraction = size / n_content.clamp(min=1).to(work)[:, :, None]  # (B, T, n+1)
     share = budget[..., None] * fraction[:, None]  # (B, H, T, n+1)
-    share = torch.where(mass > 0, share, torch.zeros_like(share))  # a basket with zero mass stays zero
+    share = torch.where(mass > 0, share, torch.zeros_like(share))
     share[..., max_baskets] = 0.0
+    factor = (share / mass.clamp(min=tiny)).gather(-1, index.reshape(batch, heads, rows, seq))  # (B,H,T,L)
 
-    per_key_share = torch.gather(share, -1, index)  # (B, H, T, L)
-    per_key_mass = torch.gather(mass, -1, index).clamp(min=torch.finfo(work).tiny)
-    redistributed = per_key_share * probs / per_key_mass + isolated_mass  # (B, H, T, L) p'
-    total = redistributed.sum(dim=-1, keepdim=True)
-    redistributed = redistributed / total.clamp(min=torch.finfo(work).tiny)  # renormalise to sum 1
+    # p' = share_b·p_ij/Σ_b p + t_k on I, renormalised; then p'' = λ·p' + (1 − λ)·p, all in place.
+    calibrated = factor.mul_(probs)  # (B, H, T, L)
+    if equal_t is None:
+        calibrated.add_(probs * isolated[:, None])
+    else:
+        calibrated.add_((equal_t[:, :, None] * isolated)[:, None])
+    calibrated.div_(calibrated.sum(dim=-1, keepdim=True).clamp_(min=tiny))
+    calibrated.mul_(cal.strength).add_(probs, alpha=1.0 - cal.strength)
+    del probs
 
-    lam = cal.strength
-    blended = lam * redistributed + (1.0 - lam) * probs  # (B, H, T, L) p''
-    blended = blended.reshape(batch, kv_heads, (heads // kv_heads) * rows, seq)  # (B, Hkv, G·T, L)
-    out = torch.matmul(blended, value.to(work)).reshape(batch, heads, rows, head_dim)  # (B, H, T, D)
+    out = _rows_times_values(calibrated, value, group)  # (B, H, T, D)
     calibrate = (n_content >= basket)[:, None, :, None]  # (B, 1, T, 1)
     return torch.where(calibrate, out.to(original.dtype), original)
+
+
+def _row_scores(q_rows: torch.Tensor, key: torch.Tensor, scale: float) -> torch.Tensor:
+    """(B, H, T, L) scaled scores q·kᵀ, one text at a time so K (a strided view) is never copied."""
+    batch, heads, rows, head_dim = q_rows.shape
+    kv_heads, seq = key.shape[1], key.shape[2]
+    grouped = q_rows.reshape(batch, kv_heads, (heads // kv_heads) * rows, head_dim)  # (B, Hkv, G·T, D)
+    scores = torch.empty(batch, kv_heads, grouped.shape[2], seq, dtype=q_rows.dtype, device=q_rows.device)
+    for item in range(batch):
+        torch.matmul(grouped[item], key[item].transpose(-1, -2), out=scores[item])  # (Hkv, G·T, L)
+    return scores.mul_(scale).view(batch, heads, rows, seq)
+
+
+def _rows_times_values(weights: torch.Tensor, value: torch.Tensor, group: int) -> torch.Tensor:
+    """(B, H, T, D) = weights (B, H, T, L) · V (B, Hkv, L, D), one text at a time so V is never copied."""
+    batch, heads, rows, seq = weights.shape
+    kv_heads, head_dim = value.shape[1], value.shape[3]
+    grouped = weights.to(value.dtype).reshape(batch, kv_heads, group * rows, seq)  # (B, Hkv, G·T, L)
+    out = torch.empty(batch, kv_heads, group * rows, head_dim, dtype=value.dtype, device=value.device)
+    for item in range(batch):
+        torch.matmul(grouped[item], value[item], out=out[item])  # (Hkv, G·T, D)
+    return out.view(batch, heads, rows, head_dim)
 
 
 def _mix_basket_outputs(
