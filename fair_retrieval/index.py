@@ -87,8 +87,11 @@ class FaissIndex:
         - `get_vectors` is exact for flat, hnsw and ivf; for ivfpq it returns the PQ reconstruction (approximate,
           as stored) — no side copy of the raw vectors is kept, so compression keeps its memory benefit.
         - `remove` on hnsw rebuilds the graph from the stored vectors (faiss HNSW cannot delete): O(n) per call,
-          so batch removals. On GPU, `remove` and `get_vectors` work on a CPU copy of the index (made once and
-          reused until the next change), and removal re-uploads the index.
+          so batch removals.
+        - On GPU, `remove` runs on a CPU copy (`index_gpu_to_cpu`) and re-uploads the result; `get_vectors`
+          reads from a CPU copy that is kept (host memory) until the next add/remove, so repeated calls (MMR)
+          are cheap; `save` always writes a CPU copy. faiss' GPU search returns at most k=2048 results.
+        - Ids given by `add(vectors)` without ids continue after the largest id stored at that moment.
     """
 
     def __init__(
