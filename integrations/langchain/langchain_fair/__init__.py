@@ -1,0 +1,11 @@
+"""LangChain integration of fair-retrieval.
+
+- `FairEmbeddings`: calibrated (position-fair) document embeddings, plain query embeddings.
+- `FaissVectorStore`: a FAISS vector store on `fair_retrieval.FaissIndex`, saved as JSON + faiss files (no pickle).
+"""
+
+from langchain_fair.embeddings import FairEmbeddings
+from langchain_fair.vectorstores import FaissVectorStore
+
+__all__ = ["FairEmbeddings", "FaissVectorStore"]
+__version__ = "0.1.0"

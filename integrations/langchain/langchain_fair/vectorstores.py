@@ -1,0 +1,580 @@
+"""FaissVectorStore: a LangChain vector store on fair_retrieval's FaissIndex, saved without pickle.
+
+LangChain's own FAISS store lived in langchain-community, which was archived; this one depends on langchain-core
+only. Vectors live in a `fair_retrieval.FaissIndex` (GPU when faiss sees one, CPU otherwise); this module only
+translates: LangChain string ids ↔ the index's int64 ids, and `Document` text and metadata kept beside it.
+
+A saved store is a folder with `index/` (FaissIndex.save: faiss' binary format plus JSON) and `store.json`
+(documents, metadata and the id mapping). Nothing is pickled, so loading a store cannot execute code; in exchange,
+metadata must be JSON: str keys and str / int / float / bool / None / list / dict values.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
+from typing_extensions import Self
+
+from fair_retrieval import FaissIndex
+from fair_retrieval.inputs import ensure_text_list
+
+logger = logging.getLogger(__name__)
+
+Metric = Literal["cosine", "ip", "l2"]
+Filter = dict[str, Any] | Callable[[dict[str, Any]], bool]
+
+STORE_FILE = "store.json"
+INDEX_FOLDER = "index"
+FORMAT_NAME = "langchain-fair-faiss-store"
+FORMAT_VERSION = 1
+_METRICS = ("cosine", "ip", "l2")
+
+
+class FaissVectorStore(VectorStore):
+    """A FAISS vector store for LangChain that never pickles.
+
+    Args:
+        embedding: any LangChain `Embeddings`; use `langchain_fair.FairEmbeddings` for position-fair documents.
+        metric: "cosine" (vectors are L2-normalised before indexing and search; scores are cosine similarities,
+            larger is better), "ip" (raw inner product, larger is better) or "l2" (squared Euclidean distance,
+            smaller is better).
+        kind: the FaissIndex kind: "flat" (exact, default), "hnsw", "ivf" or "ivfpq" (see `fair_retrieval.FaissIndex`).
+        gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
+        relevance_score_fn: maps a raw score to [0, 1] for `similarity_search_with_relevance_scores`; the default
+            gives (1 + cosine) / 2 for unit vectors under every metric.
+        **index_params: kind parameters passed to FaissIndex (e.g. nlist=64 for "ivf").
+
+    The index is created on the first add, when the vector size is known.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_fair import FairEmbeddings, FaissVectorStore
+
+            store = FaissVectorStore.from_texts(texts, FairEmbeddings(model="..."), metadatas=metadatas)
+            hits = store.similarity_search("question", k=4)
+            store.save_local("my_store")
+            store = FaissVectorStore.load_local("my_store", FairEmbeddings(model="..."))
+    """
+
+    def __init__(
+        self,
+        embedding: Embeddings,
+        *,
+        metric: Metric = "cosine",
+        kind: str = "flat",
+        gpu: Literal["auto"] | bool = "auto",
+        relevance_score_fn: Callable[[float], float] | None = None,
+        **index_params: int,
+    ) -> None:
+        if not isinstance(embedding, Embeddings):
+            raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
+        if metric not in _METRICS:
+            raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}.")
+        self._embedding = embedding
+        self._metric: Metric = metric
+        self._kind = kind
+        self._gpu = gpu
+        self._index_params = dict(index_params)
+        self._relevance_score_fn = relevance_score_fn
+        self._index: FaissIndex | None = None
+        self._documents: dict[str, tuple[str, dict[str, Any]]] = {}  # id → (text, metadata), in insertion order
+        self._int_ids: dict[str, int] = {}
+        self._str_ids: dict[int, str] = {}
+        self._next_int_id = 0
+
+    # ------------------------------------------------------------------------------------------------ properties
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embeddings used for documents and queries."""
+        return self._embedding
+
+    @property
+    def index(self) -> FaissIndex | None:
+        """The underlying `fair_retrieval.FaissIndex` (None until the first add)."""
+        return self._index
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of the stored documents, in insertion order."""
+        return list(self._documents)
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    # ------------------------------------------------------------------------------------------------ adding
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Embed `texts` as documents and store them; an existing id is replaced (upsert).
+
+        Args:
+            texts: the texts.
+            metadatas: one JSON-serialisable dict per text, or None.
+            ids: one id per text (None entries get a new UUID), or None for all new UUIDs.
+            **kwargs: unused; accepted for LangChain compatibility.
+
+        Returns:
+            The ids the texts were stored under, in input order.
+
+        Raises:
+            TypeError: a non-string text, a non-dict or non-JSON metadata value, or a non-string id.
+            ValueError: metadatas or ids of the wrong length, or an id repeated within the call.
+        """
+        text_list = ensure_text_list(texts, "texts")
+        metadata_list = _check_metadatas(metadatas, len(text_list))
+        id_list = _check_ids(ids, len(text_list))
+        if not text_list:
+            return []
+        vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
+        index = self._ensure_index(vectors.shape[1])
+        replaced = [self._int_ids[id_] for id_ in id_list if id_ in self._int_ids]
+        if replaced:
+            index.remove(replaced)
+        int_ids = [self._int_ids.get(id_) for id_ in id_list]
+        for position, int_id in enumerate(int_ids):
+            if int_id is None:
+                int_ids[position] = self._next_int_id
+                self._next_int_id += 1
+        index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))
+        for id_, int_id, text, metadata in zip(id_list, int_ids, text_list, metadata_list, strict=True):
+            self._documents.pop(id_, None)  # a replaced document moves to the end of the insertion order
+            self._documents[id_] = (text, metadata)
+            self._int_ids[id_] = int(int_id)  # type: ignore[arg-type]
+            self._str_ids[int(int_id)] = id_  # type: ignore[arg-type]
+        logger.debug("Stored %d documents (%d replaced); %d in the store.", len(id_list), len(replaced), len(self))
+        return id_list
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A new store holding `texts`; `kwargs` go to the constructor (metric, kind, gpu, index parameters).
+
+        Raises:
+            ValueError: if `texts` is empty (create an empty store with `FaissVectorStore(embedding)` instead),
+                or as `add_texts`.
+            TypeError: as `add_texts`.
+        """
+        text_list = ensure_text_list(texts, "texts")
+        if not text_list:
+            raise ValueError(
+                "from_texts got no texts. To start with an empty store, use FaissVectorStore(embedding) and "
+                "add_texts / add_documents later."
+            )
+        store = cls(embedding, **kwargs)
+        store.add_texts(text_list, metadatas, ids=ids)
+        return store
+
+    # ------------------------------------------------------------------------------------------------ reading, deleting
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""
+        return [self._document(id_) for id_ in _check_id_list(ids) if id_ in self._documents]
+
+    def delete(self, ids: list[str] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
+        """Delete the documents stored under `ids`.
+
+        Unknown ids are ignored with a logged warning, as LangChain's standard contract requires; pass
+        `strict=True` to get a ValueError instead (and nothing deleted).
+
+        Returns:
+            True if every id was found and deleted, False if some were unknown.
+
+        Raises:
+            ValueError: if `ids` is None (to empty the store, pass `store.ids`), or with `strict=True` and
+                unknown ids.
+            TypeError: if `ids` is a single string or holds a non-string.
+        """
+        if ids is None:
+            raise ValueError("delete() needs the ids to delete; to delete every document, pass store.ids.")
+        id_list = _check_id_list(ids)
+        unknown = [id_ for id_ in dict.fromkeys(id_list) if id_ not in self._documents]
+        if unknown and strict:
+            raise ValueError(f"{len(unknown)} id(s) are not in the store: {_some(unknown)}; nothing was deleted.")
+        if unknown:
+            logger.warning("delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), _some(unknown))
+        known = [id_ for id_ in dict.fromkeys(id_list) if id_ in self._documents]
+        if known and self._index is not None:
+            self._index.remove([self._int_ids[id_] for id_ in known])
+        for id_ in known:
+            del self._documents[id_]
+            del self._str_ids[self._int_ids.pop(id_)]
+        return not unknown
+
+    # ------------------------------------------------------------------------------------------------ searching
+
+    def similarity_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: Filter | None = None,
+        fetch_k: int = 20,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """The k documents nearest to a query vector, with their raw scores (see `metric`).
+
+        Args:
+            embedding: the query vector.
+            k: how many documents to return.
+            filter: keep only documents whose metadata equal these key/value pairs (a list value means "any
+                of"), or for which this callable returns True. Filtering happens after the search over `fetch_k`
+                candidates, so fewer than k may remain.
+            fetch_k: candidates searched before filtering.
+            **kwargs: unused; accepted for LangChain compatibility.
+        """
+        _check_k(k, "k")
+        if self._index is None or not self._documents:
+            return []
+        query = self._prepare(self._as_matrix([embedding], 1, "the query embedding"))
+        wanted = k if filter is None else max(k, _check_k(fetch_k, "fetch_k"))
+        scores, found = self._index.search(query, min(wanted, len(self)))
+        results: list[tuple[Document, float]] = []
+        for score, int_id in zip(scores[0].tolist(), found[0].tolist(), strict=True):
+            if int_id < 0:
+                continue
+            document = self._document(self._str_ids[int_id])
+            if filter is None or _matches(filter, document.metadata):
+                results.append((document, float(score)))
+            if len(results) == k:
+                break
+        return results
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
+        return self.similarity_search_with_score_by_vector(
+            self._embedding.embed_query(query), k, filter=filter, fetch_k=fetch_k, **kwargs
+        )
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
+    ) -> list[Document]:
+        """The k documents nearest to a query vector."""
+        hits = self.similarity_search_with_score_by_vector(embedding, k, filter=filter, fetch_k=fetch_k, **kwargs)
+        return [document for document, _ in hits]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
+    ) -> list[Document]:
+        """The k documents nearest to `query`."""
+        hits = self.similarity_search_with_score(query, k, filter=filter, fetch_k=fetch_k, **kwargs)
+        return [document for document, _ in hits]
+
+    def max_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Filter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """k documents chosen from the `fetch_k` nearest for relevance *and* diversity (MMR).
+
+        Args:
+            lambda_mult: 1 is pure relevance, 0 pure diversity.
+        """
+        _check_k(k, "k")
+        if not 0.0 <= lambda_mult <= 1.0:
+            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}.")
+        candidates = self.similarity_search_with_score_by_vector(
+            embedding, max(k, _check_k(fetch_k, "fetch_k")), filter=filter, fetch_k=fetch_k
+        )
+        if not candidates or self._index is None:
+            return []
+        vectors = self._index.get_vectors([self._int_ids[document.id] for document, _ in candidates])  # type: ignore[index]
+        query = self._prepare(self._as_matrix([embedding], 1, "the query embedding"))[0]
+        chosen = maximal_marginal_relevance(query, vectors.tolist(), lambda_mult=lambda_mult, k=k)
+        return [candidates[position][0] for position in chosen]
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Filter | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
+        return self.max_marginal_relevance_search_by_vector(
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=filter, **kwargs
+        )
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        if self._relevance_score_fn is not None:
+            return self._relevance_score_fn
+        if self._metric == "l2":
+            return _relevance_from_squared_l2
+        return _relevance_from_similarity
+
+    # ------------------------------------------------------------------------------------------------ persistence
+
+    def save_local(self, folder_path: str | os.PathLike[str]) -> Path:
+        """Write the store to `folder_path` (created if needed): `index/` and `store.json`, no pickle.
+
+        Returns:
+            The folder path.
+        """
+        folder = Path(folder_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self._index is not None:
+            self._index.save(folder / INDEX_FOLDER)
+        state = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "metric": self._metric,
+            "kind": self._kind,
+            "index_params": self._index_params,
+            "next_int_id": self._next_int_id,
+            "has_index": self._index is not None,
+            "documents": [
+                {"id": id_, "int_id": self._int_ids[id_], "text": text, "metadata": metadata}
+                for id_, (text, metadata) in self._documents.items()
+            ],
+        }
+        temporary = folder / (STORE_FILE + ".tmp")
+        temporary.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+        os.replace(temporary, folder / STORE_FILE)
+        logger.info("Saved %d documents to %s", len(self), folder)
+        return folder
+
+    @classmethod
+    def load_local(
+        cls,
+        folder_path: str | os.PathLike[str],
+        embeddings: Embeddings,
+        *,
+        gpu: Literal["auto"] | bool = "auto",
+        relevance_score_fn: Callable[[float], float] | None = None,
+    ) -> Self:
+        """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
+
+        Args:
+            folder_path: the folder given to `save_local`.
+            embeddings: the embeddings to embed new documents and queries with; use the same model (and
+                calibration) as when the store was built, or the stored and new vectors will not be comparable.
+            gpu: as in the constructor.
+            relevance_score_fn: as in the constructor.
+
+        Raises:
+            FileNotFoundError: if the folder lacks store.json (or its index).
+            ValueError: if the files are malformed or disagree with each other.
+        """
+        folder = Path(folder_path)
+        state = _read_state(folder / STORE_FILE)
+        store = cls(
+            embeddings,
+            metric=state["metric"],
+            kind=state["kind"],
+            gpu=gpu,
+            relevance_score_fn=relevance_score_fn,
+            **state.get("index_params", {}),
+        )
+        if state.get("has_index"):
+            store._index = FaissIndex.load(folder / INDEX_FOLDER, gpu=gpu)
+        for record in state["documents"]:
+            id_, int_id = record["id"], int(record["int_id"])
+            store._documents[id_] = (record["text"], record["metadata"])
+            store._int_ids[id_] = int_id
+            store._str_ids[int_id] = id_
+        store._next_int_id = int(state["next_int_id"])
+        stored = set(store._index.ids.tolist()) if store._index is not None else set()
+        if stored != set(store._str_ids):
+            raise ValueError(
+                f"{folder}: {STORE_FILE} lists {len(store._str_ids)} documents but the index holds {len(stored)} "
+                "vectors under other ids; the folder was modified or written partially. Rebuild the store."
+            )
+        return store
+
+    # ------------------------------------------------------------------------------------------------ internals
+
+    def _ensure_index(self, dim: int) -> FaissIndex:
+        if self._index is None:
+            faiss_metric = "l2" if self._metric == "l2" else "ip"
+            self._index = FaissIndex(dim, metric=faiss_metric, kind=self._kind, gpu=self._gpu, **self._index_params)  # type: ignore[arg-type]
+        return self._index
+
+    def _as_matrix(self, vectors: Any, count: int, source: str) -> np.ndarray:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != count:
+            raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
+        if self._index is not None and matrix.shape[1] != self._index.dim:
+            raise ValueError(
+                f"{source} gave {matrix.shape[1]}-d vectors but this store holds {self._index.dim}-d ones; use the "
+                "embeddings the store was built with."
+            )
+        return self._prepare(matrix)
+
+    def _prepare(self, matrix: np.ndarray) -> np.ndarray:
+        """L2-normalise rows for the cosine metric (other metrics take vectors as they are)."""
+        if self._metric != "cosine":
+            return matrix
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
+
+    def _document(self, id_: str) -> Document:
+        text, metadata = self._documents[id_]
+        return Document(id=id_, page_content=text, metadata=copy.deepcopy(metadata))
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _relevance_from_similarity(score: float) -> float:
+    """Cosine similarity in [-1, 1] → relevance in [0, 1]."""
+    return min(1.0, max(0.0, (1.0 + score) / 2.0))
+
+
+def _relevance_from_squared_l2(distance: float) -> float:
+    """Squared L2 distance of unit vectors (2 − 2·cos) → (1 + cos) / 2, the same scale as the cosine metric."""
+    return min(1.0, max(0.0, 1.0 - distance / 4.0))
+
+
+def _check_k(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+def _check_id_list(ids: Any) -> list[str]:
+    if isinstance(ids, str):
+        raise TypeError(f"ids must be a list of strings, got a single str; wrap it in a list: [{ids!r}].")
+    id_list = list(ids)
+    for position, id_ in enumerate(id_list):
+        if not isinstance(id_, str):
+            raise TypeError(f"ids[{position}] is {type(id_).__name__}, expected str.")
+    return id_list
+
+
+def _check_ids(ids: Any, count: int) -> list[str]:
+    """One str id per text: the given ones, with new UUIDs for missing (None) entries."""
+    if ids is None:
+        return [str(uuid.uuid4()) for _ in range(count)]
+    if isinstance(ids, str):
+        raise TypeError(f"ids must be a list of strings, got a single str; wrap it in a list: [{ids!r}].")
+    id_list = list(ids)
+    if len(id_list) != count:
+        raise ValueError(f"Got {count} texts but {len(id_list)} ids; pass one id per text (or ids=None).")
+    result = []
+    for position, id_ in enumerate(id_list):
+        if id_ is None:
+            id_ = str(uuid.uuid4())
+        elif not isinstance(id_, str):
+            raise TypeError(f"ids[{position}] is {type(id_).__name__}, expected str (or None for a new id).")
+        result.append(id_)
+    repeated = sorted({id_ for id_ in result if result.count(id_) > 1}) if len(set(result)) != len(result) else []
+    if repeated:
+        raise ValueError(f"ids repeat within this call: {_some(repeated)}; every id must be unique.")
+    return result
+
+
+def _check_metadatas(metadatas: Any, count: int) -> list[dict[str, Any]]:
+    """One JSON-serialisable dict per text (deep-copied, so later changes by the caller do not leak in)."""
+    if metadatas is None:
+        return [{} for _ in range(count)]
+    if isinstance(metadatas, dict):
+        raise TypeError("metadatas must be a list with one dict per text, got a single dict; wrap it: [metadata].")
+    metadata_list = list(metadatas)
+    if len(metadata_list) != count:
+        raise ValueError(
+            f"Got {count} texts but {len(metadata_list)} metadatas; pass one metadata dict per text (or none)."
+        )
+    result = []
+    for position, metadata in enumerate(metadata_list):
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadatas[{position}] is {type(metadata).__name__}, expected a dict.")
+        _check_json(metadata, f"metadatas[{position}]")
+        result.append(copy.deepcopy(metadata))
+    return result
+
+
+def _check_json(value: Any, path: str) -> None:
+    """Raise a TypeError naming the first value under `path` that would not survive a JSON round trip."""
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"{path} is {value}; JSON has no NaN or infinity. Store it as None or a string.")
+        return
+    if isinstance(value, list):
+        for position, item in enumerate(value):
+            _check_json(item, f"{path}[{position}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{path} has the key {key!r} ({type(key).__name__}); JSON keys must be strings.")
+            _check_json(item, f"{path}[{key!r}]")
+        return
+    raise TypeError(
+        f"{path} is a {type(value).__name__}, which is not JSON-serialisable; the store saves metadata as JSON "
+        "(never pickle). Convert it to str, int, float, bool, None, list or dict (e.g. a date with .isoformat())."
+    )
+
+
+def _matches(filter: Filter, metadata: dict[str, Any]) -> bool:
+    if callable(filter):
+        return bool(filter(metadata))
+    for key, expected in filter.items():
+        value = metadata.get(key)
+        if isinstance(expected, list) and not isinstance(value, list):
+            if value not in expected:
+                return False
+        elif value != expected:
+            return False
+    return True
+
+
+def _some(items: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(repr(item) for item in items[:limit])
+    return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: is {path.parent} a folder written by FaissVectorStore.save_local()?"
+        )
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path} was not written by FaissVectorStore.save_local() (no format={FORMAT_NAME!r}).")
+    if int(state.get("version", 0)) > FORMAT_VERSION:
+        raise ValueError(f"{path} has format version {state['version']}; upgrade langchain-fair to read it.")
+    missing = [key for key in ("metric", "kind", "next_int_id", "documents") if key not in state]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}.")
+    return state

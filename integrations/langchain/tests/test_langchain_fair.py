@@ -1,0 +1,283 @@
+"""End-to-end tests of langchain-fair: FairEmbeddings and FaissVectorStore on the real MiniLM."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+from langchain_fair import FairEmbeddings, FaissVectorStore
+from pydantic import ValidationError
+
+from fair_retrieval import Calibration, FairEmbedder
+
+
+@pytest.fixture(scope="module")
+def stores(minilm: FairEmbedder, late_case) -> dict[str, FaissVectorStore]:
+    """The late-answer corpus in two stores: calibrated (FairEmbeddings) and plain (calibration=None)."""
+    ids = [f"doc-{position}" for position in range(len(late_case.documents))]
+    metadatas = [{"position": position, "answers": position in late_case.answer_of} for position in range(len(ids))]
+    return {
+        name: FaissVectorStore.from_texts(
+            late_case.documents, FairEmbeddings(embedder=minilm, **options), metadatas=metadatas, ids=ids, gpu=False
+        )
+        for name, options in (("fair", {}), ("plain", {"calibration": None}))
+    }
+
+
+def _mrr(ranks: list[int]) -> float:
+    return sum(1.0 / rank for rank in ranks) / len(ranks)
+
+
+# ---------------------------------------------------------------------------------------------------- vectors
+
+
+def test_stored_vectors_are_calibrated_documents_and_queries_are_plain(
+    minilm: FairEmbedder, late_case, stores: dict[str, FaissVectorStore]
+) -> None:
+    sample = [0, 7, 13, 29]
+    texts = [late_case.documents[position] for position in sample]
+    fair, plain = stores["fair"], stores["plain"]
+    assert fair.index is not None and plain.index is not None
+    stored = fair.index.get_vectors([fair._int_ids[f"doc-{position}"] for position in sample])
+    stored_plain = plain.index.get_vectors([plain._int_ids[f"doc-{position}"] for position in sample])
+    np.testing.assert_allclose(stored, minilm.embed_documents(texts), atol=1e-6)
+    np.testing.assert_allclose(stored_plain, minilm.embed_documents(texts, calibration=None), atol=1e-6)
+    assert np.abs(stored - stored_plain).max() > 1e-3
+
+    query = late_case.queries[0]
+    query_vector = minilm.embed_queries([query])[0]
+    np.testing.assert_allclose(fair.embeddings.embed_query(query), query_vector, atol=1e-6)
+    hits = {document.id: score for document, score in fair.similarity_search_with_score(query, k=30)}
+    for position, vector in zip(sample, stored, strict=True):
+        assert hits[f"doc-{position}"] == pytest.approx(float(vector @ query_vector), abs=1e-5)
+
+
+def test_late_answers_rank_higher_than_with_the_plain_model(late_case, stores: dict[str, FaissVectorStore]) -> None:
+    ranks: dict[str, list[int]] = {}
+    for name, store in stores.items():
+        ranks[name] = []
+        for query, answer in zip(late_case.queries, late_case.answer_of, strict=True):
+            hits = [document.id for document in store.similarity_search(query, k=len(late_case.documents))]
+            ranks[name].append(hits.index(f"doc-{answer}") + 1)
+    improved = sum(f < p for f, p in zip(ranks["fair"], ranks["plain"], strict=True))
+    worsened = sum(f > p for f, p in zip(ranks["fair"], ranks["plain"], strict=True))
+    assert _mrr(ranks["fair"]) > _mrr(ranks["plain"]), ranks
+    assert improved > worsened, ranks
+
+
+# ---------------------------------------------------------------------------------------------------- store API
+
+
+def test_search_variants_filters_and_retriever(stores: dict[str, FaissVectorStore], late_case) -> None:
+    store = stores["fair"]
+    query = late_case.queries[2]
+    with_scores = store.similarity_search_with_score(query, k=5)
+    scores = [score for _, score in with_scores]
+    assert scores == sorted(scores, reverse=True)
+    assert [d.id for d in store.similarity_search(query, k=5)] == [d.id for d, _ in with_scores]
+    vector = store.embeddings.embed_query(query)
+    assert [d.id for d in store.similarity_search_by_vector(vector, k=5)] == [d.id for d, _ in with_scores]
+
+    relevance = store.similarity_search_with_relevance_scores(query, k=5)
+    for (_, score), (_, relevant) in zip(with_scores, relevance, strict=True):
+        assert relevant == pytest.approx((1 + score) / 2) and 0.0 <= relevant <= 1.0
+
+    answering = store.similarity_search(query, k=3, filter={"answers": True}, fetch_k=30)
+    assert len(answering) == 3 and all(document.metadata["answers"] for document in answering)
+    odd = store.similarity_search(query, k=3, filter=lambda metadata: metadata["position"] % 2 == 1, fetch_k=30)
+    assert len(odd) == 3 and all(document.metadata["position"] % 2 for document in odd)
+    some = store.similarity_search(query, k=2, filter={"position": [1, 2, 3]}, fetch_k=30)
+    assert {document.metadata["position"] for document in some} <= {1, 2, 3}
+
+    retrieved = store.as_retriever(search_kwargs={"k": 2}).invoke(query)
+    assert [d.id for d in retrieved] == [d.id for d, _ in with_scores[:2]]
+    assert store.get_by_ids(["doc-3", "missing", "doc-1"]) == [
+        Document(
+            id="doc-3",
+            page_content=late_case.documents[3],
+            metadata={"position": 3, "answers": 3 in late_case.answer_of},
+        ),
+        Document(
+            id="doc-1",
+            page_content=late_case.documents[1],
+            metadata={"position": 1, "answers": 1 in late_case.answer_of},
+        ),
+    ]
+
+
+def test_max_marginal_relevance_skips_duplicates(minilm: FairEmbedder) -> None:
+    texts = [
+        "A cat was sitting on a kitchen mat.",
+        "A cat was sitting on a kitchen mat.",
+        "The cat sat on the mat in the kitchen.",
+        "Share prices fell sharply on the stock exchange.",
+    ]
+    store = FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), ids=["a", "b", "c", "d"], gpu=False)
+    plain = [document.id for document in store.similarity_search("a cat on a mat", k=2)]
+    assert sorted(plain) == ["a", "b"]  # the two identical texts
+    diverse = [document.id for document in store.max_marginal_relevance_search("a cat on a mat", k=2, fetch_k=4)]
+    assert len(diverse) == 2 and not {"a", "b"} <= set(diverse)
+    relevant_only = store.max_marginal_relevance_search("a cat on a mat", k=2, fetch_k=4, lambda_mult=1.0)
+    assert sorted(document.id for document in relevant_only) == ["a", "b"]
+
+
+def test_upsert_replaces_and_delete_removes(minilm: FairEmbedder) -> None:
+    store = FaissVectorStore(FairEmbeddings(embedder=minilm), gpu=False)
+    assert store.similarity_search("anything") == []
+    assert store.add_texts(["The ferry runs daily.", "The bakery opens at six."], ids=["x", "y"]) == ["x", "y"]
+    store.add_documents([Document(id="x", page_content="The library lends board games.", metadata={"v": 2})])
+    assert len(store) == 2 and store.index is not None and len(store.index) == 2
+    assert store.get_by_ids(["x"])[0].page_content == "The library lends board games."
+    assert store.similarity_search("Where can I borrow board games?", k=1)[0].id == "x"
+    assert store.delete(["x"]) is True
+    assert store.ids == ["y"] and len(store.index) == 1
+    assert store.similarity_search("Where can I borrow board games?", k=5)[0].id == "y"
+
+
+def test_async_api(minilm: FairEmbedder) -> None:
+    embeddings = FairEmbeddings(embedder=minilm, calibration=Calibration(basket_size=4))
+    texts = ["A first document about trains and timetables.", "A second one about bread."]
+
+    async def run():  # type: ignore[no-untyped-def]
+        store = await FaissVectorStore.afrom_texts(texts, embeddings, ids=["t", "b"], gpu=False)
+        hits = await store.asimilarity_search("bread", k=1)
+        vectors = await embeddings.aembed_documents(texts)
+        query = await embeddings.aembed_query("bread")
+        await store.adelete(["t"])
+        return store, hits, vectors, query
+
+    store, hits, vectors, query = asyncio.run(run())
+    assert hits[0].id == "b" and store.ids == ["b"]
+    np.testing.assert_allclose(vectors, embeddings.embed_documents(texts), atol=1e-6)
+    np.testing.assert_allclose(query, embeddings.embed_query("bread"), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------- persistence
+
+
+def test_save_and_load_round_trip_without_pickle(minilm: FairEmbedder, late_case, tmp_path: Path) -> None:
+    embeddings = FairEmbeddings(embedder=minilm)
+    metadatas = [{"n": 1, "tags": ["a", "b"], "nested": {"ok": None, "x": 1.5}}, {"n": 2}, {}]
+    store = FaissVectorStore.from_texts(
+        late_case.documents[:3], embeddings, metadatas=metadatas, ids=["p", "q", "r"], gpu=False
+    )
+    query = late_case.queries[0]
+    before = store.similarity_search_with_score(query, k=3)
+    folder = store.save_local(tmp_path / "store")
+
+    files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+    assert files == ["index/index.faiss", "index/index.json", "store.json"]
+    for path in folder.rglob("*"):
+        assert not path.is_file() or not path.read_bytes().startswith(b"\x80")  # no pickle stream anywhere
+    assert json.loads((folder / "store.json").read_text())["documents"][0]["metadata"] == metadatas[0]
+
+    loaded = FaissVectorStore.load_local(folder, embeddings, gpu=False)
+    after = loaded.similarity_search_with_score(query, k=3)
+    assert [d for d, _ in after] == [d for d, _ in before]
+    np.testing.assert_allclose([s for _, s in after], [s for _, s in before], atol=1e-6)
+    assert loaded.ids == ["p", "q", "r"]
+    # The loaded store keeps working: new ids do not collide with stored ones, deletes reach the index.
+    loaded.add_texts(["A new note about the harbour."], ids=["s"])
+    loaded.delete(["p"])
+    assert loaded.ids == ["q", "r", "s"] and loaded.index is not None and len(loaded.index) == 3
+    assert loaded.similarity_search("harbour", k=1)[0].id == "s"
+
+
+def test_empty_store_round_trip(tmp_path: Path, minilm: FairEmbedder) -> None:
+    embeddings = FairEmbeddings(embedder=minilm)
+    FaissVectorStore(embeddings, gpu=False).save_local(tmp_path)
+    loaded = FaissVectorStore.load_local(tmp_path, embeddings, gpu=False)
+    assert len(loaded) == 0 and loaded.index is None
+    assert loaded.similarity_search("anything") == []
+
+
+def test_load_refuses_foreign_or_inconsistent_folders(minilm: FairEmbedder, tmp_path: Path) -> None:
+    embeddings = FairEmbeddings(embedder=minilm)
+    with pytest.raises(FileNotFoundError, match="save_local"):
+        FaissVectorStore.load_local(tmp_path / "nothing", embeddings)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "store.json").write_text('{"some": "json"}')
+    with pytest.raises(ValueError, match="not written by FaissVectorStore"):
+        FaissVectorStore.load_local(tmp_path / "foreign", embeddings)
+    store = FaissVectorStore.from_texts(["one", "two"], embeddings, ids=["1", "2"], gpu=False)
+    folder = store.save_local(tmp_path / "store")
+    state = json.loads((folder / "store.json").read_text())
+    state["documents"].pop()
+    (folder / "store.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="modified or written partially"):
+        FaissVectorStore.load_local(folder, embeddings, gpu=False)
+
+
+# ---------------------------------------------------------------------------------------------------- bad inputs
+
+
+def test_bad_inputs_give_clear_errors(minilm: FairEmbedder, caplog: pytest.LogCaptureFixture) -> None:
+    embeddings = FairEmbeddings(embedder=minilm)
+    store = FaissVectorStore.from_texts(["one", "two"], embeddings, ids=["1", "2"], gpu=False)
+
+    with pytest.raises(ValueError, match="from_texts got no texts"):
+        FaissVectorStore.from_texts([], embeddings)
+    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+        store.add_texts(["fine", None])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"texts\[1\] is NoneType"):
+        embeddings.embed_documents(["fine", None])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="text must be a str"):
+        embeddings.embed_query(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2 texts but 1 metadatas"):
+        store.add_texts(["a", "b"], metadatas=[{}])
+    with pytest.raises(ValueError, match="2 texts but 3 ids"):
+        store.add_texts(["a", "b"], ids=["x", "y", "z"])
+    with pytest.raises(ValueError, match="repeat"):
+        store.add_texts(["a", "b"], ids=["x", "x"])
+    with pytest.raises(TypeError, match=r"metadatas\[0\]\['when'\] is a date.*isoformat"):
+        store.add_texts(["a"], metadatas=[{"when": datetime.date(2026, 5, 1)}])
+    with pytest.raises(TypeError, match="JSON keys must be strings"):
+        store.add_texts(["a"], metadatas=[{1: "x"}])
+    with pytest.raises(TypeError, match="NaN"):
+        store.add_texts(["a"], metadatas=[{"score": float("nan")}])
+    assert store.ids == ["1", "2"]  # nothing was added by the failed calls
+
+    with pytest.raises(ValueError, match="not in the store: 'nope'; nothing was deleted"):
+        store.delete(["1", "nope"], strict=True)
+    assert store.ids == ["1", "2"]
+    with caplog.at_level(logging.WARNING, logger="langchain_fair.vectorstores"):
+        assert store.delete(["nope"]) is False  # LangChain's contract: unknown ids do not raise by default
+    assert "'nope'" in caplog.text
+    with pytest.raises(ValueError, match=r"pass store\.ids"):
+        store.delete(None)
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        store.delete("1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        store.similarity_search("one", k=0)
+    with pytest.raises(ValueError, match="3-d vectors but this store holds 384-d"):
+        store.similarity_search_by_vector([0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="metric"):
+        FaissVectorStore(embeddings, metric="dot")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Embeddings"):
+        FaissVectorStore(minilm)  # type: ignore[arg-type]
+
+
+def test_fair_embeddings_construction(minilm: FairEmbedder, tiny_model: str) -> None:
+    assert FairEmbeddings(embedder=minilm).calibration == minilm.calibration
+    assert FairEmbeddings(embedder=minilm, calibration=None).calibration is None
+    from_dict = FairEmbeddings(embedder=minilm, calibration={"strength": 0.3, "layers": [4, 5]})
+    assert from_dict.calibration == Calibration(strength=0.3, layers=(4, 5))
+    loaded = FairEmbeddings(model=tiny_model, batch_size=4)
+    assert loaded.fair_embedder.batch_size == 4 and loaded.calibration == Calibration()
+
+    with pytest.raises(ValidationError, match="needs model"):
+        FairEmbeddings()
+    with pytest.raises(ValidationError, match="not both"):
+        FairEmbeddings(model=tiny_model, embedder=minilm)
+    with pytest.raises(ValidationError, match="max_length configure"):
+        FairEmbeddings(embedder=minilm, max_length=128)
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        FairEmbeddings(model=tiny_model, normalize=True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="calibration must be"):
+        FairEmbeddings(embedder=minilm, calibration="strong")  # type: ignore[arg-type]

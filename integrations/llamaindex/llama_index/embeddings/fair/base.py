@@ -1,0 +1,178 @@
+"""FairEmbedding: a LlamaIndex embedding model whose document vectors are position-fair.
+
+All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LlamaIndex's
+`BaseEmbedding` interface and it. Nodes (documents) are embedded with attention calibration, so a chunk whose
+relevant sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.callbacks import CallbackManager
+
+from fair_retrieval import Calibration, FairEmbedder
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EMBED_BATCH_SIZE = 32
+
+
+class _Unset:
+    """Marker for 'calibration not given' (None already means 'embed documents plainly')."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+class FairEmbedding(BaseEmbedding):
+    """Embed nodes with attention calibration and queries plainly, through `fair_retrieval.FairEmbedder`.
+
+    Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
+    loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison).
+
+    Args:
+        model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
+        embedder: an already loaded `FairEmbedder`.
+        calibration: how documents are calibrated; None embeds them plainly. Defaults to `Calibration()` (the
+            paper's settings) when loading a model, and to the embedder's own calibration when given one.
+        pooling: "cls", "mean" or "last"; None takes it from the model (loading only).
+        max_length: token limit per text; None uses the model's limit (loading only). Longer texts are truncated
+            with a logged warning, so keep chunks below it.
+        device: "cpu", "cuda", …; None picks the best available (loading only).
+        precision: "auto", "float32", "float16" or "bfloat16" (loading only).
+        embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
+        show_progress_bar: show a progress bar while embedding.
+        model_kwargs: extra keyword arguments for the transformers model (loading only).
+        callback_manager: LlamaIndex callback manager.
+        **kwargs: other `BaseEmbedding` fields (e.g. `num_workers`).
+
+    Raises:
+        ValueError: if both or neither of `model` and `embedder` are given, or loading options come with an
+            `embedder`.
+        TypeError: if `embedder` is not a FairEmbedder or `calibration` not a Calibration, dict or None.
+    """
+
+    calibration: Calibration | None = Field(
+        default=None, description="Calibration applied to documents (nodes); None embeds them plainly."
+    )
+    pooling: str | None = Field(default=None, description="How token vectors are pooled: cls, mean or last.")
+    max_length: int | None = Field(default=None, description="Token limit per text; longer texts are truncated.")
+    device: str | None = Field(default=None, description="Device the model runs on.")
+    precision: str = Field(default="auto", description="Numeric precision of the model weights.")
+    show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding.")
+
+    _embedder: FairEmbedder = PrivateAttr()
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        embedder: FairEmbedder | None = None,
+        calibration: Calibration | dict[str, Any] | None = _UNSET,
+        pooling: str | None = None,
+        max_length: int | None = None,
+        device: str | None = None,
+        precision: str = "auto",
+        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        show_progress_bar: bool = False,
+        model_kwargs: dict[str, Any] | None = None,
+        callback_manager: CallbackManager | None = None,
+        **kwargs: Any,
+    ) -> None:
+        model = _model_argument(model, kwargs.pop("model_name", None))
+        if isinstance(calibration, dict):
+            calibration = Calibration.from_dict(calibration)  # from to_dict() / a JSON config
+        if calibration is not _UNSET and calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration, a dict or None, got {type(calibration).__name__}.")
+        if embedder is not None:
+            if model is not None:
+                raise ValueError("Pass either model or embedder to FairEmbedding, not both.")
+            if not isinstance(embedder, FairEmbedder):
+                raise TypeError(f"embedder must be a fair_retrieval.FairEmbedder, got {type(embedder).__name__}.")
+            given = {"pooling": pooling, "max_length": max_length, "device": device, "model_kwargs": model_kwargs}
+            clashing = [name for name, value in given.items() if value is not None]
+            if clashing or precision != "auto":
+                raise ValueError(
+                    f"{', '.join(clashing or ['precision'])} configure(s) model loading; with an embedder, "
+                    "set them on the FairEmbedder instead."
+                )
+        elif model is None:
+            raise ValueError("FairEmbedding needs a model (Hub id or local folder) or an embedder=FairEmbedder(...).")
+        else:
+            embedder = FairEmbedder(
+                model,
+                calibration=Calibration() if calibration is _UNSET else calibration,
+                pooling=pooling,  # type: ignore[arg-type]
+                max_length=max_length,
+                batch_size=embed_batch_size,
+                device=device,
+                precision=precision,  # type: ignore[arg-type]
+                show_progress_bar=show_progress_bar,
+                model_kwargs=model_kwargs,
+            )
+        if calibration is _UNSET:
+            calibration = embedder.calibration
+        fields: dict[str, Any] = {
+            "model_name": embedder.model_name,
+            "embed_batch_size": embed_batch_size,
+            "calibration": calibration,
+            "pooling": embedder.pooling,
+            "max_length": embedder.max_length,
+            "device": str(embedder.device),
+            "precision": precision,
+            "show_progress_bar": show_progress_bar,
+        }
+        if callback_manager is not None:
+            fields["callback_manager"] = callback_manager
+        super().__init__(**fields, **kwargs)
+        self._embedder = embedder
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Name LlamaIndex uses to (de)serialise this component."""
+        return "FairEmbedding"
+
+    @property
+    def embedder(self) -> FairEmbedder:
+        """The underlying `FairEmbedder` (to share its loaded model)."""
+        return self._embedder
+
+    # Queries: plain.
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._embedder.embed_query(query).tolist()  # type: ignore[no-any-return]
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    # Documents: calibrated, one batched call per LlamaIndex batch (never text by text).
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._get_text_embeddings([text])[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        vectors = self._embedder.embed_documents(
+            texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
+        )
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _model_argument(model: str | None, model_name: str | None) -> str | None:
+    """`model`, or `model_name` (the field name LlamaIndex uses in `to_dict()`), but not two different ones."""
+    if model_name is None:
+        return model
+    if model is not None and str(model) != str(model_name):
+        raise ValueError(f"model={model!r} and model_name={model_name!r} disagree; pass only model.")
+    return model_name
