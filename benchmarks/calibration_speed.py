@@ -77,8 +77,10 @@ def main() -> None:
         plain_times.append(timings["plain"])
         calibrated_times.append(timings["calibrated"])
         ratios.append(timings["calibrated"] / timings["plain"])
-        print(f"round {round_index + 1}: plain {timings['plain']:.2f}s  calibrated {timings['calibrated']:.2f}s  "
-              f"ratio {ratios[-1]:.3f}")
+        print(
+            f"round {round_index + 1}: plain {timings['plain']:.2f}s  calibrated {timings['calibrated']:.2f}s  "
+            f"ratio {ratios[-1]:.3f}"
+        )
     result = {
         "model": embedder.model_name,
         "docs": args.docs,
@@ -91,9 +93,11 @@ def main() -> None:
         "median_ratio": statistics.median(ratios),
         "ratios": ratios,
     }
-    print(f"median ratio calibrated/plain: {result['median_ratio']:.3f} "
-          f"(plain {result['median_plain_s']:.2f}s, calibrated {result['median_calibrated_s']:.2f}s "
-          f"for {args.docs} docs × {args.max_length} tokens)")
+    print(
+        f"median ratio calibrated/plain: {result['median_ratio']:.3f} "
+        f"(plain {result['median_plain_s']:.2f}s, calibrated {result['median_calibrated_s']:.2f}s "
+        f"for {args.docs} docs × {args.max_length} tokens)"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -319,7 +319,11 @@ def _every_row_sees_padding_only(
     cached = request._pure_masks.get(id(attention_mask))
     if cached is not None and cached[0] is attention_mask:
         return cached[1]
-    mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask > torch.finfo(attention_mask.dtype).min / 2
+    mask = (
+        attention_mask
+        if attention_mask.dtype == torch.bool
+        else attention_mask > torch.finfo(attention_mask.dtype).min / 2
+    )
     mask = mask.expand(padding.shape[0], -1, -1, -1)
     same = (mask == padding[:, None, None, :]) | ~padding[:, None, :, None]
     pure = bool(same.all())
@@ -349,7 +353,7 @@ def calibrated_rows(
     keeps its internal proportions; p'' = λ·p' + (1 − λ)·p; out_i = p'' · V. Rows with fewer than B content keys
     keep `original`. Memory: a few (B, H, T, L) float32 buffers, updated in place — never the L×L matrix.
     """
-    batch, heads, rows, head_dim = q_rows.shape
+    batch, heads, rows, _ = q_rows.shape
     kv_heads, seq = key.shape[1], key.shape[2]
     group = heads // kv_heads
     basket = cal.basket_size
@@ -446,7 +450,7 @@ def _mix_basket_outputs(
     output is a fixed mix of basket-local attention outputs ô_b, each one fused SDPA call over basket b's keys.
     Baskets start at each text's first real token (left or right padding). Returns (B, H, L, D) in float32.
     """
-    batch, heads, seq, head_dim = query.shape
+    batch, heads, seq, _ = query.shape
     basket = cal.basket_size
     n_valid = padding.sum(dim=1)  # (B,)
     n_baskets = (n_valid + basket - 1) // basket  # (B,)

@@ -37,7 +37,7 @@ def has_sentence_transformers_config(name: str) -> bool:
 
         hf_hub_download(name, "modules.json")
         return True
-    except Exception:  # noqa: BLE001 - any failure (offline, missing file, gated repo) means "no config found"
+    except Exception:
         return False
 
 

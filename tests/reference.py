@@ -114,7 +114,9 @@ def reference_mode(hf_model: torch.nn.Module, calibration: Any, layers: frozense
 
 
 @torch.inference_mode()
-def reference_embeddings(st_model: Any, texts: list[str], calibration: Any, pooling: str, max_length: int) -> np.ndarray:
+def reference_embeddings(
+    st_model: Any, texts: list[str], calibration: Any, pooling: str, max_length: int
+) -> np.ndarray:
     """Embed `texts` one at a time with the reference engine; returns (n, d) L2-normalised float64."""
     hf = st_model[0].auto_model
     layers = calibration.resolve_layers(hf.config.num_hidden_layers) if calibration is not None else frozenset()

@@ -8,10 +8,10 @@ import pytest
 from fair_retrieval import Calibration, FairEmbedder
 from tests.reference import reference_embeddings
 
-WORDS = (
-    "river mountain quantum ledger violet harbor engine pepper silence orbit canvas lantern meadow copper "
-    "whisper glacier compass velvet thunder marble"
-).split()
+WORDS = [
+    *"river mountain quantum ledger violet harbor engine pepper silence orbit canvas lantern meadow copper".split(),
+    *"whisper glacier compass velvet thunder marble".split(),
+]
 
 
 def make_text(n_words: int, seed: int) -> str:
@@ -30,15 +30,20 @@ TINY_CONFIGS = [
     Calibration(strength=0.0, basket_size=16),
     Calibration(strength=1.0, basket_size=16, layers=1.0),
     Calibration(strength=1.0, basket_size=16, special_tokens="preserve"),
-    Calibration(strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", special_tokens="preserve"),
+    Calibration(
+        strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", special_tokens="preserve"
+    ),
 ]
 
 TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "modernbert-cls", "modernbert-mean"]
 
 
 @pytest.mark.parametrize("model_key", TINY_MODELS)
-@pytest.mark.parametrize("config", TINY_CONFIGS, ids=lambda c: f"s{c.strength}-b{c.basket_size}-{c.isolated}-"
-                         f"{c.partial_basket}-{c.layers}-{c.special_tokens}")
+@pytest.mark.parametrize(
+    "config",
+    TINY_CONFIGS,
+    ids=lambda c: f"s{c.strength}-b{c.basket_size}-{c.isolated}-{c.partial_basket}-{c.layers}-{c.special_tokens}",
+)
 def test_tiny_models_match_reference(tiny_models: dict[str, str], model_key: str, config: Calibration) -> None:
     embedder = FairEmbedder(tiny_models[model_key], calibration=config, batch_size=3)
     ours = embedder.embed_documents(TINY_TEXTS)
