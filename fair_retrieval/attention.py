@@ -215,6 +215,12 @@ def _calibrate_layer(
     batch, heads, seq, head_dim = query.shape
     if key.shape[2] != seq:
         raise RuntimeError("fair-retrieval calibrates full-sequence encoding only (no KV cache); pass use_cache=False.")
+    if tuple(request.padding_mask.shape) != (batch, seq):
+        raise RuntimeError(
+            f"Attention saw a (batch={batch}, seq={seq}) input but the tokenizer produced "
+            f"{tuple(request.padding_mask.shape)}: the model packs or unpads sequences (e.g. sentence-transformers' "
+            "unpad_inputs=True with FlashAttention). Load it with unpad_inputs=False to calibrate it."
+        )
     padding = request.padding_mask.to(device=query.device, dtype=torch.bool)  # (B, L)
     scaling = kwargs.get("scaling")
     scale = float(scaling) if scaling is not None else head_dim**-0.5
