@@ -12,12 +12,15 @@ The `tune` command owns the shared options (model, data, output); this module ad
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.genetic import GenerationRecord, genetic_search
@@ -46,8 +49,9 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
 
     Reads the model options (`model`, `pooling`, `max_length`, `batch_size`, `device`), the LPES options of
     `add_lpes_arguments`, and, when the tune command defines them: `data` (default "needle"), `data_dir`,
-    `max_tokens`, `max_queries`, `grouping`, `seed`, `output` and the calibration options (documents are then
-    embedded with that calibration plus the candidate factors; without them, with the factors alone).
+    `max_tokens` (default 512), `max_queries`, `needle_documents`, `grouping`, `cache_dir`, `seed`, `output` and
+    the calibration options (documents are then embedded with that calibration plus the candidate factors, as
+    `FairEmbedder` will embed them; `--no-calibration` tunes the factors alone).
 
     Returns:
         The process exit code (0).
@@ -56,6 +60,7 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
         ValueError: for a model without RoPE, a task without answer positions, or invalid search settings.
     """
     from fair_retrieval.embedder import FairEmbedder
+    from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.runner import Evaluator
     from fair_retrieval.evaluation.sources import load_task
     from fair_retrieval.loading import hf_model
@@ -63,23 +68,30 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     seed = int(getattr(args, "seed", None) or 0)
     output = Path(getattr(args, "output", None) or DEFAULT_OUTPUT)
     calibration = _calibration(args)
+    max_tokens = int(getattr(args, "max_tokens", None) or 512)
     embedder = FairEmbedder(
         args.model,
         calibration=None,
         pooling=args.pooling,
-        max_length=args.max_length,
+        max_length=args.max_length or max_tokens,  # documents of the benchmark are built to max_tokens
         batch_size=args.batch_size,
         device=args.device,
     )
     install_positional_scaling(hf_model(embedder.model), embedder.model_name)  # non-RoPE models fail here, clearly
-    max_tokens = getattr(args, "max_tokens", None) or min(512, embedder.max_length)
     task = load_task(
         getattr(args, "data", None) or "needle",
         embedder.token_lengths,
         max_tokens=max_tokens,
         data_dir=getattr(args, "data_dir", None),
+        needle_documents=getattr(args, "needle_documents", None) or 60,
     ).subsample_queries(getattr(args, "max_queries", None), seed=seed)
-    evaluator = Evaluator(embedder, task, grouping=getattr(args, "grouping", None))
+    cache_dir = getattr(args, "cache_dir", None)
+    evaluator = Evaluator(  # queries are embedded once, plainly (and cached on disk with --cache-dir)
+        embedder,
+        task,
+        grouping=getattr(args, "grouping", None),
+        cache=EmbeddingCache(cache_dir) if cache_dir is not None else None,
+    )
     if len(evaluator.grouping) < 2:
         raise ValueError(
             f"{task.name} gives {len(evaluator.grouping)} position group(s); the LPES objective compares at least "
@@ -109,11 +121,10 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
 
     def report(record: GenerationRecord) -> None:
         points = ", ".join(f"{p:.3f}" for p in record.best_control_points)
-        print(
+        tqdm.write(  # prints above the progress bar instead of through it
             f"generation {record.generation}: best HM {record.best_fitness:.4f} at [{points}], "
             f"generation best {record.generation_best:.4f}, mean {record.mean_fitness:.4f}, "
-            f"{record.evaluations} evaluations",
-            flush=True,
+            f"{record.evaluations} evaluations"
         )
 
     start = time.perf_counter()
@@ -174,7 +185,11 @@ def _calibration(args: argparse.Namespace) -> Calibration | None:
         return None
     from fair_retrieval.cli.options import calibration_from_args
 
-    return calibration_from_args(args)
+    calibration = calibration_from_args(args)
+    special = getattr(args, "special_tokens", None)
+    if calibration is not None and special is not None and calibration.special_tokens != special:
+        calibration = dataclasses.replace(calibration, special_tokens=special)
+    return calibration
 
 
 def _print_comparison(plain: Any, tuned: Any) -> None:
