@@ -1,0 +1,266 @@
+"""Choosing a configuration for a model on a dev set.
+
+Only the calibration search lives here for now (its section below). Its objective follows issue 3: maximise the
+harmonic mean of nDCG@10 over answer-position groups (high only when every position is served well), among the
+configurations whose overall nDCG@10 is not below plain embeddings. Plain is always a candidate (strength 0), so
+the search never recommends something worse than doing nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tqdm.auto import tqdm
+
+from fair_retrieval.calibration import Calibration, LayerSpec
+
+logger = logging.getLogger(__name__)
+
+# ==================================================================================================================
+# Calibration search
+# ==================================================================================================================
+
+SearchStrategy = Literal["coordinate", "grid"]
+# The Calibration fields the search varies, in the order the coordinate search visits them.
+SEARCH_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The values tried for each Calibration field. Layer values are fractions so a space fits any model depth."""
+
+    strength: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
+    basket_size: tuple[int, ...] = (32, 64, 128, 256)
+    layers: tuple[LayerSpec, ...] = (0.25, 0.5, 0.75, 1.0)
+    isolated: tuple[str, ...] = ("preserve", "equal")
+    partial_basket: tuple[str, ...] = ("equal", "proportional")
+    special_tokens: tuple[str, ...] = ("content", "preserve")
+
+    def __post_init__(self) -> None:
+        for name in SEARCH_FIELDS:
+            values = getattr(self, name)
+            if not isinstance(values, tuple) or not values:
+                raise ValueError(f"SearchSpace.{name} must be a non-empty tuple of values, got {values!r}.")
+        for candidate in self.grid():  # validate every value once, with Calibration's own messages
+            del candidate
+
+    def values(self, name: str) -> tuple[Any, ...]:
+        """The values tried for field `name`."""
+        return tuple(getattr(self, name))
+
+    def grid(self) -> Iterable[Calibration]:
+        """Every combination of the values (the full grid; its size is `size`)."""
+        for combo in itertools.product(*(self.values(name) for name in SEARCH_FIELDS)):
+            yield Calibration(**dict(zip(SEARCH_FIELDS, combo, strict=True)))
+
+    @property
+    def size(self) -> int:
+        """Number of configurations in the full grid."""
+        total = 1
+        for name in SEARCH_FIELDS:
+            total *= len(self.values(name))
+        return total
+
+
+@dataclass(frozen=True)
+class Trial:
+    """The dev-set scores of one configuration (None = plain embeddings).
+
+    Attributes:
+        calibration: the configuration tried.
+        ndcg: overall nDCG@10.
+        harmonic_mean: harmonic mean of nDCG@10 over the position groups (None without groups).
+        psi: Position Sensitivity Index (None with fewer than two groups).
+        groups: group → nDCG@10.
+    """
+
+    calibration: Calibration | None
+    ndcg: float
+    harmonic_mean: float | None
+    psi: float | None
+    groups: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """A compact description: "plain" or the fields that differ from the paper defaults."""
+        return describe(self.calibration)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible form."""
+        return {
+            "label": self.label,
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
+            "ndcg@10": self.ndcg,
+            "harmonic_mean": self.harmonic_mean,
+            "psi": self.psi,
+            "groups": self.groups,
+        }
+
+
+@dataclass
+class SearchResult:
+    """Everything a calibration search found.
+
+    Attributes:
+        plain: the plain baseline.
+        trials: every configuration evaluated, in evaluation order (plain first).
+        frontier: the Pareto frontier of (overall nDCG@10, harmonic mean), best nDCG first.
+        best: the chosen trial: the highest harmonic mean among trials with nDCG@10 ≥ plain − tolerance.
+        tolerance: the allowed nDCG@10 loss used for feasibility.
+    """
+
+    plain: Trial
+    trials: list[Trial]
+    frontier: list[Trial]
+    best: Trial
+    tolerance: float
+
+    @property
+    def improved(self) -> bool:
+        """True when the chosen configuration is not plain (it improves the objective within the constraint)."""
+        return self.best.calibration is not None and self.best.calibration.strength > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible form."""
+        return {
+            "tolerance": self.tolerance,
+            "plain": self.plain.to_dict(),
+            "best": self.best.to_dict(),
+            "improved": self.improved,
+            "frontier": [t.to_dict() for t in self.frontier],
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+
+def describe(calibration: Calibration | None) -> str:
+    """ "plain", "paper defaults", or the fields that differ from the paper defaults ("strength=0.75 …")."""
+    if calibration is None:
+        return "plain"
+    defaults = Calibration().to_dict()
+    changed = [f"{k}={v}" for k, v in calibration.to_dict().items() if defaults.get(k) != v]
+    return " ".join(changed) if changed else "paper defaults"
+
+
+def feasible(trial: Trial, plain: Trial, tolerance: float = 0.0) -> bool:
+    """True when the trial's overall nDCG@10 is not below plain's by more than `tolerance`."""
+    return trial.ndcg >= plain.ndcg - tolerance
+
+
+def objective(trial: Trial) -> tuple[float, float]:
+    """Sort key of the search: harmonic mean over groups (overall nDCG@10 when there are no groups), then nDCG."""
+    primary = trial.harmonic_mean if trial.harmonic_mean is not None else trial.ndcg
+    return (primary, trial.ndcg)
+
+
+def select_best(trials: Sequence[Trial], plain: Trial, tolerance: float = 0.0) -> Trial:
+    """The feasible trial with the best `objective`; plain itself when nothing else is feasible."""
+    candidates = [t for t in trials if feasible(t, plain, tolerance)] or [plain]
+    return max(candidates, key=objective)
+
+
+def pareto_frontier(trials: Sequence[Trial]) -> list[Trial]:
+    """Trials not dominated in (overall nDCG@10, harmonic mean), sorted by nDCG@10 descending."""
+
+    def key(t: Trial) -> tuple[float, float]:
+        return (t.ndcg, t.harmonic_mean if t.harmonic_mean is not None else t.ndcg)
+
+    frontier: list[Trial] = []
+    for trial in trials:
+        a = key(trial)
+        dominated = any(
+            (b := key(other))[0] >= a[0] and b[1] >= a[1] and b != a for other in trials if other is not trial
+        )
+        if not dominated and all(key(f) != a for f in frontier):
+            frontier.append(trial)
+    return sorted(frontier, key=lambda t: -t.ndcg)
+
+
+def calibration_search(
+    evaluate: Callable[[Calibration | None], Trial],
+    space: SearchSpace | None = None,
+    strategy: SearchStrategy = "coordinate",
+    start: Calibration | None = None,
+    tolerance: float = 0.0,
+    max_rounds: int = 3,
+    show_progress_bar: bool = True,
+) -> SearchResult:
+    """Search calibration settings on a dev set.
+
+    Args:
+        evaluate: scores one configuration (None = plain) on the dev set; called once per distinct configuration.
+        space: the values to try; the default covers strength, basket size, layer share and the three variants.
+        strategy: "grid" tries every combination (`space.size` evaluations); "coordinate" starts from `start` and
+            changes one field at a time, keeping the best feasible value, for up to `max_rounds` passes — far
+            fewer evaluations, usually the same winner because the fields interact weakly.
+        start: first configuration of the coordinate search (default: the paper's).
+        tolerance: nDCG@10 loss allowed relative to plain (0 = "not below plain").
+        max_rounds: passes of the coordinate search.
+        show_progress_bar: a tqdm bar over evaluations.
+
+    Returns:
+        A `SearchResult`; its `best` is plain when no configuration is feasible and better.
+    """
+    space = space or SearchSpace()
+    if strategy not in ("coordinate", "grid"):
+        raise ValueError(f"strategy must be 'coordinate' or 'grid', got {strategy!r}.")
+    if tolerance < 0:
+        raise ValueError(f"tolerance is an allowed nDCG@10 loss and must be ≥ 0, got {tolerance}.")
+    memo: dict[str, Trial] = {}
+    total = space.size + 1 if strategy == "grid" else None
+    bar = tqdm(total=total, desc="Calibration search", unit="config", disable=not show_progress_bar)
+
+    def run(calibration: Calibration | None) -> Trial:
+        key = "plain" if calibration is None else calibration.to_json()
+        if key not in memo:
+            memo[key] = evaluate(calibration)
+            bar.update(1)
+            bar.set_postfix_str(f"{describe(calibration)}: HM {_fmt(memo[key].harmonic_mean)}")
+        return memo[key]
+
+    try:
+        plain = run(None)
+        if strategy == "grid":
+            for calibration in space.grid():
+                run(calibration)
+        else:
+            current = start or Calibration()
+            best = run(current)
+            for _ in range(max_rounds):
+                changed = False
+                for name in SEARCH_FIELDS:
+                    for value in space.values(name):
+                        candidate = dataclasses.replace(current, **{name: value})
+                        trial = run(candidate)
+                        if _better(trial, best, plain, tolerance):
+                            best, current, changed = trial, candidate, True
+                if not changed:
+                    break
+    finally:
+        bar.close()
+    trials = list(memo.values())
+    return SearchResult(
+        plain=plain,
+        trials=trials,
+        frontier=pareto_frontier(trials),
+        best=select_best(trials, plain, tolerance),
+        tolerance=tolerance,
+    )
+
+
+def _better(trial: Trial, incumbent: Trial, plain: Trial, tolerance: float) -> bool:
+    """Feasible beats infeasible; among equals in feasibility, the higher objective wins."""
+    a, b = feasible(trial, plain, tolerance), feasible(incumbent, plain, tolerance)
+    if a != b:
+        return a
+    if not a:  # both infeasible: prefer the smaller loss, so the search walks towards feasibility
+        return trial.ndcg > incumbent.ndcg
+    return objective(trial) > objective(incumbent)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
