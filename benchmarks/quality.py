@@ -33,6 +33,7 @@ from fair_retrieval.evaluation.sources import load_task
 POSITION_DATASETS = ("squad-v2", "xquad:en", "xquad:de")
 PSI_TARGET = 0.35
 SCIFACT_TOLERANCE = 0.005
+PAPER = "λ=0.5 partial=equal special=content"
 
 
 def study_configurations() -> dict[str, Calibration | None]:
@@ -57,9 +58,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--scifact",
-        choices=["candidates", "all"],
         default="candidates",
-        help="which configurations to run on SciFact (default: plain, paper and target-meeting ones)",
+        help="configurations run on SciFact: candidates (default: plain, paper and those meeting the position "
+        "target), all, or comma-separated labels ('plain', 'paper' or a label of the table)",
     )
     parser.add_argument(
         "--extra",
@@ -101,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = configs
         if dataset == "scifact" and args.scifact == "candidates":
             chosen = {label: configs[label] for label in _scifact_candidates(results, configs)}
+        elif dataset == "scifact" and args.scifact != "all":
+            wanted = [PAPER if name.strip() == "paper" else name.strip() for name in args.scifact.split(",")]
+            unknown = [name for name in wanted if name not in configs]
+            if unknown:
+                raise ValueError(f"--scifact names unknown configurations {unknown}; see the table's labels.")
+            chosen = {label: configs[label] for label in wanted}
         for label, calibration in chosen.items():
             result = evaluator.run(label, calibration)
             results[dataset]["runs"][label] = {
@@ -118,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _scifact_candidates(results: dict[str, dict[str, Any]], configs: dict[str, Calibration | None]) -> list[str]:
-    keep = ["plain", "λ=0.5 partial=equal special=content"]
+    keep = ["plain", PAPER]
     for label in configs:
         if label not in keep and _position_verdict(results, label).get("meets_position_target"):
             keep.append(label)
