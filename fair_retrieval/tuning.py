@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tqdm.auto import tqdm
 
 from fair_retrieval.calibration import Calibration, LayerSpec
+from fair_retrieval.genetic import genetic_search as genetic_search  # LPES search, re-exported (issue 5)
 
 logger = logging.getLogger(__name__)
 
