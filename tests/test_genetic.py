@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -150,41 +149,49 @@ def tiny_rope_and_bert(tmp_path_factory: pytest.TempPathFactory) -> dict[str, st
     }
 
 
-def tune_args(model: str, output: Path, *extra: str) -> argparse.Namespace:
-    from fair_retrieval.cli.lpes_tune import add_lpes_arguments
-    from fair_retrieval.cli.options import add_model_arguments
+def tune_args(model: str, output: Path, *extra: str) -> list[str]:
+    return [
+        "tune",
+        "--method",
+        "lpes",
+        "--model",
+        model,
+        "--data",
+        "needle",
+        "--max-tokens",
+        "128",
+        "--no-calibration",
+        "--output",
+        str(output),
+        *extra,
+    ]
 
-    parser = argparse.ArgumentParser()
-    add_model_arguments(parser)
-    add_lpes_arguments(parser)
-    parser.add_argument("--data", default="needle")
-    parser.add_argument("--max-tokens", type=int)
-    parser.add_argument("--output", type=Path)
-    return parser.parse_args(["--model", model, "--max-tokens", "128", "--output", str(output), *extra])
 
-
-def test_tune_runner_searches_and_saves_the_best_factors(
+def test_tune_command_searches_and_saves_the_best_factors(
     tiny_rope_and_bert: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("fair_retrieval.evaluation.runner")
-    from fair_retrieval.cli.lpes_tune import run_lpes_tune
+    from fair_retrieval.cli import main
 
     output = tmp_path / "lpes.json"
-    args = tune_args(tiny_rope_and_bert["qwen3"], output, "--population", "3", "--generations", "2")
-    assert run_lpes_tune(args) == 0
+    cache = str(tmp_path / "cache")
+    argv = tune_args(tiny_rope_and_bert["qwen3"], output, "--population", "3", "--generations", "2")
+    assert main([*argv, "--cache-dir", cache]) == 0
     printed = capsys.readouterr().out
     assert "generation 0:" in printed and "generation 1:" in printed and "best factors per layer" in printed
     scaling = PositionalScaling.load(output)
     assert scaling.num_layers == 4 and all(1.0 <= f <= 2.0 for f in scaling.factors)
     saved = json.loads(output.read_text(encoding="utf-8"))
+    assert saved["calibration"] is None and saved["grouping"] == "thirds"
     assert saved["plain"]["harmonic_mean"] <= saved["best"]["harmonic_mean"]  # the identity was a candidate
     assert saved["search"]["evaluations"] <= 6 and len(saved["history"]) == 2
     assert saved["best"]["harmonic_mean"] == pytest.approx(saved["history"][-1]["best_fitness"])
 
 
-def test_tune_runner_refuses_models_without_rope(tiny_rope_and_bert: dict[str, str], tmp_path: Path) -> None:
-    from fair_retrieval.cli.lpes_tune import run_lpes_tune
+def test_tune_command_refuses_models_without_rope(
+    tiny_rope_and_bert: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fair_retrieval.cli import main
 
-    with pytest.raises(ValueError, match="no rotary position embeddings"):
-        run_lpes_tune(tune_args(tiny_rope_and_bert["bert"], tmp_path / "x.json"))
+    assert main(tune_args(tiny_rope_and_bert["bert"], tmp_path / "x.json")) == 2
+    assert "no rotary position embeddings" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()

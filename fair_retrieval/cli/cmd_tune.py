@@ -19,6 +19,7 @@ from fair_retrieval.cli.cmd_eval import (
     make_embedder,
     slug,
 )
+from fair_retrieval.cli.lpes_tune import add_lpes_arguments, run_lpes_tune
 from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, dump_json
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def register(subparsers: Any) -> None:
     group.add_argument("--isolated-modes", help="comma-separated: preserve,equal")
     group.add_argument("--partial-basket-modes", help="comma-separated: equal,proportional")
     group.add_argument("--special-tokens-modes", help="comma-separated: content,preserve")
+    add_lpes_arguments(parser)
     add_calibration_arguments(parser)
     add_special_tokens_argument(parser)
     parser.set_defaults(func=run)
@@ -179,4 +181,4 @@ def _fmt(value: float | None) -> str:
 
 
 # Search methods selectable with --method; each takes the parsed arguments and returns an exit code.
-METHODS: dict[str, Callable[[argparse.Namespace], int]] = {"calibration": run_calibration_search}
+METHODS: dict[str, Callable[[argparse.Namespace], int]] = {"calibration": run_calibration_search, "lpes": run_lpes_tune}

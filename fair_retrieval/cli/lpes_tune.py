@@ -29,11 +29,17 @@ from fair_retrieval.positional import PositionalScaling, install_positional_scal
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT = Path("lpes_scaling.json")
+# The tune command's --output default is the calibration search's file; LPES factors never go there by default.
+_CALIBRATION_OUTPUT = Path("calibration.json")
 
 
 def add_lpes_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the LPES search options (control points, factor bounds, population, generations, budget)."""
-    group = parser.add_argument_group("LPES search (--method lpes)")
+    group = parser.add_argument_group(
+        "LPES search (--method lpes)",
+        "per-layer RoPE scaling factors on a Bézier curve, found by a genetic search; saved to --output, or to "
+        f"{DEFAULT_OUTPUT} when --output is left at {_CALIBRATION_OUTPUT}",
+    )
     group.add_argument("--control-points", type=int, default=4, help="Bézier control points K (default: 4)")
     group.add_argument("--scale-min", type=float, default=1.0, help="smallest scaling factor (default: 1.0)")
     group.add_argument("--scale-max", type=float, default=2.0, help="largest scaling factor (default: 2.0)")
@@ -67,6 +73,8 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
 
     seed = int(getattr(args, "seed", None) or 0)
     output = Path(getattr(args, "output", None) or DEFAULT_OUTPUT)
+    if output == _CALIBRATION_OUTPUT:
+        output = DEFAULT_OUTPUT  # a Calibration file name would mislead: Calibration.load cannot read LPES factors
     calibration = _calibration(args)
     max_tokens = int(getattr(args, "max_tokens", None) or 512)
     embedder = FairEmbedder(
