@@ -89,13 +89,14 @@ class FairEmbedder:
         if pooling is not None:
             validate_pooling(pooling)
         self.device = pick_device(device)
-        self.model_name, self.model, loaded_here = self._load(model, model_kwargs)
-        self.pooling = self._resolve_pooling(pooling, loaded_here, model)
+        self.model_name, self.model, loaded_here, has_st_config = self._load(model, model_kwargs)
+        self.pooling = self._resolve_pooling(pooling, has_st_config)
         self._pool_here = pooling is not None and pooling != configured_pooling(self.model)[0]
         self._apply_precision(precision, loaded_here)
         self._transformer = hf_model(self.model)
         self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
         self._layer_of_module = install(self._transformer, self.model_name)
+        self._keep_padding()
         self.max_length = self._resolve_max_length(max_length)
         self.batch_size = batch_size
         self.show_progress_bar = bool(show_progress_bar)
@@ -189,25 +190,26 @@ class FairEmbedder:
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _load(self, model: Any, model_kwargs: dict[str, Any] | None) -> tuple[str, Any, bool]:
+    def _load(self, model: Any, model_kwargs: dict[str, Any] | None) -> tuple[str, Any, bool, bool]:
+        """Return (name, SentenceTransformer, loaded here?, pooling comes from a sentence-transformers config?)."""
         from sentence_transformers import SentenceTransformer
 
         if isinstance(model, SentenceTransformer):
             name = str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or "")
             name = name or type(hf_model(model)).__name__
             model.to(self.device)
-            return name, model, False
+            return name, model, False, True
         if not isinstance(model, str) and not hasattr(model, "__fspath__"):
             raise TypeError(
                 f"model must be a Hub id, a local path or a SentenceTransformer, got {type(model).__name__}."
             )
         name = str(model)
-        self._has_st_config = has_sentence_transformers_config(name)
-        return name, load_sentence_transformer(name, self.device, model_kwargs), True
+        has_config = has_sentence_transformers_config(name)
+        return name, load_sentence_transformer(name, self.device, model_kwargs), True, has_config
 
-    def _resolve_pooling(self, pooling: Pooling | None, loaded_here: bool, original: Any) -> Pooling:
+    def _resolve_pooling(self, pooling: Pooling | None, has_st_config: bool) -> Pooling:
         configured, raw = configured_pooling(self.model)
-        if loaded_here and not getattr(self, "_has_st_config", True):
+        if not has_st_config:
             configured, raw = None, None  # sentence-transformers invented mean pooling for a bare model
         if pooling is not None:
             return pooling
@@ -218,6 +220,15 @@ class FairEmbedder:
                 "or 'last' to FairEmbedder."
             )
         return configured
+
+    def _keep_padding(self) -> None:
+        """Switch off sentence-transformers' unpadding (FlashAttention): calibration needs whole, padded rows."""
+        module = transformer_module(self.model)
+        if getattr(module, "can_flatten_inputs", False):
+            logger.info(
+                "%s: keeping padded batches (unpad_inputs=False) so calibration sees whole rows.", self.model_name
+            )
+            module.unpad_inputs = False
 
     def _apply_precision(self, precision: Precision, loaded_here: bool) -> None:
         if precision == "auto":
