@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
@@ -95,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     started = time.time()
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
     for dataset in datasets:
         task = load_task(dataset, embedder.token_lengths, args.max_tokens)
         evaluator = Evaluator(embedder, task, cache=cache, show_progress_bar=True)
@@ -110,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen = {label: configs[label] for label in wanted}
         for label, calibration in chosen.items():
             result = evaluator.run(label, calibration)
+            scores = {qid: m["ndcg@10"] for qid, m in result.per_query.items()}
+            per_query.setdefault(dataset, {})[label] = scores
+            intervals: dict[str, Any] = {}
+            if label != "plain" and "plain" in per_query[dataset]:
+                intervals = paired_bootstrap(per_query[dataset]["plain"], scores, evaluator.grouping)
             results[dataset]["runs"][label] = {
                 "ndcg@10": result.overall["ndcg@10"],
                 "recall@10": result.overall["recall@10"],
@@ -117,11 +125,43 @@ def main(argv: list[str] | None = None) -> int:
                 "harmonic_mean": result.harmonic_mean,
                 "groups": {g: m["ndcg@10"] for g, m in result.groups.items()},
                 "seconds": result.seconds,
+                **intervals,
             }
             _write(report, args.output, started)
     _write(report, args.output, started)
     print((args.output / "quality.md").read_text(encoding="utf-8"))
     return 0
+
+
+def paired_bootstrap(
+    plain: dict[str, float], run: dict[str, float], groups: dict[str, list[str]], samples: int = 2000, seed: int = 0
+) -> dict[str, list[float]]:
+    """95 % paired-bootstrap intervals (queries resampled) of the nDCG@10 change and the relative PSI change.
+
+    Why: the position groups hold a few hundred queries each, so PSI differences of a few points can be noise;
+    the intervals say which differences the data supports.
+    """
+    rng = np.random.default_rng(seed)
+    qids = list(plain)
+    a = np.array([plain[q] for q in qids])
+    b = np.array([run[q] for q in qids])
+    picks = rng.integers(0, len(qids), size=(samples, len(qids)))
+    deltas = (b - a)[picks].mean(axis=1)
+    out = {"ndcg_delta_ci": [float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))]}
+    if len(groups) >= 2:
+        plain_means, run_means = [], []
+        for ids in groups.values():
+            ga = np.array([plain[q] for q in ids])
+            gb = np.array([run[q] for q in ids])
+            chosen = rng.integers(0, len(ids), size=(samples, len(ids)))
+            plain_means.append(ga[chosen].mean(axis=1))
+            run_means.append(gb[chosen].mean(axis=1))
+        pm, rm = np.stack(plain_means), np.stack(run_means)
+        psi_plain = 1 - pm.min(axis=0) / np.maximum(pm.max(axis=0), 1e-12)
+        psi_run = 1 - rm.min(axis=0) / np.maximum(rm.max(axis=0), 1e-12)
+        change = (psi_run - psi_plain) / np.maximum(psi_plain, 1e-12)
+        out["psi_change_ci"] = [float(np.percentile(change, 2.5)), float(np.percentile(change, 97.5))]
+    return out
 
 
 def _scifact_candidates(results: dict[str, dict[str, Any]], configs: dict[str, Calibration | None]) -> list[str]:
@@ -196,11 +236,44 @@ def markdown_table(report: dict[str, Any]) -> str:
         )
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    lines += _interval_table(report)
     lines.append(
         f"Model: {report['model']}, documents of ≤ {report['max_tokens']} tokens; elapsed "
         f"{report.get('elapsed_seconds', 0):.0f} s. PSI = 1 − min/max nDCG@10 over begin/middle/end thirds."
     )
     return "\n".join(lines) + "\n"
+
+
+def _interval_table(report: dict[str, Any]) -> list[str]:
+    """Changes vs plain with 95 % paired-bootstrap intervals, per dataset."""
+    results = report["results"]
+    datasets = list(results)
+    header = ["configuration"] + [f"{d} ΔnDCG@10 [95% CI]" for d in datasets]
+    header += [f"{d} ΔPSI [95% CI]" for d in datasets if d != "scifact"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label in report["configurations"]:
+        if label == "plain":
+            continue
+        cells = [label]
+        for dataset in datasets:
+            run, plain = results[dataset]["runs"].get(label), results[dataset]["runs"].get("plain")
+            if run and plain and "ndcg_delta_ci" in run:
+                lo, hi = run["ndcg_delta_ci"]
+                cells.append(f"{run['ndcg@10'] - plain['ndcg@10']:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+            else:
+                cells.append("—")
+        for dataset in datasets:
+            if dataset == "scifact":
+                continue
+            run, plain = results[dataset]["runs"].get(label), results[dataset]["runs"].get("plain")
+            if run and plain and "psi_change_ci" in run and plain["psi"]:
+                lo, hi = run["psi_change_ci"]
+                cells.append(f"{(run['psi'] - plain['psi']) / plain['psi']:+.0%} [{lo:+.0%}, {hi:+.0%}]")
+            else:
+                cells.append("—")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
 
 
 if __name__ == "__main__":
