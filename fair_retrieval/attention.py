@@ -10,8 +10,8 @@ How it plugs in
 The math (DESIGN.md §2)
     `calibrated_rows` is the definition: for a few query rows it forms the row's attention probabilities explicitly
     (O(heads·L) memory per row, never L×L), redistributes them over baskets and blends them. For mean pooling on
-    models whose every row sees the same keys, `_mix_basket_outputs` computes the same result with one fused
-    SDPA call per basket, because then the shares do not depend on the query row.
+    models whose every row sees the same keys, `_calibrate_every_row_by_baskets` computes the same result for all
+    rows with one fused attention call per basket plus the basket log-sum-exps.
 """
 
 from __future__ import annotations
@@ -235,12 +235,14 @@ def _calibrate_layer(
     if cal.special_tokens == "preserve" and request.special_mask is not None:
         isolated_positions = isolated_positions | (request.special_mask.to(padding.device) & padding)[:, None, :]
     if request.pooling == "mean":
-        no_isolated = not bool(isolated_positions.any())
-        if no_isolated and _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
+        if _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
             original = output.transpose(1, 2)  # (B, H, L, D) o
-            mixed = _mix_basket_outputs(query, key, value, padding, first_valid, scale, cal)  # (B, H, L, D)
-            blended = cal.strength * mixed + (1.0 - cal.strength) * original.to(mixed.dtype)
-            calibrated_item = (padding.sum(dim=1) >= cal.basket_size)[:, None, None, None]  # (B, 1, 1, 1)
+            content = padding & ~isolated_positions[:, 0]  # (B, L)
+            calibrated = _calibrate_every_row_by_baskets(
+                query, key, value, content, isolated_positions[:, 0], scale, cal
+            )
+            blended = cal.strength * calibrated + (1.0 - cal.strength) * original.to(calibrated.dtype)
+            calibrated_item = (content.sum(dim=1) >= cal.basket_size)[:, None, None, None]  # (B, 1, 1, 1)
             return torch.where(calibrated_item, blended.to(output.dtype), original).transpose(1, 2)
         rows = positions.expand(batch, seq)  # (B, L): every row
     else:
@@ -441,48 +443,106 @@ def _rows_times_values(weights: torch.Tensor, value: torch.Tensor, group: int) -
     return out.view(batch, heads, rows, head_dim)
 
 
-def _mix_basket_outputs(
+def _calibrate_every_row_by_baskets(
     query: torch.Tensor,  # (B, H, L, D)
     key: torch.Tensor,  # (B, Hkv, L, D)
     value: torch.Tensor,  # (B, Hkv, L, D)
-    padding: torch.Tensor,  # (B, L) bool
-    first_valid: torch.Tensor,  # (B,)
+    content: torch.Tensor,  # (B, L) bool, content keys C (real tokens that are not isolated)
+    isolated: torch.Tensor,  # (B, L) bool, isolated keys I (e.g. special tokens with special_tokens="preserve")
     scale: float,
     cal: Calibration,
 ) -> torch.Tensor:
-    """Σ_b share_b·ô_b for every row at once: the fully calibrated output for mean pooling, padding-only masks.
+    """p'·V for every row at once (mean pooling, every row sees all real tokens), without any L×L tensor.
 
-    With mean pooling I = ∅, so R = 1 and the shares (1/n or |b|/|C|) are the same for every row: the calibrated
-    output is a fixed mix of basket-local attention outputs ô_b, each one fused SDPA call over basket b's keys.
-    Baskets start at each text's first real token (left or right padding). Returns (B, H, L, D) in float32.
+    Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
+    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. From these,
+    the row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated
+    key's probability p_k = exp(s_k − lse) are exact, and p'·V = Σ_b share_b·ô_b + Σ_k t_k·v_k (renormalised if a
+    basket's mass underflows to 0). Returns (B, H, L, D) in float32 (float64 for float64 inputs).
     """
     batch, heads, seq, _ = query.shape
     basket = cal.basket_size
-    n_valid = padding.sum(dim=1)  # (B,)
-    n_baskets = (n_valid + basket - 1) // basket  # (B,)
-    offsets = torch.arange(basket, device=query.device)  # (Bsz,)
+    work = torch.float64 if query.dtype == torch.float64 else torch.float32
+    positions = torch.arange(seq, device=query.device)
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
-    aligned = bool((first_valid == 0).all())
-    mixed = torch.zeros_like(query, dtype=torch.float32 if query.dtype != torch.float64 else query.dtype)
-    for b in range(int(n_baskets.max().item())):
-        slot = b * basket + offsets  # (Bsz,) position of each slot among the real tokens
-        in_basket = slot[None, :] < n_valid[:, None]  # (B, Bsz)
-        if aligned and (b + 1) * basket <= seq:
-            k_b, v_b = key[:, :, b * basket : (b + 1) * basket], value[:, :, b * basket : (b + 1) * basket]
-        else:
-            source = (first_valid[:, None] + slot[None, :]).clamp(max=seq - 1)  # (B, Bsz)
-            k_b = key[items, :, source].permute(0, 2, 1, 3)  # (B, Hkv, Bsz, D)
-            v_b = value[items, :, source].permute(0, 2, 1, 3)
-            in_basket = in_basket & (first_valid[:, None] + slot[None, :] < seq)
-        k_b, v_b = _repeat_kv(k_b, heads), _repeat_kv(v_b, heads)
-        has_keys = in_basket.any(dim=1)  # (B,) items whose basket b is non-empty
-        mask = in_basket | ~has_keys[:, None]  # empty baskets: attend anywhere, weight 0 below (avoids NaN)
-        local = torch.nn.functional.scaled_dot_product_attention(
-            query, k_b, v_b, attn_mask=mask[:, None, None, :], scale=scale
-        )  # (B, H, L, D) ô_b for every row
-        if cal.partial_basket == "equal":
-            weight = has_keys.to(mixed.dtype) / n_baskets.clamp(min=1).to(mixed.dtype)  # (B,)
-        else:
-            weight = in_basket.sum(dim=1).to(mixed.dtype) / n_valid.clamp(min=1).to(mixed.dtype)  # (B,)
-        mixed += weight[:, None, None, None] * local.to(mixed.dtype)
-    return mixed
+    n_content = content.sum(dim=1)  # (B,)
+    n_baskets = (n_content + basket - 1) // basket  # (B,)
+    max_baskets = int(n_baskets.max().item())
+    # Content positions in order, then the rest: the first n_content columns are the content keys.
+    content_order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices  # (B, L)
+
+    outputs, log_masses, sizes = [], [], []
+    for b in range(max_baskets):
+        slot = b * basket + torch.arange(basket, device=query.device)  # (Bsz,)
+        in_basket = slot[None, :] < n_content[:, None]  # (B, Bsz)
+        source = content_order[:, slot.clamp(max=seq - 1)]  # (B, Bsz)
+        k_b = _repeat_kv(key[items, :, source].permute(0, 2, 1, 3), heads)  # (B, H, Bsz, D)
+        v_b = _repeat_kv(value[items, :, source].permute(0, 2, 1, 3), heads)
+        has_keys = in_basket.any(dim=1)  # (B,)
+        mask = (in_basket | ~has_keys[:, None])[:, None, None, :]  # empty basket: attend anywhere, mass −inf below
+        local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
+        outputs.append(local.to(work))
+        log_masses.append(torch.where(has_keys[:, None, None], log_mass.to(work), float("-inf")))
+        sizes.append(in_basket.sum(dim=1).to(work))  # (B,)
+
+    # Isolated keys: their scores directly (|I| is a handful per text).
+    n_isolated = isolated.sum(dim=1)  # (B,)
+    max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
+    isolated_order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+    isolated_valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
+    k_iso = _repeat_kv(key[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)  # (B, H, |I|, D)
+    v_iso = _repeat_kv(value[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)
+    iso_scores = torch.matmul(query.to(work), k_iso.transpose(-1, -2)) * scale  # (B, H, L, |I|)
+    iso_scores = iso_scores.masked_fill(~isolated_valid[:, None, None, :], float("-inf"))
+
+    stacked = torch.stack(log_masses, dim=-1)  # (B, H, L, n)
+    lse = torch.logsumexp(torch.cat([stacked, iso_scores], dim=-1), dim=-1, keepdim=True)  # (B, H, L, 1)
+    masses = torch.exp(stacked - lse)  # (B, H, L, n) M_b
+    if cal.isolated == "preserve":
+        t = torch.exp(iso_scores - lse)  # (B, H, L, |I|) t_k = p_ik
+    else:
+        equal = 1.0 / (n_baskets + n_isolated).clamp(min=1).to(work)  # (B,) 1/(n + |I|)
+        t = (equal[:, None] * isolated_valid)[:, None, None, :].expand_as(iso_scores)
+    budget = 1.0 - t.sum(dim=-1, keepdim=True)  # (B, H, L, 1) R
+    if cal.partial_basket == "equal":
+        fraction = (1.0 / n_baskets.clamp(min=1).to(work))[:, None].expand(-1, max_baskets)  # (B, n)
+    else:
+        fraction = torch.stack(sizes, dim=-1) / n_content.clamp(min=1).to(work)[:, None]  # (B, n) |b|/|C|
+    share = torch.where(masses > 0, budget * fraction[:, None, None, :], 0.0)  # (B, H, L, n)
+    total = share.sum(dim=-1, keepdim=True) + t.sum(dim=-1, keepdim=True)  # 1 unless a mass underflowed
+    mixed = torch.matmul(t, v_iso)  # (B, H, L, D) Σ_k t_k·v_k
+    for b, local in enumerate(outputs):
+        mixed += share[..., b : b + 1] * local
+    return mixed / total.clamp(min=torch.finfo(work).tiny)
+
+
+def _attention_with_logsumexp(
+    query: torch.Tensor,  # (B, H, L, D)
+    key: torch.Tensor,  # (B, H, S, D)
+    value: torch.Tensor,  # (B, H, S, D)
+    mask: torch.Tensor,  # (B, 1, 1, S) bool
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention output (B, H, L, D) and the log-sum-exp of its scores (B, H, L) over S keys (S = one basket).
+
+    On CPU this is PyTorch's fused flash kernel, which returns both. Elsewhere (CUDA, MPS) the scores of one basket
+    are formed explicitly: (B, H, L, S) with S = basket_size, in tiles of rows, never L×L.
+    """
+    if query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64):
+        op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+        if op is not None:
+            bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~mask, float("-inf"))
+            output, lse = op(query, key, value, 0.0, False, attn_mask=bias, scale=scale)
+            return output, lse
+    batch, heads, seq, _ = query.shape
+    width = key.shape[2]
+    rows = max(1, _TILE_ELEMENTS // max(1, batch * heads * width))
+    outputs, lses = [], []
+    for start in range(0, seq, rows):
+        q = query[:, :, start : start + rows].float()
+        scores = torch.matmul(q, key.float().transpose(-1, -2)) * scale  # (B, H, T, S)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        lse = torch.logsumexp(scores, dim=-1)  # (B, H, T)
+        outputs.append(torch.matmul(torch.exp(scores - lse[..., None]), value.float()))
+        lses.append(lse)
+    return torch.cat(outputs, dim=2), torch.cat(lses, dim=2)
