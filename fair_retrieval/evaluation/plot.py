@@ -56,6 +56,8 @@ def plot_by_position(report: dict[str, Any], path: str | Path) -> Path:
         y = [run["bins"][name][PRIMARY] for name in report["bins"]]
         lowest, highest = min(lowest, *y), max(highest, *y)
         psi = "n/a" if run["psi"] is None else f"{run['psi']:.3f}"
+        if report["grouping"]["name"] != "thirds":
+            psi += f" over {report['grouping']['name']} groups"
         ax.plot(
             x,
             y,
