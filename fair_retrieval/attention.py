@@ -168,18 +168,20 @@ def _make_attention_function(base: str, base_fn: Callable[..., Any] | None) -> C
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         fn = base_fn if base_fn is not None else _eager_function_of(module)
-        output, weights = fn(module, query, key, value, attention_mask, **kwargs)
+
+        def base() -> tuple[torch.Tensor, torch.Tensor | None]:
+            return fn(module, query, key, value, attention_mask, **kwargs)  # type: ignore[no-any-return]
+
         request = _ACTIVE.get()
         if request is None:
-            return output, weights
+            return base()
         layer = request.layer_of_module.get(id(module), getattr(module, "layer_idx", None))
         if layer is None:
-            return output, weights
+            return base()
         request.calls.add(int(layer))
         if int(layer) not in request.layers or request.calibration.strength == 0.0:
-            return output, weights
-        calibrated = _calibrate_layer(module, query, key, value, attention_mask, output, request, kwargs)
-        return calibrated, weights
+            return base()
+        return _calibrate_layer(module, query, key, value, attention_mask, base, request, kwargs)
 
     fair_attention.__name__ = f"fair_attention_{base}"
     return fair_attention
@@ -208,10 +210,11 @@ def _calibrate_layer(
     key: torch.Tensor,  # (B, Hkv, L, D)
     value: torch.Tensor,  # (B, Hkv, L, D)
     attention_mask: torch.Tensor | None,
-    output: torch.Tensor,  # (B, L, H, D), the base implementation's output
+    base: Callable[[], tuple[torch.Tensor, torch.Tensor | None]],  # the model's own attention → (B, L, H, D), weights
     request: CalibrationRequest,
     kwargs: dict[str, Any],
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Attention output (B, L, H, D) of a calibrated layer, and the base implementation's weights (if it ran)."""
     batch, heads, seq, head_dim = query.shape
     if key.shape[2] != seq:
         raise RuntimeError("fair-retrieval calibrates full-sequence encoding only (no KV cache); pass use_cache=False.")
@@ -236,20 +239,24 @@ def _calibrate_layer(
         isolated_positions = isolated_positions | (request.special_mask.to(padding.device) & padding)[:, None, :]
     if request.pooling == "mean":
         if _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
-            original = output.transpose(1, 2)  # (B, H, L, D) o
+            # The basket outputs also give the plain output exactly, so the base attention is not run at all.
             content = padding & ~isolated_positions[:, 0]  # (B, L)
-            calibrated = _calibrate_every_row_by_baskets(
+            if int(content.sum(dim=1).max().item()) < cal.basket_size:
+                return base()  # no text in the batch is long enough to be calibrated
+            calibrated, plain = _calibrate_every_row_by_baskets(
                 query, key, value, content, isolated_positions[:, 0], scale, cal
-            )
-            blended = cal.strength * calibrated + (1.0 - cal.strength) * original.to(calibrated.dtype)
+            )  # (B, H, L, D) each
+            blended = cal.strength * calibrated + (1.0 - cal.strength) * plain
             calibrated_item = (content.sum(dim=1) >= cal.basket_size)[:, None, None, None]  # (B, 1, 1, 1)
-            return torch.where(calibrated_item, blended.to(output.dtype), original).transpose(1, 2)
+            mixed = torch.where(calibrated_item, blended, plain).to(query.dtype)
+            return mixed.transpose(1, 2).contiguous(), None
         rows = positions.expand(batch, seq)  # (B, L): every row
     else:
         rows = (first_valid if request.pooling == "cls" else last_valid).clamp(0, seq - 1)[:, None]  # (B, 1)
 
     # The base output is a fresh tensor owned by this call: calibrated rows are written into it in place, so the
     # extra memory stays O(batch·heads·rows·L) per tile (for cls/last pooling, one row per text).
+    output, weights = base()  # (B, L, H, D)
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     tile = max(1, _TILE_ELEMENTS // max(1, batch * heads * seq))
     for start in range(0, rows.shape[1], tile):
@@ -260,7 +267,7 @@ def _calibrate_layer(
         original = output[items, row_tile].permute(0, 2, 1, 3)  # (B, H, T, D)
         new_rows = calibrated_rows(q_rows, key, value, allowed, isolated, scale, cal, original)
         output[items, row_tile] = new_rows.permute(0, 2, 1, 3).to(output.dtype)
-    return output
+    return output, weights
 
 
 def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
@@ -451,14 +458,15 @@ def _calibrate_every_row_by_baskets(
     isolated: torch.Tensor,  # (B, L) bool, isolated keys I (e.g. special tokens with special_tokens="preserve")
     scale: float,
     cal: Calibration,
-) -> torch.Tensor:
-    """p'·V for every row at once (mean pooling, every row sees all real tokens), without any L×L tensor.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """p'·V and p·V for every row at once (mean pooling, every row sees all real tokens), without any L×L tensor.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
     local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. From these,
     the row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated
     key's probability p_k = exp(s_k − lse) are exact, and p'·V = Σ_b share_b·ô_b + Σ_k t_k·v_k (renormalised if a
-    basket's mass underflows to 0). Returns (B, H, L, D) in float32 (float64 for float64 inputs).
+    basket's mass underflows to 0). The plain output is Σ_b M_b·ô_b + Σ_k p_k·v_k from the same pieces.
+    Returns (calibrated, plain), each (B, H, L, D) in float32 (float64 for float64 inputs).
     """
     batch, heads, seq, _ = query.shape
     basket = cal.basket_size
@@ -498,8 +506,9 @@ def _calibrate_every_row_by_baskets(
     stacked = torch.stack(log_masses, dim=-1)  # (B, H, L, n)
     lse = torch.logsumexp(torch.cat([stacked, iso_scores], dim=-1), dim=-1, keepdim=True)  # (B, H, L, 1)
     masses = torch.exp(stacked - lse)  # (B, H, L, n) M_b
+    iso_probs = torch.exp(iso_scores - lse)  # (B, H, L, |I|) p_ik
     if cal.isolated == "preserve":
-        t = torch.exp(iso_scores - lse)  # (B, H, L, |I|) t_k = p_ik
+        t = iso_probs  # t_k = p_ik
     else:
         equal = 1.0 / (n_baskets + n_isolated).clamp(min=1).to(work)  # (B,) 1/(n + |I|)
         t = (equal[:, None] * isolated_valid)[:, None, None, :].expand_as(iso_scores)
@@ -510,10 +519,12 @@ def _calibrate_every_row_by_baskets(
         fraction = torch.stack(sizes, dim=-1) / n_content.clamp(min=1).to(work)[:, None]  # (B, n) |b|/|C|
     share = torch.where(masses > 0, budget * fraction[:, None, None, :], 0.0)  # (B, H, L, n)
     total = share.sum(dim=-1, keepdim=True) + t.sum(dim=-1, keepdim=True)  # 1 unless a mass underflowed
-    mixed = torch.matmul(t, v_iso)  # (B, H, L, D) Σ_k t_k·v_k
+    calibrated = torch.matmul(t, v_iso)  # (B, H, L, D) Σ_k t_k·v_k
+    plain = torch.matmul(iso_probs, v_iso)  # (B, H, L, D) Σ_k p_k·v_k
     for b, local in enumerate(outputs):
-        mixed += share[..., b : b + 1] * local
-    return mixed / total.clamp(min=torch.finfo(work).tiny)
+        calibrated += share[..., b : b + 1] * local
+        plain += masses[..., b : b + 1] * local
+    return calibrated / total.clamp(min=torch.finfo(work).tiny), plain
 
 
 def _attention_with_logsumexp(

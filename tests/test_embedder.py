@@ -208,3 +208,12 @@ def _own_attention(module: torch.nn.Module):  # type: ignore[no-untyped-def]
         return out.transpose(1, 2).reshape(batch, seq, -1), None
 
     return forward
+
+
+@pytest.mark.parametrize("special_tokens", ["content", "preserve"])
+def test_batches_of_only_short_or_empty_texts(minilm_embedder: FairEmbedder, special_tokens: str) -> None:
+    texts = ["", "", "tiny"]
+    cal = Calibration(special_tokens=special_tokens)  # type: ignore[arg-type]
+    np.testing.assert_allclose(
+        minilm_embedder.embed_documents(texts, calibration=cal), minilm_embedder.embed_queries(texts), atol=1e-6
+    )
