@@ -53,3 +53,11 @@ def test_readme_example_runs(
         found = printed.find(expected, position)
         assert found >= 0, f"example {number} did not print {expected!r} (after position {position}):\n{printed}"
         position = found + len(expected)
+
+
+def test_root_readme_carries_the_same_examples() -> None:
+    """The project README shows these examples verbatim, so what users copy is what runs here."""
+    root_readme = (SNIPPETS.parents[1] / "README.md").read_text(encoding="utf-8")
+    root_blocks = BLOCK.findall(root_readme)
+    for block in _blocks():
+        assert block in root_blocks, f"README.md lacks (or changed) this example:\n{block}"
