@@ -7,6 +7,10 @@ a text field and optional id/metadata fields). The output folder holds:
 - `documents.jsonl`: one `{"id", "text", "metadata"}` object per line.
 - `manifest.json`: how the vectors were made (model, pooling, max_length, calibration), so queries are embedded
   by the same model; written last, so a folder with a manifest is complete.
+
+With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`); the
+folder then also keeps the resumable embedding shards in `shards/`, and without `--kind` the index is an exact
+flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from fair_retrieval.cli.options import (
     dump_json,
     embedder_kwargs,
 )
+from fair_retrieval.distributed.index_command import add_ray_arguments, index_on_ray
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_arguments(parser)
     parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
     parser.add_argument("--output", required=True, type=Path, help="folder to write the index into")
-    parser.add_argument("--kind", choices=KINDS, default="flat", help="FAISS index kind (default: flat, exact)")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        help="FAISS index kind (default: flat, exact; with --engine ray: flat or ivfpq by corpus size, see "
+        "--flat-limit)",
+    )
     parser.add_argument(
         "--index-param",
         action="append",
@@ -72,6 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--id-field", default="id", help="JSONL field holding the id (default: id; optional)")
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     add_calibration_arguments(parser)
+    add_ray_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -87,10 +98,16 @@ def run(args: argparse.Namespace) -> int:
     documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
     logger.info("Read %d documents from %s", len(documents), args.input)
 
-    embedder = FairEmbedder(args.model, calibration=calibration, **embedder_kwargs(args))
-    vectors = embedder.embed_documents([doc.text for doc in documents], show_progress_bar=True)
-    index = FaissIndex(vectors.shape[1], metric="ip", kind=args.kind, gpu=gpu_choice(args.gpu), **params)
-    index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
+    texts = [doc.text for doc in documents]
+    if args.engine == "ray":  # ids 0..n-1 as below; pooling/max_length None mean the model's own, as in search
+        index = index_on_ray(args, texts, calibration, params)
+        pooling, max_length = args.pooling, args.max_length
+    else:
+        embedder = FairEmbedder(args.model, calibration=calibration, **embedder_kwargs(args))
+        vectors = embedder.embed_documents(texts, show_progress_bar=True)
+        index = FaissIndex(vectors.shape[1], metric="ip", kind=args.kind or "flat", gpu=gpu_choice(args.gpu), **params)
+        index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
+        pooling, max_length = embedder.pooling, embedder.max_length
 
     output.mkdir(parents=True, exist_ok=True)
     (output / MANIFEST_FILE).unlink(missing_ok=True)  # until the new one is written, the folder is incomplete
@@ -100,21 +117,22 @@ def run(args: argparse.Namespace) -> int:
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "model": model_reference(args.model),
-        "pooling": embedder.pooling,
-        "max_length": embedder.max_length,
+        "pooling": pooling,
+        "max_length": max_length,
         "calibration": calibration.to_dict() if calibration is not None else None,
-        "dim": int(vectors.shape[1]),
+        "dim": index.dim,
         "count": len(documents),
-        "kind": args.kind,
+        "kind": index.kind,
         "metric": "ip",
         "params": index.params,
         "documents": DOCUMENTS_FILE,
+        "engine": args.engine,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "fair_retrieval_version": __version__,
     }
     dump_json(manifest, output / MANIFEST_FILE)
     state = "calibrated" if calibration is not None else "plain"
-    print(f"Indexed {len(documents)} documents ({state}, {vectors.shape[1]}-d, {args.kind}) into {output}")
+    print(f"Indexed {len(documents)} documents ({state}, {index.dim}-d, {index.kind}) into {output}")
     return 0
 
 

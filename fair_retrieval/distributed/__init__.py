@@ -1,0 +1,42 @@
+"""Scale-out indexing: calibrated embeddings of large corpora on Ray Data, and compressed FAISS indices from them.
+
+Needs the optional extra: pip install 'fair-retrieval[ray]' (Ray is imported only when a job runs).
+
+    from fair_retrieval.distributed import EmbedderSpec, build_index, embed_to_shards
+
+    spec = EmbedderSpec("sentence-transformers/all-MiniLM-L6-v2")  # calibrated by default
+    embed_to_shards("corpus/", "shards/", spec, workers=4)  # Parquet/JSONL folder; resumable; RAY_ADDRESS
+    built = build_index("shards/")                          # flat, or IVF-PQ for large corpora
+    built.save("index/")
+
+Modules: `spec` (what each worker loads), `source` (input and its checks), `worker` (the Ray callable class),
+`shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size), `opq` (OPQ
+before IVF-PQ), `build` (shards → FaissIndex), `recall` and `synthetic` (measuring compressed indices), `runtime`
+(Ray connection and errors), `index_command` (the CLI's Ray engine).
+"""
+
+from fair_retrieval.distributed.build import BuiltIndex, build_index
+from fair_retrieval.distributed.embed import EmbedResult, embed_to_shards, texts_key
+from fair_retrieval.distributed.plan import IndexPlan, plan_index
+from fair_retrieval.distributed.recall import exact_neighbours, recall_at_k, top1_in_k
+from fair_retrieval.distributed.runtime import DistributedJobError
+from fair_retrieval.distributed.shards import ShardFolder
+from fair_retrieval.distributed.spec import EmbedderSpec
+from fair_retrieval.distributed.synthetic import clustered_vectors
+
+__all__ = [
+    "BuiltIndex",
+    "DistributedJobError",
+    "EmbedResult",
+    "EmbedderSpec",
+    "IndexPlan",
+    "ShardFolder",
+    "build_index",
+    "clustered_vectors",
+    "embed_to_shards",
+    "exact_neighbours",
+    "plan_index",
+    "recall_at_k",
+    "texts_key",
+    "top1_in_k",
+]
