@@ -42,6 +42,11 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shard-size", type=int, default=10_000, help="documents per Parquet shard (default: 10000)")
     group.add_argument("--opq", action="store_true", help="rotate with OPQ before IVF-PQ (slower training)")
     group.add_argument(
+        "--gpu-shards",
+        action="store_true",
+        help="with several GPUs, split the index across them while building (default: a copy on each)",
+    )
+    group.add_argument(
         "--flat-limit",
         type=int,
         help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above (default: 1000000)",
@@ -107,6 +112,6 @@ def index_on_ray(
     )
     limit = {"flat_limit": args.flat_limit} if args.flat_limit is not None else {}
     plan = plan_index(result.total, ShardFolder(shards).dimension(), kind, opq=args.opq, **limit, **params)
-    built = build_index(shards, plan, gpu=gpu_choice(args.gpu))
+    built = build_index(shards, plan, gpu=gpu_choice(args.gpu), gpu_shards=args.gpu_shards)
     logger.info("Built %s", built.plan.describe())
     return built.index

@@ -6,8 +6,9 @@ is IVF-PQ (optionally with an OPQ rotation), with parameters from common FAISS g
 - nlist: the power of two nearest 4·√n (faiss suggests 4·√n to 16·√n lists), at most n/39 so every list gets the
   39 training points faiss' k-means asks for;
 - nprobe: nlist/16 (at least 8): lists visited per query, the recall/speed knob that can be changed after building;
-- m: the largest number of PQ sub-quantizers ≤ dim/2 that divides dim and that faiss' GPU IVF-PQ supports, so an
-  index built on CPU also runs on a GPU (384-d: m = 96, 4 dimensions per 8-bit code, 16× smaller than float32);
+- m: the largest number of PQ sub-quantizers ≤ dim/2 that divides dim and that faiss' GPU IVF-PQ supports with the
+  float32 lookup tables FaissIndex uses (m·2^nbits ≤ 16384, so m ≤ 64 with 8-bit codes), so an index built on CPU
+  also runs on a GPU (384-d: m = 64, 6 dimensions per 8-bit code, 24× smaller than float32);
 - training sample: 39·max(nlist, 256) vectors (k-means for the lists and for 256-centroid PQ codebooks).
 """
 
@@ -25,6 +26,7 @@ FLAT_LIMIT = 1_000_000
 POINTS_PER_CENTROID = 39
 GPU_PQ_SUBQUANTIZERS = (1, 2, 3, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96)
 GPU_PQ_SUBDIMENSIONS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 28, 32)
+GPU_FLOAT32_TABLE_ENTRIES = 16_384  # m · 2^nbits above this needs float16 lookup tables on GPU
 _IVFPQ_KEYS = ("nlist", "nprobe", "m", "nbits")
 
 
@@ -115,12 +117,14 @@ def default_nlist(count: int) -> int:
     return max(1, nlist)
 
 
-def default_subquantizers(dim: int) -> int:
-    """The largest m ≤ dim/2 dividing dim that faiss' GPU IVF-PQ supports; else the largest divisor ≤ min(dim/2, 96)."""
+def default_subquantizers(dim: int, nbits: int = 8) -> int:
+    """The largest m ≤ dim/2 dividing dim that faiss' GPU IVF-PQ runs with float32 lookup tables; without one, the
+    largest divisor of dim ≤ min(dim/2, 16384/2^nbits)."""
+    limit = max(1, GPU_FLOAT32_TABLE_ENTRIES // 2**nbits)
     for m in sorted(GPU_PQ_SUBQUANTIZERS, reverse=True):
-        if m <= max(1, dim // 2) and dim % m == 0 and dim // m in GPU_PQ_SUBDIMENSIONS:
+        if m <= min(limit, max(1, dim // 2)) and dim % m == 0 and dim // m in GPU_PQ_SUBDIMENSIONS:
             return m
-    fallback = max(m for m in range(1, min(max(1, dim // 2), 96) + 1) if dim % m == 0)
+    fallback = max(m for m in range(1, min(max(1, dim // 2), limit) + 1) if dim % m == 0)
     logger.info(
         "No GPU-compatible PQ size divides dim=%d; using m=%d (the index may not move to a GPU).", dim, fallback
     )
@@ -132,11 +136,12 @@ def _ivfpq_params(count: int, dim: int, given: dict[str, int]) -> dict[str, int]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{key} must be a positive int, got {value!r}.")
     nlist = given.get("nlist", default_nlist(count))
+    nbits = given.get("nbits", 8)
     params = {
         "nlist": nlist,
         "nprobe": given.get("nprobe", min(nlist, max(8, nlist // 16))),
-        "m": given.get("m", default_subquantizers(dim)),
-        "nbits": given.get("nbits", 8),
+        "m": given.get("m", default_subquantizers(dim, nbits)),
+        "nbits": nbits,
     }
     if params["nprobe"] > nlist:
         raise ValueError(f"nprobe={params['nprobe']} exceeds nlist={nlist}; use nprobe ≤ nlist.")

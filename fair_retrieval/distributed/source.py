@@ -38,8 +38,9 @@ def as_dataset(data: Any) -> Any:
     """A Ray Dataset from a Dataset (returned as is) or from Parquet/JSONL files or folders of them.
 
     Args:
-        data: a `ray.data.Dataset`; a path (str or PathLike) to a .parquet/.jsonl/.json file or to a folder of such
-            files; or a list of paths of one format. Paths may also be URIs Ray reads (s3://…, gs://…).
+        data: a `ray.data.Dataset`; a path (str or PathLike) to a .parquet/.jsonl/.json file or to a local folder of
+            such files; or a list of paths of one format. Files may also be URIs Ray reads (s3://…/part.parquet);
+            for a remote folder, read it with `ray.data.read_parquet` yourself and pass the Dataset.
 
     Raises:
         FileNotFoundError: for a local path that does not exist.

@@ -70,13 +70,13 @@ def test_plan_is_flat_for_small_corpora_and_ivfpq_above_the_limit() -> None:
     assert plan_index(5_000, 384).kind == "flat"
     plan = plan_index(2_000_000, 384)
     assert plan.kind == "ivfpq" and not plan.opq
-    assert plan.params == {"nlist": 4096, "nprobe": 256, "m": 96, "nbits": 8}  # 4·√2e6 ≈ 5657 → 4096
+    assert plan.params == {"nlist": 4096, "nprobe": 256, "m": 64, "nbits": 8}  # 4·√2e6 ≈ 5657 → 4096
     assert plan.train_size == 39 * 4096
     assert plan_index(50_000, 384, flat_limit=10_000).kind == "ivfpq"
     assert (
         plan_index(50_000, 384, "ivfpq", opq=True, nlist=64, nprobe=4)
         .describe()
-        .startswith("OPQ+IVF-PQ (nlist=64, nprobe=4, m=96, nbits=8")
+        .startswith("OPQ+IVF-PQ (nlist=64, nprobe=4, m=64, nbits=8")
     )
 
 
@@ -85,9 +85,11 @@ def test_plan_parameters_follow_the_rules() -> None:
         nlist = default_nlist(count)
         assert nlist & (nlist - 1) == 0 and (nlist * 39 <= count or nlist == 1)
     assert default_nlist(10_000) == 256 and default_nlist(100_000) == 1024
-    for dim, m in ((384, 96), (768, 96), (1024, 64), (64, 32), (32, 16), (1536, 96)):
+    for dim, m in ((384, 64), (768, 64), (1024, 64), (64, 32), (32, 16), (1536, 64), (96, 48)):
         assert default_subquantizers(dim) == m and dim % m == 0 and m in GPU_PQ_SUBQUANTIZERS
-    assert default_subquantizers(4096) == 64  # no GPU-compatible size: largest divisor ≤ 96
+        assert m * 2**8 <= 16_384  # float32 lookup tables fit the GPU kernels' shared memory
+    assert default_subquantizers(384, nbits=6) == 96  # smaller codebooks allow more sub-quantizers
+    assert default_subquantizers(4096) == 64  # no GPU-compatible size: largest divisor ≤ 64
 
 
 def test_plan_errors() -> None:
