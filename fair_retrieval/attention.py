@@ -243,13 +243,10 @@ def _calibrate_layer(
             content = padding & ~isolated_positions[:, 0]  # (B, L)
             if int(content.sum(dim=1).max().item()) < cal.basket_size:
                 return base()  # no text in the batch is long enough to be calibrated
-            calibrated, plain = _calibrate_every_row_by_baskets(
+            blended = _calibrate_every_row_by_baskets(
                 query, key, value, content, isolated_positions[:, 0], scale, cal
-            )  # (B, H, L, D) each
-            blended = cal.strength * calibrated + (1.0 - cal.strength) * plain
-            calibrated_item = (content.sum(dim=1) >= cal.basket_size)[:, None, None, None]  # (B, 1, 1, 1)
-            mixed = torch.where(calibrated_item, blended, plain).to(query.dtype)
-            return mixed.transpose(1, 2).contiguous(), None
+            )  # (B, L, H, D)
+            return blended.to(query.dtype), None
         rows = positions.expand(batch, seq)  # (B, L): every row
     else:
         rows = (first_valid if request.pooling == "cls" else last_valid).clamp(0, seq - 1)[:, None]  # (B, 1)
@@ -458,15 +455,16 @@ def _calibrate_every_row_by_baskets(
     isolated: torch.Tensor,  # (B, L) bool, isolated keys I (e.g. special tokens with special_tokens="preserve")
     scale: float,
     cal: Calibration,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """p'·V and p·V for every row at once (mean pooling, every row sees all real tokens), without any L×L tensor.
+) -> torch.Tensor:
+    """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
     local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. From these,
     the row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated
     key's probability p_k = exp(s_k − lse) are exact, and p'·V = Σ_b share_b·ô_b + Σ_k t_k·v_k (renormalised if a
-    basket's mass underflows to 0). The plain output is Σ_b M_b·ô_b + Σ_k p_k·v_k from the same pieces.
-    Returns (calibrated, plain), each (B, H, L, D) in float32 (float64 for float64 inputs).
+    basket's mass underflows to 0). The plain output p·V is Σ_b M_b·ô_b + Σ_k p_k·v_k from the same pieces, so
+    the blend is one weighted sum of the ô_b and v_k; texts with fewer than B content keys get p·V. Returns the
+    attention output in the model's layout, (B, L, H, D), float32 (float64 for float64 inputs).
     """
     batch, heads, seq, _ = query.shape
     basket = cal.basket_size
@@ -518,13 +516,16 @@ def _calibrate_every_row_by_baskets(
     else:
         fraction = torch.stack(sizes, dim=-1) / n_content.clamp(min=1).to(work)[:, None]  # (B, n) |b|/|C|
     share = torch.where(masses > 0, budget * fraction[:, None, None, :], 0.0)  # (B, H, L, n)
-    total = share.sum(dim=-1, keepdim=True) + t.sum(dim=-1, keepdim=True)  # 1 unless a mass underflowed
-    calibrated = torch.matmul(t, v_iso)  # (B, H, L, D) Σ_k t_k·v_k
-    plain = torch.matmul(iso_probs, v_iso)  # (B, H, L, D) Σ_k p_k·v_k
+    total = (share.sum(dim=-1, keepdim=True) + t.sum(dim=-1, keepdim=True)).clamp(min=torch.finfo(work).tiny)
+    lam = cal.strength * (n_content >= basket).to(work)[:, None, None, None]  # (B, 1, 1, 1): λ, or 0 if too short
+    basket_weights = lam * share / total + (1.0 - lam) * masses  # (B, H, L, n)
+    isolated_weights = lam * t / total + (1.0 - lam) * iso_probs  # (B, H, L, |I|)
+    out = torch.empty(batch, seq, heads, query.shape[-1], dtype=work, device=query.device)  # (B, L, H, D)
+    view = out.transpose(1, 2)  # (B, H, L, D), written in place
+    view.copy_(torch.matmul(isolated_weights, v_iso))
     for b, local in enumerate(outputs):
-        calibrated += share[..., b : b + 1] * local
-        plain += masses[..., b : b + 1] * local
-    return calibrated / total.clamp(min=torch.finfo(work).tiny), plain
+        view.addcmul_(basket_weights[..., b : b + 1], local)
+    return out
 
 
 def _attention_with_logsumexp(
