@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,12 @@ from fair_retrieval.evaluation.records import read_records
 from fair_retrieval.evaluation.sources import load_path, load_task
 from fair_retrieval.evaluation.task import RetrievalTask
 from tests.evaluation.conftest import shared_data_or_skip
+
+# The Hub-format fixtures (SQuAD-PosQ, PosIR, NanoBEIR) are Parquet files, as on the Hub.
+needs_parquet = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("pandas", "pyarrow")),
+    reason="reading the Parquet fixtures needs pandas and pyarrow (the eval/dev extras)",
+)
 
 
 def test_beir_folder(fixtures: Path) -> None:
@@ -55,6 +62,7 @@ def test_fineweb_posq(fixtures: Path) -> None:
     assert "Glaciers carve valleys" in task.corpus[next(iter(task.qrels[first]))]
 
 
+@needs_parquet
 def test_squad_posq_parquet_hub_layout(fixtures: Path, count_tokens) -> None:
     rows = read_records(fixtures / "squad_posq" / "squad_v2" / "train-00000-of-00001.parquet")
     assert rows[0]["answers"] == {"text": ["Paris"], "answer_start": [0]}  # nested struct read as plain lists
@@ -69,6 +77,7 @@ def test_squad_posq_parquet_hub_layout(fixtures: Path, count_tokens) -> None:
     assert task.positions["s2"].relative > 0.9
 
 
+@needs_parquet
 def test_posir_folder(fixtures: Path) -> None:
     task = hub.load_posir(fixtures / "posir" / "eng-Latn" / "tiny-domain")
     assert task.name == "posir:eng-Latn/tiny-domain"
@@ -79,6 +88,7 @@ def test_posir_folder(fixtures: Path) -> None:
     assert make_grouping(task, "length") == {"Q1": ["pq3"], "Q2": ["pq1", "pq2"]}  # 512/1024/1536 token edges
 
 
+@needs_parquet
 def test_nanobeir_folder(fixtures: Path) -> None:
     task = hub.load_nanobeir(fixtures / "nanobeir" / "NanoTiny")
     assert task.name == "NanoTiny"
@@ -86,6 +96,7 @@ def test_nanobeir_folder(fixtures: Path) -> None:
     assert set(task.queries) == {"nq1", "nq2"}
 
 
+@needs_parquet
 def test_load_path_recognises_every_format(fixtures: Path, count_tokens) -> None:
     def kind(path: Path) -> str:
         return str(load_path(path, count_tokens).info.get("format", "beir-or-squad"))
@@ -104,6 +115,7 @@ def test_load_path_recognises_every_format(fixtures: Path, count_tokens) -> None
         load_task("xquad:xx", count_tokens, data_dir=fixtures)
 
 
+@needs_parquet
 def test_load_from_hub_downloads_then_reads_the_same_format(
     fixtures: Path, count_tokens, monkeypatch: pytest.MonkeyPatch
 ) -> None:
