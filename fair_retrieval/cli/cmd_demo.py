@@ -16,8 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.cli.cmd_eval import add_special_tokens_argument, calibration_of, slug
-from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, dump_json, embedder_kwargs
+from fair_retrieval.cli.cmd_eval import slug
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_model_arguments,
+    calibration_from_args,
+    dump_json,
+    embedder_kwargs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +47,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--query", help="your own question for the FAISS example (default: a late-answer question)")
     parser.add_argument("--output-dir", type=Path, default=Path("runs/demo"), help="where reports and plots go")
     add_calibration_arguments(parser)
-    add_special_tokens_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from fair_retrieval.embedder import FairEmbedder
 
     started = time.perf_counter()
-    calibration = calibration_of(args) or Calibration()
+    calibration = calibration_from_args(args) or Calibration()
     kwargs = embedder_kwargs(args)
     kwargs["max_length"] = kwargs.get("max_length") or args.max_tokens
     embedder = FairEmbedder(args.model, calibration=calibration, show_progress_bar=True, **kwargs)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import logging
 import re
 from pathlib import Path
@@ -43,7 +41,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output-dir", type=Path, default=Path("runs/eval"), help="where the report and plot go")
     parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
     add_calibration_arguments(parser)
-    add_special_tokens_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -67,25 +64,6 @@ def add_data_arguments(parser: argparse.ArgumentParser, default_data: str | None
     parser.add_argument("--bins", type=int, default=10, help="position bins in the plot (default 10)")
     parser.add_argument("--max-queries", type=int, help="evaluate a reproducible random subset of the queries")
     parser.add_argument("--needle-documents", type=int, default=60, help="size of the needle benchmark (default 60)")
-
-
-def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
-    """--special-tokens, unless the shared calibration options already provide it."""
-    with contextlib.suppress(argparse.ArgumentError):
-        parser.add_argument(
-            "--special-tokens",
-            choices=["content", "preserve"],
-            help="special tokens ([SEP], EOS) count as content (paper) or keep their own attention mass",
-        )
-
-
-def calibration_of(args: argparse.Namespace) -> Calibration | None:
-    """The Calibration the arguments describe, including --special-tokens."""
-    calibration = calibration_from_args(args)
-    special = getattr(args, "special_tokens", None)
-    if calibration is not None and special is not None and calibration.special_tokens != special:
-        calibration = dataclasses.replace(calibration, special_tokens=special)
-    return calibration
 
 
 def make_embedder(args: argparse.Namespace, calibration: Calibration | None = None) -> Any:
@@ -124,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from fair_retrieval.evaluation.report import build_report, format_table
     from fair_retrieval.evaluation.runner import Evaluator
 
-    calibration = calibration_of(args)
+    calibration = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
     evaluator = Evaluator(

@@ -13,14 +13,12 @@ from typing import Any
 
 from fair_retrieval.cli.cmd_eval import (
     add_data_arguments,
-    add_special_tokens_argument,
-    calibration_of,
     load_data,
     make_embedder,
     slug,
 )
 from fair_retrieval.cli.lpes_tune import add_lpes_arguments, run_lpes_tune
-from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, dump_json
+from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args, dump_json
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +67,6 @@ def register(subparsers: Any) -> None:
     group.add_argument("--special-tokens-modes", help="comma-separated: content,preserve")
     add_lpes_arguments(parser)
     add_calibration_arguments(parser)
-    add_special_tokens_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -108,7 +105,7 @@ def run_calibration_search(args: argparse.Namespace) -> int:
     from fair_retrieval.tuning import Trial, calibration_search
 
     space = search_space(args)
-    start = calibration_of(args)
+    start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
     evaluator = Evaluator(embedder, task, grouping=args.grouping, cache=EmbeddingCache(args.cache_dir))

@@ -12,7 +12,6 @@ The `tune` command owns the shared options (model, data, output); this module ad
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import time
@@ -193,11 +192,7 @@ def _calibration(args: argparse.Namespace) -> Calibration | None:
         return None
     from fair_retrieval.cli.options import calibration_from_args
 
-    calibration = calibration_from_args(args)
-    special = getattr(args, "special_tokens", None)
-    if calibration is not None and special is not None and calibration.special_tokens != special:
-        calibration = dataclasses.replace(calibration, special_tokens=special)
-    return calibration
+    return calibration_from_args(args)
 
 
 def _print_comparison(plain: Any, tuned: Any) -> None:

@@ -37,6 +37,11 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--isolated", choices=["preserve", "equal"])
     group.add_argument("--partial-basket", choices=["equal", "proportional"])
+    group.add_argument(
+        "--special-tokens",
+        choices=["content", "preserve"],
+        help="special tokens ([SEP], EOS) count as content (paper) or keep their own attention mass",
+    )
 
 
 def parse_layers(text: str) -> float | int | tuple[int, ...]:
@@ -65,6 +70,7 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
         "layers": parse_layers(args.layers) if args.layers is not None else None,
         "isolated": args.isolated,
         "partial_basket": args.partial_basket,
+        "special_tokens": args.special_tokens,
     }
     fields.update({key: value for key, value in overrides.items() if value is not None})
     return Calibration.from_dict(fields)
