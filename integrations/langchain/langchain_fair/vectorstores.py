@@ -1,25 +1,26 @@
 """FaissVectorStore: a LangChain vector store on fair_retrieval's FaissIndex, saved without pickle.
 
 LangChain's own FAISS store lived in langchain-community, which was archived; this one depends on langchain-core
-only. Vectors live in a `fair_retrieval.FaissIndex` (GPU when faiss sees one, CPU otherwise); this module only
-translates: LangChain string ids ↔ the index's int64 ids, and `Document` text and metadata kept beside it.
+only. Vectors live in a `fair_retrieval.FaissIndex` (GPU when faiss sees one, CPU otherwise), under int64 ids this
+module hands out; it keeps one map from LangChain's string ids to those ints, and the `Document`s by int id.
 
-A saved store is a folder with `index/` (FaissIndex.save: faiss' binary format plus JSON) and `store.json`
-(documents, metadata and the id mapping). Nothing is pickled, so loading a store cannot execute code; in exchange,
-metadata must be JSON: str keys and str / int / float / bool / None / list / dict values.
+A saved store is a folder with `index/` (FaissIndex.save) and `store.json` (documents, metadata and the id map).
+Nothing is pickled, so loading a store cannot execute code; in exchange, metadata must be JSON: str keys and
+str / int / float / bool / None / list / dict values.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
-import math
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 from langchain_core.documents import Document
@@ -30,6 +31,7 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.jsonio import read_versioned_json, write_json_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,6 @@ STORE_FILE = "store.json"
 INDEX_FOLDER = "index"
 FORMAT_NAME = "langchain-fair-faiss-store"
 FORMAT_VERSION = 1
-_METRICS = ("cosine", "ip", "l2")
 
 
 class FaissVectorStore(VectorStore):
@@ -82,8 +83,8 @@ class FaissVectorStore(VectorStore):
     ) -> None:
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        if metric not in _METRICS:
-            raise ValueError(f"metric must be one of {_METRICS}, got {metric!r}.")
+        if metric not in get_args(Metric):
+            raise ValueError(f"metric must be one of {get_args(Metric)}, got {metric!r}.")
         self._embedding = embedding
         self._metric: Metric = metric
         self._kind = kind
@@ -91,12 +92,9 @@ class FaissVectorStore(VectorStore):
         self._index_params = dict(index_params)
         self._relevance_score_fn = relevance_score_fn
         self._index: FaissIndex | None = None
-        self._documents: dict[str, tuple[str, dict[str, Any]]] = {}  # id → (text, metadata), in insertion order
-        self._int_ids: dict[str, int] = {}
-        self._str_ids: dict[int, str] = {}
+        self._int_ids: dict[str, int] = {}  # the id map: LangChain id → the index's int64 id
+        self._documents: dict[int, Document] = {}  # by int id, in insertion order (an upsert moves to the end)
         self._next_int_id = 0
-
-    # ------------------------------------------------------------------------------------------------ properties
 
     @property
     def embeddings(self) -> Embeddings:
@@ -111,7 +109,7 @@ class FaissVectorStore(VectorStore):
     @property
     def ids(self) -> list[str]:
         """The ids of the stored documents, in insertion order."""
-        return list(self._documents)
+        return [document.id for document in self._documents.values()]  # type: ignore[misc]
 
     def __len__(self) -> int:
         return len(self._documents)
@@ -143,7 +141,7 @@ class FaissVectorStore(VectorStore):
         """
         text_list = ensure_text_list(texts, "texts")
         metadata_list = _check_metadatas(metadatas, len(text_list))
-        id_list = _check_ids(ids, len(text_list))
+        id_list = _new_ids(ids, len(text_list))
         if not text_list:
             return []
         vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
@@ -151,17 +149,14 @@ class FaissVectorStore(VectorStore):
         replaced = [self._int_ids[id_] for id_ in id_list if id_ in self._int_ids]
         if replaced:
             index.remove(replaced)
-        int_ids = [self._int_ids.get(id_) for id_ in id_list]
-        for position, int_id in enumerate(int_ids):
-            if int_id is None:
-                int_ids[position] = self._next_int_id
-                self._next_int_id += 1
+        fresh = itertools.count(self._next_int_id)  # a replaced id keeps its int id, a new one takes the next
+        int_ids = [self._int_ids[id_] if id_ in self._int_ids else next(fresh) for id_ in id_list]
         index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))
+        self._next_int_id = next(fresh)
         for id_, int_id, text, metadata in zip(id_list, int_ids, text_list, metadata_list, strict=True):
-            self._documents.pop(id_, None)  # a replaced document moves to the end of the insertion order
-            self._documents[id_] = (text, metadata)
-            self._int_ids[id_] = int(int_id)  # type: ignore[arg-type]
-            self._str_ids[int(int_id)] = id_  # type: ignore[arg-type]
+            self._int_ids[id_] = int_id
+            self._documents.pop(int_id, None)  # a replaced document moves to the end of the insertion order
+            self._documents[int_id] = Document(id=id_, page_content=text, metadata=metadata)
         logger.debug("Stored %d documents (%d replaced); %d in the store.", len(id_list), len(replaced), len(self))
         return id_list
 
@@ -196,7 +191,7 @@ class FaissVectorStore(VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""
-        return [self._document(id_) for id_ in _check_id_list(ids) if id_ in self._documents]
+        return [self._document(self._int_ids[id_]) for id_ in ensure_text_list(ids, "ids") if id_ in self._int_ids]
 
     def delete(self, ids: list[str] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
         """Delete the documents stored under `ids`.
@@ -214,18 +209,17 @@ class FaissVectorStore(VectorStore):
         """
         if ids is None:
             raise ValueError("delete() needs the ids to delete; to delete every document, pass store.ids.")
-        id_list = _check_id_list(ids)
-        unknown = [id_ for id_ in dict.fromkeys(id_list) if id_ not in self._documents]
+        unique = list(dict.fromkeys(ensure_text_list(ids, "ids")))
+        unknown = [id_ for id_ in unique if id_ not in self._int_ids]
         if unknown and strict:
             raise ValueError(f"{len(unknown)} id(s) are not in the store: {_some(unknown)}; nothing was deleted.")
         if unknown:
             logger.warning("delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), _some(unknown))
-        known = [id_ for id_ in dict.fromkeys(id_list) if id_ in self._documents]
+        known = [self._int_ids.pop(id_) for id_ in unique if id_ in self._int_ids]
         if known and self._index is not None:
-            self._index.remove([self._int_ids[id_] for id_ in known])
-        for id_ in known:
-            del self._documents[id_]
-            del self._str_ids[self._int_ids.pop(id_)]
+            self._index.remove(known)
+        for int_id in known:
+            del self._documents[int_id]
         return not unknown
 
     # ------------------------------------------------------------------------------------------------ searching
@@ -250,21 +244,10 @@ class FaissVectorStore(VectorStore):
             **kwargs: unused; accepted for LangChain compatibility.
         """
         _check_k(k, "k")
-        if self._index is None or not self._documents:
+        if not self._documents:
             return []
-        query = self._prepare(self._as_matrix([embedding], 1, "the query embedding"))
-        wanted = k if filter is None else max(k, _check_k(fetch_k, "fetch_k"))
-        scores, found = self._index.search(query, min(wanted, len(self)))
-        results: list[tuple[Document, float]] = []
-        for score, int_id in zip(scores[0].tolist(), found[0].tolist(), strict=True):
-            if int_id < 0:
-                continue
-            document = self._document(self._str_ids[int_id])
-            if filter is None or _matches(filter, document.metadata):
-                results.append((document, float(score)))
-            if len(results) == k:
-                break
-        return results
+        query = self._as_matrix([embedding], 1, "the query embedding")
+        return [(self._document(int_id), score) for int_id, score in self._search(query, k, filter, fetch_k)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -285,8 +268,7 @@ class FaissVectorStore(VectorStore):
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
         """The k documents nearest to `query`."""
-        hits = self.similarity_search_with_score(query, k, filter=filter, fetch_k=fetch_k, **kwargs)
-        return [document for document, _ in hits]
+        return self.similarity_search_by_vector(self._embedding.embed_query(query), k, filter, fetch_k, **kwargs)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -305,15 +287,16 @@ class FaissVectorStore(VectorStore):
         _check_k(k, "k")
         if not 0.0 <= lambda_mult <= 1.0:
             raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}.")
-        candidates = self.similarity_search_with_score_by_vector(
-            embedding, max(k, _check_k(fetch_k, "fetch_k")), filter=filter, fetch_k=fetch_k
-        )
-        if not candidates or self._index is None:
+        candidates = max(k, _check_k(fetch_k, "fetch_k"))
+        if not self._documents:
             return []
-        vectors = self._index.get_vectors([self._int_ids[document.id] for document, _ in candidates])  # type: ignore[index]
-        query = self._prepare(self._as_matrix([embedding], 1, "the query embedding"))[0]
-        chosen = maximal_marginal_relevance(query, vectors.tolist(), lambda_mult=lambda_mult, k=k)
-        return [candidates[position][0] for position in chosen]
+        query = self._as_matrix([embedding], 1, "the query embedding")
+        int_ids = [int_id for int_id, _ in self._search(query, candidates, filter, fetch_k)]
+        if not int_ids:
+            return []
+        vectors = self._index.get_vectors(int_ids).tolist()  # type: ignore[union-attr]
+        chosen = maximal_marginal_relevance(query[0], vectors, lambda_mult=lambda_mult, k=k)
+        return [self._document(int_ids[position]) for position in chosen]
 
     def max_marginal_relevance_search(
         self,
@@ -330,10 +313,12 @@ class FaissVectorStore(VectorStore):
         )
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        # langchain-core's functions assume other scales (1 − cosine distance, unsquared L2 over √2, …); ours
+        # give the same (1 + cosine) / 2 for unit vectors whatever the metric.
         if self._relevance_score_fn is not None:
             return self._relevance_score_fn
         if self._metric == "l2":
-            return _relevance_from_squared_l2
+            return lambda distance: _relevance_from_similarity(1.0 - distance / 2.0)  # |a−b|² = 2 − 2·cos
         return _relevance_from_similarity
 
     # ------------------------------------------------------------------------------------------------ persistence
@@ -357,13 +342,11 @@ class FaissVectorStore(VectorStore):
             "next_int_id": self._next_int_id,
             "has_index": self._index is not None,
             "documents": [
-                {"id": id_, "int_id": self._int_ids[id_], "text": text, "metadata": metadata}
-                for id_, (text, metadata) in self._documents.items()
+                {"id": document.id, "int_id": int_id, "text": document.page_content, "metadata": document.metadata}
+                for int_id, document in self._documents.items()
             ],
         }
-        temporary = folder / (STORE_FILE + ".tmp")
-        temporary.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
-        os.replace(temporary, folder / STORE_FILE)
+        write_json_atomically(folder / STORE_FILE, state, indent=None)
         logger.info("Saved %d documents to %s", len(self), folder)
         return folder
 
@@ -390,7 +373,14 @@ class FaissVectorStore(VectorStore):
             ValueError: if the files are malformed or disagree with each other.
         """
         folder = Path(folder_path)
-        state = _read_state(folder / STORE_FILE)
+        state = read_versioned_json(
+            folder / STORE_FILE,
+            format_name=FORMAT_NAME,
+            max_version=FORMAT_VERSION,
+            required=("metric", "kind", "next_int_id", "documents"),
+            writer="FaissVectorStore.save_local()",
+            upgrade="langchain-fair",
+        )
         store = cls(
             embeddings,
             metric=state["metric"],
@@ -402,15 +392,16 @@ class FaissVectorStore(VectorStore):
         if state.get("has_index"):
             store._index = FaissIndex.load(folder / INDEX_FOLDER, gpu=gpu)
         for record in state["documents"]:
-            id_, int_id = record["id"], int(record["int_id"])
-            store._documents[id_] = (record["text"], record["metadata"])
-            store._int_ids[id_] = int_id
-            store._str_ids[int_id] = id_
+            int_id = int(record["int_id"])
+            store._int_ids[record["id"]] = int_id
+            store._documents[int_id] = Document(
+                id=record["id"], page_content=record["text"], metadata=record["metadata"]
+            )
         store._next_int_id = int(state["next_int_id"])
         stored = set(store._index.ids.tolist()) if store._index is not None else set()
-        if stored != set(store._str_ids):
+        if stored != set(store._documents) or len(store._int_ids) != len(store._documents):
             raise ValueError(
-                f"{folder}: {STORE_FILE} lists {len(store._str_ids)} documents but the index holds {len(stored)} "
+                f"{folder}: {STORE_FILE} lists {len(state['documents'])} documents but the index holds {len(stored)} "
                 "vectors under other ids; the folder was modified or written partially. Rebuild the store."
             )
         return store
@@ -424,6 +415,7 @@ class FaissVectorStore(VectorStore):
         return self._index
 
     def _as_matrix(self, vectors: Any, count: int, source: str) -> np.ndarray:
+        """Embeddings as a float32 matrix the index takes: checked shape, and L2-normalised rows for "cosine"."""
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != count:
             raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
@@ -432,18 +424,25 @@ class FaissVectorStore(VectorStore):
                 f"{source} gave {matrix.shape[1]}-d vectors but this store holds {self._index.dim}-d ones; use the "
                 "embeddings the store was built with."
             )
-        return self._prepare(matrix)
-
-    def _prepare(self, matrix: np.ndarray) -> np.ndarray:
-        """L2-normalise rows for the cosine metric (other metrics take vectors as they are)."""
         if self._metric != "cosine":
             return matrix
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
 
-    def _document(self, id_: str) -> Document:
-        text, metadata = self._documents[id_]
-        return Document(id=id_, page_content=text, metadata=copy.deepcopy(metadata))
+    def _search(self, query: np.ndarray, k: int, filter: Filter | None, fetch_k: int) -> list[tuple[int, float]]:
+        """(int id, raw score) of the k best matches of one prepared query row that pass `filter`."""
+        wanted = k if filter is None else max(k, _check_k(fetch_k, "fetch_k"))
+        scores, found = self._index.search(query, min(wanted, len(self)))  # type: ignore[union-attr]
+        hits = [
+            (int_id, float(score))
+            for score, int_id in zip(scores[0].tolist(), found[0].tolist(), strict=True)
+            if int_id >= 0 and (filter is None or _matches(filter, self._documents[int_id].metadata))
+        ]
+        return hits[:k]
+
+    def _document(self, int_id: int) -> Document:
+        """A copy of a stored document, so callers cannot change the store by editing what they got."""
+        return self._documents[int_id].model_copy(deep=True)
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -454,51 +453,29 @@ def _relevance_from_similarity(score: float) -> float:
     return min(1.0, max(0.0, (1.0 + score) / 2.0))
 
 
-def _relevance_from_squared_l2(distance: float) -> float:
-    """Squared L2 distance of unit vectors (2 − 2·cos) → (1 + cos) / 2, the same scale as the cosine metric."""
-    return min(1.0, max(0.0, 1.0 - distance / 4.0))
-
-
 def _check_k(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
     return value
 
 
-def _check_id_list(ids: Any) -> list[str]:
-    if isinstance(ids, str):
-        raise TypeError(f"ids must be a list of strings, got a single str; wrap it in a list: [{ids!r}].")
-    id_list = list(ids)
-    for position, id_ in enumerate(id_list):
-        if not isinstance(id_, str):
-            raise TypeError(f"ids[{position}] is {type(id_).__name__}, expected str.")
+def _new_ids(ids: Any, count: int) -> list[str]:
+    """One unique str id per new text; ids=None, or a None entry, means a new UUID."""
+    if ids is None:
+        ids = [None] * count
+    if not isinstance(ids, str):  # a single str is refused by ensure_text_list
+        ids = [str(uuid.uuid4()) if id_ is None else id_ for id_ in ids]
+    id_list = ensure_text_list(ids, "ids")
+    if len(id_list) != count:
+        raise ValueError(f"Got {count} texts but {len(id_list)} ids; pass one id per text (or ids=None).")
+    repeated = sorted(id_ for id_, times in Counter(id_list).items() if times > 1)
+    if repeated:
+        raise ValueError(f"ids repeat within this call: {_some(repeated)}; every id must be unique.")
     return id_list
 
 
-def _check_ids(ids: Any, count: int) -> list[str]:
-    """One str id per text: the given ones, with new UUIDs for missing (None) entries."""
-    if ids is None:
-        return [str(uuid.uuid4()) for _ in range(count)]
-    if isinstance(ids, str):
-        raise TypeError(f"ids must be a list of strings, got a single str; wrap it in a list: [{ids!r}].")
-    id_list = list(ids)
-    if len(id_list) != count:
-        raise ValueError(f"Got {count} texts but {len(id_list)} ids; pass one id per text (or ids=None).")
-    result = []
-    for position, id_ in enumerate(id_list):
-        if id_ is None:
-            id_ = str(uuid.uuid4())
-        elif not isinstance(id_, str):
-            raise TypeError(f"ids[{position}] is {type(id_).__name__}, expected str (or None for a new id).")
-        result.append(id_)
-    repeated = sorted({id_ for id_ in result if result.count(id_) > 1}) if len(set(result)) != len(result) else []
-    if repeated:
-        raise ValueError(f"ids repeat within this call: {_some(repeated)}; every id must be unique.")
-    return result
-
-
 def _check_metadatas(metadatas: Any, count: int) -> list[dict[str, Any]]:
-    """One JSON-serialisable dict per text (deep-copied, so later changes by the caller do not leak in)."""
+    """One JSON dict per text, copied (later changes by the caller do not leak into the store)."""
     if metadatas is None:
         return [{} for _ in range(count)]
     if isinstance(metadatas, dict):
@@ -508,44 +485,41 @@ def _check_metadatas(metadatas: Any, count: int) -> list[dict[str, Any]]:
         raise ValueError(
             f"Got {count} texts but {len(metadata_list)} metadatas; pass one metadata dict per text (or none)."
         )
-    result = []
-    for position, metadata in enumerate(metadata_list):
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, dict):
-            raise TypeError(f"metadatas[{position}] is {type(metadata).__name__}, expected a dict.")
-        _check_json(metadata, f"metadatas[{position}]")
-        result.append(copy.deepcopy(metadata))
-    return result
+    return [_json_copy(metadata, f"metadatas[{position}]") for position, metadata in enumerate(metadata_list)]
 
 
-def _check_json(value: Any, path: str) -> None:
-    """Raise a TypeError naming the first value under `path` that would not survive a JSON round trip."""
-    if value is None or isinstance(value, str | bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError(f"{path} is {value}; JSON has no NaN or infinity. Store it as None or a string.")
-        return
-    if isinstance(value, list):
-        for position, item in enumerate(value):
-            _check_json(item, f"{path}[{position}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{path} has the key {key!r} ({type(key).__name__}); JSON keys must be strings.")
-            _check_json(item, f"{path}[{key!r}]")
-        return
-    raise TypeError(
-        f"{path} is a {type(value).__name__}, which is not JSON-serialisable; the store saves metadata as JSON "
-        "(never pickle). Convert it to str, int, float, bool, None, list or dict (e.g. a date with .isoformat())."
-    )
+def _json_copy(metadata: Any, where: str) -> dict[str, Any]:
+    """`metadata` through a JSON round trip; a TypeError names the first entry that would not come back the same."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise TypeError(f"{where} is {type(metadata).__name__}, expected a dict.")
+    copied = {}
+    for key, value in metadata.items():
+        path = f"{where}[{key!r}]"
+        if not isinstance(key, str):
+            raise TypeError(f"{where} has the key {key!r} ({type(key).__name__}); JSON keys must be strings.")
+        try:
+            copied[key] = json.loads(json.dumps(value, allow_nan=False, default=_refuse))
+        except ValueError as error:
+            raise TypeError(f"{path}: {error}; JSON has no NaN or infinity. Store it as None or a string.") from None
+        except TypeError as error:
+            raise TypeError(
+                f"{path} {error}; the store saves metadata as JSON (never pickle). Convert it to str, int, float, "
+                "bool, None, list or dict (e.g. a date with .isoformat())."
+            ) from None
+        if copied[key] != value:
+            raise TypeError(f"{path} would change through JSON: keys must be strings and sequences lists.")
+    return copied
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"is a {type(value).__name__}, which is not JSON-serialisable")
 
 
 def _matches(filter: Filter, metadata: dict[str, Any]) -> bool:
     if callable(filter):
-        return bool(filter(metadata))
+        return bool(filter(copy.deepcopy(metadata)))  # a copy: a filter that edits its argument cannot edit the store
     for key, expected in filter.items():
         value = metadata.get(key)
         if isinstance(expected, list) and not isinstance(value, list):
@@ -559,22 +533,3 @@ def _matches(filter: Filter, metadata: dict[str, Any]) -> bool:
 def _some(items: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(repr(item) for item in items[:limit])
     return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: is {path.parent} a folder written by FaissVectorStore.save_local()?"
-        )
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
-    if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path} was not written by FaissVectorStore.save_local() (no format={FORMAT_NAME!r}).")
-    if int(state.get("version", 0)) > FORMAT_VERSION:
-        raise ValueError(f"{path} has format version {state['version']}; upgrade langchain-fair to read it.")
-    missing = [key for key in ("metric", "kind", "next_int_id", "documents") if key not in state]
-    if missing:
-        raise ValueError(f"{path} lacks {missing}.")
-    return state
