@@ -145,7 +145,11 @@ class FaissVectorStore(VectorStore):
         if not text_list:
             return []
         vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
-        index = self._ensure_index(vectors.shape[1])
+        if self._index is None:  # created on the first add, when the vector size is known
+            metric: Literal["ip", "l2"] = "l2" if self._metric == "l2" else "ip"
+            kind: Any = self._kind  # FaissIndex checks it
+            self._index = FaissIndex(vectors.shape[1], metric=metric, kind=kind, gpu=self._gpu, **self._index_params)
+        index = self._index
         replaced = [self._int_ids[id_] for id_ in id_list if id_ in self._int_ids]
         if replaced:
             index.remove(replaced)
@@ -408,12 +412,6 @@ class FaissVectorStore(VectorStore):
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _ensure_index(self, dim: int) -> FaissIndex:
-        if self._index is None:
-            faiss_metric = "l2" if self._metric == "l2" else "ip"
-            self._index = FaissIndex(dim, metric=faiss_metric, kind=self._kind, gpu=self._gpu, **self._index_params)  # type: ignore[arg-type]
-        return self._index
-
     def _as_matrix(self, vectors: Any, count: int, source: str) -> np.ndarray:
         """Embeddings as a float32 matrix the index takes: checked shape, and L2-normalised rows for "cosine"."""
         matrix = np.asarray(vectors, dtype=np.float32)
@@ -476,11 +474,9 @@ def _new_ids(ids: Any, count: int) -> list[str]:
 
 def _check_metadatas(metadatas: Any, count: int) -> list[dict[str, Any]]:
     """One JSON dict per text, copied (later changes by the caller do not leak into the store)."""
-    if metadatas is None:
-        return [{} for _ in range(count)]
     if isinstance(metadatas, dict):
         raise TypeError("metadatas must be a list with one dict per text, got a single dict; wrap it: [metadata].")
-    metadata_list = list(metadatas)
+    metadata_list = [None] * count if metadatas is None else list(metadatas)
     if len(metadata_list) != count:
         raise ValueError(
             f"Got {count} texts but {len(metadata_list)} metadatas; pass one metadata dict per text (or none)."
