@@ -20,7 +20,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from langchain_core.documents import Document
@@ -42,6 +42,14 @@ STORE_FILE = "store.json"
 INDEX_FOLDER = "index"
 FORMAT_NAME = "langchain-fair-faiss-store"
 FORMAT_VERSION = 1
+
+
+class _Record(NamedTuple):
+    """A stored document (a tuple, lighter than a `Document`: one is built per result)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
 
 
 class FaissVectorStore(VectorStore):
@@ -93,7 +101,7 @@ class FaissVectorStore(VectorStore):
         self._relevance_score_fn = relevance_score_fn
         self._index: FaissIndex | None = None
         self._int_ids: dict[str, int] = {}  # the id map: LangChain id → the index's int64 id
-        self._documents: dict[int, Document] = {}  # by int id, in insertion order (an upsert moves to the end)
+        self._documents: dict[int, _Record] = {}  # by int id, in insertion order (an upsert moves to the end)
         self._next_int_id = 0
 
     @property
@@ -109,7 +117,7 @@ class FaissVectorStore(VectorStore):
     @property
     def ids(self) -> list[str]:
         """The ids of the stored documents, in insertion order."""
-        return [document.id for document in self._documents.values()]  # type: ignore[misc]
+        return [record.id for record in self._documents.values()]
 
     def __len__(self) -> int:
         return len(self._documents)
@@ -160,7 +168,7 @@ class FaissVectorStore(VectorStore):
         for id_, int_id, text, metadata in zip(id_list, int_ids, text_list, metadata_list, strict=True):
             self._int_ids[id_] = int_id
             self._documents.pop(int_id, None)  # a replaced document moves to the end of the insertion order
-            self._documents[int_id] = Document(id=id_, page_content=text, metadata=metadata)
+            self._documents[int_id] = _Record(id_, text, metadata)
         logger.debug("Stored %d documents (%d replaced); %d in the store.", len(id_list), len(replaced), len(self))
         return id_list
 
@@ -346,8 +354,8 @@ class FaissVectorStore(VectorStore):
             "next_int_id": self._next_int_id,
             "has_index": self._index is not None,
             "documents": [
-                {"id": document.id, "int_id": int_id, "text": document.page_content, "metadata": document.metadata}
-                for int_id, document in self._documents.items()
+                {"id": id_, "int_id": int_id, "text": text, "metadata": metadata}
+                for int_id, (id_, text, metadata) in self._documents.items()
             ],
         }
         write_json_atomically(folder / STORE_FILE, state, indent=None)
@@ -398,9 +406,7 @@ class FaissVectorStore(VectorStore):
         for record in state["documents"]:
             int_id = int(record["int_id"])
             store._int_ids[record["id"]] = int_id
-            store._documents[int_id] = Document(
-                id=record["id"], page_content=record["text"], metadata=record["metadata"]
-            )
+            store._documents[int_id] = _Record(record["id"], record["text"], record["metadata"])
         store._next_int_id = int(state["next_int_id"])
         stored = set(store._index.ids.tolist()) if store._index is not None else set()
         if stored != set(store._documents) or len(store._int_ids) != len(store._documents):
@@ -440,7 +446,8 @@ class FaissVectorStore(VectorStore):
 
     def _document(self, int_id: int) -> Document:
         """A copy of a stored document, so callers cannot change the store by editing what they got."""
-        return self._documents[int_id].model_copy(deep=True)
+        id_, text, metadata = self._documents[int_id]
+        return Document(id=id_, page_content=text, metadata=copy.deepcopy(metadata))
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
