@@ -1,0 +1,169 @@
+"""EmbedderOptions: the FairEmbedder settings as one value, and the "model or embedder" rule of the adapters.
+
+Everything that builds a `FairEmbedder` from settings (the LlamaIndex and LangChain adapters, the Ray spec, the
+commands) describes them with `EmbedderOptions` and calls `build(model)`, so an option is declared, validated and
+forwarded in one place. `resolve_embedder` is the rule the adapters share: a caller gives either a model to load or
+a ready `FairEmbedder`, never both, and options that only matter when loading cannot come with a ready embedder.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, get_args
+
+import torch
+
+from fair_retrieval.attention import Pooling
+from fair_retrieval.calibration import Calibration
+from fair_retrieval.embedder import INSTANCE_DEFAULT, FairEmbedder, Precision
+from fair_retrieval.loading import validate_pooling
+from fair_retrieval.positional import PositionalScaling
+
+__all__ = [
+    "INSTANCE_DEFAULT",
+    "LOADING_OPTIONS",
+    "EmbedderOptions",
+    "as_calibration",
+    "resolve_embedder",
+]
+
+LOADING_OPTIONS: tuple[str, ...] = ("pooling", "max_length", "batch_size", "device", "precision", "model_kwargs")
+"""Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
+
+
+@dataclass(frozen=True)
+class EmbedderOptions:
+    """Every `FairEmbedder` argument except the model, validated when created (names and defaults as there).
+
+    Validation happens here, before any model is loaded, so a wrong value fails where it was written (on a Ray
+    driver rather than on each worker, in an adapter's constructor rather than at the first embedding). Change one
+    option of a value with `dataclasses.replace(options, max_length=256)`.
+
+    Args:
+        calibration: the default document `Calibration`; None embeds documents plainly.
+        pooling: "cls", "mean" or "last"; None takes it from the model's sentence-transformers config.
+        max_length: token limit per text; None uses the model's.
+        batch_size: texts per forward pass.
+        device: "cpu", "cuda", "mps", … (or a `torch.device`); None picks cuda, then mps, then cpu.
+        precision: "auto", "float32", "float16" or "bfloat16".
+        show_progress_bar: default for the per-call flag of the same name.
+        model_kwargs: extra keyword arguments for the transformers model when loading by name (kept read-only).
+        positional_scaling: the default LPES `PositionalScaling` for documents; None leaves positions unchanged.
+
+    Raises:
+        TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
+            positional_scaling).
+        ValueError: for an unknown pooling or precision, or a max_length or batch_size that is not a positive int.
+    """
+
+    calibration: Calibration | None = Calibration()  # noqa: RUF009 - frozen, so sharing it is safe
+    pooling: Pooling | None = None
+    max_length: int | None = None
+    batch_size: int = 32
+    device: str | torch.device | None = None
+    precision: Precision = "auto"
+    show_progress_bar: bool = False
+    model_kwargs: Mapping[str, Any] | None = None
+    positional_scaling: PositionalScaling | None = None
+
+    def __post_init__(self) -> None:
+        if self.calibration is not None and not isinstance(self.calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(self.calibration).__name__}.")
+        if self.pooling is not None:
+            validate_pooling(self.pooling)
+        if self.max_length is not None and not _positive_int(self.max_length):
+            raise ValueError(f"max_length must be a positive int or None, got {self.max_length!r}.")
+        if not _positive_int(self.batch_size):
+            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        if self.device is not None and not isinstance(self.device, str | torch.device):
+            raise TypeError(f"device must be a str, a torch.device or None, got {type(self.device).__name__}.")
+        if self.precision not in get_args(Precision):
+            raise ValueError(f"precision must be 'auto', 'float32', 'float16' or 'bfloat16', got {self.precision!r}.")
+        if not isinstance(self.show_progress_bar, bool):
+            raise TypeError(f"show_progress_bar must be a bool, got {type(self.show_progress_bar).__name__}.")
+        if self.model_kwargs is not None:
+            if not isinstance(self.model_kwargs, Mapping):
+                raise TypeError(f"model_kwargs must be a dict or None, got {type(self.model_kwargs).__name__}.")
+            object.__setattr__(self, "model_kwargs", MappingProxyType(dict(self.model_kwargs)))
+        if self.positional_scaling is not None and not isinstance(self.positional_scaling, PositionalScaling):
+            raise TypeError(
+                f"positional_scaling must be a PositionalScaling or None, got {type(self.positional_scaling).__name__}."
+            )
+
+    def build(self, model: Any) -> FairEmbedder:
+        """Load `model` (a Hub id, a local folder or a `SentenceTransformer`) as a `FairEmbedder` with these options.
+
+        Raises:
+            ValueError, TypeError: as `FairEmbedder` does for the model (unknown pooling, too long a max_length, …).
+        """
+        kwargs = {field.name: getattr(self, field.name) for field in fields(self)}
+        if self.model_kwargs is not None:
+            kwargs["model_kwargs"] = dict(self.model_kwargs)
+        return FairEmbedder(model, **kwargs)
+
+    def non_default(self) -> frozenset[str]:
+        """Names of the options whose value differs from the default: what a caller set, as far as values tell."""
+        defaults = EmbedderOptions()
+        return frozenset(
+            field.name for field in fields(self) if getattr(self, field.name) != getattr(defaults, field.name)
+        )
+
+
+def as_calibration(value: Any) -> Calibration | None:
+    """`value` as a Calibration: a Calibration or None as it is, a dict (from `Calibration.to_dict()`) converted.
+
+    Raises:
+        TypeError: for anything else.
+    """
+    if isinstance(value, dict):
+        return Calibration.from_dict(value)
+    if value is not None and not isinstance(value, Calibration):
+        raise TypeError(f"calibration must be a Calibration, a dict or None, got {type(value).__name__}.")
+    return value
+
+
+def resolve_embedder(
+    owner: str,
+    *,
+    model: str | os.PathLike[str] | None,
+    embedder: FairEmbedder | None,
+    options: EmbedderOptions | None = None,
+    explicitly_set: Iterable[str] = (),
+) -> FairEmbedder:
+    """The embedder a wrapper such as an adapter works with: `embedder` itself, or `model` loaded with `options`.
+
+    Args:
+        owner: the caller's name, for the error messages (e.g. "FairEmbeddings").
+        model: a Hub id or local folder to load; mutually exclusive with `embedder`.
+        embedder: a ready `FairEmbedder` to share (its loaded model, pooling, max_length, … are used as they are).
+        options: how to load `model`; defaults to `EmbedderOptions()`.
+        explicitly_set: names of the options the caller's user gave; those in `LOADING_OPTIONS` are refused
+            together with `embedder`, because they could not take effect.
+
+    Raises:
+        ValueError: if both or neither of `model` and `embedder` are given, or loading options come with `embedder`.
+        TypeError: if `embedder` is not a `FairEmbedder`.
+    """
+    if embedder is None:
+        if model is None:
+            raise ValueError(f"{owner} needs a model (Hub id or local folder) or an embedder=FairEmbedder(...).")
+        return (options or EmbedderOptions()).build(model)
+    if model is not None:
+        raise ValueError(f"Pass either model or embedder to {owner}, not both.")
+    if not isinstance(embedder, FairEmbedder):
+        raise TypeError(f"embedder must be a fair_retrieval.FairEmbedder, got {type(embedder).__name__}.")
+    given = set(explicitly_set)
+    clashing = [name for name in LOADING_OPTIONS if name in given]
+    if clashing:
+        raise ValueError(
+            f"{owner}: {', '.join(clashing)} configure(s) model loading, which an embedder has done already; set "
+            "them on the FairEmbedder instead, or pass model= to load one here."
+        )
+    return embedder
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
