@@ -16,10 +16,21 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from typing_extensions import Self
 
 from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedder_options import EmbedderOptions, as_calibration, resolve_embedder
 
 logger = logging.getLogger(__name__)
 
-_LOADING_OPTIONS = ("pooling", "max_length", "device", "model_kwargs")
+# The fields that are FairEmbedder options (same names), passed on through EmbedderOptions.
+_OPTION_FIELDS = (
+    "calibration",
+    "pooling",
+    "max_length",
+    "batch_size",
+    "device",
+    "precision",
+    "show_progress_bar",
+    "model_kwargs",
+)
 
 
 class FairEmbeddings(BaseModel, Embeddings):
@@ -76,42 +87,20 @@ class FairEmbeddings(BaseModel, Embeddings):
     @field_validator("calibration", mode="before")
     @classmethod
     def _calibration_from_dict(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return Calibration.from_dict(value)
-        if value is not None and not isinstance(value, Calibration):
-            raise TypeError(f"calibration must be a Calibration, a dict or None, got {type(value).__name__}.")
-        return value
+        return as_calibration(value)
 
     @model_validator(mode="after")
     def _load_embedder(self) -> Self:
-        if self.embedder is not None:
-            if self.model is not None:
-                raise ValueError("Pass either model or embedder to FairEmbeddings, not both.")
-            clashing = [
-                name for name in (*_LOADING_OPTIONS, "precision", "batch_size") if name in self.model_fields_set
-            ]
-            if clashing:
-                raise ValueError(
-                    f"{', '.join(clashing)} configure(s) model loading; with an embedder, set them on the "
-                    "FairEmbedder instead."
-                )
-            if "calibration" not in self.model_fields_set:
-                self.calibration = self.embedder.calibration
-            self._embedder = self.embedder
-            return self
-        if self.model is None:
-            raise ValueError("FairEmbeddings needs model='<Hub id or folder>' or embedder=FairEmbedder(...).")
-        self._embedder = FairEmbedder(
-            self.model,
-            calibration=self.calibration,
-            pooling=self.pooling,
-            max_length=self.max_length,
-            batch_size=self.batch_size,
-            device=self.device,
-            precision=self.precision,
-            show_progress_bar=self.show_progress_bar,
-            model_kwargs=self.model_kwargs,
+        options = EmbedderOptions(**{name: getattr(self, name) for name in _OPTION_FIELDS})
+        self._embedder = resolve_embedder(
+            "FairEmbeddings",
+            model=self.model,
+            embedder=self.embedder,
+            options=options,
+            explicitly_set=self.model_fields_set,
         )
+        if self.embedder is not None and "calibration" not in self.model_fields_set:
+            self.calibration = self.embedder.calibration
         return self
 
     @property

@@ -271,7 +271,7 @@ def test_fair_embeddings_construction(minilm: FairEmbedder, tiny_model: str) -> 
     loaded = FairEmbeddings(model=tiny_model, batch_size=4)
     assert loaded.fair_embedder.batch_size == 4 and loaded.calibration == Calibration()
 
-    with pytest.raises(ValidationError, match="needs model"):
+    with pytest.raises(ValidationError, match="needs a model"):
         FairEmbeddings()
     with pytest.raises(ValidationError, match="not both"):
         FairEmbeddings(model=tiny_model, embedder=minilm)

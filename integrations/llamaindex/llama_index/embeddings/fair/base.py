@@ -16,20 +16,11 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 
 from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedder_options import INSTANCE_DEFAULT, EmbedderOptions, as_calibration, resolve_embedder
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_EMBED_BATCH_SIZE = 32
-
-
-class _Unset:
-    """Marker for 'calibration not given' (None already means 'embed documents plainly')."""
-
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET: Any = _Unset()
 
 
 class FairEmbedding(BaseEmbedding):
@@ -76,7 +67,7 @@ class FairEmbedding(BaseEmbedding):
         model: str | None = None,
         *,
         embedder: FairEmbedder | None = None,
-        calibration: Calibration | dict[str, Any] | None = _UNSET,
+        calibration: Calibration | dict[str, Any] | None = INSTANCE_DEFAULT,
         pooling: str | None = None,
         max_length: int | None = None,
         device: str | None = None,
@@ -88,38 +79,23 @@ class FairEmbedding(BaseEmbedding):
         **kwargs: Any,
     ) -> None:
         model = _model_argument(model, kwargs.pop("model_name", None))
-        if isinstance(calibration, dict):
-            calibration = Calibration.from_dict(calibration)  # from to_dict() / a JSON config
-        if calibration is not _UNSET and calibration is not None and not isinstance(calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration, a dict or None, got {type(calibration).__name__}.")
-        if embedder is not None:
-            if model is not None:
-                raise ValueError("Pass either model or embedder to FairEmbedding, not both.")
-            if not isinstance(embedder, FairEmbedder):
-                raise TypeError(f"embedder must be a fair_retrieval.FairEmbedder, got {type(embedder).__name__}.")
-            given = {"pooling": pooling, "max_length": max_length, "device": device, "model_kwargs": model_kwargs}
-            clashing = [name for name, value in given.items() if value is not None]
-            if clashing or precision != "auto":
-                raise ValueError(
-                    f"{', '.join(clashing or ['precision'])} configure(s) model loading; with an embedder, "
-                    "set them on the FairEmbedder instead."
-                )
-        elif model is None:
-            raise ValueError("FairEmbedding needs a model (Hub id or local folder) or an embedder=FairEmbedder(...).")
-        else:
-            embedder = FairEmbedder(
-                model,
-                calibration=Calibration() if calibration is _UNSET else calibration,
-                pooling=pooling,  # type: ignore[arg-type]
-                max_length=max_length,
-                batch_size=embed_batch_size,
-                device=device,
-                precision=precision,  # type: ignore[arg-type]
-                show_progress_bar=show_progress_bar,
-                model_kwargs=model_kwargs,
-            )
-        if calibration is _UNSET:
-            calibration = embedder.calibration
+        given = {} if calibration is INSTANCE_DEFAULT else {"calibration": as_calibration(calibration)}
+        options = EmbedderOptions(
+            pooling=pooling,  # type: ignore[arg-type]
+            max_length=max_length,
+            batch_size=embed_batch_size,
+            device=device,
+            precision=precision,  # type: ignore[arg-type]
+            show_progress_bar=show_progress_bar,
+            model_kwargs=model_kwargs,
+            **given,
+        )
+        # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
+        loading = options.non_default() - {"batch_size"}
+        embedder = resolve_embedder(
+            "FairEmbedding", model=model, embedder=embedder, options=options, explicitly_set=loading
+        )
+        calibration = given.get("calibration", embedder.calibration)
         fields: dict[str, Any] = {
             "model_name": embedder.model_name,
             "embed_batch_size": embed_batch_size,
