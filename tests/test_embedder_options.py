@@ -170,3 +170,19 @@ def test_resolve_refuses_loading_options_with_an_embedder(shared: FairEmbedder) 
     for name in LOADING_OPTIONS:
         with pytest.raises(ValueError, match=f"MyAdapter: {name} configure"):
             resolve_embedder("MyAdapter", model=None, embedder=shared, explicitly_set=[name])
+
+
+def test_the_ray_spec_validates_and_builds_through_the_options(tiny_qwen: str) -> None:
+    from fair_retrieval.distributed.spec import EmbedderSpec
+
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        EmbedderSpec(tiny_qwen, pooling="max")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        EmbedderSpec(tiny_qwen, batch_size=0)
+    spec = EmbedderSpec(tiny_qwen, calibration=Calibration(strength=0.5), pooling="mean", max_length=20, batch_size=2)
+    assert spec.options() == EmbedderOptions(
+        calibration=Calibration(strength=0.5), pooling="mean", max_length=20, batch_size=2
+    )
+    built = spec.build(has_gpu=False)  # no device given: a worker without a GPU uses the CPU
+    assert (built.device, built.pooling, built.max_length, built.batch_size) == (torch.device("cpu"), "mean", 20, 2)
+    assert built.calibration == Calibration(strength=0.5)

@@ -8,18 +8,16 @@ resumed job must embed with exactly the settings that made the shards already wr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.positional import PositionalScaling
 
 if TYPE_CHECKING:
     from fair_retrieval.embedder import FairEmbedder
-
-_POOLINGS = ("cls", "mean", "last")
-_PRECISIONS = ("auto", "float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -55,38 +53,24 @@ class EmbedderSpec:
             )
         model = Path(str(self.model)).expanduser()
         object.__setattr__(self, "model", str(model.resolve()) if model.exists() else str(self.model))
-        if self.calibration is not None and not isinstance(self.calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration or None, got {type(self.calibration).__name__}.")
-        if self.pooling is not None and self.pooling not in _POOLINGS:
-            raise ValueError(f"pooling must be one of {_POOLINGS} or None, got {self.pooling!r}.")
-        if self.max_length is not None and (
-            isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1
-        ):
-            raise ValueError(f"max_length must be a positive int or None, got {self.max_length!r}.")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
-        if self.precision not in _PRECISIONS:
-            raise ValueError(f"precision must be one of {_PRECISIONS}, got {self.precision!r}.")
-        if self.positional_scaling is not None and not isinstance(self.positional_scaling, PositionalScaling):
-            raise TypeError(
-                f"positional_scaling must be a PositionalScaling or None, got {type(self.positional_scaling).__name__}."
-            )
+        self.options()  # invalid settings fail here, on the driver, not on every worker
 
-    def build(self, has_gpu: bool = False) -> FairEmbedder:
-        """Load the embedder (on a worker). Without an explicit `device`, a worker given a GPU uses "cuda"."""
-        from fair_retrieval.embedder import FairEmbedder
-
-        device = self.device or ("cuda" if has_gpu else "cpu")
-        return FairEmbedder(
-            self.model,
+    def options(self) -> EmbedderOptions:
+        """The `FairEmbedder` options this spec describes (device as given: None lets `build` choose)."""
+        return EmbedderOptions(
             calibration=self.calibration,
             pooling=self.pooling,
             max_length=self.max_length,
             batch_size=self.batch_size,
-            device=device,
+            device=self.device,
             precision=self.precision,
             positional_scaling=self.positional_scaling,
         )
+
+    def build(self, has_gpu: bool = False) -> FairEmbedder:
+        """Load the embedder (on a worker). Without an explicit `device`, a worker given a GPU uses "cuda"."""
+        device = self.device or ("cuda" if has_gpu else "cpu")
+        return replace(self.options(), device=device).build(self.model)
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that determine the vectors (JSON-compatible); batch size and device do not, up to
