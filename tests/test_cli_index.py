@@ -15,7 +15,7 @@ pytest.importorskip("faiss")
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex
 from fair_retrieval.cli import main
-from fair_retrieval.cli.cmd_index import read_jsonl
+from fair_retrieval.inputs import read_jsonl
 from fair_retrieval.cli.cmd_search import snippet
 
 DOCS: list[dict[str, Any]] = [

@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module `fair_retrieval/cli/cmd_<name>.py` exposing
 `register(subparsers: argparse._SubParsersAction) -> None`, which adds a parser whose `func` default runs it
-(`func(args) -> int`). Modules are discovered here, so adding a command never edits this file.
+(`func(args) -> int`). Modules are discovered here, so adding a command never edits this file. Helpers that several
+commands need live in `common.py` (runtime) and `options.py` (argparse); a command module never imports another.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import logging
 import pkgutil
 import sys
 from collections.abc import Sequence
+
+# The conventional exit status of a program stopped by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"fair-retrieval {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # commands write their outputs atomically, so stopping leaves nothing half-written
+        print(f"fair-retrieval {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
