@@ -19,6 +19,8 @@ logger = logging.getLogger(__name__)
 
 # The default model of every command and example, by its Hub id.
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# Seconds to wait for the Hub when checking whether the default model can be downloaded.
+_HUB_TIMEOUT_S = 5.0
 # Names that sentence-transformers resolves to DEFAULT_MODEL.
 _DEFAULT_MODEL_NAMES = (DEFAULT_MODEL, "all-MiniLM-L6-v2")
 
@@ -60,13 +62,22 @@ def looks_like_path(name: str) -> bool:
 
 
 def hub_model_reachable(repo_id: str) -> bool:
-    """True if the Hub model `repo_id` can be loaded now: reachable online, or present in the local Hub cache."""
-    try:
-        from huggingface_hub import hf_hub_download
+    """True if the Hub model `repo_id` can be loaded now: in the local Hub cache, or reachable online.
 
-        hf_hub_download(repo_id, "config.json")  # served from the cache when offline and cached
+    Fast either way: the cache is checked first, offline mode (`HF_HUB_OFFLINE`) answers at once, and the one
+    network request has a short timeout and no retries.
+    """
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
         return True
-    except Exception:  # offline mode, no network, not cached, or no such repository
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if offline or constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        HfApi().model_info(repo_id, timeout=_HUB_TIMEOUT_S)
+        return True
+    except Exception:  # no network, no such repository, or a gated one
         return False
 
 

@@ -73,3 +73,23 @@ def test_embedder_on_the_default_hub_id_loads_the_bundled_model(hub_unreachable:
     assert embedder.model_name == BUNDLED and embedder.dimension == 384
     reference = FairEmbedder(minilm, device="cpu")
     assert (embedder.embed_queries(["a question"]) == reference.embed_queries(["a question"])).all()
+
+
+def test_reachability_uses_the_cache_first_and_never_the_network_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    asked: list[str] = []
+
+    def model_info(self: object, repo_id: str, **kwargs: object) -> None:
+        asked.append(repo_id)
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo_id, filename: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not loading.hub_model_reachable("nobody/not-cached") and asked == []
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo_id, filename: "/cache/config.json")
+    assert loading.hub_model_reachable("somebody/cached") and asked == []
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo_id, filename: None)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    assert loading.hub_model_reachable("somebody/online") and asked == ["somebody/online"]
