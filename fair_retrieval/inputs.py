@@ -104,13 +104,16 @@ def read_folder(folder: Path) -> list[Document]:
     if skipped:
         total = sum(skipped.values())
         kinds = ", ".join(f"{suffix} ({count})" for suffix, count in sorted(skipped.items()))
+        one = total == 1
         logger.warning(
-            "Skipped %d %s under %s that %s not .txt or .md: %s. Convert them to text (or JSONL) to index them.",
+            "Skipped %d %s under %s that %s not .txt or .md: %s. Convert %s to text (or JSONL) to index %s.",
             total,
-            "file" if total == 1 else "files",
+            "file" if one else "files",
             folder,
-            "is" if total == 1 else "are",
+            "is" if one else "are",
             kinds,
+            "it" if one else "them",
+            "it" if one else "them",
         )
     return documents
 
