@@ -1,7 +1,7 @@
 """`fair-retrieval demo`: see position bias and its fix in a few minutes, offline, on the bundled MiniLM.
 
-1. The needle benchmark (facts hidden at chosen depths of Python's own documentation; no data needed) and, when the
-   shared data is present, SQuAD v2 dev with paragraphs joined into ~512-token documents: plain vs calibrated.
+1. The needle benchmark (facts hidden at chosen depths of Python's own documentation; no data needed) and, when a
+   local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents: plain vs calibrated.
 2. A plot of nDCG@10 by answer position.
 3. One question answered from a FAISS index built with calibrated document embeddings.
 """

@@ -1,4 +1,4 @@
-"""Turning a `--data` value into a `RetrievalTask`: named shared datasets, the needle benchmark, paths, Hub ids.
+"""Turning a `--data` value into a `RetrievalTask`: named datasets, the needle benchmark, paths, Hub ids.
 
 Accepted values:
     needle                      the synthetic benchmark over Python's own docs (no data needed)
