@@ -4,8 +4,8 @@ Each dataset is a few files with a fixed place in a data folder:
 
     squad-v2     squad-v2-dev/dev-v2.0.json                       SQuAD 2.0 dev set (rajpurkar.github.io)
     xquad:LANG   xquad/xquad.LANG.json                            XQuAD (github.com/google-deepmind/xquad)
-    scifact      scifact/corpus.jsonl.gz, queries.jsonl.gz,       SciFact in BEIR form (Hugging Face datasets
-                 qrels/test.tsv                                   BeIR/scifact and BeIR/scifact-qrels)
+    scifact      scifact/corpus.jsonl, queries.jsonl,             SciFact in BEIR form (BEIR's scifact.zip,
+                 qrels/test.tsv                                   public.ukp.informatik.tu-darmstadt.de)
 
 A folder with SciFact's CSV release (`scifact/corpus_train.csv`, `claims_validation.csv`) works as well.
 
@@ -23,9 +23,11 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +37,9 @@ XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "
 
 _SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v2.0.json"
 _XQUAD_URL = "https://raw.githubusercontent.com/google-deepmind/xquad/master/xquad.{language}.json"
-_HUB_FILE_URL = "https://huggingface.co/datasets/{repo}/resolve/main/{name}"
+_BEIR_SCIFACT_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip"
 _TIMEOUT_S = 60
+_ARCHIVES = ".archives"  # downloaded zip files, inside the cache, removed once their files are extracted
 
 
 @dataclass(frozen=True)
@@ -45,26 +48,18 @@ class RemoteFile:
 
     Attributes:
         path: relative path inside the data folder (POSIX form).
-        url: where it is downloaded from.
-        hub_repo: for files of a Hugging Face dataset repository, the repository id (then `hub_name` is the file
-            inside it), fetched with `huggingface_hub` so its cache and token settings apply.
-        hub_name: the file's name inside `hub_repo`.
+        url: where it is downloaded from (a zip archive when `member` is set).
+        member: the file's name inside the zip archive at `url`, or None for a plain file.
     """
 
     path: str
     url: str
-    hub_repo: str | None = None
-    hub_name: str | None = None
+    member: str | None = None
 
 
-def _hub_file(path: str, repo: str, name: str) -> RemoteFile:
-    return RemoteFile(path=path, url=_HUB_FILE_URL.format(repo=repo, name=name), hub_repo=repo, hub_name=name)
-
-
-SCIFACT_FILES = (
-    _hub_file("scifact/corpus.jsonl.gz", "BeIR/scifact", "corpus.jsonl.gz"),
-    _hub_file("scifact/queries.jsonl.gz", "BeIR/scifact", "queries.jsonl.gz"),
-    _hub_file("scifact/qrels/test.tsv", "BeIR/scifact-qrels", "test.tsv"),
+SCIFACT_FILES = tuple(
+    RemoteFile(f"scifact/{name}", _BEIR_SCIFACT_URL, member=f"scifact/{name}")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
 )
 # SciFact's CSV release (claims → abstracts) is recognised in local folders too.
 SCIFACT_CSV_FILES = ("scifact/corpus_train.csv", "scifact/claims_validation.csv")
@@ -156,41 +151,43 @@ def ensure_dataset(
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             fetch(remote, target)
-        except Exception as error:  # network errors of urllib and huggingface_hub alike
+        except Exception as error:  # network errors, HTTP errors, a damaged archive
             raise FileNotFoundError(
                 _missing_message(name, files, f"Downloading {remote.url} failed ({error})", root)
             ) from error
+    shutil.rmtree(root / _ARCHIVES, ignore_errors=True)  # every file is extracted: the archives are not needed
     return root
 
 
 def download(remote: RemoteFile, target: Path) -> None:
-    """Download one file to `target` through a temporary file in the same folder (never a partial file)."""
-    if remote.hub_repo is not None and remote.hub_name is not None:
-        from huggingface_hub import hf_hub_download
+    """Download one file to `target`; a file inside a zip archive is extracted from the archive (downloaded once).
 
-        source = Path(hf_hub_download(remote.hub_repo, remote.hub_name, repo_type="dataset"))
-        _copy_atomically(source, target)
+    Every write goes through a temporary file and a rename, so an interrupted download leaves no partial file.
+    """
+    if remote.member is None:
+        _fetch_url(remote.url, target)
         return
+    archive = target.parents[len(Path(remote.path).parts) - 1] / _ARCHIVES / remote.url.rsplit("/", 1)[-1]
+    if not archive.is_file():
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        _fetch_url(remote.url, archive)
+    with zipfile.ZipFile(archive) as zipped, zipped.open(remote.member) as source:
+        _write_stream(source, target)
+
+
+def _fetch_url(url: str, target: Path) -> None:
+    with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:
+        _write_stream(response, target)
+
+
+def _write_stream(source: Any, target: Path) -> None:
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     try:
-        with (
-            os.fdopen(handle, "wb") as out,
-            urllib.request.urlopen(remote.url, timeout=_TIMEOUT_S) as response,
-        ):
-            shutil.copyfileobj(response, out)
+        with os.fdopen(handle, "wb") as out:
+            shutil.copyfileobj(source, out)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _copy_atomically(source: Path, target: Path) -> None:
-    temporary = target.with_name(f".{target.name}.part")
-    try:
-        shutil.copyfile(source, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
         raise
 
 
@@ -204,8 +201,6 @@ def _search_roots(data_dir: str | Path | None) -> list[Path]:
 def _complete(name: str, root: Path) -> bool:
     if name == "scifact" and all((root / path).is_file() for path in SCIFACT_CSV_FILES):
         return True
-    if name == "scifact" and (root / "scifact" / "corpus.jsonl").is_file():  # an unpacked BEIR folder
-        return all((root / "scifact" / part).exists() for part in ("queries.jsonl", "qrels/test.tsv"))
     return all((root / remote.path).is_file() for remote in dataset_files(name))
 
 

@@ -5,8 +5,9 @@ Downloads are replaced by a fake `fetch` that copies fixture files, so these tes
 
 from __future__ import annotations
 
-import gzip
+import io
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def online_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 class FakeFetch:
-    """Serves every dataset file from fixtures (SciFact in BEIR form is gzipped like the real files)."""
+    """Serves every dataset file from fixtures (SQuAD-format JSON, or the BEIR fixture folder for SciFact)."""
 
     def __init__(self, fixtures: Path) -> None:
         self.fixtures = fixtures
@@ -37,9 +38,8 @@ class FakeFetch:
         beir = self.fixtures / "beir_tiny"
         if remote.path.endswith(".json"):
             shutil.copyfile(self.fixtures / "squad_tiny.json", target)
-        elif remote.path.endswith(".jsonl.gz"):
-            name = Path(remote.path).name.removesuffix(".gz")
-            target.write_bytes(gzip.compress((beir / name).read_bytes()))
+        elif remote.path.endswith(".jsonl"):
+            shutil.copyfile(beir / Path(remote.path).name, target)
         else:
             shutil.copyfile(beir / "qrels" / "test.tsv", target)
 
@@ -54,15 +54,30 @@ def test_first_use_downloads_into_the_cache_then_reuses_it(online_user: Path, fi
     assert task.name == "squad-v2@128" and "q1" in task.queries
 
 
-def test_scifact_downloads_the_beir_files(
+def test_scifact_downloads_beirs_zip_once_and_extracts_its_files(
     online_user: Path, fixtures: Path, count_tokens, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fetch = FakeFetch(fixtures)
-    monkeypatch.setattr(datasets, "download", fetch)  # what load_task uses when it must download
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:  # the layout of BEIR's scifact.zip
+        for file in (fixtures / "beir_tiny").rglob("*"):
+            if file.is_file():
+                zipped.write(file, "scifact/" + file.relative_to(fixtures / "beir_tiny").as_posix())
+    opened: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> io.BytesIO:
+        opened.append(url)
+        return io.BytesIO(archive.getvalue())
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", urlopen)  # the real download code, no network
     task = load_task("scifact", count_tokens)
     assert task.name == "scifact" and task.qrels == {"t1": {"d1": 2}, "t2": {"d2": 1}}
-    assert [Path(url).name for url in fetch.asked] == ["corpus.jsonl.gz", "queries.jsonl.gz", "test.tsv"]
-    assert all("BeIR/scifact" in url for url in fetch.asked)
+    assert opened == ["https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip"]
+    assert sorted(p.relative_to(online_user).as_posix() for p in online_user.rglob("*") if p.is_file()) == [
+        "scifact/corpus.jsonl",
+        "scifact/qrels/test.tsv",
+        "scifact/queries.jsonl",
+    ]  # the archive is removed once extracted; no partial files
+    assert load_task("scifact", count_tokens).qrels == task.qrels and len(opened) == 1
 
 
 def test_xquad_file_and_unknown_language(online_user: Path, fixtures: Path) -> None:
