@@ -8,6 +8,7 @@ installed with `--no-deps`, and the test checks that `fair_retrieval` is importe
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -42,13 +43,31 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str
     return result  # type: ignore[no-any-return]
 
 
+# Not copied into the build folder: what the wheels do not contain, and build leftovers of earlier runs.
+NOT_BUILT = shutil.ignore_patterns(
+    ".*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "integrations",
+    "tests",
+    "benchmarks",
+    "cookbook",
+    "docs",
+    "runs",
+)
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The three wheels, each built from a clean copy of its project (the checkout gets no build/ folder)."""
     pytest.importorskip("build", reason="the wheel test needs the `build` package (dev extra)")
     out = tmp_path_factory.mktemp("dist")
     built = {}
     for name, project in PROJECTS.items():
-        run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out / name), str(project)])
+        source = shutil.copytree(project, out / "src" / name, ignore=NOT_BUILT)
+        run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out / name), str(source)])
         [wheel] = (out / name).glob("*.whl")
         built[name] = wheel
     return built

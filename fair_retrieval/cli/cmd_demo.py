@@ -16,13 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.cli.common import dump_json, slug
-from fair_retrieval.cli.options import (
-    add_calibration_arguments,
-    add_model_arguments,
-    calibration_from_args,
-    embedder_kwargs,
-)
+from fair_retrieval.cli.common import dump_json, make_embedder, slug
+from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +50,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo; print the comparison, write plots and reports, answer one query from a FAISS index."""
     from fair_retrieval.calibration import Calibration
-    from fair_retrieval.embedder import FairEmbedder
 
     started = time.perf_counter()
     calibration = calibration_from_args(args) or Calibration()
-    kwargs = embedder_kwargs(args)
-    kwargs["max_length"] = kwargs.get("max_length") or args.max_tokens
-    embedder = FairEmbedder(args.model, calibration=calibration, show_progress_bar=True, **kwargs)
+    embedder = make_embedder(args, calibration)
     print(
         f"model: {embedder.model_name} ({embedder.pooling} pooling, {embedder.num_layers} layers), "
         f"documents ≤ {args.max_tokens} tokens"
