@@ -259,3 +259,16 @@ def test_ctrl_c_exits_130_and_leaves_the_previous_index_whole(
     fresh = tmp_path / "fresh"
     assert main(["index", "--model", minilm, "--input", str(source), "--output", str(fresh)]) == 130
     assert not fresh.exists()
+
+
+def test_ctrl_c_before_a_command_starts_is_one_line_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fair_retrieval.cli as cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["search", "--index", "x", "--query", "y"]) == 130
+    assert capsys.readouterr().err == "fair-retrieval: interrupted\n"
