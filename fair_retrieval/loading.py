@@ -101,7 +101,7 @@ def resolve_model(name: str | os.PathLike[str]) -> str:
         raise ValueError(f"Model {text!r} is a file; pass the folder of a sentence-transformers model or a Hub id.")
     if looks_like_path(text):
         raise ValueError(
-            f"Model folder not found: {text!r} does not exist. Check the path, or pass a Hub id such as "
+            f"Could not load model {text!r}: folder not found. Check the path, or pass a Hub id such as "
             f"{DEFAULT_MODEL!r}."
         )
     if text in _DEFAULT_MODEL_NAMES and not hub_model_reachable(DEFAULT_MODEL):
