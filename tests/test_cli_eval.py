@@ -139,3 +139,28 @@ def test_demo_runs_offline_on_the_needle_benchmark(
     assert "FAISS index of 9 calibrated needle@256 documents" in out
     assert re.search(r"  1\. needle-d\d{3} \(score 0\.\d{3}\)", out)
     assert (tmp_path / "needle-256.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_without_data_announces_the_default_and_names_the_missing_files(
+    minilm: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("FAIR_RETRIEVAL_DATA", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    with caplog.at_level("WARNING", logger="fair_retrieval.cli.common"):
+        assert main(["eval", "--model", minilm, "--output-dir", str(tmp_path)]) == 2
+    assert "No --data given: using squad-v2" in caplog.text
+    error = capsys.readouterr().err
+    assert "squad-v2-dev/dev-v2.0.json" in error and "rajpurkar.github.io" in error and "--data-dir" in error
+
+
+def test_help_shows_the_defaults_of_model_and_data(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("eval", "tune"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at hyphens
+        assert "(default:squad-v2)" in text and "(default:sentence-transformers/all-MiniLM-L6-v2" in text

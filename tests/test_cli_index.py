@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,8 @@ pytest.importorskip("faiss")
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex
 from fair_retrieval.cli import main
-from fair_retrieval.cli.cmd_index import read_jsonl
 from fair_retrieval.cli.cmd_search import snippet
+from fair_retrieval.inputs import read_jsonl
 
 DOCS: list[dict[str, Any]] = [
     {"id": "volcano", "text": "Volcanoes erupt when magma rises through the crust and escapes as lava, ash and gas."},
@@ -182,3 +183,92 @@ def test_module_help_smoke() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "index" in result.stdout and "search" in result.stdout
+
+
+def test_skipped_files_are_reported(tmp_path: Path, minilm: str, caplog: pytest.LogCaptureFixture) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(DOCS[0]["text"])
+    for name in ("b.pdf", "c.pdf", "d.html", "README"):
+        (docs / name).write_text("not indexed")
+    output = tmp_path / "index"
+    with caplog.at_level(logging.WARNING, logger="fair_retrieval.inputs"):
+        assert main(["index", "--model", minilm, "--input", str(docs), "--output", str(output)]) == 0
+    [record] = [r for r in caplog.records if r.name == "fair_retrieval.inputs"]
+    message = record.getMessage()
+    assert "Skipped 4 files" in message and ".pdf (2)" in message and ".html (1)" in message
+    assert "(no extension) (1)" in message
+
+
+def test_one_document_is_singular_and_default_model_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fair_retrieval import loading
+
+    monkeypatch.setattr(loading, "hub_model_reachable", lambda repo_id: False)  # offline: the bundled copy
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps(DOCS[0]) + "\n")
+    output = tmp_path / "index"
+    assert main(["index", "--input", str(source), "--output", str(output)]) == 0  # no --model: the default
+    assert "Indexed 1 document (calibrated" in capsys.readouterr().out
+    assert json.loads((output / "manifest.json").read_text())["model"] == loading.DEFAULT_MODEL
+    assert search_json(capsys, "--index", str(output), "--query", "lava")[0]["id"] == "volcano"
+
+
+def test_output_inside_input_is_refused(tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("text")
+    for output in (docs / "index", docs):
+        assert main(["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--overwrite"]) == 2
+        assert "inside --input" in capsys.readouterr().err
+    assert sorted(p.name for p in docs.iterdir()) == ["a.txt"]
+
+
+def test_search_errors_are_clear(jsonl_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for query in ("", "   \n"):
+        assert main(["search", "--index", str(jsonl_index), "--query", query]) == 2
+        assert "--query is empty" in capsys.readouterr().err
+    assert main(["search", "--index", str(tmp_path / "nowhere"), "--query", "x"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_ctrl_c_exits_130_and_leaves_the_previous_index_whole(
+    jsonl_index: Path, tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    output = tmp_path / "index"
+    shutil.copytree(jsonl_index, output)
+    before = {p.name: p.read_bytes() for p in output.iterdir()}
+
+    def interrupted(self: FaissIndex, folder: Any) -> None:
+        (Path(folder) / "index.faiss").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FaissIndex, "save", interrupted)
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps(DOCS[0]) + "\n")
+    args = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
+    assert main(args) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == "fair-retrieval index: interrupted"  # after progress bars
+    assert "Traceback" not in captured.err
+    assert {p.name: p.read_bytes() for p in output.iterdir()} == before  # nothing half-written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "index"]  # no staging folder left
+    fresh = tmp_path / "fresh"
+    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(fresh)]) == 130
+    assert not fresh.exists()
+
+
+def test_ctrl_c_before_a_command_starts_is_one_line_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fair_retrieval.cli as cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["search", "--index", "x", "--query", "y"]) == 130
+    assert capsys.readouterr().err == "fair-retrieval: interrupted\n"

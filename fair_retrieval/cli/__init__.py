@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module `fair_retrieval/cli/cmd_<name>.py` exposing
 `register(subparsers: argparse._SubParsersAction) -> None`, which adds a parser whose `func` default runs it
-(`func(args) -> int`). Modules are discovered here, so adding a command never edits this file.
+(`func(args) -> int`). Modules are discovered here, so adding a command never edits this file. Helpers that several
+commands need live in `common.py` (runtime) and `options.py` (argparse); a command module never imports another.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import logging
 import pkgutil
 import sys
 from collections.abc import Sequence
+
+# The conventional exit status of a program stopped by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,19 +36,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `fair-retrieval` console script; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    """Entry point of the `fair-retrieval` console script; returns the process exit code.
+
+    Usage errors (ValueError, TypeError, FileNotFoundError) print one line and exit 2; Ctrl-C prints one line and
+    exits 130 (commands write their outputs atomically, so stopping leaves nothing half-written).
+    """
+    command = "fair-retrieval"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"fair-retrieval {args.command}" if args.command else command
+        level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError) as error:
-        print(f"fair-retrieval {args.command}: error: {error}", file=sys.stderr)
+        print(f"{command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

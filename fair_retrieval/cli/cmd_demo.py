@@ -1,7 +1,7 @@
 """`fair-retrieval demo`: see position bias and its fix in a few minutes, offline, on the bundled MiniLM.
 
-1. The needle benchmark (facts hidden at chosen depths of Python's own documentation; no data needed) and, when the
-   shared data is present, SQuAD v2 dev with paragraphs joined into ~512-token documents: plain vs calibrated.
+1. The needle benchmark (facts hidden at chosen depths of Python's own documentation; no data needed) and, when a
+   local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents: plain vs calibrated.
 2. A plot of nDCG@10 by answer position.
 3. One question answered from a FAISS index built with calibrated document embeddings.
 """
@@ -16,34 +16,31 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.cli.cmd_eval import slug
-from fair_retrieval.cli.options import (
-    add_calibration_arguments,
-    add_model_arguments,
-    calibration_from_args,
-    dump_json,
-    embedder_kwargs,
-)
+from fair_retrieval.cli.common import dump_json, make_embedder, slug
+from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args
 
 logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
     """Add the `demo` subcommand."""
-    from fair_retrieval.evaluation.bundled import bundled_model
-
     parser = subparsers.add_parser(
         "demo",
         help="offline demo: position bias of plain embeddings, what calibration removes, a plot, a FAISS query",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_model_arguments(parser, default_model=bundled_model())
+    add_model_arguments(parser)
     parser.add_argument("--max-tokens", type=int, default=512, help="document length in tokens (default 512)")
     parser.add_argument("--needle-documents", type=int, default=45, help="needle benchmark size (default 45)")
     parser.add_argument("--no-squad", action="store_true", help="skip SQuAD v2 dev even when the data is present")
     parser.add_argument("--squad-queries", type=int, help="use a random subset of the SQuAD questions")
-    parser.add_argument("--data-dir", type=Path, help="folder of the shared data (default: ../shared/data)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder with a local copy of squad-v2-dev/dev-v2.0.json (default: $FAIR_RETRIEVAL_DATA, else the "
+        "download cache; the demo never downloads)",
+    )
     parser.add_argument("--query", help="your own question for the FAISS example (default: a late-answer question)")
     parser.add_argument("--output-dir", type=Path, default=Path("runs/demo"), help="where reports and plots go")
     add_calibration_arguments(parser)
@@ -53,13 +50,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo; print the comparison, write plots and reports, answer one query from a FAISS index."""
     from fair_retrieval.calibration import Calibration
-    from fair_retrieval.embedder import FairEmbedder
 
     started = time.perf_counter()
     calibration = calibration_from_args(args) or Calibration()
-    kwargs = embedder_kwargs(args)
-    kwargs["max_length"] = kwargs.get("max_length") or args.max_tokens
-    embedder = FairEmbedder(args.model, calibration=calibration, show_progress_bar=True, **kwargs)
+    embedder = make_embedder(args, calibration)
     print(
         f"model: {embedder.model_name} ({embedder.pooling} pooling, {embedder.num_layers} layers), "
         f"documents ≤ {args.max_tokens} tokens"
@@ -82,17 +76,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _squad_task(args: argparse.Namespace, embedder: Any) -> Any:
-    from fair_retrieval.evaluation.sources import default_data_dir
+    from fair_retrieval.evaluation.datasets import find_local
     from fair_retrieval.evaluation.squad import build_position_benchmark
 
-    root = args.data_dir or default_data_dir()
-    path = root / "squad-v2-dev" / "dev-v2.0.json" if root is not None else None
-    if path is None or not path.is_file():
+    root = find_local("squad-v2", args.data_dir)
+    if root is None:
         print(
-            "(SQuAD v2 dev not found — set FAIR_RETRIEVAL_DATA or --data-dir to include it; showing the needle "
-            "benchmark only)\n"
+            "(SQuAD v2 dev not found locally — `fair-retrieval eval --data squad-v2` downloads it once, or set "
+            "FAIR_RETRIEVAL_DATA / --data-dir to a copy; showing the needle benchmark only)\n"
         )
         return None
+    path = root / "squad-v2-dev" / "dev-v2.0.json"
     task = build_position_benchmark(path, embedder.token_lengths, args.max_tokens, "squad-v2")
     return task.subsample_queries(args.squad_queries)
 

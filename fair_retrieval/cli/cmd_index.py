@@ -6,7 +6,7 @@ a text field and optional id/metadata fields). The output folder holds:
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
 - `documents.jsonl`: one `{"id", "text", "metadata"}` object per line.
 - `manifest.json`: how the vectors were made (model, pooling, max_length, calibration), so queries are embedded
-  by the same model; written last, so a folder with a manifest is complete.
+  by the same model; moved in last, so a folder with a manifest is complete (see `index_folder`).
 
 With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`); the
 folder then also keeps the resumable embedding shards in `shards/`, and without `--kind` the index is an exact
@@ -16,40 +16,36 @@ flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fair_retrieval.cli.common import dump_json, gpu_choice, model_reference, plural, require_faiss
+from fair_retrieval.cli.index_folder import (
+    DOCUMENTS_FILE,
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+    publish,
+    staging_folder,
+    write_documents,
+)
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
     add_model_arguments,
     calibration_from_args,
-    dump_json,
     embedder_kwargs,
 )
 from fair_retrieval.distributed.index_command import add_ray_arguments, index_on_ray
+from fair_retrieval.inputs import read_documents
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_FILE = "manifest.json"
-DOCUMENTS_FILE = "documents.jsonl"
-MANIFEST_FORMAT = "fair-retrieval-index"
-MANIFEST_VERSION = 1
-TEXT_SUFFIXES = (".txt", ".md")
 KINDS = ("flat", "hnsw", "ivf", "ivfpq")
 _OWN_FILES = ("index.faiss", "index.json", DOCUMENTS_FILE, MANIFEST_FILE)
-
-
-@dataclass(frozen=True)
-class Document:
-    """One document to index: its id (str or int), its text and free-form JSON metadata."""
-
-    id: str | int
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
+# gpu_choice and model_reference are also what the Ray engine's command code uses.
+__all__ = ["KINDS", "gpu_choice", "model_reference", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,16 +83,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read, embed, index and write; prints a one-line summary."""
+    """Read, embed, index and write; prints a one-line summary.
+
+    Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
+    an interrupted run leaves no half-written index.
+    """
     from fair_retrieval import FairEmbedder, FaissIndex, __version__
 
     require_faiss()
     output: Path = args.output
     _check_output(output, args.overwrite)
+    _check_not_inside(output, args.input)
     params: dict[str, Any] = parse_index_params(args.index_param)
     calibration = calibration_from_args(args)
+    if not args.input.exists():
+        raise FileNotFoundError(f"--input {args.input} does not exist.")
     documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
-    logger.info("Read %d documents from %s", len(documents), args.input)
+    logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
 
     texts = [doc.text for doc in documents]
     if args.engine == "ray":  # ids 0..n-1 as below; pooling/max_length None mean the model's own, as in search
@@ -109,10 +112,6 @@ def run(args: argparse.Namespace) -> int:
         index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
         pooling, max_length = embedder.pooling, embedder.max_length
 
-    output.mkdir(parents=True, exist_ok=True)
-    (output / MANIFEST_FILE).unlink(missing_ok=True)  # until the new one is written, the folder is incomplete
-    write_documents(documents, output / DOCUMENTS_FILE)
-    index.save(output)
     manifest = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -130,119 +129,14 @@ def run(args: argparse.Namespace) -> int:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "fair_retrieval_version": __version__,
     }
-    dump_json(manifest, output / MANIFEST_FILE)
+    with staging_folder(output) as staging:
+        write_documents(documents, staging / DOCUMENTS_FILE)
+        index.save(staging)
+        dump_json(manifest, staging / MANIFEST_FILE)
+        publish(staging, output)
     state = "calibrated" if calibration is not None else "plain"
-    print(f"Indexed {len(documents)} documents ({state}, {index.dim}-d, {index.kind}) into {output}")
+    print(f"Indexed {plural(len(documents), 'document')} ({state}, {index.dim}-d, {index.kind}) into {output}")
     return 0
-
-
-# ---------------------------------------------------------------------------------------------------- reading
-
-
-def read_documents(path: Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """Documents from a folder of .txt/.md files or from a JSONL file.
-
-    Raises:
-        FileNotFoundError: if `path` does not exist.
-        ValueError: on an empty input, a bad JSONL line (the message gives its number), duplicate ids, or a file
-            that is not UTF-8.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"--input {path} does not exist.")
-    if path.is_dir():
-        documents = read_folder(path)
-    elif path.suffix.lower() in TEXT_SUFFIXES:
-        raise ValueError(f"{path} is a single text file; pass the folder that holds it, or a JSONL file.")
-    else:
-        documents = read_jsonl(path, text_field=text_field, id_field=id_field)
-    if not documents:
-        what = f".txt or .md files under {path}" if path.is_dir() else f"documents in {path}"
-        raise ValueError(f"Found no {what}; nothing to index.")
-    return documents
-
-
-def read_folder(folder: Path) -> list[Document]:
-    """Every .txt/.md file under `folder` (recursively, hidden paths skipped), id = its relative POSIX path."""
-    files = sorted(
-        (p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES),
-        key=lambda p: p.relative_to(folder).as_posix(),
-    )
-    documents = []
-    for file in files:
-        relative = file.relative_to(folder)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{file} is not UTF-8 text ({error.reason}); convert it to UTF-8.") from error
-        documents.append(Document(id=relative.as_posix(), text=text))
-    return documents
-
-
-def read_jsonl(path: Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """One document per non-blank line of a JSONL file.
-
-    A line is a JSON object with a string `text_field`, an optional `id_field` (string or integer; default
-    "line-<n>") and any other fields, kept as metadata (a "metadata" object is merged into them).
-    """
-    documents: list[Document] = []
-    seen: dict[str | int, int] = {}
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                document = _parse_line(line, number, path, text_field, id_field)
-                if document.id in seen:
-                    raise ValueError(
-                        f"{path} line {number}: id {document.id!r} was already used on line {seen[document.id]}; "
-                        "ids must be unique."
-                    )
-                seen[document.id] = number
-                documents.append(document)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 ({error.reason}); convert it to UTF-8.") from error
-    return documents
-
-
-def _parse_line(line: str, number: int, path: Path, text_field: str, id_field: str) -> Document:
-    where = f"{path} line {number}"
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: not valid JSON ({error.msg} at column {error.colno}).") from error
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected a JSON object per line, got {type(record).__name__}.")
-    text = record.get(text_field)
-    if not isinstance(text, str):
-        if text_field not in record:
-            raise ValueError(
-                f"{where}: no {text_field!r} field (fields: {sorted(record)}); name the text field with --text-field."
-            )
-        raise ValueError(f"{where}: {text_field!r} must be a string, got {type(text).__name__}.")
-    doc_id = record.get(id_field, f"line-{number}")
-    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
-        raise ValueError(f"{where}: {id_field!r} must be a string or an integer, got {type(doc_id).__name__}.")
-    metadata = {key: value for key, value in record.items() if key not in (text_field, id_field, "metadata")}
-    nested = record.get("metadata")
-    if isinstance(nested, dict):
-        metadata.update(nested)
-    elif "metadata" in record:
-        metadata["metadata"] = nested
-    return Document(id=doc_id, text=text, metadata=metadata)
-
-
-# ---------------------------------------------------------------------------------------------------- writing
-
-
-def write_documents(documents: list[Document], path: Path) -> None:
-    """Write documents.jsonl: row i is the document stored under vector id i."""
-    with path.open("w", encoding="utf-8") as handle:
-        for doc in documents:
-            row = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def parse_index_params(items: list[str]) -> dict[str, int]:
@@ -259,26 +153,15 @@ def parse_index_params(items: list[str]) -> dict[str, int]:
     return params
 
 
-def require_faiss() -> None:
-    """Fail early, as a usage error (exit code 2), when faiss is not installed."""
-    from fair_retrieval.index import import_faiss
-
-    try:
-        import_faiss()
-    except ImportError as error:
-        raise ValueError(str(error)) from error
-
-
-def gpu_choice(flag: str) -> Any:
-    """Map --gpu auto/on/off to FaissIndex's gpu argument."""
-    return {"auto": "auto", "on": True, "off": False}[flag]
-
-
-def model_reference(model: str) -> str:
-    """The model as the manifest records it: an absolute path for a local folder (so search works from any
-    working directory), else the Hub id unchanged."""
-    path = Path(model).expanduser()
-    return str(path.resolve()) if path.exists() else model
+def _check_not_inside(output: Path, source: Path) -> None:
+    """Refuse an --output folder inside the --input folder (the next run would index the index)."""
+    if not source.is_dir():
+        return
+    resolved_output, resolved_source = output.expanduser().resolve(), source.expanduser().resolve()
+    if resolved_output == resolved_source or resolved_source in resolved_output.parents:
+        raise ValueError(
+            f"--output {output} is inside --input {source}; write the index to a folder outside the documents."
+        )
 
 
 def _check_output(output: Path, overwrite: bool) -> None:

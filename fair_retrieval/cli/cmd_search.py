@@ -6,16 +6,9 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
-from fair_retrieval.cli.cmd_index import (
-    DOCUMENTS_FILE,
-    MANIFEST_FILE,
-    MANIFEST_FORMAT,
-    MANIFEST_VERSION,
-    gpu_choice,
-    require_faiss,
-)
+from fair_retrieval.cli.common import gpu_choice, require_faiss
+from fair_retrieval.cli.index_folder import DOCUMENTS_FILE, read_manifest, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from fair_retrieval import FairEmbedder, FaissIndex
 
     require_faiss()
+    if not args.query.strip():
+        raise ValueError("--query is empty; give the text to search for.")
     if args.top_k < 1:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
     folder: Path = args.index
@@ -81,46 +76,6 @@ def run(args: argparse.Namespace) -> int:
         if not results:
             print("No results: the index is empty.")
     return 0
-
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    """The manifest of an index folder, checked.
-
-    Raises:
-        ValueError: if the folder has no manifest (not built, or building was interrupted) or it is malformed.
-    """
-    path = folder / MANIFEST_FILE
-    if not path.is_file():
-        raise ValueError(
-            f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
-            "`fair-retrieval index --model M --input DOCS --output DIR`."
-        )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT or "model" not in manifest:
-        raise ValueError(f"{path} is not a fair-retrieval index manifest.")
-    if int(manifest.get("version", 0)) > MANIFEST_VERSION:
-        raise ValueError(f"{path} was written by a newer fair-retrieval; upgrade to read it.")
-    return manifest
-
-
-def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
-    """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass."""
-    rows: dict[int, dict[str, Any]] = {}
-    if not wanted:
-        return rows
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle):
-            if number in wanted:
-                rows[number] = json.loads(line)
-                if len(rows) == len(wanted):
-                    break
-    missing = wanted - rows.keys()
-    if missing:
-        raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")
-    return rows
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

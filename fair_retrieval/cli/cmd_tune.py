@@ -11,22 +11,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.cli.cmd_eval import (
-    add_data_arguments,
-    load_data,
-    make_embedder,
-    slug,
-)
+from fair_retrieval.cli.common import dump_json, load_data, make_embedder, slug
 from fair_retrieval.cli.lpes_tune import add_lpes_arguments, run_lpes_tune
-from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args, dump_json
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_data_arguments,
+    add_model_arguments,
+    calibration_from_args,
+    parse_layers,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:
     """Add the `tune` subcommand."""
-    from fair_retrieval.evaluation.bundled import bundled_model
-
     parser = subparsers.add_parser(
         "tune",
         help="search calibration settings on a dev set; save the best as JSON for --config",
@@ -34,8 +33,8 @@ def register(subparsers: Any) -> None:
         "groups, among configurations whose overall nDCG@10 is not below plain. Embeddings are cached, so a "
         "re-run (or a wider search) does not recompute plain or already-tried configurations.",
     )
-    add_model_arguments(parser, default_model=bundled_model())
-    add_data_arguments(parser, default_data="squad-v2")
+    add_model_arguments(parser)
+    add_data_arguments(parser)
     parser.add_argument("--method", choices=sorted(METHODS), default="calibration", help="what to search")
     parser.add_argument(
         "--output",
@@ -77,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
 def search_space(args: argparse.Namespace) -> Any:
     """The SearchSpace the --strengths/--basket-sizes/… lists describe (defaults for the ones not given)."""
-    from fair_retrieval.cli.options import parse_layers
     from fair_retrieval.tuning import SearchSpace
 
     fields: dict[str, Any] = {}

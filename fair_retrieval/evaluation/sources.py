@@ -1,10 +1,11 @@
-"""Turning a `--data` value into a `RetrievalTask`: named shared datasets, the needle benchmark, paths, Hub ids.
+"""Turning a `--data` value into a `RetrievalTask`: named datasets, the needle benchmark, paths, Hub ids.
 
 Accepted values:
     needle                      the synthetic benchmark over Python's own docs (no data needed)
-    squad-v2                    SQuAD v2.0 dev (the shared data), paragraphs joined to the token budget
+    squad-v2                    SQuAD v2.0 dev, paragraphs joined to the token budget
     xquad:LANG                  XQuAD in LANG (ar, de, el, en, es, hi, ro, ru, th, tr, vi, zh), same construction
-    scifact                     SciFact claims → abstracts, BEIR test split (the shared data)
+    scifact                     SciFact claims → abstracts, BEIR test split
+                                (these three: local copies or downloaded on first use, see `evaluation.datasets`)
     PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a PosIR domain folder,
                                 a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
     hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN
@@ -13,29 +14,22 @@ Accepted values:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from fair_retrieval.evaluation import hub
 from fair_retrieval.evaluation.beir import load_beir, load_scifact
+from fair_retrieval.evaluation.datasets import (
+    DATA_ENV,
+    XQUAD_LANGUAGES,
+    default_data_dir,
+    ensure_dataset,
+    is_named_dataset,
+)
 from fair_retrieval.evaluation.needle import build_needle_benchmark
 from fair_retrieval.evaluation.squad import TokenCounter, build_position_benchmark
 from fair_retrieval.evaluation.task import RetrievalTask
 
-XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
-DATA_ENV = "FAIR_RETRIEVAL_DATA"
-
-
-def default_data_dir() -> Path | None:
-    """Where the shared evaluation data lives: $FAIR_RETRIEVAL_DATA, else ../shared/data beside the checkout or cwd."""
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env)
-    repo_root = Path(__file__).resolve().parents[2]
-    for candidate in (repo_root.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"):
-        if candidate.is_dir():
-            return candidate
-    return None
+__all__ = ["DATA_ENV", "XQUAD_LANGUAGES", "default_data_dir", "load_path", "load_task"]
 
 
 def load_task(
@@ -51,31 +45,27 @@ def load_task(
         spec: the `--data` value.
         count_tokens: the model's token counter, for the token budget of position benchmarks.
         max_tokens: token budget of joined documents (position benchmarks and needle).
-        data_dir: folder of the shared data; None looks in the default places.
+        data_dir: folder of local copies of the named datasets; None looks in $FAIR_RETRIEVAL_DATA, then in the
+            download cache, and downloads what is missing.
         needle_documents: size of the needle benchmark.
 
     Raises:
-        FileNotFoundError: if the data for a named dataset is not there (the message says where it looked).
+        FileNotFoundError: if a named dataset is not there and cannot be downloaded (the message lists its files
+            and their sources).
         ValueError: for a value that names nothing known.
     """
     if spec == "needle":
         return build_needle_benchmark(count_tokens, max_tokens, num_documents=needle_documents)
     if spec.startswith("hub:"):
         return hub.load_from_hub(spec[len("hub:") :], count_tokens=count_tokens)
-    if spec in ("squad-v2", "scifact") or spec.startswith("xquad:"):
-        root = Path(data_dir) if data_dir is not None else default_data_dir()
-        if root is None or not root.is_dir():
-            raise FileNotFoundError(
-                f"--data {spec} needs the shared evaluation data; set {DATA_ENV} or --data-dir to its folder "
-                "(expected ../shared/data beside the checkout), or use --data needle."
-            )
+    if is_named_dataset(spec):
+        root = ensure_dataset(spec, data_dir)
         if spec == "squad-v2":
             return build_position_benchmark(root / "squad-v2-dev" / "dev-v2.0.json", count_tokens, max_tokens, spec)
         if spec == "scifact":
-            return load_scifact(root / "scifact")
+            folder = root / "scifact"
+            return load_scifact(folder) if (folder / "corpus_train.csv").is_file() else load_beir(folder, name=spec)
         language = spec.split(":", 1)[1]
-        if language not in XQUAD_LANGUAGES:
-            raise ValueError(f"Unknown XQuAD language {language!r}; choose one of {', '.join(XQUAD_LANGUAGES)}.")
         return build_position_benchmark(root / "xquad" / f"xquad.{language}.json", count_tokens, max_tokens, spec)
     path = Path(spec)
     if path.exists():
