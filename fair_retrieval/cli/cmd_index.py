@@ -35,7 +35,7 @@ from fair_retrieval.cli.options import (
     add_calibration_arguments,
     add_model_arguments,
     calibration_from_args,
-    embedder_kwargs,
+    embedder_options,
 )
 from fair_retrieval.distributed.index_command import add_ray_arguments, index_on_ray
 from fair_retrieval.inputs import read_documents
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
     an interrupted run leaves no half-written index.
     """
-    from fair_retrieval import FairEmbedder, FaissIndex, __version__
+    from fair_retrieval import FaissIndex, __version__
 
     require_faiss()
     output: Path = args.output
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         index = index_on_ray(args, texts, calibration, params)
         pooling, max_length = args.pooling, args.max_length
     else:
-        embedder = FairEmbedder(args.model, calibration=calibration, **embedder_kwargs(args))
+        embedder = embedder_options(args, calibration=calibration).build(args.model)
         vectors = embedder.embed_documents(texts, show_progress_bar=True)
         index = FaissIndex(vectors.shape[1], metric="ip", kind=args.kind or "flat", gpu=gpu_choice(args.gpu), **params)
         index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the index and model, search, print."""
-    from fair_retrieval import FairEmbedder, FaissIndex
+    from fair_retrieval import FaissIndex
+    from fair_retrieval.embedder_options import EmbedderOptions
 
     require_faiss()
     if not args.query.strip():
@@ -48,13 +49,10 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or manifest["model"]
     if args.model and args.model != manifest["model"]:
         logger.warning("Using --model %s instead of %s, which built the index.", args.model, manifest["model"])
-    embedder = FairEmbedder(
-        model,
-        calibration=None,
-        pooling=manifest.get("pooling"),
-        max_length=manifest.get("max_length"),
-        device=args.device,
+    options = EmbedderOptions(
+        calibration=None, pooling=manifest.get("pooling"), max_length=manifest.get("max_length"), device=args.device
     )
+    embedder = options.build(model)
     if embedder.dimension != index.dim:
         raise ValueError(
             f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "

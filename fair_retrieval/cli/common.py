@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.cli.options import DEFAULT_DATA, embedder_kwargs
+from fair_retrieval.cli.options import DEFAULT_DATA, embedder_options
 from fair_retrieval.jsonio import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -21,11 +21,10 @@ logger = logging.getLogger(__name__)
 
 def make_embedder(args: argparse.Namespace, calibration: Calibration | None = None) -> Any:
     """Load the model with the CLI's options; documents may be as long as --max-tokens unless --max-length."""
-    from fair_retrieval.embedder import FairEmbedder
-
-    kwargs = embedder_kwargs(args)
-    kwargs["max_length"] = kwargs.get("max_length") or args.max_tokens
-    return FairEmbedder(args.model, calibration=calibration, show_progress_bar=True, **kwargs)
+    options = embedder_options(
+        args, calibration=calibration, show_progress_bar=True, max_length=args.max_length or args.max_tokens
+    )
+    return options.build(args.model)
 
 
 def data_spec(args: argparse.Namespace) -> str:

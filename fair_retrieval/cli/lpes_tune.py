@@ -65,7 +65,7 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     Raises:
         ValueError: for a model without RoPE, a task without answer positions, or invalid search settings.
     """
-    from fair_retrieval.embedder import FairEmbedder
+    from fair_retrieval.cli.options import embedder_options
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.runner import Evaluator
     from fair_retrieval.evaluation.sources import load_task
@@ -77,14 +77,8 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
         output = DEFAULT_OUTPUT  # a Calibration file name would mislead: Calibration.load cannot read LPES factors
     calibration = _calibration(args)
     max_tokens = int(getattr(args, "max_tokens", None) or 512)
-    embedder = FairEmbedder(
-        args.model,
-        calibration=None,
-        pooling=args.pooling,
-        max_length=args.max_length or max_tokens,  # documents of the benchmark are built to max_tokens
-        batch_size=args.batch_size,
-        device=args.device,
-    )
+    # documents of the benchmark are built to max_tokens
+    embedder = embedder_options(args, calibration=None, max_length=args.max_length or max_tokens).build(args.model)
     install_positional_scaling(hf_model(embedder.model), embedder.model_name)  # non-RoPE models fail here, clearly
     task = load_task(
         data_spec(args),

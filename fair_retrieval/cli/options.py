@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.loading import DEFAULT_MODEL
 
 # The --data value used when none is given (announced when used, shown in --help).
@@ -113,11 +114,15 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
     return Calibration.from_dict(fields)
 
 
-def embedder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """FairEmbedder keyword arguments from the model options (everything but the model and calibration)."""
-    return {
+def embedder_options(args: argparse.Namespace, **overrides: Any) -> EmbedderOptions:
+    """FairEmbedder options from the model flags (--pooling, --max-length, --batch-size, --device).
+
+    `overrides` set the other options (calibration, show_progress_bar, …) or replace a flag's value.
+    """
+    flags = {
         "pooling": args.pooling,
         "max_length": args.max_length,
         "batch_size": args.batch_size,
         "device": args.device,
     }
+    return EmbedderOptions(**{**flags, **overrides})
