@@ -32,10 +32,11 @@ from scipy.stats import spearmanr
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
-from fair_retrieval.evaluation.squad import tokenizer_counter
 from fair_retrieval.evaluation.sources import load_task
-from fair_retrieval.tuning import Trial, describe, probe_task_for, select_best
+from fair_retrieval.evaluation.squad import tokenizer_counter
+from fair_retrieval.tuning import Trial, describe, select_best
 
 PSI_SHARE_TARGET = 0.8
 NDCG_TOLERANCE = 0.002
@@ -82,17 +83,24 @@ def study(dataset: str, embedder: FairEmbedder, cache: EmbeddingCache, max_probe
     for calibration in configurations():
         documents, _ = real.document_embeddings(calibration)  # one embedding serves both (same corpus)
         label = describe(calibration)
-        rows.append((label, trial(probe.score(label, documents, calibration)), real.score(label, documents, calibration)))
-        logging.info("%s %s: probe HM %.4f, question HM %.4f", dataset, label, rows[-1][1].harmonic_mean or 0,
-                     rows[-1][2].harmonic_mean or 0)
+        rows.append(
+            (label, trial(probe.score(label, documents, calibration)), real.score(label, documents, calibration))
+        )
+        logging.info(
+            "%s %s: probe HM %.4f, question HM %.4f",
+            dataset,
+            label,
+            rows[-1][1].harmonic_mean or 0,
+            rows[-1][2].harmonic_mean or 0,
+        )
     probe_trials = [r[1] for r in rows]
     real_trials = [trial(r[2]) for r in rows]
     chosen_index = probe_trials.index(select_best(probe_trials, probe_trials[0]))
     best_index = real_trials.index(select_best(real_trials, real_trials[0]))
     plain_real, chosen_real, best_real = real_trials[0], real_trials[chosen_index], real_trials[best_index]
-    per_query_delta = np.array([
-        rows[chosen_index][2].per_query[q][PRIMARY] - rows[0][2].per_query[q][PRIMARY] for q in task.queries
-    ])
+    per_query_delta = np.array(
+        [rows[chosen_index][2].per_query[q][PRIMARY] - rows[0][2].per_query[q][PRIMARY] for q in task.queries]
+    )
     rho = spearmanr([t.harmonic_mean for t in probe_trials], [t.harmonic_mean for t in real_trials])
     best_cut = psi_cut(plain_real, best_real)
     chosen_cut = psi_cut(plain_real, chosen_real)
@@ -146,20 +154,28 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for r in results:
-        print(f"\n{r['dataset']}: {r['documents']} documents, {r['questions']} questions, {r['probes']} probes, "
-              f"{r['configurations']} configurations")
+        print(
+            f"\n{r['dataset']}: {r['documents']} documents, {r['questions']} questions, {r['probes']} probes, "
+            f"{r['configurations']} configurations"
+        )
         print(f"  {'configuration':42s} {'probe HM':>9s} {'quest. HM':>9s} {'probe PSI':>9s} {'quest. PSI':>10s}")
         for row in r["rows"]:
-            print(f"  {row['configuration']:42s} {row['probe_hm']:9.4f} {row['question_hm']:9.4f} "
-                  f"{row['probe_psi']:9.4f} {row['question_psi']:10.4f}")
+            print(
+                f"  {row['configuration']:42s} {row['probe_hm']:9.4f} {row['question_hm']:9.4f} "
+                f"{row['probe_psi']:9.4f} {row['question_psi']:10.4f}"
+            )
         low, high = r["chosen_real_ndcg_delta_ci95"]
-        print(f"  label-free choice: {r['chosen_by_probes']} → real PSI cut {r['chosen_real_psi_cut']:.1%}, "
-              f"ΔnDCG@10 {r['chosen_real_ndcg_delta']:+.4f} [{low:+.4f}, {high:+.4f}]")
+        print(
+            f"  label-free choice: {r['chosen_by_probes']} → real PSI cut {r['chosen_real_psi_cut']:.1%}, "
+            f"ΔnDCG@10 {r['chosen_real_ndcg_delta']:+.4f} [{low:+.4f}, {high:+.4f}]"
+        )
         print(f"  best labelled:     {r['best_labelled']} → PSI cut {r['best_labelled_psi_cut']:.1%}")
         share = r["share_of_best_psi_cut"]
-        print(f"  share of best cut: {'n/a' if share is None else f'{share:.2f}'}; Spearman ρ(probe HM, question HM) "
-              f"= {r['spearman_probe_vs_question_hm']:.2f} (p={r['spearman_p_value']:.3f}); "
-              f"target met: {r['meets_target']}")
+        print(
+            f"  share of best cut: {'n/a' if share is None else f'{share:.2f}'}; Spearman ρ(probe HM, question HM) "
+            f"= {r['spearman_probe_vs_question_hm']:.2f} (p={r['spearman_p_value']:.3f}); "
+            f"target met: {r['meets_target']}"
+        )
     print(f"\nresults: {args.output}")
     return 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -326,39 +326,6 @@ def tune_on_task(
     )
 
 
-def probe_task_for(
-    documents: Any, embedder: Any, *, max_probes: int = 600, seed: int = 0, name: str = "probes"
-) -> Any:
-    """The label-free probe benchmark of `documents` for `embedder` (depths measured in its tokens).
-
-    Args:
-        documents: document id → text, or a sequence of texts (ids become "0", "1", …).
-        embedder: a `FairEmbedder` (its tokenizer measures depths); without a tokenizer depths are in characters.
-        max_probes: the probe budget (split over begin/middle/end).
-        seed: seeds the probe draw and perturbation.
-        name: the task name in reports.
-
-    Raises:
-        TypeError: if `documents` is neither a mapping nor a sequence of strings.
-        ValueError: if the corpus is too small or too short to probe.
-    """
-    from fair_retrieval.evaluation.probes import build_probe_task
-    from fair_retrieval.evaluation.squad import tokenizer_counter
-
-    if isinstance(documents, Mapping):
-        corpus = dict(documents)
-    elif isinstance(documents, Sequence) and not isinstance(documents, str):
-        corpus = {str(i): text for i, text in enumerate(documents)}
-    else:
-        raise TypeError(f"documents must be a mapping id → text or a list of texts, got {type(documents).__name__}.")
-    bad = [key for key, text in corpus.items() if not isinstance(text, str)]
-    if bad:
-        raise TypeError(f"documents must be strings; {bad[:3]} are not.")
-    tokenizer = getattr(embedder, "tokenizer", None)
-    counter = tokenizer_counter(tokenizer) if tokenizer is not None else None
-    return build_probe_task(corpus, max_probes=max_probes, seed=seed, count_tokens=counter, name=name)
-
-
 def tune_unlabelled(
     documents: Any,
     embedder: Any,
@@ -383,5 +350,7 @@ def tune_unlabelled(
     Returns:
         The `SearchResult`.
     """
+    from fair_retrieval.evaluation.probes import probe_task_for
+
     task = probe_task_for(documents, embedder, max_probes=max_probes, seed=seed)
     return tune_on_task(embedder, task, **search)

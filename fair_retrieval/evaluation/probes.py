@@ -21,9 +21,10 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fair_retrieval.evaluation.groups import THIRDS, position_bin
-from fair_retrieval.evaluation.squad import TokenCounter
+from fair_retrieval.evaluation.squad import TokenCounter, tokenizer_counter
 from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
 
 logger = logging.getLogger(__name__)
@@ -218,6 +219,41 @@ def build_probe_task(
             "probes": stats.probes,
         },
     )
+
+
+def probe_task_for(
+    documents: Mapping[str, str] | Sequence[str],
+    embedder: Any,
+    *,
+    max_probes: int = 600,
+    seed: int = 0,
+    name: str = "probes",
+) -> RetrievalTask:
+    """The label-free probe benchmark of `documents` for `embedder` (depths measured in its tokens).
+
+    Args:
+        documents: document id → text, or a sequence of texts (ids become "0", "1", …).
+        embedder: a `FairEmbedder` (its tokenizer measures depths); without a tokenizer depths are in characters.
+        max_probes: the probe budget (split over begin/middle/end).
+        seed: seeds the probe draw and perturbation.
+        name: the task name in reports.
+
+    Raises:
+        TypeError: if `documents` is neither a mapping nor a sequence of strings.
+        ValueError: if the corpus is too small or too short to probe.
+    """
+    if isinstance(documents, Mapping):
+        corpus = dict(documents)
+    elif isinstance(documents, Sequence) and not isinstance(documents, str):
+        corpus = {str(i): text for i, text in enumerate(documents)}
+    else:
+        raise TypeError(f"documents must be a mapping id → text or a list of texts, got {type(documents).__name__}.")
+    bad = [key for key, text in corpus.items() if not isinstance(text, str)]
+    if bad:
+        raise TypeError(f"documents must be strings; {bad[:3]} are not.")
+    tokenizer = getattr(embedder, "tokenizer", None)
+    counter = tokenizer_counter(tokenizer) if tokenizer is not None else None
+    return build_probe_task(corpus, max_probes=max_probes, seed=seed, count_tokens=counter, name=name)
 
 
 def _candidates_by_third(corpus: Mapping[str, str]) -> dict[str, list[_Candidate]]:

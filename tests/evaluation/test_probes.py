@@ -5,7 +5,6 @@ import re
 
 import pytest
 
-from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.groups import THIRDS, position_bin, position_thirds
 from fair_retrieval.evaluation.needle import haystack_sentences
 from fair_retrieval.evaluation.probes import (
@@ -14,9 +13,10 @@ from fair_retrieval.evaluation.probes import (
     build_probe_task,
     leaks,
     perturb,
+    probe_task_for,
     sentence_spans,
 )
-from fair_retrieval.tuning import SearchSpace, probe_task_for, tune_unlabelled
+from fair_retrieval.tuning import SearchSpace, tune_unlabelled
 
 
 def corpus(count: int = 30, sentences: int = 12, seed: int = 0) -> dict[str, str]:
@@ -121,10 +121,15 @@ def test_probe_task_for_accepts_lists_and_refuses_other_types():
 
 def test_tune_unlabelled_runs_the_search_on_probes(fake_embedder):
     docs = corpus()
-    space = SearchSpace(strength=(0.5, 1.0), basket_size=(128,), layers=(0.5,), isolated=("preserve",),
-                        partial_basket=("equal",), special_tokens=("content",))
-    result = tune_unlabelled(docs, fake_embedder, max_probes=60, space=space, strategy="grid",
-                             show_progress_bar=False)
+    space = SearchSpace(
+        strength=(0.5, 1.0),
+        basket_size=(128,),
+        layers=(0.5,),
+        isolated=("preserve",),
+        partial_basket=("equal",),
+        special_tokens=("content",),
+    )
+    result = tune_unlabelled(docs, fake_embedder, max_probes=60, space=space, strategy="grid", show_progress_bar=False)
     labels = {t.label for t in result.trials}
     assert "plain" in labels and len(result.trials) == 3
     assert result.plain.harmonic_mean is not None and set(result.plain.groups) == set(THIRDS)
