@@ -1,6 +1,7 @@
 """Choosing a configuration for a model on a dev set.
 
-Only the calibration search lives here for now (its section below). Its objective follows issue 3: maximise the
+The calibration search, and running it on a task: a labelled position benchmark or label-free probes built from
+the corpus itself (`tune_unlabelled`). The objective: maximise the
 harmonic mean of nDCG@10 over answer-position groups (high only when every position is served well), among the
 configurations whose overall nDCG@10 is not below plain embeddings. Plain is always a candidate (strength 0), so
 the search never recommends something worse than doing nothing.
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from tqdm.auto import tqdm
 
 from fair_retrieval.calibration import Calibration, LayerSpec
-from fair_retrieval.genetic import genetic_search as genetic_search  # LPES search, re-exported (issue 5)
+from fair_retrieval.genetic import genetic_search as genetic_search  # the LPES search, re-exported
 
 logger = logging.getLogger(__name__)
 
@@ -265,3 +266,91 @@ def _better(trial: Trial, incumbent: Trial, plain: Trial, tolerance: float) -> b
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
+
+
+# ==================================================================================================================
+# Searching on a task: labelled (a position benchmark) or label-free (probes built from the user's own corpus)
+# ==================================================================================================================
+
+
+def tune_on_task(
+    embedder: Any,
+    task: Any,
+    *,
+    space: SearchSpace | None = None,
+    strategy: SearchStrategy = "coordinate",
+    start: Calibration | None = None,
+    tolerance: float = 0.0,
+    max_rounds: int = 2,
+    grouping: str | None = None,
+    cache: Any = None,
+    show_progress_bar: bool = True,
+) -> SearchResult:
+    """Run `calibration_search` on a `RetrievalTask`, scoring each configuration with an `Evaluator`.
+
+    Args:
+        embedder: a `FairEmbedder`.
+        task: a `fair_retrieval.evaluation.RetrievalTask` with answer positions (labelled or probes).
+        space, strategy, start, tolerance, max_rounds: as in `calibration_search`.
+        grouping: position grouping name (None: the task's default, the thirds).
+        cache: an `EmbeddingCache`, so re-runs and wider searches reuse embeddings.
+        show_progress_bar: tqdm bars.
+
+    Returns:
+        The `SearchResult`; its `best` is plain when nothing beats plain within the constraint.
+    """
+    from fair_retrieval.evaluation.runner import PRIMARY, Evaluator
+
+    evaluator = Evaluator(embedder, task, grouping=grouping, cache=cache, show_progress_bar=show_progress_bar)
+    if not evaluator.grouping:
+        logger.warning("%s has no position groups; the search maximises overall nDCG@10 only.", task.name)
+
+    def evaluate(calibration: Calibration | None) -> Trial:
+        result = evaluator.run("plain" if calibration is None else "candidate", calibration)
+        return Trial(
+            calibration=calibration,
+            ndcg=result.overall[PRIMARY],
+            harmonic_mean=result.harmonic_mean,
+            psi=result.psi,
+            groups={g: m[PRIMARY] for g, m in result.groups.items()},
+        )
+
+    return calibration_search(
+        evaluate,
+        space,
+        strategy=strategy,
+        start=start,
+        tolerance=tolerance,
+        max_rounds=max_rounds,
+        show_progress_bar=show_progress_bar,
+    )
+
+
+def tune_unlabelled(
+    documents: Any,
+    embedder: Any,
+    *,
+    max_probes: int = 600,
+    seed: int = 0,
+    **search: Any,
+) -> SearchResult:
+    """Choose a calibration for `embedder` on a corpus with no queries, from probes at known depths.
+
+    Builds `probe_task_for(documents, embedder, ...)` and runs `tune_on_task` on it, with the same objective and
+    constraint as labelled tuning (highest harmonic mean of nDCG@10 over depth thirds among configurations whose
+    overall nDCG@10 is not below plain by more than `tolerance`).
+
+    Args:
+        documents: document id → text, or a list of texts: the corpus you will index.
+        embedder: a `FairEmbedder`.
+        max_probes: the probe budget.
+        seed: seeds the probes (the search itself is deterministic).
+        **search: keyword arguments of `tune_on_task` (space, strategy, start, tolerance, max_rounds, cache, …).
+
+    Returns:
+        The `SearchResult`.
+    """
+    from fair_retrieval.evaluation.probes import probe_task_for
+
+    task = probe_task_for(documents, embedder, max_probes=max_probes, seed=seed)
+    return tune_on_task(embedder, task, **search)
