@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.cli.common import dump_json, load_data, make_embedder, slug
+from fair_retrieval.cli.common import load_data, make_embedder, write_report
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
     add_data_arguments,
@@ -38,31 +38,18 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate plain and calibrated documents; print the table; write the JSON report and the plot."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
-    from fair_retrieval.evaluation.metrics import metric_names
-    from fair_retrieval.evaluation.plot import plot_by_position
-    from fair_retrieval.evaluation.report import build_report, format_table
-    from fair_retrieval.evaluation.runner import Evaluator
+    from fair_retrieval.evaluation.compare import position_report
 
     calibration = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
-    evaluator = Evaluator(
+    report = position_report(
         embedder,
         task,
+        calibration,
         grouping=args.grouping,
         n_bins=args.bins,
         cache=EmbeddingCache(args.cache_dir) if args.cache_dir else None,
-        show_progress_bar=True,
     )
-    runs = [evaluator.run("plain", None)]
-    if calibration is not None:
-        runs.append(evaluator.run("calibrated", calibration))
-    report = build_report(embedder, task, evaluator.grouping_name, runs, metric_names())
-    print(format_table(report))
-    name = slug(task.name)
-    report_path = args.output_dir / f"{name}.json"
-    dump_json(report, report_path)
-    print(f"report: {report_path}")
-    if report["bins"]:
-        print(f"plot:   {plot_by_position(report, args.output_dir / f'{name}.png')}")
+    write_report(report, args.output_dir)
     return 0

@@ -33,6 +33,7 @@ from fair_retrieval.cli.index_folder import (
 )
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
+    add_document_arguments,
     add_model_arguments,
     calibration_from_args,
     embedder_options,
@@ -74,8 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "M, ef_construction, ef_search (hnsw)",
     )
     parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
-    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    parser.add_argument("--id-field", default="id", help="JSONL field holding the id (default: id; optional)")
+    add_document_arguments(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     add_calibration_arguments(parser)
     add_ray_arguments(parser)

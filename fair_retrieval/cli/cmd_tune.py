@@ -28,8 +28,9 @@ def register(subparsers: Any) -> None:
     """Add the `tune` subcommand."""
     parser = subparsers.add_parser(
         "tune",
-        help="search calibration settings on a dev set; save the best as JSON for --config",
-        description="Search settings on a dev set. Objective: the harmonic mean of nDCG@10 over answer-position "
+        help="search calibration settings on a dev set or, label-free, on your own corpus; save the best as JSON",
+        description="Search settings on a dev set, or on your own corpus with no queries (--data FOLDER of .txt/.md "
+        "files or a JSONL of documents: probe queries are drawn from its sentences at known depths). Objective: the harmonic mean of nDCG@10 over answer-position "
         "groups, among configurations whose overall nDCG@10 is not below plain. Embeddings are cached, so a "
         "re-run (or a wider search) does not recompute plain or already-tried configurations.",
     )
@@ -99,29 +100,22 @@ def search_space(args: argparse.Namespace) -> Any:
 def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
-    from fair_retrieval.evaluation.runner import PRIMARY, Evaluator
-    from fair_retrieval.tuning import Trial, calibration_search
+    from fair_retrieval.tuning import tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
-    evaluator = Evaluator(embedder, task, grouping=args.grouping, cache=EmbeddingCache(args.cache_dir))
-    if not evaluator.grouping:
-        logger.warning("%s has no position groups; the search maximises overall nDCG@10 only.", task.name)
-
-    def evaluate(calibration: Any) -> Trial:
-        result = evaluator.run("plain" if calibration is None else "candidate", calibration)
-        return Trial(
-            calibration=calibration,
-            ndcg=result.overall[PRIMARY],
-            harmonic_mean=result.harmonic_mean,
-            psi=result.psi,
-            groups={g: m[PRIMARY] for g, m in result.groups.items()},
-        )
-
-    result = calibration_search(
-        evaluate, space, strategy=args.strategy, start=start, tolerance=args.tolerance, max_rounds=args.rounds
+    result = tune_on_task(
+        embedder,
+        task,
+        space=space,
+        strategy=args.strategy,
+        start=start,
+        tolerance=args.tolerance,
+        max_rounds=args.rounds,
+        grouping=args.grouping,
+        cache=EmbeddingCache(args.cache_dir),
     )
     print(
         f"{task.name}: {len(task.queries)} queries, {len(task.corpus)} documents; "

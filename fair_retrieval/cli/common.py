@@ -36,17 +36,56 @@ def data_spec(args: argparse.Namespace) -> str:
 
 
 def load_data(args: argparse.Namespace, embedder: Any) -> Any:
-    """The task that --data names, built with the model's tokenizer, subsampled to --max-queries."""
-    from fair_retrieval.evaluation.sources import load_task
+    """The task that --data names, built with the model's tokenizer, subsampled to --max-queries.
 
+    A corpus with no queries (a folder of .txt/.md files, or a JSONL of documents) becomes a label-free probe task.
+    """
+    from fair_retrieval.evaluation.sources import is_document_corpus, load_task
+
+    spec = data_spec(args)
+    if is_document_corpus(spec, text_field=args.text_field):
+        return probe_corpus(args, Path(spec), embedder)
     task = load_task(
-        data_spec(args),
+        spec,
         embedder.token_lengths,
         args.max_tokens,
         data_dir=args.data_dir,
         needle_documents=args.needle_documents,
     )
     return task.subsample_queries(args.max_queries)
+
+
+def probe_corpus(args: argparse.Namespace, path: Path, embedder: Any) -> Any:
+    """Label-free probes of the documents at `path` (--text-field/--id-field, --max-probes, --probe-seed)."""
+    from fair_retrieval.evaluation.probes import probe_task_for
+    from fair_retrieval.inputs import read_documents
+
+    documents = read_documents(path, text_field=args.text_field, id_field=args.id_field)
+    corpus = {str(doc.id): doc.text for doc in documents}
+    task = probe_task_for(
+        corpus, embedder, max_probes=args.max_probes, seed=args.probe_seed, name=f"probes:{path.name}"
+    )
+    logger.info("%s: %d documents, %d probe queries (label-free).", path, len(task.corpus), len(task.queries))
+    return task
+
+
+def write_report(report: dict[str, Any], output_dir: Path, as_json: bool = False) -> None:
+    """Print a report (table, or the JSON with `as_json`), write it as JSON and, with positions, the PNG plot."""
+    from fair_retrieval.evaluation.plot import plot_by_position
+    from fair_retrieval.evaluation.report import format_table
+
+    name = slug(report["task"]["name"])
+    report_path = output_dir / f"{name}.json"
+    dump_json(report, report_path)
+    plot = plot_by_position(report, output_dir / f"{name}.png") if report["bins"] else None
+    if as_json:  # stdout holds the JSON only; the files are named in the log
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        logger.info("report: %s; plot: %s", report_path, plot)
+        return
+    print(format_table(report))
+    print(f"report: {report_path}")
+    if plot is not None:
+        print(f"plot:   {plot}")
 
 
 def slug(text: str) -> str:

@@ -17,8 +17,9 @@ from fair_retrieval.loading import DEFAULT_MODEL
 DEFAULT_DATA = "squad-v2"
 DATA_HELP = (
     "needle | squad-v2 | xquad:LANG | scifact | PATH (SQuAD JSON, BEIR/PosIR/NanoBEIR folder, PosQ file) | "
-    "hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN. squad-v2, xquad:LANG and "
-    "scifact are read from --data-dir / $FAIR_RETRIEVAL_DATA, else downloaded once into the user cache"
+    "hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN | your own corpus with no "
+    "queries (a folder of .txt/.md files or a JSONL of documents: measured label-free, with probes). squad-v2, "
+    "xquad:LANG and scifact are read from --data-dir / $FAIR_RETRIEVAL_DATA, else downloaded once into the user cache"
 )
 
 
@@ -61,6 +62,26 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bins", type=int, default=10, help="position bins in the plot (default 10)")
     parser.add_argument("--max-queries", type=int, help="evaluate a reproducible random subset of the queries")
     parser.add_argument("--needle-documents", type=int, default=60, help="size of the needle benchmark (default 60)")
+    add_document_arguments(parser)
+    add_probe_arguments(parser)
+
+
+def add_document_arguments(parser: argparse.ArgumentParser) -> None:
+    """--text-field and --id-field: how a JSONL file of documents names its fields."""
+    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    parser.add_argument("--id-field", default="id", help="JSONL field holding the id (default: id; optional)")
+
+
+def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
+    """--max-probes and --probe-seed: label-free probes of a corpus with no queries."""
+    group = parser.add_argument_group("label-free probes (a corpus with no queries)")
+    group.add_argument(
+        "--max-probes",
+        type=int,
+        default=600,
+        help="probe queries drawn from the corpus, split over begin/middle/end (default 600)",
+    )
+    group.add_argument("--probe-seed", type=int, default=0, help="seed of the probe draw (default 0)")
 
 
 def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:

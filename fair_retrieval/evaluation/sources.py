@@ -14,6 +14,7 @@ Accepted values:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fair_retrieval.evaluation import hub
@@ -28,6 +29,7 @@ from fair_retrieval.evaluation.datasets import (
 from fair_retrieval.evaluation.needle import build_needle_benchmark
 from fair_retrieval.evaluation.squad import TokenCounter, build_position_benchmark
 from fair_retrieval.evaluation.task import RetrievalTask
+from fair_retrieval.inputs import TEXT_SUFFIXES
 
 __all__ = ["DATA_ENV", "XQUAD_LANGUAGES", "default_data_dir", "load_path", "load_task"]
 
@@ -91,6 +93,34 @@ def load_path(path: Path, count_tokens: TokenCounter, max_tokens: int = 512) -> 
     if (path / "corpus").is_dir() and (path / "queries").is_dir():
         return hub.load_nanobeir(path)
     return hub.load_posq_folder(path, count_tokens=count_tokens)
+
+
+# Keys that mark a JSONL line as a benchmark record (a query with its answer) rather than a document to index.
+_QUERY_KEYS = frozenset({"question", "query", "queries", "answers", "answer", "qrels", "positive", "positives"})
+_BENCHMARK_SUFFIXES = frozenset({".json", ".jsonl", ".gz", ".parquet", ".csv", ".tsv"})
+
+
+def is_document_corpus(spec: str | Path, text_field: str = "text") -> bool:
+    """True when `spec` is a corpus with no queries — what `fair-retrieval index` reads — not a benchmark.
+
+    A folder of .txt/.md files (with no benchmark files beside them), or a .jsonl file whose first record has
+    `text_field` and no query-like key ("question", "query", "answers", …). Such corpora are measured label-free,
+    with probe queries drawn from their own sentences.
+    """
+    path = Path(spec)
+    if path.is_dir():
+        files = [f for f in path.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.parts)]
+        has_text = any(f.suffix.lower() in TEXT_SUFFIXES for f in files)
+        return has_text and not any(f.suffix.lower() in _BENCHMARK_SUFFIXES for f in files)
+    if path.is_file() and path.suffix.lower() == ".jsonl":
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            first = next((line for line in handle if line.strip()), "")
+        try:
+            record = json.loads(first)
+        except json.JSONDecodeError:
+            return False
+        return isinstance(record, dict) and text_field in record and not (_QUERY_KEYS & set(record))
+    return False
 
 
 def _looks_like_squad(path: Path) -> bool:

@@ -1,0 +1,66 @@
+"""`fair-retrieval diagnose`: a position-bias report of your own corpus, with no queries and no labels.
+
+Probe queries are drawn from the corpus' own sentences at known depths (begin / middle / end of each document, see
+`fair_retrieval.evaluation.probes`); plain and calibrated document embeddings are scored on them exactly like a
+labelled position benchmark: nDCG@10 by depth, PSI and the harmonic mean, as a terminal table, JSON and a PNG plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fair_retrieval.cli.common import make_embedder, probe_corpus, write_report
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_document_arguments,
+    add_model_arguments,
+    add_probe_arguments,
+    calibration_from_args,
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add the `diagnose` subcommand."""
+    parser = subparsers.add_parser(
+        "diagnose",
+        help="measure position bias on your own documents (no queries needed): plain vs calibrated",
+        description="Draw probe queries from your documents' own sentences at known depths, then report how well "
+        "plain and calibrated document embeddings retrieve them by depth (nDCG@10, PSI, harmonic mean): a "
+        "terminal table (or --json), a JSON report and a PNG plot in --output-dir.",
+    )
+    add_model_arguments(parser)
+    parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
+    add_document_arguments(parser)
+    add_probe_arguments(parser)
+    parser.add_argument(
+        "--max-tokens", type=int, default=512, help="the model's max length unless --max-length (default 512)"
+    )
+    parser.add_argument("--bins", type=int, default=10, help="depth bins in the plot (default 10)")
+    parser.add_argument("--output-dir", type=Path, default=Path("runs/diagnose"), help="where the report and plot go")
+    parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    add_calibration_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe the corpus, evaluate plain and calibrated documents, print and write the report."""
+    from fair_retrieval.evaluation.cache import EmbeddingCache
+    from fair_retrieval.evaluation.compare import position_report
+
+    if not args.input.exists():
+        raise FileNotFoundError(f"--input {args.input} does not exist.")
+    calibration = calibration_from_args(args)
+    embedder = make_embedder(args)
+    task = probe_corpus(args, args.input, embedder)
+    report = position_report(
+        embedder,
+        task,
+        calibration,
+        n_bins=args.bins,
+        cache=EmbeddingCache(args.cache_dir) if args.cache_dir else None,
+    )
+    write_report(report, args.output_dir, as_json=args.json)
+    return 0
