@@ -29,8 +29,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "tune",
         help="search calibration settings on a dev set or, label-free, on your own corpus; save the best as JSON",
-        description="Search settings on a dev set, or on your own corpus with no queries (--data FOLDER of .txt/.md "
-        "files or a JSONL of documents: probe queries are drawn from its sentences at known depths). Objective: the harmonic mean of nDCG@10 over answer-position "
+        description="Search settings on a dev set, or on your own corpus with no queries (--data FOLDER of "
+        ".txt/.md files or a JSONL of documents: probe queries are drawn from its sentences at known depths). "
+        "Objective: the harmonic mean of nDCG@10 over answer-position "
         "groups, among configurations whose overall nDCG@10 is not below plain. Embeddings are cached, so a "
         "re-run (or a wider search) does not recompute plain or already-tried configurations.",
     )
