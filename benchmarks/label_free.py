@@ -72,9 +72,13 @@ def psi_cut(plain: Trial, other: Trial) -> float:
     return (plain.psi - other.psi) / plain.psi
 
 
-def study(dataset: str, embedder: FairEmbedder, cache: EmbeddingCache, max_probes: int, seed: int) -> dict[str, Any]:
+def study(
+    dataset: str, embedder: FairEmbedder, cache: EmbeddingCache, max_probes: int, seed: int, drop: float
+) -> dict[str, Any]:
     task = load_task(dataset, tokenizer_counter(embedder.tokenizer), max_tokens=512)
-    probes = probe_task_for(task.corpus, embedder, max_probes=max_probes, seed=seed, name=f"probes:{dataset}")
+    probes = probe_task_for(
+        task.corpus, embedder, max_probes=max_probes, seed=seed, name=f"probes:{dataset}", drop=drop
+    )
     if probes.doc_ids != task.doc_ids:
         raise ValueError(f"{dataset}: the probe corpus differs from the task corpus (empty documents?).")
     real = Evaluator(embedder, task, cache=cache, show_progress_bar=True)
@@ -144,13 +148,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="squad-v2,xquad:en", help="comma-separated position datasets")
     parser.add_argument("--max-probes", type=int, default=600, help="probe budget per dataset")
     parser.add_argument("--seed", type=int, default=0, help="probe seed")
+    parser.add_argument("--drop", type=float, default=0.3, help="share of a sentence's words left out of its probe")
     parser.add_argument("--cache-dir", type=Path, default=Path(".fair_cache"), help="embedding cache")
     parser.add_argument("--output", type=Path, default=Path("runs/label_free.json"), help="JSON results")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     embedder = FairEmbedder(args.model or bundled_model(), max_length=512)
     cache = EmbeddingCache(args.cache_dir)
-    results = [study(d.strip(), embedder, cache, args.max_probes, args.seed) for d in args.datasets.split(",")]
+    results = [
+        study(d.strip(), embedder, cache, args.max_probes, args.seed, args.drop) for d in args.datasets.split(",")
+    ]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for r in results:

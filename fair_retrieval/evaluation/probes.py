@@ -228,6 +228,7 @@ def probe_task_for(
     max_probes: int = 600,
     seed: int = 0,
     name: str = "probes",
+    drop: float = 0.3,
 ) -> RetrievalTask:
     """The label-free probe benchmark of `documents` for `embedder` (depths measured in its tokens).
 
@@ -237,6 +238,7 @@ def probe_task_for(
         max_probes: the probe budget (split over begin/middle/end).
         seed: seeds the probe draw and perturbation.
         name: the task name in reports.
+        drop: share of a sentence's content words left out of its probe.
 
     Raises:
         TypeError: if `documents` is neither a mapping nor a sequence of strings.
@@ -253,7 +255,7 @@ def probe_task_for(
         raise TypeError(f"documents must be strings; {bad[:3]} are not.")
     tokenizer = getattr(embedder, "tokenizer", None)
     counter = tokenizer_counter(tokenizer) if tokenizer is not None else None
-    return build_probe_task(corpus, max_probes=max_probes, seed=seed, count_tokens=counter, name=name)
+    return build_probe_task(corpus, max_probes=max_probes, seed=seed, count_tokens=counter, name=name, drop=drop)
 
 
 def _candidates_by_third(corpus: Mapping[str, str]) -> dict[str, list[_Candidate]]:
