@@ -1,4 +1,4 @@
-"""Genetic search over Bézier control points for LPES scaling factors (arXiv 2606.27705, DESIGN.md §3).
+"""Genetic search over Bézier control points for LPES scaling factors (arXiv 2606.27705; docs/method.md).
 
 A genome is K control points in [s_min, s_max]; it becomes a `PositionalScaling` through
 `PositionalScaling.bezier(genome, num_layers)`, so K numbers (not N) are searched whatever the model's depth. The

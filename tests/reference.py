@@ -1,4 +1,4 @@
-"""An independent, deliberately naive implementation of attention calibration (DESIGN.md §2) for the tests.
+"""An independent, deliberately naive implementation of attention calibration (docs/method.md) for the tests.
 
 One text at a time, no padding: every layer's attention probabilities are formed explicitly (L×L, float64) by an
 eager attention function registered under its own name; calibrated rows are rewritten with plain Python loops over
@@ -19,7 +19,7 @@ _NAME = "reference_eager_calibration"
 
 
 def _reference_probs(row: np.ndarray, allowed: np.ndarray, isolated: np.ndarray, cal: Any) -> np.ndarray:
-    """Calibrate one row of probabilities (H, L) following DESIGN.md §2 literally."""
+    """Calibrate one row of probabilities (H, L) following the definition in docs/method.md literally."""
     content = [j for j in range(len(allowed)) if allowed[j] and not isolated[j]]
     iso = [j for j in range(len(allowed)) if allowed[j] and isolated[j]]
     if len(content) < cal.basket_size:
