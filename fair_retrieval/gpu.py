@@ -76,7 +76,7 @@ def index_to_gpus(index: Any, count: int, *, shards: bool = False, resources: An
     Args:
         index: a CPU index.
         count: GPUs to use; with several, the vectors are sharded across them (`shards`) or the index replicated.
-        resources: a `StandardGpuResources` to reuse with one GPU (a new one otherwise).
+        resources: a `StandardGpuResources` to reuse with one GPU (otherwise faiss' all-GPU cloner makes its own).
 
     Returns:
         (gpu_index, resources): keep `resources` alive as long as the GPU index (faiss holds a raw pointer).
@@ -90,15 +90,14 @@ def index_to_gpus(index: Any, count: int, *, shards: bool = False, resources: An
         logger.info("IVF-PQ on GPU with float16 lookup tables (m · 2^nbits > %d).", GPU_FLOAT32_TABLE_ENTRIES)
     for part in _cpu_only_parts(faiss, index):
         logger.info("%s stays on the CPU (faiss has no GPU version of it); the rest runs on the GPU.", part)
-    if count == 1:
-        resources = resources or faiss.StandardGpuResources()
+    if count == 1 and resources is not None:
         options = faiss.GpuClonerOptions()
         options.useFloat16 = float16
         return faiss.index_cpu_to_gpu(resources, 0, index, options), resources
-    multiple = faiss.GpuMultipleClonerOptions()
+    multiple = faiss.GpuMultipleClonerOptions()  # all-GPU cloner: it keeps its own GPU resources referenced
     multiple.shard = shards
     multiple.useFloat16 = float16
-    return faiss.index_cpu_to_all_gpus(index, co=multiple, ngpu=count), None
+    return faiss.index_cpu_to_all_gpus(index, co=multiple, ngpu=count), resources
 
 
 def index_to_cpu(index: Any) -> Any:
