@@ -10,8 +10,9 @@ strings on two sets:
 - synthetic: clustered unit vectors (384-d like MiniLM; `fair_retrieval.distributed.clustered_vectors`), 1M by
   default, with 1,000 held-out queries.
 
-Every index is built through `FaissIndex`, saved, and measured from its saved size (`index.faiss`), so "bytes per
-vector" is what a user stores. Search runs on CPU with the threads faiss picks (`--threads` to pin them).
+Every index is built through `FaissIndex` (trained on the sample `build_index` would take: 39·nlist vectors, at
+least 10,000), saved, and measured from its saved size (`index.faiss`), so "bytes per vector" is what a user
+stores. Search runs on CPU, all 1,000 queries in one call, with the threads faiss picks (`--threads` to pin them).
 
     python benchmarks/index_recall.py --set real --data ../shared/data
     python benchmarks/index_recall.py --set synthetic --vectors 1000000
@@ -127,16 +128,17 @@ def synthetic_vectors(count: int, dim: int, clusters: int) -> np.ndarray:
 
 def configurations(count: int, dim: int, skip: set[str]) -> list[tuple[str, dict[str, Any], list[str]]]:
     """(name, FaissIndex arguments, search settings to sweep on the built index) per index compared."""
-    from fair_retrieval.index_plan import default_nlist, default_subquantizers, sized_ivfpq
+    from fair_retrieval.distributed import plan_index
+    from fair_retrieval.index_plan import default_nlist, default_subquantizers
 
-    plan = sized_ivfpq(count, dim)
+    plan = plan_index(count, dim, "ivfpq")  # what build_index and `index --kind ivfpq` build for this corpus
     nlist, m, nprobe = default_nlist(count), default_subquantizers(dim), plan.params["nprobe"]
     configs: list[tuple[str, dict[str, Any], list[str]]] = [
         ("flat", {"kind": "flat"}, [""]),
         ("hnsw (M=32, efSearch=64)", {"kind": "hnsw"}, ["", "efSearch=128"]),
         (
             f"ivfpq default ({plan.factory})",
-            {"kind": "ivfpq"},
+            {"factory": plan.factory, "search": plan.search_string()},
             ["", f"nprobe={nprobe // 2}", f"nprobe={nprobe * 2}", "k_factor_rf=8", "k_factor_rf=32"],
         ),
         (f"IVF{nlist},PQ{m}x8 (no refinement)", {"factory": f"IVF{nlist},PQ{m}x8"}, [f"nprobe={nprobe}"]),
@@ -156,12 +158,12 @@ def measure(
 ) -> list[dict[str, Any]]:
     """Build, save and search one index; one result row per search setting."""
     from fair_retrieval import FaissIndex
-    from fair_retrieval.distributed import recall_at_k
+    from fair_retrieval.distributed import plan_index, recall_at_k
 
     started = time.perf_counter()
     index = FaissIndex(base.shape[1], gpu=False, **arguments)
-    if not index.is_trained:
-        index.train(base)
+    if not index.is_trained:  # on a sample, as build_index does: 39·nlist vectors, at least 10,000
+        index.train(base[: plan_index(base.shape[0], base.shape[1], "ivfpq").train_size])
     for start in range(0, base.shape[0], 100_000):
         index.add(base[start : start + 100_000])
     build_s = time.perf_counter() - started

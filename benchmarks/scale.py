@@ -237,6 +237,29 @@ def driver_rss(sizes: list[int], words: int) -> list[dict[str, Any]]:
     return results
 
 
+def many_small_adds(total: int, adds: int, dim: int = 8) -> dict[str, Any]:
+    """`total` ids added to a flat FaissIndex in `adds` calls: total time, and the time of the first and last tenth
+    of the calls (equal when the id checks cost O(batch), growing when they cost O(stored))."""
+    from fair_retrieval import FaissIndex
+
+    batch = total // adds
+    vectors = np.random.default_rng(0).standard_normal((batch, dim)).astype(np.float32)
+    index = FaissIndex(dim, gpu=False)
+    times = []
+    for step in range(adds):
+        started = time.perf_counter()
+        index.add(vectors, np.arange(step * batch, (step + 1) * batch))
+        times.append(time.perf_counter() - started)
+    tenth = max(1, adds // 10)
+    return {
+        "ids": len(index),
+        "adds": adds,
+        "total_s": round(sum(times), 2),
+        "first_tenth_ms_per_add": round(1000 * sum(times[:tenth]) / tenth, 3),
+        "last_tenth_ms_per_add": round(1000 * sum(times[-tenth:]) / tenth, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
@@ -268,10 +291,16 @@ def main() -> None:
         help="instead: the Ray engine driver's peak RSS for these document counts, e.g. 10000,100000",
     )
     parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--small-adds", action="store_true", help="instead: 1,000,000 ids added to a FaissIndex in 1,000 calls"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.rss_child:
         print(json.dumps(driver_rss_child(args.rss_child, args.words)))
+        return
+    if args.small_adds:
+        print(json.dumps(many_small_adds(1_000_000, 1_000)))
         return
     if args.driver_rss:
         driver_rss(args.driver_rss, args.words)
