@@ -504,7 +504,7 @@ class FaissIndex:
         self._cpu_copy = None
         self._on_gpu = False
         self._uses_id_map = False
-        native = faiss.try_extract_index_ivf(index) is not None and _takes_ids(faiss, index)
+        native = _native_ivf(faiss, index)
         if native:
             faiss.extract_index_ivf(index).set_direct_map_type(faiss.DirectMap.Hashtable)
             stored = _ivf_ids(faiss, faiss.extract_index_ivf(index))
@@ -580,7 +580,7 @@ class FaissIndex:
             ivf = faiss.downcast_index(ivf)
             if hasattr(ivf, "do_polysemous_training"):
                 ivf.do_polysemous_training = False  # only serves Hamming-filtered search, which is not used; slow
-            if _takes_ids(faiss, index):
+            if _native_ivf(faiss, index):
                 ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # lookup by id for remove() and get_vectors()
         self._apply_search(index, plan.build)
         self._apply_search(index, plan.search)
@@ -649,7 +649,7 @@ class FaissIndex:
         if self._cpu_copy is not None:
             return self._cpu_copy
         copy = index_to_cpu(self._index)
-        if _takes_ids(self._faiss, copy) and self._faiss.try_extract_index_ivf(copy) is not None:
+        if _native_ivf(self._faiss, copy):
             self._faiss.extract_index_ivf(copy).set_direct_map_type(self._faiss.DirectMap.Hashtable)
         if cache:
             self._cpu_copy = copy
@@ -756,6 +756,14 @@ class FaissIndex:
         unknown = unique_ids[~self._ids.present(unique_ids)]
         if unknown.size:
             raise ValueError(f"{unknown.size} id(s) are not in the index: {_some(unknown)}.")
+
+
+def _native_ivf(faiss: Any, index: Any) -> bool:
+    """Whether `index` is an IVF index (possibly under pre-transforms such as OPQ) keeping caller ids in its lists."""
+    node = faiss.downcast_index(index)
+    while type(node).__name__ == "IndexPreTransform":
+        node = faiss.downcast_index(node.index)
+    return isinstance(node, faiss.IndexIVF)
 
 
 def _takes_ids(faiss: Any, index: Any) -> bool:

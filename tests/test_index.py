@@ -480,6 +480,7 @@ def test_sized_index_saved_before_and_after_training_loads(tmp_path: Path) -> No
     reloaded.save(tmp_path / "after")
     loaded = FaissIndex.load(tmp_path / "after", gpu=False)
     assert (loaded.kind, loaded.factory, loaded.params) == ("ivfpq", reloaded.factory, reloaded.params)
+    np.testing.assert_array_equal(loaded.ids, np.setdiff1d(np.arange(2_000), [3, 4]))
     np.testing.assert_array_equal(loaded.search(vectors[:20], 5)[1], reloaded.search(vectors[:20], 5)[1])
 
 
@@ -508,6 +509,7 @@ def test_any_factory_string_adds_searches_removes_and_round_trips(
     index.save(tmp_path)
     loaded = FaissIndex.load(tmp_path, gpu=False)
     assert (loaded.dim, loaded.metric, loaded.kind, loaded.search_params) == (DIM, "ip", kind, index.search_params)
+    np.testing.assert_array_equal(loaded.ids, index.ids)
     np.testing.assert_array_equal(loaded.search(data[:10], 4)[1], index.search(data[:10], 4)[1])
 
 
