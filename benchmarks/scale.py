@@ -178,6 +178,88 @@ def recall(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def driver_rss_child(count: int, words: int) -> dict[str, Any]:
+    """In a fresh process: the Ray engine's reading, documents.jsonl, embedding and index build for `count`
+    synthetic JSONL documents, with a tiny random BERT as the (cheap) embedder; the driver's peak RSS after each."""
+    import resource
+
+    import ray
+
+    from fair_retrieval.cli.ray_engine import documents_dataset, write_documents_file
+    from fair_retrieval.distributed import EmbedderSpec, build_index, embed_to_shards
+    from tests.models import build_tiny_model
+
+    def peak_mib() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        model = build_tiny_model("bert", "mean", root / "model")
+        source = root / "docs.jsonl"
+        vocabulary = prose_texts(200, words)
+        with source.open("w", encoding="utf-8") as handle:
+            for i in range(count):
+                handle.write(json.dumps({"id": f"doc-{i}", "text": f"{i} {vocabulary[i % 200]}"}) + "\n")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        before = peak_mib()
+        started = time.perf_counter()
+        dataset, key = documents_dataset(source)
+        rows = write_documents_file(dataset, root / "documents.jsonl")
+        embed_to_shards(
+            dataset.select_columns(["id", "text"]), root / "shards", EmbedderSpec(model, max_length=64),
+            workers=1, shard_rows=10_000, input_key=key, show_progress_bar=False,
+        )  # fmt: skip
+        after_embedding = peak_mib()
+        build_index(root / "shards", "flat", gpu=False, show_progress_bar=False)
+        result = {
+            "documents": rows,
+            "jsonl_mib": round(source.stat().st_size / 2**20, 1),
+            "driver_peak_rss_mib_after_ray_init": round(before, 1),
+            "driver_peak_rss_mib_after_read_and_embed": round(after_embedding, 1),
+            "driver_peak_rss_mib_after_flat_index_build": round(peak_mib(), 1),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        ray.shutdown()
+    return result
+
+
+def driver_rss(sizes: list[int], words: int) -> list[dict[str, Any]]:
+    """Run `driver_rss_child` in a fresh interpreter per size (peak RSS is per process)."""
+    import subprocess
+    import sys
+
+    results = []
+    for count in sizes:
+        command = [sys.executable, __file__, "--rss-child", str(count), "--words", str(words)]
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(output.strip().splitlines()[-1]))
+        print(json.dumps(results[-1]), flush=True)
+    return results
+
+
+def many_small_adds(total: int, adds: int, dim: int = 8) -> dict[str, Any]:
+    """`total` ids added to a flat FaissIndex in `adds` calls: total time, and the time of the first and last tenth
+    of the calls (equal when the id checks cost O(batch), growing when they cost O(stored))."""
+    from fair_retrieval import FaissIndex
+
+    batch = total // adds
+    vectors = np.random.default_rng(0).standard_normal((batch, dim)).astype(np.float32)
+    index = FaissIndex(dim, gpu=False)
+    times = []
+    for step in range(adds):
+        started = time.perf_counter()
+        index.add(vectors, np.arange(step * batch, (step + 1) * batch))
+        times.append(time.perf_counter() - started)
+    tenth = max(1, adds // 10)
+    return {
+        "ids": len(index),
+        "adds": adds,
+        "total_s": round(sum(times), 2),
+        "first_tenth_ms_per_add": round(1000 * sum(times[:tenth]) / tenth, 3),
+        "last_tenth_ms_per_add": round(1000 * sum(times[-tenth:]) / tenth, 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
@@ -203,8 +285,26 @@ def main() -> None:
     parser.add_argument("--opq", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-recall", action="store_true")
+    parser.add_argument(
+        "--driver-rss",
+        type=lambda text: [int(part) for part in text.split(",")],
+        help="instead: the Ray engine driver's peak RSS for these document counts, e.g. 10000,100000",
+    )
+    parser.add_argument("--rss-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--small-adds", action="store_true", help="instead: 1,000,000 ids added to a FaissIndex in 1,000 calls"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    if args.rss_child:
+        print(json.dumps(driver_rss_child(args.rss_child, args.words)))
+        return
+    if args.small_adds:
+        print(json.dumps(many_small_adds(1_000_000, 1_000)))
+        return
+    if args.driver_rss:
+        driver_rss(args.driver_rss, args.words)
+        return
     logging.basicConfig(level=logging.WARNING)
 
     from fair_retrieval.evaluation.bundled import bundled_model

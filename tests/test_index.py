@@ -219,7 +219,9 @@ def test_save_load_round_trip_without_pickle(
     raw = (tmp_path / "idx" / "index.faiss").read_bytes()
     assert raw[:1] != b"\x80" and raw[:4] in {b"IxM2", b"IwFl", b"IwPQ"}  # faiss' own format, not a pickle
     meta = json.loads((tmp_path / "idx" / "index.json").read_text())
-    assert meta["dim"] == DIM and meta["kind"] == kind and meta["count"] == len(index) and meta["version"] == 1
+    # dim, metric, structure and search values live in the faiss file; the manifest keeps what faiss does not
+    assert meta["version"] == 2 and meta["count"] == len(index) and "dim" not in meta and "metric" not in meta
+    assert meta["ids"] == ("native" if kind in ("ivf", "ivfpq") else "IDMap2")
 
     loaded = FaissIndex.load(tmp_path / "idx", gpu=False)
     assert (loaded.dim, loaded.metric, loaded.kind, loaded.params) == (index.dim, index.metric, kind, index.params)
@@ -345,7 +347,7 @@ class FakeGpu:
         self.gpu_objects: set[int] = set()
         monkeypatch.setattr(faiss, "StandardGpuResources", lambda: object(), raising=False)
         monkeypatch.setattr(faiss, "get_num_gpus", lambda: count, raising=False)
-        monkeypatch.setattr(faiss, "GpuClonerOptions", lambda: object(), raising=False)
+        monkeypatch.setattr(faiss, "GpuClonerOptions", lambda: type("Options", (), {})(), raising=False)
         monkeypatch.setattr(faiss, "GpuMultipleClonerOptions", lambda: type("Options", (), {})(), raising=False)
         monkeypatch.setattr(faiss, "index_cpu_to_gpu", self._cpu_to_gpu, raising=False)
         monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", self._cpu_to_all, raising=False)
@@ -412,3 +414,158 @@ def test_gpu_path_multi_gpu_and_hnsw(monkeypatch: pytest.MonkeyPatch, data: np.n
     with pytest.raises(ValueError, match="no GPU implementation of HNSW"):
         FaissIndex(DIM, kind="hnsw", gpu=True)
     assert not FaissIndex(DIM, gpu=False).on_gpu
+
+
+# ------------------------------------------------------------------------------------------------ sized default
+
+
+def clustered(count: int, seed: int = 0) -> np.ndarray:
+    from fair_retrieval.distributed.synthetic import clustered_vectors
+
+    return clustered_vectors(count, DIM, clusters=20, seed=seed)
+
+
+def test_sized_ivfpq_default_is_planned_from_the_training_count() -> None:
+    from fair_retrieval.index_plan import default_nlist
+
+    vectors = clustered(4_000)
+    index = FaissIndex(DIM, kind="ivfpq", gpu=False)
+    assert not index.is_trained and index.factory is None and index.min_training_size() == 256
+    index.add(vectors)
+    nlist = default_nlist(4_000)
+    assert nlist == 64  # 4·√4000 ≈ 253 → 256, capped at 4000/39 → 64
+    assert index.factory == f"IVF{nlist},PQ4x8,Refine(SQ8)"  # 32-d: m = 32/8
+    assert index.params == {"nlist": nlist, "nprobe": 16, "m": 4, "nbits": 8, "k_factor": 16}
+    assert index.search_params == "nprobe=16,k_factor_rf=16"
+    queries = clustered(50, seed=1)
+    exact = FaissIndex(DIM, gpu=False)
+    exact.add(vectors)
+    truth = exact.search(queries, 10)[1]
+    found = index.search(queries, 10)[1]
+    overlap = np.mean([np.intersect1d(a, b).size / 10 for a, b in zip(found, truth, strict=True)])
+    assert overlap >= 0.95
+
+
+def test_sized_plan_choices_for_realistic_sizes() -> None:
+    from fair_retrieval.index_plan import sized_ivfpq
+
+    plan = sized_ivfpq(60_000, 384)
+    assert plan.factory == "IVF1024,PQ48x8,Refine(SQ8)" and plan.search == {"nprobe": 128, "k_factor_rf": 16}
+    assert sized_ivfpq(1_000_000, 384).factory == "IVF4096,PQ48x8,Refine(SQ8)"
+    assert sized_ivfpq(10_000_000, 768).factory.startswith("IVF16384,PQ96x8")
+    assert sized_ivfpq(60_000, 384, nprobe=32, k_factor=4).search == {"nprobe": 32, "k_factor_rf": 4}
+    with pytest.raises(ValueError, match="at least 256 training vectors"):
+        sized_ivfpq(100, 384)
+
+
+def test_explicit_ivfpq_parameters_win_over_the_sized_default(data: np.ndarray) -> None:
+    index = FaissIndex(DIM, kind="ivfpq", gpu=False, nlist=4, m=8, nbits=4)
+    assert index.factory == "IVF4,PQ8x4" and index.params == {"nlist": 4, "nprobe": 4, "m": 8, "nbits": 4}
+    sized = FaissIndex(DIM, kind="ivfpq", gpu=False, nprobe=8, k_factor=2)  # search overrides keep the sizing
+    sized.add(clustered(2_000))
+    assert sized.factory is not None and sized.factory.endswith("Refine(SQ8)")
+    assert sized.params["nprobe"] == 8 and sized.params["k_factor"] == 2
+    with pytest.raises(TypeError, match="k_factor applies to the sized default"):
+        FaissIndex(DIM, kind="ivfpq", nlist=4, k_factor=2)
+
+
+def test_sized_index_saved_before_and_after_training_loads(tmp_path: Path) -> None:
+    untrained = FaissIndex(DIM, kind="ivfpq", gpu=False, nprobe=8)
+    untrained.save(tmp_path / "before")
+    reloaded = FaissIndex.load(tmp_path / "before", gpu=False)
+    assert reloaded.factory is None and reloaded.params == {"nprobe": 8}
+    vectors = clustered(2_000)
+    reloaded.add(vectors)
+    reloaded.remove([3, 4])  # faiss cannot remove from a refinement stage: rebuilt without them
+    reloaded.save(tmp_path / "after")
+    loaded = FaissIndex.load(tmp_path / "after", gpu=False)
+    assert (loaded.kind, loaded.factory, loaded.params) == ("ivfpq", reloaded.factory, reloaded.params)
+    np.testing.assert_array_equal(loaded.ids, np.setdiff1d(np.arange(2_000), [3, 4]))
+    np.testing.assert_array_equal(loaded.search(vectors[:20], 5)[1], reloaded.search(vectors[:20], 5)[1])
+
+
+# ------------------------------------------------------------------------------------------------ factory strings
+
+
+@pytest.mark.parametrize(
+    ("factory", "search", "kind"),
+    [
+        ("OPQ8,IVF4,PQ8x4", "nprobe=4", "ivfpq"),
+        ("IVF4,PQ8x4,Refine(Flat)", "nprobe=4,k_factor_rf=8", "ivfpq"),
+        ("HNSW8,Flat", "efSearch=64", "hnsw"),
+        ("IDMap2,PQ8x4", "", "custom"),
+    ],
+)
+def test_any_factory_string_adds_searches_removes_and_round_trips(
+    data: np.ndarray, tmp_path: Path, factory: str, search: str, kind: str
+) -> None:
+    index = FaissIndex(DIM, factory=factory, search=search or None, gpu=False)
+    assert index.kind == kind and index.factory == factory.removeprefix("IDMap2,")
+    index.add(data, np.arange(len(data)) + 100)
+    assert index.remove([100, 101]) == 2 and len(index) == len(data) - 2
+    _, found = index.search(data[2:40], 1)
+    assert not np.isin(found, [100, 101]).any()
+    assert (found[:, 0] == np.arange(102, 140)).mean() >= 0.8  # finds itself (approximately for codes)
+    index.save(tmp_path)
+    loaded = FaissIndex.load(tmp_path, gpu=False)
+    assert (loaded.dim, loaded.metric, loaded.kind, loaded.search_params) == (DIM, "ip", kind, index.search_params)
+    np.testing.assert_array_equal(loaded.ids, index.ids)
+    np.testing.assert_array_equal(loaded.search(data[:10], 4)[1], index.search(data[:10], 4)[1])
+
+
+def test_factory_errors_are_clear(data: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="faiss cannot build 'IVF4,Nonsense'"):
+        FaissIndex(DIM, factory="IVF4,Nonsense")
+    with pytest.raises(ValueError, match=r"either kind .* or factory"):
+        FaissIndex(DIM, kind="ivf", factory="IVF4,Flat")
+    index = FaissIndex(DIM, factory="IVF4,Flat", search="nprobe=2", gpu=False)
+    assert index.params["nprobe"] == 2
+    index.set_search("nprobe=4")
+    assert index.params["nprobe"] == 4 and index.search_params == "nprobe=4"
+    with pytest.raises(ValueError, match="no search parameter 'efSearch'"):
+        index.set_search({"efSearch": 16})
+    with pytest.raises(ValueError, match="not a number"):
+        index.set_search("nprobe=many")
+
+
+# ------------------------------------------------------------------------------------------------ older folders
+
+FIXTURES = Path(__file__).parent / "fixtures" / "index_v1"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_folders_of_format_version_1_still_load(kind: str) -> None:
+    vectors = np.load(FIXTURES / "vectors.npy")
+    expected = json.loads((FIXTURES / "expected_top5.json").read_text())[kind]
+    loaded = FaissIndex.load(FIXTURES / kind, gpu=False)
+    assert (loaded.dim, loaded.kind, len(loaded)) == (16, kind, 298)
+    assert loaded.metric == ("l2" if kind == "ivf" else "ip")
+    np.testing.assert_array_equal(loaded.search(vectors[:10], 5)[1], expected)
+    assert 5 in loaded and 8 not in loaded  # ids 3·i + 5; 8 and 11 were removed before saving
+    assert (
+        loaded.params
+        == {
+            "flat": {},
+            "hnsw": {"M": 8, "ef_construction": 40, "ef_search": 64},
+            "ivf": {"nlist": 4, "nprobe": 2},
+            "ivfpq": {"nlist": 4, "nprobe": 4, "m": 4, "nbits": 4},
+        }[kind]
+    )
+    loaded.add(vectors[:1])
+    assert loaded.ids[-1] == 3 * 299 + 5 + 1
+
+
+# ------------------------------------------------------------------------------------------------ id-check cost
+
+
+def test_id_checks_cost_the_batch_not_the_stored_count(data: np.ndarray) -> None:
+    index = FaissIndex(DIM, gpu=False)
+    batch = 10
+    for step in range(25):
+        before = index._ids.lookups
+        index.add(data[:batch], np.arange(batch) + step * batch)
+        assert index._ids.lookups - before == batch  # one lookup per new id, whatever the index holds
+    before = index._ids.lookups
+    index.remove(np.arange(5))
+    assert index._ids.lookups - before == 5
+    assert len(index) == 25 * batch - 5 and index.ids[0] == 5

@@ -10,19 +10,21 @@ Needs the optional extra: pip install 'fair-retrieval[ray]' (Ray is imported onl
     built.save("index/")
 
 Modules: `spec` (what each worker loads), `source` (input and its checks), `worker` (the Ray callable class),
-`shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size), `opq` (OPQ
-before IVF-PQ), `build` (shards → FaissIndex), `recall` and `synthetic` (measuring compressed indices), `runtime`
-(Ray connection and errors), `index_command` (the CLI's Ray engine).
+`shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size; OPQ and
+refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `recall` and `synthetic`
+(measuring compressed indices), `runtime` (Ray connection and errors). The CLI's Ray engine is
+`fair_retrieval.cli.ray_engine`.
 """
 
 from fair_retrieval.distributed.build import BuiltIndex, build_index
 from fair_retrieval.distributed.embed import EmbedResult, embed_to_shards, texts_key
-from fair_retrieval.distributed.plan import IndexPlan, plan_index
+from fair_retrieval.distributed.plan import plan_index
 from fair_retrieval.distributed.recall import exact_neighbours, recall_at_k, top1_in_k
 from fair_retrieval.distributed.runtime import DistributedJobError
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.distributed.synthetic import clustered_vectors
+from fair_retrieval.index_plan import IndexPlan
 
 __all__ = [
     "BuiltIndex",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from fair_retrieval.distributed.opq import trained_opq_index
-from fair_retrieval.distributed.plan import IndexPlan, PlanKind, plan_index
+from fair_retrieval.distributed.plan import PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.index import FaissIndex, GpuChoice, Metric
+from fair_retrieval.index_plan import IndexPlan
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +74,8 @@ def build_index(
 
     Args:
         shards: the shard folder (or a ShardFolder).
-        kind: "auto" (flat up to `flat_limit` vectors, IVF-PQ above), "flat", "ivfpq", or a ready `IndexPlan`.
+        kind: "auto" (flat up to `flat_limit` vectors, the sized compressed index above), "flat", "ivfpq", or a
+            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index_plan.factory_plan`).
         metric: "ip" (cosine for the normalised embeddings) or "l2".
         gpu: as for FaissIndex: "auto" uses faiss' GPU(s) when present for training, adding and search.
         gpu_shards: with several GPUs, shard the vectors across them (True) or replicate the index (False).
@@ -84,7 +84,8 @@ def build_index(
         train_size: IVF-PQ training sample size (default from the plan).
         seed: seed of the training sample.
         show_progress_bar: show a tqdm bar over the vectors added.
-        **params: IVF-PQ parameters (nlist, nprobe, m, nbits) overriding the plan's.
+        **params: IVF-PQ parameters: nprobe, k_factor override the sized plan's search values; nlist, m, nbits
+            ask for plain IVF-PQ.
 
     Raises:
         ValueError: an empty shard folder, or parameters that do not fit the corpus.
@@ -129,14 +130,11 @@ def _empty_index(
     plan: IndexPlan, folder: ShardFolder, dim: int, metric: Metric, gpu: GpuChoice, gpu_shards: bool, seed: int
 ) -> FaissIndex:
     """An empty FaissIndex for `plan`, trained on a sample of the shards when the plan needs training."""
-    if plan.kind == "flat":
-        return FaissIndex(dim, metric=metric, kind="flat", gpu=gpu, gpu_shards=gpu_shards)
+    if not plan.needs_training:
+        return FaissIndex(dim, metric=metric, factory=plan.factory, search=plan.search, gpu=gpu, gpu_shards=gpu_shards)
     sample = folder.sample(plan.train_size, seed=seed)
     logger.info("Training on %d sampled vectors", sample.shape[0])
-    if plan.opq:
-        with tempfile.TemporaryDirectory() as scratch:
-            return trained_opq_index(dim, metric, plan.params, sample, Path(scratch), gpu=gpu, gpu_shards=gpu_shards)
-    index = FaissIndex(dim, metric=metric, kind="ivfpq", gpu=gpu, gpu_shards=gpu_shards, **plan.params)
+    index = FaissIndex(dim, metric=metric, factory=plan.factory, search=plan.search, gpu=gpu, gpu_shards=gpu_shards)
     index.train(sample)
     return index
 

@@ -1,57 +1,26 @@
-"""plan_index: which FAISS index to build for a corpus of a given size, and with which parameters.
+"""plan_index: which FAISS index to build for a corpus of a given size.
 
 Small corpora get an exact flat index: it needs no training and fits in memory. Above `flat_limit` vectors the plan
-is IVF-PQ (optionally with an OPQ rotation), with parameters from common FAISS guidance:
-
-- nlist: the power of two nearest 4·√n (faiss suggests 4·√n to 16·√n lists), at most n/39 so every list gets the
-  39 training points faiss' k-means asks for;
-- nprobe: nlist/16 (at least 8): lists visited per query, the recall/speed knob that can be changed after building;
-- m: the largest number of PQ sub-quantizers ≤ dim/2 that divides dim and that faiss' GPU IVF-PQ supports with the
-  float32 lookup tables FaissIndex uses (m·2^nbits ≤ 16384, so m ≤ 64 with 8-bit codes), so an index built on CPU
-  also runs on a GPU (384-d: m = 64, 6 dimensions per 8-bit code, 24× smaller than float32);
-- training sample: 39·max(nlist, 256) vectors (k-means for the lists and for 256-centroid PQ codebooks).
+is the compressed index `fair_retrieval.index_plan` sizes for the corpus (IVF-PQ with an SQ8 refinement stage; the
+same plan `FaissIndex(kind="ivfpq")` makes), optionally with an OPQ rotation in front; explicit IVF-PQ parameters
+give plain IVF-PQ instead. The training sample is 39·nlist vectors (the points per list faiss' k-means asks for),
+at least 10,000 (PQ codebooks: 256 centroids each), at most the corpus.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Literal
+
+from fair_retrieval.index_plan import POINTS_PER_CENTROID, IndexPlan, ivfpq_plan, kind_plan
 
 logger = logging.getLogger(__name__)
 
 PlanKind = Literal["auto", "flat", "ivfpq"]
 FLAT_LIMIT = 1_000_000
-POINTS_PER_CENTROID = 39
-GPU_PQ_SUBQUANTIZERS = (1, 2, 3, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96)
-GPU_PQ_SUBDIMENSIONS = (1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 28, 32)
-GPU_FLOAT32_TABLE_ENTRIES = 16_384  # m · 2^nbits above this needs float16 lookup tables on GPU
-_IVFPQ_KEYS = ("nlist", "nprobe", "m", "nbits")
-
-
-@dataclass(frozen=True)
-class IndexPlan:
-    """An index to build.
-
-    Attributes:
-        kind: "flat" (exact) or "ivfpq" (compressed; trained on a sample).
-        params: FaissIndex parameters (nlist, nprobe, m, nbits for ivfpq; empty for flat).
-        opq: rotate vectors with OPQ before IVF-PQ (better codes for correlated dimensions; slower training).
-        train_size: vectors in the training sample (0 for flat).
-    """
-
-    kind: Literal["flat", "ivfpq"]
-    params: dict[str, int] = field(default_factory=dict)
-    opq: bool = False
-    train_size: int = 0
-
-    def describe(self) -> str:
-        """A one-line summary for logs and the CLI."""
-        if self.kind == "flat":
-            return "flat (exact)"
-        values = ", ".join(f"{key}={value}" for key, value in self.params.items())
-        return f"{'OPQ+' if self.opq else ''}IVF-PQ ({values}; trained on {self.train_size} vectors)"
+MIN_TRAIN_SIZE = 10_000
+_IVFPQ_KEYS = ("nlist", "nprobe", "m", "nbits", "k_factor")
 
 
 def plan_index(
@@ -69,11 +38,11 @@ def plan_index(
     Args:
         count: number of vectors to index.
         dim: vector size.
-        kind: "auto" (flat up to `flat_limit` vectors, IVF-PQ above), "flat" or "ivfpq".
+        kind: "auto" (flat up to `flat_limit` vectors, compressed above), "flat" or "ivfpq".
         flat_limit: the largest corpus "auto" keeps exact.
-        opq: add an OPQ rotation to IVF-PQ.
-        train_size: training sample size (default 39·max(nlist, 2**nbits), capped at `count`).
-        **params: IVF-PQ overrides: nlist, nprobe, m, nbits.
+        opq: add an OPQ rotation before IVF-PQ.
+        train_size: training sample size (default 39·nlist, at least 10,000, capped at `count`).
+        **params: IVF-PQ overrides: nprobe, k_factor (keep the sized plan); nlist, m, nbits (plain IVF-PQ).
 
     Raises:
         ValueError: bad counts or kinds, parameters for a flat index, or IVF-PQ parameters that cannot work.
@@ -93,58 +62,22 @@ def plan_index(
                 f"A flat index takes no IVF-PQ parameters or OPQ (got {sorted(params) + (['opq'] if opq else [])}); "
                 f"pass kind='ivfpq'{' or a smaller flat_limit' if kind == 'auto' else ''}."
             )
-        return IndexPlan(kind="flat")
-    resolved = _ivfpq_params(count, dim, params)
-    needed = max(resolved["nlist"], 2 ** resolved["nbits"])
-    size = train_size if train_size is not None else POINTS_PER_CENTROID * needed
+        return kind_plan("flat", dim)
+    try:
+        plan = ivfpq_plan(count, dim, **params)
+    except TypeError as error:
+        raise ValueError(str(error)) from error
+    assert plan is not None  # count is known
+    nlist, nbits = plan.params["nlist"], plan.params["nbits"]
+    needed = max(nlist, 2**nbits)
+    size = train_size if train_size is not None else max(POINTS_PER_CENTROID * nlist, MIN_TRAIN_SIZE)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"train_size must be a positive int, got {train_size!r}.")
     size = min(size, count)
     if size < needed:
         raise ValueError(
-            f"IVF-PQ with nlist={resolved['nlist']}, nbits={resolved['nbits']} needs at least {needed} training "
-            f"vectors, but only {size} are available; use kind='flat' for {count} vectors, or lower nlist / nbits."
+            f"IVF-PQ with nlist={nlist}, nbits={nbits} needs at least {needed} training vectors, but only {size} "
+            f"are available; use kind='flat' for {count} vectors, or lower nlist / nbits."
         )
-    return IndexPlan(kind="ivfpq", params=resolved, opq=bool(opq), train_size=size)
-
-
-def default_nlist(count: int) -> int:
-    """The power of two nearest 4·√count, at most count/39 (≥ 1)."""
-    target = 4 * math.sqrt(max(count, 1))
-    nlist = 2 ** round(math.log2(target))
-    while nlist > 1 and nlist * POINTS_PER_CENTROID > count:
-        nlist //= 2
-    return max(1, nlist)
-
-
-def default_subquantizers(dim: int, nbits: int = 8) -> int:
-    """The largest m ≤ dim/2 dividing dim that faiss' GPU IVF-PQ runs with float32 lookup tables; without one, the
-    largest divisor of dim ≤ min(dim/2, 16384/2^nbits)."""
-    limit = max(1, GPU_FLOAT32_TABLE_ENTRIES // 2**nbits)
-    for m in sorted(GPU_PQ_SUBQUANTIZERS, reverse=True):
-        if m <= min(limit, max(1, dim // 2)) and dim % m == 0 and dim // m in GPU_PQ_SUBDIMENSIONS:
-            return m
-    fallback = max(m for m in range(1, min(max(1, dim // 2), limit) + 1) if dim % m == 0)
-    logger.info(
-        "No GPU-compatible PQ size divides dim=%d; using m=%d (the index may not move to a GPU).", dim, fallback
-    )
-    return fallback
-
-
-def _ivfpq_params(count: int, dim: int, given: dict[str, int]) -> dict[str, int]:
-    for key, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key} must be a positive int, got {value!r}.")
-    nlist = given.get("nlist", default_nlist(count))
-    nbits = given.get("nbits", 8)
-    params = {
-        "nlist": nlist,
-        "nprobe": given.get("nprobe", min(nlist, max(8, nlist // 16))),
-        "m": given.get("m", default_subquantizers(dim, nbits)),
-        "nbits": nbits,
-    }
-    if params["nprobe"] > nlist:
-        raise ValueError(f"nprobe={params['nprobe']} exceeds nlist={nlist}; use nprobe ≤ nlist.")
-    if dim % params["m"]:
-        raise ValueError(f"m={params['m']} PQ sub-quantizers must divide dim={dim}.")
-    return params
+    factory = f"OPQ{plan.params['m']},{plan.factory}" if opq else plan.factory
+    return replace(plan, factory=factory, train_size=size)

@@ -150,6 +150,8 @@ def test_fair_faiss_vector_store_writes_a_cpu_copy_of_a_gpu_index(monkeypatch: p
     import faiss
     from llama_index.embeddings.fair import vector_store
 
+    from fair_retrieval import gpu as fair_gpu
+
     calls: list[str] = []
 
     class FakeGpuIndex:
@@ -159,7 +161,7 @@ def test_fair_faiss_vector_store_writes_a_cpu_copy_of_a_gpu_index(monkeypatch: p
         def __getattr__(self, name):  # type: ignore[no-untyped-def]
             return getattr(self.cpu_index, name)
 
-    def to_all_gpus(index):  # type: ignore[no-untyped-def]
+    def to_all_gpus(index, co=None, ngpu=-1):  # type: ignore[no-untyped-def]
         calls.append("to_gpu")
         return FakeGpuIndex(index)
 
@@ -168,7 +170,8 @@ def test_fair_faiss_vector_store_writes_a_cpu_copy_of_a_gpu_index(monkeypatch: p
         assert isinstance(index, FakeGpuIndex)
         return index.cpu_index
 
-    monkeypatch.setattr(vector_store, "faiss_gpu_count", lambda faiss=None: 1)
+    monkeypatch.setattr(fair_gpu, "faiss_gpu_count", lambda faiss=None: 1)
+    monkeypatch.setattr(faiss, "GpuMultipleClonerOptions", lambda: type("Options", (), {})(), raising=False)
     monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", to_all_gpus, raising=False)
     monkeypatch.setattr(faiss, "index_gpu_to_cpu", gpu_to_cpu, raising=False)
 

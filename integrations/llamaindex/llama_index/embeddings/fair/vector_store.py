@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from fair_retrieval.index import faiss_gpu_count, import_faiss
+from fair_retrieval.gpu import GpuChoice, gpu_count, import_faiss, index_to_cpu, index_to_gpus
 
 try:
     from fsspec.implementations.local import LocalFileSystem
@@ -24,8 +24,6 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     ) from error
 
 logger = logging.getLogger(__name__)
-
-GpuChoice = Literal["auto"] | bool
 
 
 class FairFaissVectorStore(FaissVectorStore):
@@ -86,26 +84,13 @@ class FairFaissVectorStore(FaissVectorStore):
 
 def to_gpu(index: Any, gpu: GpuChoice = "auto") -> Any:
     """`index` on all GPUs faiss sees (gpu="auto"/True), or unchanged on CPU (gpu=False, or none with "auto")."""
-    if gpu not in ("auto", True, False) or (gpu != "auto" and not isinstance(gpu, bool)):
-        raise ValueError(f"gpu must be 'auto', True or False, got {gpu!r}.")
-    if gpu is False:
-        return index
-    faiss = import_faiss()
-    count = faiss_gpu_count(faiss)
+    count = gpu_count(gpu)
     if count == 0:
-        if gpu is True:
-            raise ValueError(
-                "gpu=True but faiss sees no GPU (faiss-cpu is installed, or no CUDA device is visible). "
-                "Install fair-retrieval[gpu] on a CUDA machine, or pass gpu='auto' / gpu=False."
-            )
         return index
     logger.info("Moving the faiss index to %d GPU(s).", count)
-    return faiss.index_cpu_to_all_gpus(index)  # keeps its GPU resources alive as referenced objects
+    return index_to_gpus(index, count)[0]  # faiss' all-GPU cloner keeps its GPU resources referenced
 
 
 def to_cpu(index: Any) -> Any:
     """A CPU copy of a GPU index (faiss can only write CPU indices); a CPU index is returned as it is."""
-    faiss = import_faiss()
-    if faiss_gpu_count(faiss) == 0:
-        return index  # faiss-cpu: there are no GPU indices
-    return faiss.index_gpu_to_cpu(index)
+    return index_to_cpu(index)
