@@ -492,8 +492,11 @@ def _calibrate_every_row_by_baskets(
     isolated_valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
     k_iso = _repeat_kv(key[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)  # (B, H, |I|, D)
     v_iso = _repeat_kv(value[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = torch.matmul(query.to(work), k_iso.transpose(-1, -2)) * scale  # (B, H, L, |I|)
-    iso_scores = iso_scores.masked_fill(~isolated_valid[:, None, None, :], float("-inf"))
+    # |I| dot products per row, each one pass over Q (a batched matmul with |I| columns is far slower on CPU).
+    iso_scores = torch.empty(batch, heads, seq, max_isolated, dtype=work, device=query.device)  # (B, H, L, |I|)
+    for k in range(max_isolated):
+        iso_scores[..., k] = (query * k_iso[:, :, k : k + 1]).sum(dim=-1)
+    iso_scores = iso_scores.mul_(scale).masked_fill_(~isolated_valid[:, None, None, :], float("-inf"))
 
     # Exact masses from the log-sum-exps, then the one blend.
     stacked = torch.stack(log_masses, dim=-1)  # (B, H, L, n) log M_b + lse
@@ -506,9 +509,10 @@ def _calibrate_every_row_by_baskets(
         n_content[:, None, None],
         cal,
     )
-    out = torch.empty(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
+    out = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
     view = out.transpose(1, 2)  # (B, H, L, D), written in place
-    view.copy_(torch.matmul(iso_mass, v_iso))
+    for k in range(max_isolated):
+        view.addcmul_(iso_mass[..., k : k + 1], v_iso[:, :, k : k + 1])  # p''_k·v_k
     for b, local in enumerate(outputs):
         view.addcmul_(basket_mass[..., b : b + 1], local)
     return out
