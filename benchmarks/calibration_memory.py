@@ -141,7 +141,10 @@ def whole_process_peak(model: str, tokens: int, docs: int, calibrated: bool) -> 
 def _child(mode: str, model: str, tokens: int, docs: int, env: dict[str, str] | None = None) -> str:
     command = [sys.executable, __file__, "--child", mode, "--model-dir", model, "--tokens", str(tokens)]
     command += ["--docs", str(docs)]
-    return subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout.strip()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout.strip()
 
 
 def main() -> None:

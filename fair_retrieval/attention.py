@@ -330,37 +330,50 @@ def _every_row_sees_padding_only(
 # ----------------------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Blend:
+    """Blended attention p'' = λ·p' + (1 − λ)·p of one row, per basket and for its isolated keys."""
+
+    baskets: torch.Tensor  # (..., n) p''_b, the blended mass of each basket (key j of b gets p''_b·p_ij / M_b)
+    own: torch.Tensor  # (..., 1) every isolated key k gets p''_k = own·p_ik + flat
+    flat: torch.Tensor  # (..., 1)
+
+
 def basket_blend(
     masses: torch.Tensor,  # (..., n) M_b = Σ_{j∈b} p_ij, each basket's share of the row's attention (0: no keys)
-    iso_probs: torch.Tensor,  # (..., K) p_ik of the row's isolated keys (0 in slots that hold none)
-    iso_valid: torch.Tensor,  # (..., K) bool, broadcastable: which slots hold an isolated key of the row
+    iso_mass: torch.Tensor,  # (..., 1) Σ_{k∈I} p_ik, the row's attention on its isolated keys
+    n_isolated: torch.Tensor,  # (...), broadcastable: |I|
     sizes: torch.Tensor,  # (..., n), broadcastable: |b|, the number of content keys in each basket (0: no basket)
     n_content: torch.Tensor,  # (...), broadcastable: |C|, the row's number of content keys
     cal: Calibration,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Blended attention mass p'' of every basket (..., n) and every isolated key (..., K) of a row (DESIGN.md §2).
+) -> Blend:
+    """Blended attention mass of every basket and of the isolated keys of a row (DESIGN.md §2).
 
     The one definition of the redistribution, used by both engine paths: isolated keys get t_k (their own p_ik, or
     1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
-    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than B content keys. A key j
-    of basket b then gets p''_ij = p''_b · p_ij / M_b, so the caller needs only these per-basket masses.
+    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than B content keys. Only the
+    basket masses and the isolated keys' total are needed, so the caller may get them from explicit probabilities
+    or from log-sum-exps.
     """
     work = masses.dtype
     n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size  # (...)
+    lam = cal.strength * (n_content >= cal.basket_size).to(work)[..., None]  # (..., 1) λ, or 0 if too short
     if cal.isolated == "preserve":
-        t = iso_probs  # (..., K) t_k = p_ik
+        t_each = None  # t_k = p_ik
+        t_total = iso_mass  # (..., 1)
     else:
-        n_isolated = iso_valid.sum(dim=-1)  # (...)
-        t = (1.0 / (n_baskets + n_isolated).clamp(min=1).to(work))[..., None] * iso_valid  # t_k = 1/(n + |I|)
-    t_total = t.sum(dim=-1, keepdim=True)  # (..., 1) Σ t_k
+        t_each = (1.0 / (n_baskets + n_isolated).clamp(min=1).to(work))[..., None]  # (..., 1) t_k = 1/(n + |I|)
+        t_total = t_each * n_isolated.to(work)[..., None]
     if cal.partial_basket == "equal":
         fraction = (sizes > 0) / n_baskets.clamp(min=1).to(work)[..., None]  # (..., n) 1/n
     else:
         fraction = sizes / n_content.clamp(min=1).to(work)[..., None]  # (..., n) |b|/|C|
     share = torch.where(masses > 0, (1.0 - t_total) * fraction, 0.0)  # (..., n) R·fraction
-    total = (share.sum(dim=-1, keepdim=True) + t_total).clamp(min=torch.finfo(work).tiny)  # (..., 1) Σ p' before /
-    lam = cal.strength * (n_content >= cal.basket_size).to(work)[..., None]  # (..., 1) λ, or 0 if too short
-    return lam * share / total + (1.0 - lam) * masses, lam * t / total + (1.0 - lam) * iso_probs
+    total = (share.sum(dim=-1, keepdim=True) + t_total).clamp(min=torch.finfo(work).tiny)  # (..., 1) Σ p'
+    baskets = lam * share / total + (1.0 - lam) * masses
+    if t_each is None:
+        return Blend(baskets, own=lam / total + (1.0 - lam), flat=torch.zeros_like(total))
+    return Blend(baskets, own=(1.0 - lam).expand_as(total), flat=lam * t_each / total)
 
 
 def calibrated_rows(
@@ -406,15 +419,16 @@ def calibrated_rows(
     size = torch.zeros(batch, rows, slots, dtype=work, device=probs.device)
     size.scatter_add_(-1, basket_id, content.to(work))  # (B, T, n+1) |b|
 
-    iso_probs = probs * isolated[:, None]  # (B, H, T, L) p_ik on I, 0 elsewhere
-    basket_mass, key_mass = basket_blend(mass, iso_probs, isolated[:, None], size[:, None], n_content[:, None], cal)
-    basket_mass[..., max_baskets] = 0.0  # (B, H, T, n+1) p''_b; the dump slot's keys get key_mass instead
-    del iso_probs
+    iso_mask = isolated[:, None]  # (B, 1, T, L)
+    iso_mass = (probs * iso_mask).sum(dim=-1, keepdim=True)  # (B, H, T, 1) Σ_{k∈I} p_ik
+    blend = basket_blend(mass, iso_mass, isolated.sum(dim=-1)[:, None], size[:, None], n_content[:, None], cal)
+    blend.baskets[..., max_baskets] = 0.0  # (B, H, T, n+1) p''_b; the dump slot's isolated keys are set below
 
-    # p''_ij = p''_b · p_ij / M_b on content keys, plus p''_k on isolated keys, in place.
-    factor = (basket_mass / mass.clamp(min=tiny)).gather(-1, index.reshape(batch, heads, rows, seq))  # (B,H,T,L)
-    calibrated = factor.mul_(probs).add_(key_mass)  # (B, H, T, L)
-    del probs, key_mass
+    # p''_ij = p''_b · p_ij / M_b on content keys; own·p_ik + flat on isolated keys; in place.
+    factor = (blend.baskets / mass.clamp(min=tiny)).gather(-1, index.reshape(batch, heads, rows, seq))  # (B,H,T,L)
+    factor = torch.where(iso_mask, blend.own, factor)
+    calibrated = factor.mul_(probs).add_(iso_mask * blend.flat)  # (B, H, T, L)
+    del probs
 
     out = _rows_times_values(calibrated, value, group)  # (B, H, T, D)
     calibrate = (n_content >= basket)[:, None, :, None]  # (B, 1, T, 1)
@@ -455,12 +469,12 @@ def _calibrate_every_row_by_baskets(
     """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
-    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. From these,
-    the row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated
-    key's probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses p''_b and
-    p''_k, and the output is Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses,
-    which is why the base attention need not run). Returns the attention output in the model's layout,
-    (B, L, H, D), float32 (float64 for float64 inputs).
+    local output ô_b and log-sum-exp λ_b (B, H, L), and so are the isolated keys together (ô_I, λ_I). The row's full
+    log-sum-exp is logsumexp(λ_b, λ_I), so each basket's mass M_b = exp(λ_b − lse) and the isolated keys' total
+    P_I = exp(λ_I − lse) are exact; `basket_blend` turns them into blended masses, and the output is
+    Σ_b p''_b·ô_b + own·P_I·ô_I + flat·Σ_k v_k (the plain output p·V is the same sum with the masses, which is why
+    the base attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
+    (float64 for float64 inputs).
     """
     batch, heads, seq, head_dim = query.shape
     basket = cal.basket_size
@@ -485,36 +499,37 @@ def _calibrate_every_row_by_baskets(
         log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
     sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
 
-    # Isolated keys: their scores directly (|I| is a handful per text).
+    # Isolated keys: one more fused call gives their attention output ô_I and log-sum-exp λ_I; with Σ_k v_k that is
+    # all the blend needs (their p''_k = own·p_ik + flat).
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
-    isolated_order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
-    isolated_valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
-    k_iso = _repeat_kv(key[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)  # (B, H, |I|, D)
-    v_iso = _repeat_kv(value[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)
-    # |I| dot products per row, each one pass over Q (a batched matmul with |I| columns is far slower on CPU).
-    iso_scores = torch.empty(batch, heads, seq, max_isolated, dtype=work, device=query.device)  # (B, H, L, |I|)
-    for k in range(max_isolated):
-        iso_scores[..., k] = (query * k_iso[:, :, k : k + 1]).sum(dim=-1)
-    iso_scores = iso_scores.mul_(scale).masked_fill_(~isolated_valid[:, None, None, :], float("-inf"))
+    if max_isolated:
+        order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+        valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
+        k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
+        v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads)
+        mask = None if bool(valid.all()) else (valid | ~valid.any(dim=1, keepdim=True))[:, None, None, :]
+        iso_out, iso_lse = _attention_with_logsumexp(query, k_iso, v_iso, mask, scale)  # (B,H,L,D), (B,H,L)
+        iso_lse = torch.where((n_isolated > 0)[:, None, None], iso_lse.to(work), float("-inf"))
+        iso_values = (v_iso.to(work) * valid[:, None, :, None]).sum(dim=2, keepdim=True)  # (B, H, 1, D) Σ_k v_k
+    else:
+        iso_lse = torch.full((batch, heads, seq), float("-inf"), dtype=work, device=query.device)
 
     # Exact masses from the log-sum-exps, then the one blend.
-    stacked = torch.stack(log_masses, dim=-1)  # (B, H, L, n) log M_b + lse
-    lse = torch.logsumexp(torch.cat([stacked, iso_scores], dim=-1), dim=-1, keepdim=True)  # (B, H, L, 1)
-    basket_mass, iso_mass = basket_blend(
-        stacked.sub_(lse).exp_(),  # (B, H, L, n) M_b
-        (iso_scores - lse).exp_(),  # (B, H, L, |I|) p_ik
-        isolated_valid[:, None, None, :],
-        sizes[:, None, None, :],
-        n_content[:, None, None],
-        cal,
+    stacked = torch.stack([*log_masses, iso_lse], dim=-1)  # (B, H, L, n+1) log M_b + lse, then log Σ p_k + lse
+    stacked = stacked.sub_(torch.logsumexp(stacked, dim=-1, keepdim=True)).exp_()  # (B, H, L, n+1) M_b, Σ_k p_k
+    masses, iso_mass = stacked[..., :-1], stacked[..., -1:]
+    blend = basket_blend(
+        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal
     )
     out = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
     view = out.transpose(1, 2)  # (B, H, L, D), written in place
-    for k in range(max_isolated):
-        view.addcmul_(iso_mass[..., k : k + 1], v_iso[:, :, k : k + 1])  # p''_k·v_k
     for b, local in enumerate(outputs):
-        view.addcmul_(basket_mass[..., b : b + 1], local)
+        view.addcmul_(blend.baskets[..., b : b + 1], local)
+    if max_isolated:
+        view.addcmul_(blend.own * iso_mass, iso_out)  # Σ_k own·p_k·v_k = own·(Σ_k p_k)·ô_I
+        if cal.isolated == "equal":
+            view.addcmul_(blend.flat, iso_values.expand_as(view))  # Σ_k flat·v_k
     return out
 
 
