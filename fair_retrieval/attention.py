@@ -39,6 +39,8 @@ _PREFIX = "fair_"
 _REGISTER_LOCK = threading.Lock()
 # Upper bound on the elements of one (batch, heads, rows, keys) score tile in the row-wise path.
 _TILE_ELEMENTS = 1 << 24
+# Mean pooling keeps at most this many basket outputs (B, H, L, D) before folding them in as they come.
+_HELD_BASKETS = 16
 
 
 @dataclass
@@ -337,6 +339,8 @@ class Blend:
     baskets: torch.Tensor  # (..., n) p''_b, the blended mass of each basket (key j of b gets p''_b·p_ij / M_b)
     own: torch.Tensor  # (..., 1) every isolated key k gets p''_k = own·p_ik + flat
     flat: torch.Tensor  # (..., 1)
+    share_scale: torch.Tensor  # (..., 1) baskets = share_scale·fraction_b·present_b + mass_scale·M_b
+    mass_scale: torch.Tensor  # (..., 1)
 
 
 def basket_blend(
@@ -346,6 +350,7 @@ def basket_blend(
     sizes: torch.Tensor,  # (..., n), broadcastable: |b|, the number of content keys in each basket (0: no basket)
     n_content: torch.Tensor,  # (...), broadcastable: |C|, the row's number of content keys
     cal: Calibration,
+    present: torch.Tensor | None = None,  # (..., n) bool, broadcastable: baskets that get a share (default M_b > 0)
 ) -> Blend:
     """Blended attention mass of every basket and of the isolated keys of a row (DESIGN.md §2).
 
@@ -353,7 +358,8 @@ def basket_blend(
     1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
     renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than B content keys. Only the
     basket masses and the isolated keys' total are needed, so the caller may get them from explicit probabilities
-    or from log-sum-exps.
+    or from log-sum-exps. A basket gets a share only if `present` (by default: if its mass is > 0, since its keys'
+    proportions p_ij / M_b are needed; the log-sum-exp path, which never divides by M_b, passes "has keys").
     """
     work = masses.dtype
     n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size  # (...)
@@ -364,16 +370,23 @@ def basket_blend(
     else:
         t_each = (1.0 / (n_baskets + n_isolated).clamp(min=1).to(work))[..., None]  # (..., 1) t_k = 1/(n + |I|)
         t_total = t_each * n_isolated.to(work)[..., None]
-    if cal.partial_basket == "equal":
-        fraction = (sizes > 0) / n_baskets.clamp(min=1).to(work)[..., None]  # (..., n) 1/n
-    else:
-        fraction = sizes / n_content.clamp(min=1).to(work)[..., None]  # (..., n) |b|/|C|
-    share = torch.where(masses > 0, (1.0 - t_total) * fraction, 0.0)  # (..., n) R·fraction
+    fraction = basket_fraction(sizes, n_content, cal, work)  # (..., n)
+    share = torch.where(masses > 0 if present is None else present, (1.0 - t_total) * fraction, 0.0)  # R·fraction
     total = (share.sum(dim=-1, keepdim=True) + t_total).clamp(min=torch.finfo(work).tiny)  # (..., 1) Σ p'
     baskets = lam * share / total + (1.0 - lam) * masses
+    share_scale, mass_scale = lam * (1.0 - t_total) / total, (1.0 - lam).expand_as(total)
     if t_each is None:
-        return Blend(baskets, own=lam / total + (1.0 - lam), flat=torch.zeros_like(total))
-    return Blend(baskets, own=(1.0 - lam).expand_as(total), flat=lam * t_each / total)
+        return Blend(baskets, lam / total + (1.0 - lam), torch.zeros_like(total), share_scale, mass_scale)
+    return Blend(baskets, mass_scale, lam * t_each / total, share_scale, mass_scale)
+
+
+def basket_fraction(sizes: torch.Tensor, n_content: torch.Tensor, cal: Calibration, dtype: torch.dtype) -> torch.Tensor:
+    """(..., n) each basket's fraction of the content budget R: 1/n (partial_basket="equal") or |b|/|C|; 0 for slots
+    that hold no basket (|b| = 0)."""
+    n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size
+    if cal.partial_basket == "equal":
+        return (sizes > 0).to(dtype) / n_baskets.clamp(min=1).to(dtype)[..., None]
+    return sizes.to(dtype) / n_content.clamp(min=1).to(dtype)[..., None]
 
 
 def calibrated_rows(
@@ -487,6 +500,16 @@ def _calibrate_every_row_by_baskets(
 
     # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
     k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
+    sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
+    # Up to _HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
+    # texts) they are folded in as they come, so memory stays a few (B, H, L, D) buffers: the calibrated part as
+    # A = Σ_b fraction_b·ô_b and the plain part as P = Σ_b exp(λ_b − m)·ô_b with a running max m (online softmax).
+    online = max_baskets > _HELD_BASKETS
+    if online:
+        fraction = basket_fraction(sizes, n_content, cal, work)  # (B, n)
+        calibrated_sum = torch.zeros(batch, heads, seq, head_dim, dtype=work, device=query.device)  # A
+        plain_sum = torch.zeros_like(calibrated_sum)  # P
+        running_max = torch.full((batch, heads, seq, 1), -1e30, dtype=work, device=query.device)  # m
     outputs, log_masses = [], []
     for b in range(max_baskets):
         k_b, v_b = k_run[:, :, b * basket : (b + 1) * basket], v_run[:, :, b * basket : (b + 1) * basket]
@@ -495,9 +518,14 @@ def _calibrate_every_row_by_baskets(
             in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
             mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
         local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
-        outputs.append(local)
         log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
-    sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
+        if not online:
+            outputs.append(local)
+            continue
+        calibrated_sum.addcmul_(fraction[:, b, None, None, None], local)
+        new_max = torch.maximum(running_max, log_masses[-1][..., None])  # (B, H, L, 1)
+        plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
+        running_max = new_max
 
     # Isolated keys: one more fused call gives their attention output ô_I and log-sum-exp λ_I; with Σ_k v_k that is
     # all the blend needs (their p''_k = own·p_ik + flat).
@@ -517,15 +545,21 @@ def _calibrate_every_row_by_baskets(
 
     # Exact masses from the log-sum-exps, then the one blend.
     stacked = torch.stack([*log_masses, iso_lse], dim=-1)  # (B, H, L, n+1) log M_b + lse, then log Σ p_k + lse
-    stacked = stacked.sub_(torch.logsumexp(stacked, dim=-1, keepdim=True)).exp_()  # (B, H, L, n+1) M_b, Σ_k p_k
+    lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
+    stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+1) M_b, Σ_k p_k
     masses, iso_mass = stacked[..., :-1], stacked[..., -1:]
+    present = (sizes > 0)[:, None, None, :]  # (B, 1, 1, n) baskets with keys
     blend = basket_blend(
-        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal
+        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
     )
     out = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
     view = out.transpose(1, 2)  # (B, H, L, D), written in place
     for b, local in enumerate(outputs):
         view.addcmul_(blend.baskets[..., b : b + 1], local)
+    if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
+        view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
+            blend.mass_scale * torch.exp(running_max - lse), plain_sum
+        )
     if max_isolated:
         view.addcmul_(blend.own * iso_mass, iso_out)  # Σ_k own·p_k·v_k = own·(Σ_k p_k)·ô_I
         if cal.isolated == "equal":

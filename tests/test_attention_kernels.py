@@ -60,12 +60,15 @@ def reference_outputs(data: dict[str, torch.Tensor], cal: Calibration, isolated:
 @pytest.mark.parametrize("cal", CONFIGS, ids=range(len(CONFIGS)))
 @pytest.mark.parametrize("with_isolated", [False, True])
 @pytest.mark.parametrize("kernel", ["cpu_flash", "explicit"])
+@pytest.mark.parametrize("held", [8, 1], ids=["held", "online"])
 def test_every_row_path_equals_reference(
-    monkeypatch: pytest.MonkeyPatch, cal: Calibration, with_isolated: bool, kernel: str
+    monkeypatch: pytest.MonkeyPatch, cal: Calibration, with_isolated: bool, kernel: str, held: int
 ) -> None:
+    """Both accumulation modes (basket outputs held, or folded in as they come) and both kernels."""
     data = random_batch(0)
     isolated = data["isolated"] & data["padding"] if with_isolated else torch.zeros_like(data["padding"])
     monkeypatch.setattr(attention, "_kernels_for", lambda query, masked: [kernel])
+    monkeypatch.setattr(attention, "_HELD_BASKETS", held)
     out = attention._calibrate_every_row_by_baskets(
         data["query"],
         data["key"],
