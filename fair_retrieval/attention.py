@@ -8,10 +8,12 @@ How it plugs in
     With no active request the model's outputs are bit-for-bit those of the base implementation.
 
 The math (DESIGN.md §2)
-    `calibrated_rows` is the definition: for a few query rows it forms the row's attention probabilities explicitly
-    (O(heads·L) memory per row, never L×L), redistributes them over baskets and blends them. For mean pooling on
-    models whose every row sees the same keys, `_calibrate_every_row_by_baskets` computes the same result for all
-    rows with one fused attention call per basket plus the basket log-sum-exps.
+    `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
+    attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
+    rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
+    on models whose every row sees the same keys, `_calibrate_every_row_by_baskets` applies it to all rows from one
+    fused attention call per basket and that call's log-sum-exp (`_attention_with_logsumexp`: PyTorch's CPU flash
+    kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
 """
 
 from __future__ import annotations
@@ -482,11 +484,11 @@ def _calibrate_every_row_by_baskets(
     """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
-    local output ô_b and log-sum-exp λ_b (B, H, L), and so are the isolated keys together (ô_I, λ_I). The row's full
-    log-sum-exp is logsumexp(λ_b, λ_I), so each basket's mass M_b = exp(λ_b − lse) and the isolated keys' total
-    P_I = exp(λ_I − lse) are exact; `basket_blend` turns them into blended masses, and the output is
-    Σ_b p''_b·ô_b + own·P_I·ô_I + flat·Σ_k v_k (the plain output p·V is the same sum with the masses, which is why
-    the base attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
+    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. The row's full
+    log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated key's
+    probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the output is
+    Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the base
+    attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
     (float64 for float64 inputs).
     """
     batch, heads, seq, head_dim = query.shape
@@ -496,7 +498,7 @@ def _calibrate_every_row_by_baskets(
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     n_content = content.sum(dim=1)  # (B,)
     max_baskets = int(((n_content + basket - 1) // basket).max().item())
-    fewest = int(n_content.min().item())
+    fewest, most = int(n_content.min().item()), int(n_content.max().item())
 
     # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
     k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
@@ -512,9 +514,10 @@ def _calibrate_every_row_by_baskets(
         running_max = torch.full((batch, heads, seq, 1), -1e30, dtype=work, device=query.device)  # m
     outputs, log_masses = [], []
     for b in range(max_baskets):
-        k_b, v_b = k_run[:, :, b * basket : (b + 1) * basket], v_run[:, :, b * basket : (b + 1) * basket]
+        end = min((b + 1) * basket, most)  # the basket's S slots: as many as its longest text fills
+        k_b, v_b = k_run[:, :, b * basket : end], v_run[:, :, b * basket : end]
         mask = None  # (B, 1, 1, S) bool, only when some text has fewer than S keys in this basket
-        if (b + 1) * basket > fewest:
+        if end > fewest:
             in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
             mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
         local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
@@ -527,27 +530,25 @@ def _calibrate_every_row_by_baskets(
         plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
         running_max = new_max
 
-    # Isolated keys: one more fused call gives their attention output ô_I and log-sum-exp λ_I; with Σ_k v_k that is
-    # all the blend needs (their p''_k = own·p_ik + flat).
+    # Isolated keys: their scores directly, one pass over Q per key (|I| is a handful per text; a fused attention
+    # call or a batched matmul with |I| columns costs more on CPU than these passes).
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
-    if max_isolated:
-        order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
-        valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
-        k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
-        v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads)
-        mask = None if bool(valid.all()) else (valid | ~valid.any(dim=1, keepdim=True))[:, None, None, :]
-        iso_out, iso_lse = _attention_with_logsumexp(query, k_iso, v_iso, mask, scale)  # (B,H,L,D), (B,H,L)
-        iso_lse = torch.where((n_isolated > 0)[:, None, None], iso_lse.to(work), float("-inf"))
-        iso_values = (v_iso.to(work) * valid[:, None, :, None]).sum(dim=2, keepdim=True)  # (B, H, 1, D) Σ_k v_k
-    else:
-        iso_lse = torch.full((batch, heads, seq), float("-inf"), dtype=work, device=query.device)
+    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+    valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
+    k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
+    v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
+    iso_scores = [
+        torch.where(valid[:, None, None, k], (query * k_iso[:, :, k : k + 1]).sum(dim=-1).to(work) * scale, -torch.inf)
+        for k in range(max_isolated)
+    ]  # |I| × (B, H, L) s_k
 
     # Exact masses from the log-sum-exps, then the one blend.
-    stacked = torch.stack([*log_masses, iso_lse], dim=-1)  # (B, H, L, n+1) log M_b + lse, then log Σ p_k + lse
+    stacked = torch.stack([*log_masses, *iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b + lse, then s_k
     lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
-    stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+1) M_b, Σ_k p_k
-    masses, iso_mass = stacked[..., :-1], stacked[..., -1:]
+    stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+|I|) M_b, then p_k
+    masses, iso_probs = stacked[..., :max_baskets], stacked[..., max_baskets:]
+    iso_mass = iso_probs.sum(dim=-1, keepdim=True)  # (B, H, L, 1) Σ_k p_k
     present = (sizes > 0)[:, None, None, :]  # (B, 1, 1, n) baskets with keys
     blend = basket_blend(
         masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
@@ -560,10 +561,8 @@ def _calibrate_every_row_by_baskets(
         view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
             blend.mass_scale * torch.exp(running_max - lse), plain_sum
         )
-    if max_isolated:
-        view.addcmul_(blend.own * iso_mass, iso_out)  # Σ_k own·p_k·v_k = own·(Σ_k p_k)·ô_I
-        if cal.isolated == "equal":
-            view.addcmul_(blend.flat, iso_values.expand_as(view))  # Σ_k flat·v_k
+    for k in range(max_isolated):  # p''_k·v_k with p''_k = own·p_k + flat
+        view.addcmul_(blend.own * iso_probs[..., k : k + 1] + blend.flat, v_iso[:, :, k : k + 1])
     return out
 
 
