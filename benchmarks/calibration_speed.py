@@ -132,7 +132,11 @@ def matrix(args: argparse.Namespace) -> dict[str, Any]:
         for label, model, tokens, docs, make_texts in setups:
             embedder = FairEmbedder(model, max_length=tokens, batch_size=docs)
             texts = make_texts(docs, tokens) if make_texts else long_texts(docs, tokens, embedder.tokenizer)
+            if args.only and not any(part in label for part in args.only):
+                continue
             for name, calibration in option_values(Calibration(), make_texts is not None).items():
+                if args.option and name not in args.option:
+                    continue
                 embedder.embed_documents(texts, calibration=calibration)  # warm-up
                 result = time_pairs(embedder, texts, calibration, args.rounds)
                 row = {"setup": f"{label}, {tokens} tokens", "option": name, **result}
@@ -157,6 +161,8 @@ def main() -> None:
     parser.add_argument("--long-tokens", type=int, default=2048, help="input length of the tiny models (--matrix)")
     parser.add_argument("--long-docs", type=int, default=4, help="documents for the tiny models (--matrix)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--only", nargs="+", help="--matrix: setups whose label contains one of these (e.g. MiniLM)")
+    parser.add_argument("--option", nargs="+", help="--matrix: only these option labels (e.g. default basket_size=32)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 

@@ -639,8 +639,8 @@ def _attention_with_logsumexp(
         try:
             return _FUSED[name](query, key, value, mask, scale)
         except RuntimeError as error:
-            if kernel is not None:
-                raise
+            if kernel is not None or isinstance(error, torch.OutOfMemoryError):
+                raise  # a forced kernel, or memory (not the kernel) ran out
             _BROKEN_KERNELS.add((name, query.device.type, query.dtype))
             logger.warning("Attention kernel %s failed (%s); using the next one for %s.", name, error, query.dtype)
     raise AssertionError("unreachable: 'explicit' ends every kernel list")
