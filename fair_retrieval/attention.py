@@ -530,21 +530,19 @@ def _calibrate_every_row_by_baskets(
         plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
         running_max = new_max
 
-    # Isolated keys: their scores directly, one pass over Q per key (|I| is a handful per text; a fused attention
-    # call or a batched matmul with |I| columns costs more on CPU than these passes).
+    # Isolated keys: their scores directly (|I| is a handful per text). On CPU one pass over Q per key is cheaper
+    # than a batched matmul with |I| columns or a fused call; elsewhere the matmul accumulates half inputs in float32.
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
     order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
     valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
     k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
     v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = [
-        torch.where(valid[:, None, None, k], (query * k_iso[:, :, k : k + 1]).sum(dim=-1).to(work) * scale, -torch.inf)
-        for k in range(max_isolated)
-    ]  # |I| × (B, H, L) s_k
+    iso_scores = _isolated_scores(query, k_iso, per_key=query.device.type == "cpu").to(work)  # (B, H, L, |I|)
+    iso_scores = iso_scores.mul_(scale).masked_fill_(~valid[:, None, None, :], float("-inf"))
 
     # Exact masses from the log-sum-exps, then the one blend.
-    stacked = torch.stack([*log_masses, *iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b + lse, then s_k
+    stacked = torch.cat([torch.stack(log_masses, dim=-1), iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b+lse, s_k
     lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
     stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+|I|) M_b, then p_k
     masses, iso_probs = stacked[..., :max_baskets], stacked[..., max_baskets:]
@@ -564,6 +562,14 @@ def _calibrate_every_row_by_baskets(
     for k in range(max_isolated):  # p''_k·v_k with p''_k = own·p_k + flat
         view.addcmul_(blend.own * iso_probs[..., k : k + 1] + blend.flat, v_iso[:, :, k : k + 1])
     return out
+
+
+def _isolated_scores(query: torch.Tensor, k_iso: torch.Tensor, per_key: bool) -> torch.Tensor:
+    """(B, H, L, |I|) unscaled q·k_k for query (B, H, L, D) and a handful of keys k_iso (B, H, |I|, D): one pass over
+    Q per key (`per_key`, faster on CPU), else one matmul."""
+    if per_key and k_iso.shape[2]:
+        return torch.stack([(query * k_iso[:, :, k : k + 1]).sum(dim=-1) for k in range(k_iso.shape[2])], dim=-1)
+    return torch.matmul(query, k_iso.transpose(-1, -2))
 
 
 def _content_run(
