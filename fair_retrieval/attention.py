@@ -8,10 +8,12 @@ How it plugs in
     With no active request the model's outputs are bit-for-bit those of the base implementation.
 
 The math (DESIGN.md §2)
-    `calibrated_rows` is the definition: for a few query rows it forms the row's attention probabilities explicitly
-    (O(heads·L) memory per row, never L×L), redistributes them over baskets and blends them. For mean pooling on
-    models whose every row sees the same keys, `_calibrate_every_row_by_baskets` computes the same result for all
-    rows with one fused attention call per basket plus the basket log-sum-exps.
+    `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
+    attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
+    rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
+    on models whose every row sees the same keys, `_calibrate_every_row_by_baskets` applies it to all rows from one
+    fused attention call per basket and that call's log-sum-exp (`_attention_with_logsumexp`: PyTorch's CPU flash
+    kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 from torch import nn
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.layers import UnsupportedModelError, layer_of_module
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ _PREFIX = "fair_"
 _REGISTER_LOCK = threading.Lock()
 # Upper bound on the elements of one (batch, heads, rows, keys) score tile in the row-wise path.
 _TILE_ELEMENTS = 1 << 24
+# Mean pooling keeps at most this many basket outputs (B, H, L, D) before folding them in as they come.
+_HELD_BASKETS = 16
 
 
 @dataclass
@@ -77,10 +82,6 @@ def calibrating(request: CalibrationRequest) -> Iterator[CalibrationRequest]:
         _ACTIVE.reset(token)
 
 
-class UnsupportedModelError(ValueError):
-    """The model does not route attention through transformers' `ALL_ATTENTION_FUNCTIONS`."""
-
-
 def install(model: nn.Module, model_name: str) -> dict[int, int]:
     """Route `model`'s attention through the calibrating function; return id(attention module) → layer index.
 
@@ -114,7 +115,7 @@ def install(model: nn.Module, model_name: str) -> dict[int, int]:
             f"{model_name}: transformers refused the calibrating attention function (still "
             f"{model.config._attn_implementation!r})."
         )
-    return _layer_map(model, model_name)
+    return layer_of_module(model, model_name)
 
 
 def _register(base: str) -> str:
@@ -141,21 +142,6 @@ def _register(base: str) -> str:
         # Without a mask function registered under the same name the model would pass attention_mask=None.
         AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[mask_base])
     return name
-
-
-def _layer_map(model: nn.Module, model_name: str) -> dict[int, int]:
-    """Map every submodule of the i-th transformer layer to i, using the model's stack of layers."""
-    num_layers = int(getattr(model.config, "num_hidden_layers", 0))
-    for module in model.modules():
-        if isinstance(module, nn.ModuleList) and len(module) == num_layers and num_layers > 0:
-            mapping: dict[int, int] = {}
-            for index, layer in enumerate(module):
-                for sub in layer.modules():
-                    mapping[id(sub)] = index
-            return mapping
-    raise UnsupportedModelError(
-        f"{model_name}: could not find its {num_layers} transformer layers (an nn.ModuleList of that length)."
-    )
 
 
 def _make_attention_function(base: str, base_fn: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -348,6 +334,63 @@ def _every_row_sees_padding_only(
 # ----------------------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Blend:
+    """Blended attention p'' = λ·p' + (1 − λ)·p of one row, per basket and for its isolated keys."""
+
+    baskets: torch.Tensor  # (..., n) p''_b, the blended mass of each basket (key j of b gets p''_b·p_ij / M_b)
+    own: torch.Tensor  # (..., 1) every isolated key k gets p''_k = own·p_ik + flat
+    flat: torch.Tensor  # (..., 1)
+    share_scale: torch.Tensor  # (..., 1) baskets = share_scale·fraction_b·present_b + mass_scale·M_b
+    mass_scale: torch.Tensor  # (..., 1)
+
+
+def basket_blend(
+    masses: torch.Tensor,  # (..., n) M_b = Σ_{j∈b} p_ij, each basket's share of the row's attention (0: no keys)
+    iso_mass: torch.Tensor,  # (..., 1) Σ_{k∈I} p_ik, the row's attention on its isolated keys
+    n_isolated: torch.Tensor,  # (...), broadcastable: |I|
+    sizes: torch.Tensor,  # (..., n), broadcastable: |b|, the number of content keys in each basket (0: no basket)
+    n_content: torch.Tensor,  # (...), broadcastable: |C|, the row's number of content keys
+    cal: Calibration,
+    present: torch.Tensor | None = None,  # (..., n) bool, broadcastable: baskets that get a share (default M_b > 0)
+) -> Blend:
+    """Blended attention mass of every basket and of the isolated keys of a row (DESIGN.md §2).
+
+    The one definition of the redistribution, used by both engine paths: isolated keys get t_k (their own p_ik, or
+    1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
+    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than B content keys. Only the
+    basket masses and the isolated keys' total are needed, so the caller may get them from explicit probabilities
+    or from log-sum-exps. A basket gets a share only if `present` (by default: if its mass is > 0, since its keys'
+    proportions p_ij / M_b are needed; the log-sum-exp path, which never divides by M_b, passes "has keys").
+    """
+    work = masses.dtype
+    n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size  # (...)
+    lam = cal.strength * (n_content >= cal.basket_size).to(work)[..., None]  # (..., 1) λ, or 0 if too short
+    if cal.isolated == "preserve":
+        t_each = None  # t_k = p_ik
+        t_total = iso_mass  # (..., 1)
+    else:
+        t_each = (1.0 / (n_baskets + n_isolated).clamp(min=1).to(work))[..., None]  # (..., 1) t_k = 1/(n + |I|)
+        t_total = t_each * n_isolated.to(work)[..., None]
+    fraction = basket_fraction(sizes, n_content, cal, work)  # (..., n)
+    share = torch.where(masses > 0 if present is None else present, (1.0 - t_total) * fraction, 0.0)  # R·fraction
+    total = (share.sum(dim=-1, keepdim=True) + t_total).clamp(min=torch.finfo(work).tiny)  # (..., 1) Σ p'
+    baskets = lam * share / total + (1.0 - lam) * masses
+    share_scale, mass_scale = lam * (1.0 - t_total) / total, (1.0 - lam).expand_as(total)
+    if t_each is None:
+        return Blend(baskets, lam / total + (1.0 - lam), torch.zeros_like(total), share_scale, mass_scale)
+    return Blend(baskets, mass_scale, lam * t_each / total, share_scale, mass_scale)
+
+
+def basket_fraction(sizes: torch.Tensor, n_content: torch.Tensor, cal: Calibration, dtype: torch.dtype) -> torch.Tensor:
+    """(..., n) each basket's fraction of the content budget R: 1/n (partial_basket="equal") or |b|/|C|; 0 for slots
+    that hold no basket (|b| = 0)."""
+    n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size
+    if cal.partial_basket == "equal":
+        return (sizes > 0).to(dtype) / n_baskets.clamp(min=1).to(dtype)[..., None]
+    return sizes.to(dtype) / n_content.clamp(min=1).to(dtype)[..., None]
+
+
 def calibrated_rows(
     q_rows: torch.Tensor,  # (B, H, T, D) the calibrated query rows
     key: torch.Tensor,  # (B, Hkv, L, D), Hkv divides H (grouped-query attention)
@@ -361,9 +404,9 @@ def calibrated_rows(
     """Calibrated attention outputs of a few query rows, exactly as DESIGN.md §2 defines them.
 
     Per row i: p_ij = softmax over the allowed keys; content keys C = allowed \\ I cut into consecutive baskets of
-    B; isolated keys get t_k (their own p_ik, or 1/(n+|I|)); every basket gets its share of R = 1 − Σ t_k and
-    keeps its internal proportions; p'' = λ·p' + (1 − λ)·p; out_i = p'' · V. Rows with fewer than B content keys
-    keep `original`. Memory: a few (B, H, T, L) float32 buffers, updated in place — never the L×L matrix.
+    B; the basket masses Σ_{j∈b} p_ij go through `basket_blend`, which gives each basket's and each isolated key's
+    blended mass; out_i = p'' · V. Rows with fewer than B content keys keep `original`. Memory: a few (B, H, T, L)
+    float32 buffers, updated in place — never the L×L matrix.
     """
     batch, heads, rows, _ = q_rows.shape
     kv_heads, seq = key.shape[1], key.shape[2]
@@ -380,44 +423,26 @@ def calibrated_rows(
     # Basket plan: the rank of each content key among its row's content keys decides its basket.
     content = allowed & ~isolated  # (B, T, L)
     n_content = content.sum(dim=-1)  # (B, T)
-    n_baskets = (n_content + basket - 1) // basket  # (B, T)
-    max_baskets = int(n_baskets.max().item()) if n_baskets.numel() else 0
-    # Basket id per key; isolated/blocked keys go to a dump slot `max_baskets` whose share is 0.
+    max_baskets = int(((n_content + basket - 1) // basket).max().item()) if n_content.numel() else 0
+    # Basket id per key; isolated/blocked keys go to a dump slot `max_baskets` (size 0, so its blended mass is
+    # zeroed below and isolated keys get theirs from `basket_blend` directly).
     basket_id = torch.where(content, (content.cumsum(dim=-1) - 1).clamp_(min=0) // basket, max_baskets)  # (B,T,L)
     slots = max_baskets + 1
     index = basket_id[:, None].expand(batch, heads, rows, seq)  # (B, H, T, L), a view
     mass = torch.zeros(batch, heads, rows, slots, dtype=work, device=probs.device)
-    mass.scatter_add_(-1, index, probs)  # (B, H, T, n+1) Σ_{j∈b} p_ij (slot n collects I and blocked keys)
+    mass.scatter_add_(-1, index, probs)  # (B, H, T, n+1) M_b (slot n collects I and blocked keys)
     size = torch.zeros(batch, rows, slots, dtype=work, device=probs.device)
     size.scatter_add_(-1, basket_id, content.to(work))  # (B, T, n+1) |b|
 
-    # Isolated mass t_k and the content budget R = 1 − Σ t_k.
-    n_isolated = isolated.sum(dim=-1).to(work)  # (B, T)
-    if cal.isolated == "preserve":
-        budget = 1.0 - (probs * isolated[:, None]).sum(dim=-1)  # (B, H, T): t_k = p_ik
-        equal_t = None
-    else:
-        equal_t = 1.0 / (n_baskets.to(work) + n_isolated).clamp(min=1.0)  # (B, T): t_k = 1/(n + |I|)
-        budget = (1.0 - equal_t * n_isolated)[:, None].expand(batch, heads, rows)  # (B, H, T)
+    iso_mask = isolated[:, None]  # (B, 1, T, L)
+    iso_mass = (probs * iso_mask).sum(dim=-1, keepdim=True)  # (B, H, T, 1) Σ_{k∈I} p_ik
+    blend = basket_blend(mass, iso_mass, isolated.sum(dim=-1)[:, None], size[:, None], n_content[:, None], cal)
+    blend.baskets[..., max_baskets] = 0.0  # (B, H, T, n+1) p''_b; the dump slot's isolated keys are set below
 
-    # Basket shares: R/n each, or R·|b|/|C|; a basket with zero mass stays zero.
-    if cal.partial_basket == "equal":
-        fraction = (1.0 / n_baskets.clamp(min=1).to(work))[:, :, None].expand(-1, -1, slots)  # (B, T, n+1)
-    else:
-        fraction = size / n_content.clamp(min=1).to(work)[:, :, None]  # (B, T, n+1)
-    share = budget[..., None] * fraction[:, None]  # (B, H, T, n+1)
-    share = torch.where(mass > 0, share, torch.zeros_like(share))
-    share[..., max_baskets] = 0.0
-    factor = (share / mass.clamp(min=tiny)).gather(-1, index.reshape(batch, heads, rows, seq))  # (B,H,T,L)
-
-    # p' = share_b·p_ij/Σ_b p + t_k on I, renormalised; then p'' = λ·p' + (1 − λ)·p, all in place.
-    calibrated = factor.mul_(probs)  # (B, H, T, L)
-    if equal_t is None:
-        calibrated.add_(probs * isolated[:, None])
-    else:
-        calibrated.add_((equal_t[:, :, None] * isolated)[:, None])
-    calibrated.div_(calibrated.sum(dim=-1, keepdim=True).clamp_(min=tiny))
-    calibrated.mul_(cal.strength).add_(probs, alpha=1.0 - cal.strength)
+    # p''_ij = p''_b · p_ij / M_b on content keys; own·p_ik + flat on isolated keys; in place.
+    factor = (blend.baskets / mass.clamp(min=tiny)).gather(-1, index.reshape(batch, heads, rows, seq))  # (B,H,T,L)
+    factor = torch.where(iso_mask, blend.own, factor)
+    calibrated = factor.mul_(probs).add_(iso_mask * blend.flat)  # (B, H, T, L)
     del probs
 
     out = _rows_times_values(calibrated, value, group)  # (B, H, T, D)
@@ -459,102 +484,247 @@ def _calibrate_every_row_by_baskets(
     """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
-    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. From these,
-    the row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated
-    key's probability p_k = exp(s_k − lse) are exact, and p'·V = Σ_b share_b·ô_b + Σ_k t_k·v_k (renormalised if a
-    basket's mass underflows to 0). The plain output p·V is Σ_b M_b·ô_b + Σ_k p_k·v_k from the same pieces, so
-    the blend is one weighted sum of the ô_b and v_k; texts with fewer than B content keys get p·V. Returns the
-    attention output in the model's layout, (B, L, H, D), float32 (float64 for float64 inputs).
+    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. The row's full
+    log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated key's
+    probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the output is
+    Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the base
+    attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
+    (float64 for float64 inputs).
     """
-    batch, heads, seq, _ = query.shape
+    batch, heads, seq, head_dim = query.shape
     basket = cal.basket_size
     work = torch.float64 if query.dtype == torch.float64 else torch.float32
     positions = torch.arange(seq, device=query.device)
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     n_content = content.sum(dim=1)  # (B,)
-    n_baskets = (n_content + basket - 1) // basket  # (B,)
-    max_baskets = int(n_baskets.max().item())
-    # Content positions in order, then the rest: the first n_content columns are the content keys.
-    content_order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices  # (B, L)
+    max_baskets = int(((n_content + basket - 1) // basket).max().item())
+    fewest, most = int(n_content.min().item()), int(n_content.max().item())
 
-    outputs, log_masses, sizes = [], [], []
+    # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
+    k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
+    sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
+    # Up to _HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
+    # texts) they are folded in as they come, so memory stays a few (B, H, L, D) buffers: the calibrated part as
+    # A = Σ_b fraction_b·ô_b and the plain part as P = Σ_b exp(λ_b − m)·ô_b with a running max m (online softmax).
+    online = max_baskets > _HELD_BASKETS
+    if online:
+        fraction = basket_fraction(sizes, n_content, cal, work)  # (B, n)
+        calibrated_sum = torch.zeros(batch, heads, seq, head_dim, dtype=work, device=query.device)  # A
+        plain_sum = torch.zeros_like(calibrated_sum)  # P
+        running_max = torch.full((batch, heads, seq, 1), -1e30, dtype=work, device=query.device)  # m
+    outputs, log_masses = [], []
     for b in range(max_baskets):
-        slot = b * basket + torch.arange(basket, device=query.device)  # (Bsz,)
-        in_basket = slot[None, :] < n_content[:, None]  # (B, Bsz)
-        source = content_order[:, slot.clamp(max=seq - 1)]  # (B, Bsz)
-        k_b = _repeat_kv(key[items, :, source].permute(0, 2, 1, 3), heads)  # (B, H, Bsz, D)
-        v_b = _repeat_kv(value[items, :, source].permute(0, 2, 1, 3), heads)
-        has_keys = in_basket.any(dim=1)  # (B,)
-        mask = (in_basket | ~has_keys[:, None])[:, None, None, :]  # empty basket: attend anywhere, mass −inf below
+        end = min((b + 1) * basket, most)  # the basket's S slots: as many as its longest text fills
+        k_b, v_b = k_run[:, :, b * basket : end], v_run[:, :, b * basket : end]
+        mask = None  # (B, 1, 1, S) bool, only when some text has fewer than S keys in this basket
+        if end > fewest:
+            in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
+            mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
         local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
-        outputs.append(local.to(work))
-        log_masses.append(torch.where(has_keys[:, None, None], log_mass.to(work), float("-inf")))
-        sizes.append(in_basket.sum(dim=1).to(work))  # (B,)
+        log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
+        if not online:
+            outputs.append(local)
+            continue
+        calibrated_sum.addcmul_(fraction[:, b, None, None, None], local)
+        new_max = torch.maximum(running_max, log_masses[-1][..., None])  # (B, H, L, 1)
+        plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
+        running_max = new_max
 
-    # Isolated keys: their scores directly (|I| is a handful per text).
+    # Isolated keys: their scores directly (|I| is a handful per text). On CPU one pass over Q per key is cheaper
+    # than a batched matmul with |I| columns or a fused call; elsewhere the matmul accumulates half inputs in float32.
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
-    isolated_order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
-    isolated_valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
-    k_iso = _repeat_kv(key[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)  # (B, H, |I|, D)
-    v_iso = _repeat_kv(value[items, :, isolated_order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = torch.matmul(query.to(work), k_iso.transpose(-1, -2)) * scale  # (B, H, L, |I|)
-    iso_scores = iso_scores.masked_fill(~isolated_valid[:, None, None, :], float("-inf"))
+    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+    valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
+    k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
+    v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
+    iso_scores = _isolated_scores(query, k_iso, per_key=query.device.type == "cpu").to(work)  # (B, H, L, |I|)
+    iso_scores = iso_scores.mul_(scale).masked_fill_(~valid[:, None, None, :], float("-inf"))
 
-    stacked = torch.stack(log_masses, dim=-1)  # (B, H, L, n)
-    lse = torch.logsumexp(torch.cat([stacked, iso_scores], dim=-1), dim=-1, keepdim=True)  # (B, H, L, 1)
-    masses = torch.exp(stacked - lse)  # (B, H, L, n) M_b
-    iso_probs = torch.exp(iso_scores - lse)  # (B, H, L, |I|) p_ik
-    if cal.isolated == "preserve":
-        t = iso_probs  # t_k = p_ik
-    else:
-        equal = 1.0 / (n_baskets + n_isolated).clamp(min=1).to(work)  # (B,) 1/(n + |I|)
-        t = (equal[:, None] * isolated_valid)[:, None, None, :].expand_as(iso_scores)
-    budget = 1.0 - t.sum(dim=-1, keepdim=True)  # (B, H, L, 1) R
-    if cal.partial_basket == "equal":
-        fraction = (1.0 / n_baskets.clamp(min=1).to(work))[:, None].expand(-1, max_baskets)  # (B, n)
-    else:
-        fraction = torch.stack(sizes, dim=-1) / n_content.clamp(min=1).to(work)[:, None]  # (B, n) |b|/|C|
-    share = torch.where(masses > 0, budget * fraction[:, None, None, :], 0.0)  # (B, H, L, n)
-    total = (share.sum(dim=-1, keepdim=True) + t.sum(dim=-1, keepdim=True)).clamp(min=torch.finfo(work).tiny)
-    lam = cal.strength * (n_content >= basket).to(work)[:, None, None, None]  # (B, 1, 1, 1): λ, or 0 if too short
-    basket_weights = lam * share / total + (1.0 - lam) * masses  # (B, H, L, n)
-    isolated_weights = lam * t / total + (1.0 - lam) * iso_probs  # (B, H, L, |I|)
-    out = torch.empty(batch, seq, heads, query.shape[-1], dtype=work, device=query.device)  # (B, L, H, D)
+    # Exact masses from the log-sum-exps, then the one blend.
+    stacked = torch.cat([torch.stack(log_masses, dim=-1), iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b+lse, s_k
+    lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
+    stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+|I|) M_b, then p_k
+    masses, iso_probs = stacked[..., :max_baskets], stacked[..., max_baskets:]
+    iso_mass = iso_probs.sum(dim=-1, keepdim=True)  # (B, H, L, 1) Σ_k p_k
+    present = (sizes > 0)[:, None, None, :]  # (B, 1, 1, n) baskets with keys
+    blend = basket_blend(
+        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
+    )
+    out = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
     view = out.transpose(1, 2)  # (B, H, L, D), written in place
-    view.copy_(torch.matmul(isolated_weights, v_iso))
     for b, local in enumerate(outputs):
-        view.addcmul_(basket_weights[..., b : b + 1], local)
+        view.addcmul_(blend.baskets[..., b : b + 1], local)
+    if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
+        view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
+            blend.mass_scale * torch.exp(running_max - lse), plain_sum
+        )
+    for k in range(max_isolated):  # p''_k·v_k with p''_k = own·p_k + flat
+        view.addcmul_(blend.own * iso_probs[..., k : k + 1] + blend.flat, v_iso[:, :, k : k + 1])
     return out
+
+
+def _isolated_scores(query: torch.Tensor, k_iso: torch.Tensor, per_key: bool) -> torch.Tensor:
+    """(B, H, L, |I|) unscaled q·k_k for query (B, H, L, D) and a handful of keys k_iso (B, H, |I|, D): one pass over
+    Q per key (`per_key`, faster on CPU), else one matmul."""
+    if per_key and k_iso.shape[2]:
+        return torch.stack([(query * k_iso[:, :, k : k + 1]).sum(dim=-1) for k in range(k_iso.shape[2])], dim=-1)
+    return torch.matmul(query, k_iso.transpose(-1, -2))
+
+
+def _content_run(
+    key: torch.Tensor,  # (B, Hkv, L, D)
+    value: torch.Tensor,  # (B, Hkv, L, D)
+    content: torch.Tensor,  # (B, L) bool
+    n_content: torch.Tensor,  # (B,)
+    width: int,
+    heads: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every text's content keys and values in order, (B, H, ≤ width, D) each; slot s of text i is its s-th content
+    key (slots past n_content[i] hold anything, masked by the caller).
+
+    When every text's content is the same run of positions from one start (right padding, with or without isolated
+    [CLS]/[SEP] around it) this is a slice of K and V; otherwise one gather.
+    """
+    seq = content.shape[1]
+    positions = torch.arange(seq, device=content.device)
+    first = torch.where(content, positions, seq).amin(dim=1)  # (B,)
+    last = torch.where(content, positions, -1).amax(dim=1)  # (B,)
+    start = int(first[0].item())
+    if bool(((last - first + 1 == n_content) & (first == start)).all()):
+        return _repeat_kv(key[:, :, start : start + width], heads), _repeat_kv(
+            value[:, :, start : start + width], heads
+        )
+    order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices[:, : min(width, seq)]  # (B,W)
+    index = order[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # (B, Hkv, W, D)
+    return _repeat_kv(key.gather(2, index), heads), _repeat_kv(value.gather(2, index), heads)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Basket-local attention with its log-sum-exp: fused kernels where PyTorch has one, explicit tiles otherwise
+# ----------------------------------------------------------------------------------------------------------------
+
+Kernel = Literal["cpu_flash", "cuda_flash", "cuda_efficient", "explicit"]
+_BROKEN_KERNELS: set[tuple[str, str, torch.dtype]] = set()  # (kernel, device type, dtype) that raised once
+
+
+def _kernels_for(query: torch.Tensor, masked: bool) -> list[Kernel]:
+    """Fused kernels to try, best first, for these inputs; `explicit` (always correct) ends every list."""
+    kernels: list[Kernel] = []
+    if query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64):
+        kernels.append("cpu_flash")
+    elif query.device.type == "cuda":
+        half = query.dtype in (torch.float16, torch.bfloat16)
+        if half and not masked and query.shape[-1] % 8 == 0 and query.shape[-1] <= 256:
+            kernels.append("cuda_flash")  # FlashAttention-2 takes no mask, so only for baskets full in every text
+        if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
+            kernels.append("cuda_efficient")
+    usable = [k for k in kernels if (k, query.device.type, query.dtype) not in _BROKEN_KERNELS]
+    return [*usable, "explicit"]
 
 
 def _attention_with_logsumexp(
     query: torch.Tensor,  # (B, H, L, D)
     key: torch.Tensor,  # (B, H, S, D)
     value: torch.Tensor,  # (B, H, S, D)
-    mask: torch.Tensor,  # (B, 1, 1, S) bool
+    mask: torch.Tensor | None,  # (B, 1, 1, S) bool, True = attend; None = every key
     scale: float,
+    kernel: Kernel | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention output (B, H, L, D) and the log-sum-exp of its scores (B, H, L) over S keys (S = one basket).
 
-    On CPU this is PyTorch's fused flash kernel, which returns both. Elsewhere (CUDA, MPS) the scores of one basket
-    are formed explicitly: (B, H, L, S) with S = basket_size, in tiles of rows, never L×L.
+    Uses a fused kernel that returns both where PyTorch has one (CPU flash attention; on CUDA FlashAttention-2 for
+    unmasked fp16/bf16 baskets, else the memory-efficient kernel, which takes a mask), else the explicit tiles: the
+    scores of one basket, (B, H, T, S) in tiles of T rows, never L×L. A fused kernel that raises (an unsupported
+    head size or GPU) is logged once and not tried again for that device and dtype. `kernel` forces one path.
     """
-    if query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64):
-        op = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
-        if op is not None:
-            bias = torch.zeros(mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~mask, float("-inf"))
-            output, lse = op(query, key, value, 0.0, False, attn_mask=bias, scale=scale)
-            return output, lse
+    candidates: list[Kernel] = [kernel] if kernel is not None else _kernels_for(query, mask is not None)
+    for name in candidates:
+        if name == "explicit":
+            return _explicit_attention_with_logsumexp(query, key, value, mask, scale)
+        try:
+            return _FUSED[name](query, key, value, mask, scale)
+        except RuntimeError as error:
+            if kernel is not None or isinstance(error, torch.OutOfMemoryError):
+                raise  # a forced kernel, or memory (not the kernel) ran out
+            _BROKEN_KERNELS.add((name, query.device.type, query.dtype))
+            logger.warning("Attention kernel %s failed (%s); using the next one for %s.", name, error, query.dtype)
+    raise AssertionError("unreachable: 'explicit' ends every kernel list")
+
+
+def _cpu_flash(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's CPU flash-attention kernel: output (B, H, L, D) and log-sum-exp (B, H, L)."""
+    bias = None if mask is None else _additive_bias(mask, query.dtype)  # (B, 1, 1, S)
+    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, False, attn_mask=bias, scale=scale
+    )
+    return output, lse
+
+
+def _cuda_flash(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2 (fp16/bf16, no mask): output (B, H, L, D) and float32 log-sum-exp (B, H, L)."""
+    if mask is not None:
+        raise RuntimeError("FlashAttention takes no mask")
+    result = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scale)
+    return result[0], result[1]
+
+
+def _cuda_efficient(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The memory-efficient kernel: output (B, H, L, D) and float32 log-sum-exp (B, H, L).
+
+    Its bias must have a 16-element-aligned row stride (so it is allocated padded and sliced, as SDPA itself does)
+    and the full (B, H, L, S) shape (a broadcast view, no copy). Its log-sum-exp may come padded along L.
+    """
+    batch, heads, seq, _ = query.shape
+    bias = None
+    if mask is not None:
+        width = mask.shape[-1]
+        padded = torch.zeros(batch, 1, 1, -(-width // 16) * 16, dtype=query.dtype, device=query.device)
+        padded[..., :width].masked_fill_(~mask, float("-inf"))
+        bias = padded[..., :width].expand(batch, heads, seq, width)  # (B, H, L, S), stride 0 over H and L
+    result = torch.ops.aten._scaled_dot_product_efficient_attention(
+        query, key, value, bias, True, 0.0, False, scale=scale
+    )
+    return result[0], result[1][:, :, :seq]
+
+
+_FUSED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
+    "cpu_flash": _cpu_flash,
+    "cuda_flash": _cuda_flash,
+    "cuda_efficient": _cuda_efficient,
+}
+
+
+def _additive_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """0 where `mask` is True, −inf where False."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
+def _explicit_attention_with_logsumexp(
+    query: torch.Tensor,  # (B, H, L, D)
+    key: torch.Tensor,  # (B, H, S, D)
+    value: torch.Tensor,  # (B, H, S, D)
+    mask: torch.Tensor | None,  # (B, 1, 1, S) bool
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fallback: float32 scores of one basket in tiles of rows, (B, H, T, S) each, never L×L."""
     batch, heads, seq, _ = query.shape
     width = key.shape[2]
     rows = max(1, _TILE_ELEMENTS // max(1, batch * heads * width))
+    work = torch.float64 if query.dtype == torch.float64 else torch.float32
+    keys, values = key.to(work).transpose(-1, -2), value.to(work)  # (B, H, D, S), (B, H, S, D)
     outputs, lses = [], []
     for start in range(0, seq, rows):
-        q = query[:, :, start : start + rows].float()
-        scores = torch.matmul(q, key.float().transpose(-1, -2)) * scale  # (B, H, T, S)
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = torch.matmul(query[:, :, start : start + rows].to(work), keys) * scale  # (B, H, T, S)
+        if mask is not None:
+            scores.masked_fill_(~mask, float("-inf"))
         lse = torch.logsumexp(scores, dim=-1)  # (B, H, T)
-        outputs.append(torch.matmul(torch.exp(scores - lse[..., None]), value.float()))
+        outputs.append(torch.matmul(scores.sub_(lse[..., None]).exp_(), values).to(query.dtype))
         lses.append(lse)
     return torch.cat(outputs, dim=2), torch.cat(lses, dim=2)

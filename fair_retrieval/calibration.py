@@ -2,17 +2,18 @@
 
 `Calibration` is a frozen, validated value object: it says *how* the pooling token's attention is redistributed
 over baskets of consecutive tokens. It knows nothing about models; `resolve_layers` binds its `layers` field to a
-model depth. The attention engine that applies it lives in `fair_retrieval.attention`.
+model depth; its JSON round trip (`to_json`, `save`, `load`) comes from `FrozenJson`. The attention engine that
+applies it lives in `fair_retrieval.attention`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from fair_retrieval.frozen_json import FrozenJson, check_fields
 
 IsolatedMode = Literal["preserve", "equal"]
 PartialBasketMode = Literal["equal", "proportional"]
@@ -22,10 +23,11 @@ LayerSpec = float | int | tuple[int, ...]
 _ISOLATED_MODES = ("preserve", "equal")
 _PARTIAL_BASKET_MODES = ("equal", "proportional")
 _SPECIAL_TOKENS_MODES = ("content", "preserve")
+_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens")
 
 
 @dataclass(frozen=True)
-class Calibration:
+class Calibration(FrozenJson):
     """How documents are calibrated at indexing time.
 
     Args:
@@ -41,6 +43,8 @@ class Calibration:
             other token (the paper's basket grid); "preserve" makes every special token an isolated key that keeps
             its own attention mass, so sink tokens such as [SEP] do not inflate the last basket.
     """
+
+    JSON_KEY: ClassVar[str] = "calibration"
 
     strength: float = 0.5
     basket_size: int = 128
@@ -100,37 +104,10 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
         """Build a Calibration from `to_dict` output; unknown keys are an error, not silently dropped."""
-        if not isinstance(data, dict):
-            raise TypeError(f"Calibration.from_dict expects a dict, got {type(data).__name__}.")
-        known = {"strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"Unknown Calibration field(s) {unknown}; expected a subset of {sorted(known)}.")
-        fields = dict(data)
+        fields = check_fields(data, _FIELDS, "Calibration")
         if isinstance(fields.get("layers"), list):
             fields["layers"] = tuple(fields["layers"])
         return cls(**fields)
-
-    def to_json(self) -> str:
-        """Serialise to a JSON string."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Calibration:
-        """Parse a JSON string produced by `to_json` (or written by hand)."""
-        return cls.from_dict(json.loads(text))
-
-    def save(self, path: str | Path) -> None:
-        """Write the configuration as JSON to `path`."""
-        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> Calibration:
-        """Read a configuration saved with `save` (or a JSON file holding a `calibration` object)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("calibration"), dict):
-            data = data["calibration"]
-        return cls.from_dict(data)
 
 
 def _check_strength(strength: object) -> None:

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from fair_retrieval.attention import UnsupportedModelError
+from fair_retrieval.frozen_json import FrozenJson, check_fields
+from fair_retrieval.layers import UnsupportedModelError, layer_stack
 
 # --------------------------------------------------------------------------------------------------------------
 # The configuration
@@ -40,7 +39,7 @@ from fair_retrieval.attention import UnsupportedModelError
 
 
 @dataclass(frozen=True)
-class PositionalScaling:
+class PositionalScaling(FrozenJson):
     """Per-layer RoPE position-scaling factors: layer ℓ uses the rotary angles of positions m / factors[ℓ].
 
     Args:
@@ -48,6 +47,8 @@ class PositionalScaling:
         control_points: the Bézier control points the factors were drawn from, when built with `bezier`
             (kept for reports and reproducibility; not part of equality).
     """
+
+    JSON_KEY: ClassVar[str] = "positional_scaling"
 
     factors: tuple[float, ...]
     control_points: tuple[float, ...] | None = field(default=None, compare=False)
@@ -98,36 +99,11 @@ class PositionalScaling:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PositionalScaling:
         """Build a PositionalScaling from `to_dict` output; unknown keys are an error, not silently dropped."""
-        if not isinstance(data, dict):
-            raise TypeError(f"PositionalScaling.from_dict expects a dict, got {type(data).__name__}.")
-        unknown = sorted(set(data) - {"factors", "control_points"})
-        if unknown:
-            raise ValueError(f"Unknown PositionalScaling field(s) {unknown}; expected 'factors' and 'control_points'.")
-        if "factors" not in data:
+        fields = check_fields(data, ("factors", "control_points"), "PositionalScaling")
+        if "factors" not in fields:
             raise ValueError("A PositionalScaling needs 'factors': a list with one positive number per layer.")
-        points = data.get("control_points")
-        return cls(factors=data["factors"], control_points=tuple(points) if points is not None else None)
-
-    def to_json(self) -> str:
-        """Serialise to a JSON string."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> PositionalScaling:
-        """Parse a JSON string produced by `to_json` (or written by hand)."""
-        return cls.from_dict(json.loads(text))
-
-    def save(self, path: str | Path) -> None:
-        """Write the factors as JSON to `path`."""
-        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> PositionalScaling:
-        """Read factors saved with `save` (or a JSON file holding a `positional_scaling` object)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and isinstance(data.get("positional_scaling"), dict):
-            data = data["positional_scaling"]
-        return cls.from_dict(data)
+        points = fields.get("control_points")
+        return cls(factors=fields["factors"], control_points=tuple(points) if points is not None else None)
 
 
 def bezier_curve(control_points: Sequence[float], t: float) -> float:
@@ -193,7 +169,7 @@ class RopeLayers:
 
     def __init__(self, model: nn.Module, model_name: str) -> None:
         self.model_name = model_name
-        self.layers = _layer_stack(model, model_name)
+        self.layers = layer_stack(model, model_name)
         self.rotaries = _rotary_modules(model, self.layers, model_name)
         self._signatures = {id(rotary): inspect.signature(_undecorated_forward(rotary)) for rotary in self.rotaries}
         for rotary in self.rotaries:
@@ -323,16 +299,6 @@ def _undecorated_forward(module: nn.Module) -> Callable[..., Any]:
     """
     forward = type(module).forward
     return getattr(forward, "__wrapped__", forward)  # type: ignore[no-any-return]
-
-
-def _layer_stack(model: nn.Module, model_name: str) -> nn.ModuleList:
-    num_layers = int(getattr(getattr(model, "config", None), "num_hidden_layers", 0) or 0)
-    for module in model.modules():
-        if isinstance(module, nn.ModuleList) and num_layers > 0 and len(module) == num_layers:
-            return module
-    raise UnsupportedModelError(
-        f"{model_name}: could not find its {num_layers} transformer layers (an nn.ModuleList of that length)."
-    )
 
 
 def _is_rotary(module: nn.Module) -> bool:

@@ -80,22 +80,3 @@ def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration
     plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
     assert np.abs(ours[1:] - plain[1:]).max() > 1e-3, "long texts must be changed by calibration"
     np.testing.assert_allclose(ours[0], plain[0], atol=1e-6)  # 40 words < 128 tokens: not calibrated
-
-
-def test_basket_attention_fallback_matches_the_fused_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The explicit (non-CPU) branch of `_attention_with_logsumexp` gives the fused kernel's output and LSE."""
-    import torch
-
-    from fair_retrieval import attention
-
-    generator = torch.Generator().manual_seed(0)
-    query, key, value = (torch.randn(2, 3, 40, 8, generator=generator) for _ in range(3))
-    key, value = key[:, :, :16], value[:, :, :16]
-    mask = torch.ones(2, 1, 1, 16, dtype=torch.bool)
-    mask[1, ..., 11:] = False
-    fused = attention._attention_with_logsumexp(query, key, value, mask, 0.3)
-    monkeypatch.setattr(attention, "_TILE_ELEMENTS", 2 * 3 * 16 * 7)  # several row tiles
-    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None, raising=False)
-    explicit = attention._attention_with_logsumexp(query, key, value, mask, 0.3)
-    torch.testing.assert_close(explicit[0], fused[0], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(explicit[1], fused[1], atol=1e-5, rtol=1e-5)
