@@ -14,7 +14,7 @@ Every index is built through `FaissIndex` (trained on the sample `build_index` w
 least 10,000), saved, and measured from its saved size (`index.faiss`), so "bytes per vector" is what a user
 stores. Search runs on CPU, all 1,000 queries in one call, with the threads faiss picks (`--threads` to pin them).
 
-    python benchmarks/index_recall.py --set real --data ../shared/data
+    python benchmarks/index_recall.py --set real --data DATA_DIR   # SQuAD v2 dev, XQuAD, SciFact (or $FAIR_RETRIEVAL_DATA)
     python benchmarks/index_recall.py --set synthetic --vectors 1000000
     python benchmarks/index_recall.py --set real --embed-only     # fill the embedding cache and stop
 """
@@ -198,7 +198,12 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", choices=["real", "synthetic"], required=True)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="the evaluation data folder")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("FAIR_RETRIEVAL_DATA", "data")),
+        help="folder with squad-v2-dev/, xquad/ and scifact/ (default: $FAIR_RETRIEVAL_DATA)",
+    )
     parser.add_argument("--limit", type=int, help="real: use (and embed) only this many sentences")
     parser.add_argument("--cached-only", action="store_true", help="real: use only the embeddings already cached")
     parser.add_argument("--embed-only", action="store_true", help="real: fill the embedding cache and stop")

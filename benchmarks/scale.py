@@ -1,4 +1,4 @@
-"""Scale-out benchmark (issue 6): Ray Data embedding throughput, and recall of the compressed index.
+"""Scale-out benchmark: Ray Data embedding throughput, and recall of the compressed index.
 
 1. Throughput: the same documents (prose from Python's own docs, ~200 tokens each, so the default 128-token
    baskets calibrate them) embedded with calibration by

@@ -7,7 +7,7 @@ How it plugs in
     threads and coroutines are unaffected) — replaces the outputs of the pooling rows in the calibrated layers.
     With no active request the model's outputs are bit-for-bit those of the base implementation.
 
-The math (DESIGN.md §2)
+The math (docs/method.md)
     `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
     attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
     rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
@@ -354,7 +354,7 @@ def basket_blend(
     cal: Calibration,
     present: torch.Tensor | None = None,  # (..., n) bool, broadcastable: baskets that get a share (default M_b > 0)
 ) -> Blend:
-    """Blended attention mass of every basket and of the isolated keys of a row (DESIGN.md §2).
+    """Blended attention mass of every basket and of the isolated keys of a row (docs/method.md).
 
     The one definition of the redistribution, used by both engine paths: isolated keys get t_k (their own p_ik, or
     1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
@@ -401,7 +401,7 @@ def calibrated_rows(
     cal: Calibration,
     original: torch.Tensor,  # (B, H, T, D) the base implementation's output for these rows
 ) -> torch.Tensor:
-    """Calibrated attention outputs of a few query rows, exactly as DESIGN.md §2 defines them.
+    """Calibrated attention outputs of a few query rows, exactly as docs/method.md defines them.
 
     Per row i: p_ij = softmax over the allowed keys; content keys C = allowed \\ I cut into consecutive baskets of
     B; the basket masses Σ_{j∈b} p_ij go through `basket_blend`, which gives each basket's and each isolated key's

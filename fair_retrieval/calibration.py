@@ -1,4 +1,4 @@
-"""The attention-calibration configuration (arXiv 2606.02737, DESIGN.md §2).
+"""The attention-calibration configuration (arXiv 2606.02737; defined in docs/method.md).
 
 `Calibration` is a frozen, validated value object: it says *how* the pooling token's attention is redistributed
 over baskets of consecutive tokens. It knows nothing about models; `resolve_layers` binds its `layers` field to a

@@ -1,4 +1,4 @@
-"""LPES: layer-specific RoPE position scaling (arXiv 2606.27705, DESIGN.md §3).
+"""LPES: layer-specific RoPE position scaling (arXiv 2606.27705; defined in docs/method.md).
 
 `PositionalScaling` is a frozen, validated value object: one factor s_ℓ > 0 per layer, so that layer ℓ sees the
 rotary angles of positions m / s_ℓ instead of m (s = 1 everywhere is the unmodified model; s > 1 compresses
