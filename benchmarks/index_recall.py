@@ -14,7 +14,7 @@ Every index is built through `FaissIndex` (trained on the sample `build_index` w
 least 10,000), saved, and measured from its saved size (`index.faiss`), so "bytes per vector" is what a user
 stores. Search runs on CPU, all 1,000 queries in one call, with the threads faiss picks (`--threads` to pin them).
 
-    python benchmarks/index_recall.py --set real --data DATA_DIR   # SQuAD v2 dev, XQuAD, SciFact (or $FAIR_RETRIEVAL_DATA)
+    python benchmarks/index_recall.py --set real --data DATA_DIR  # SQuAD, XQuAD, SciFact ($FAIR_RETRIEVAL_DATA)
     python benchmarks/index_recall.py --set synthetic --vectors 1000000
     python benchmarks/index_recall.py --set real --embed-only     # fill the embedding cache and stop
 """
