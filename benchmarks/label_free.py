@@ -32,7 +32,7 @@ from scipy.stats import spearmanr
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
-from fair_retrieval.evaluation.probes import probe_task_for
+from fair_retrieval.evaluation.probes import DEFAULT_DROP, probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.sources import load_task
 from fair_retrieval.evaluation.squad import tokenizer_counter
@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="squad-v2,xquad:en", help="comma-separated position datasets")
     parser.add_argument("--max-probes", type=int, default=600, help="probe budget per dataset")
     parser.add_argument("--seed", type=int, default=0, help="probe seed")
-    parser.add_argument("--drop", type=float, default=0.3, help="share of a sentence's words left out of its probe")
+    parser.add_argument(
+        "--drop", type=float, default=DEFAULT_DROP, help="share of a sentence's words left out of its probe"
+    )
     parser.add_argument("--cache-dir", type=Path, default=Path(".fair_cache"), help="embedding cache")
     parser.add_argument("--output", type=Path, default=Path("runs/label_free.json"), help="JSON results")
     args = parser.parse_args(argv)

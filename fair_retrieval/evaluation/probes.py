@@ -6,7 +6,7 @@ documents, and each is perturbed so that it is not a verbatim copy of the text:
 
 1. the sentence's words are lower-cased and common function words are dropped (English list; other languages keep
    all their words),
-2. a seeded share of the remaining words is dropped (at least `MIN_PROBE_WORDS` are kept),
+2. a seeded share (`DEFAULT_DROP`, 70 %) of the remaining words is dropped (at least `MIN_PROBE_WORDS` are kept),
 3. the kept words are shuffled (seeded) until no run of `LEAK_NGRAM` consecutive probe words appears consecutively
    anywhere in the document; a sentence that cannot be made leak-free is not used.
 
@@ -31,6 +31,11 @@ logger = logging.getLogger(__name__)
 
 MIN_SENTENCE_WORDS = 6  # a shorter sentence carries too little content to identify its document
 MIN_PROBE_WORDS = 4
+# Share of a sentence's content words left out of its probe. Validated on SQuAD-v2 dev and XQuAD-en with their
+# questions hidden: at 0.3 and 0.5 probes were too easy (lexical) and label-free tuning picked strength 1.0, which
+# costs real questions nDCG@10 on SQuAD; at 0.7 the probe ranking of configurations follows the questions' (Spearman
+# 0.83 / 0.82) and the choice keeps nDCG@10 (README, "On your own corpus").
+DEFAULT_DROP = 0.7
 LEAK_NGRAM = 3  # no 3 consecutive probe words may appear consecutively in the document
 MIN_DOCUMENTS = 10  # fewer documents make nDCG@10 meaningless (every document is in the top 10)
 MIN_PROBES_PER_GROUP = 10
@@ -91,7 +96,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def perturb(sentence: str, document: str, rng: random.Random, drop: float = 0.3) -> str | None:
+def perturb(sentence: str, document: str, rng: random.Random, drop: float = DEFAULT_DROP) -> str | None:
     """A probe query made from `sentence`: function words removed, words dropped and shuffled, no verbatim leak.
 
     Args:
@@ -131,7 +136,7 @@ def build_probe_task(
     seed: int = 0,
     count_tokens: TokenCounter | None = None,
     name: str = "probes",
-    drop: float = 0.3,
+    drop: float = DEFAULT_DROP,
 ) -> RetrievalTask:
     """Build a label-free position benchmark from a corpus: probe queries at known depths of its documents.
 
@@ -228,7 +233,7 @@ def probe_task_for(
     max_probes: int = 600,
     seed: int = 0,
     name: str = "probes",
-    drop: float = 0.3,
+    drop: float = DEFAULT_DROP,
 ) -> RetrievalTask:
     """The label-free probe benchmark of `documents` for `embedder` (depths measured in its tokens).
 
