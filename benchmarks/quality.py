@@ -53,7 +53,7 @@ Config = tuple[Calibration | None, int]  # (calibration, min_full_baskets); 1 = 
 
 def first_study_configurations() -> dict[str, Config]:
     """The first study: strengths 0.25/0.5/0.75 × partial_basket × special_tokens at B=128, layers 0.5."""
-    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration(), 1)}
+    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration.paper(), 1)}
     for strength, partial, special in itertools.product(
         (0.25, 0.5, 0.75), ("equal", "proportional"), ("content", "preserve")
     ):
@@ -73,7 +73,7 @@ def label_of(calibration: Calibration | None, min_full_baskets: int = 1) -> str:
     """A compact, unique label: the fields that differ from the paper's configuration."""
     if calibration is None:
         return "plain"
-    paper = Calibration().to_dict()
+    paper = Calibration.paper().to_dict()
     changed = [f"{k}={_short(v)}" for k, v in calibration.to_dict().items() if paper.get(k) != v]
     if min_full_baskets > 1:
         changed.append(f"min_full_baskets={min_full_baskets}")
@@ -93,7 +93,7 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
     study showed the fields interact weakly.
     """
     anchors = (Calibration(strength=0.75, basket_size=256, special_tokens="preserve"),)
-    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration(), 1)}
+    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration.paper(), 1)}
     for anchor in anchors:
         variants = [dataclasses.replace(anchor, basket_size=b) for b in (64, 128, 192, 256, 384)]
         variants += [dataclasses.replace(anchor, layers=list(s)) for s in layer_sets(num_layers).values()]

@@ -65,6 +65,22 @@ class Calibration(FrozenJson):
             raise ValueError(f"special_tokens must be one of {_SPECIAL_TOKENS_MODES}, got {self.special_tokens!r}.")
         object.__setattr__(self, "strength", float(self.strength))
 
+    @classmethod
+    def paper(cls) -> Calibration:
+        """The configuration published with the method, whatever this library's default is.
+
+        Basket size 128, strength 0.5, the last half of the layers, isolated keys keep their own mass, every basket
+        an equal share, special tokens treated as content. Use it to reproduce the paper or to compare with it.
+        """
+        return cls(
+            strength=0.5,
+            basket_size=128,
+            layers=0.5,
+            isolated="preserve",
+            partial_basket="equal",
+            special_tokens="content",
+        )
+
     def resolve_layers(self, num_layers: int) -> frozenset[int]:
         """Return the 0-based indices of the calibrated layers of a model with `num_layers` layers.
 

@@ -140,10 +140,10 @@ class SearchResult:
 
 
 def describe(calibration: Calibration | None) -> str:
-    """ "plain", "paper defaults", or the fields that differ from the paper defaults ("strength=0.75 …")."""
+    """ "plain", "paper defaults", or the fields that differ from the paper's configuration ("strength=0.75 …")."""
     if calibration is None:
         return "plain"
-    defaults = Calibration().to_dict()
+    defaults = Calibration.paper().to_dict()
     changed = [f"{k}={v}" for k, v in calibration.to_dict().items() if defaults.get(k) != v]
     return " ".join(changed) if changed else "paper defaults"
 

@@ -99,3 +99,17 @@ def test_load_accepts_a_report_with_a_calibration_object(tmp_path: Path) -> None
 def test_unknown_fields_are_an_error() -> None:
     with pytest.raises(ValueError, match="Unknown"):
         Calibration.from_dict({"strength": 0.5, "lambda": 0.3})
+
+
+def test_paper_preset_is_the_published_configuration_whatever_the_default():
+    paper = Calibration.paper()
+    assert paper.to_dict() == {
+        "strength": 0.5,
+        "basket_size": 128,
+        "layers": 0.5,
+        "isolated": "preserve",
+        "partial_basket": "equal",
+        "special_tokens": "content",
+    }
+    assert Calibration.from_json(paper.to_json()) == paper
+    assert Calibration.paper() is not Calibration.paper() and Calibration.paper() == paper
