@@ -14,7 +14,13 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fair_retrieval"
-ENGINE = {"fair_retrieval.attention", "fair_retrieval.calibration", "fair_retrieval.positional"}
+ENGINE = {
+    "fair_retrieval.attention",
+    "fair_retrieval.calibration",
+    "fair_retrieval.positional",
+    "fair_retrieval.layers",
+    "fair_retrieval.frozen_json",
+}
 ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.jsonio", "fair_retrieval"}
 ENTRY_POINT = "fair_retrieval.__main__"  # `python -m fair_retrieval` runs the CLI (the top of the stack)
 
