@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval.distributed.runtime import import_pyarrow
+from fair_retrieval.jsonio import TEMPORARY_SUFFIX, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ JOB_VERSION = 1
 ID_COLUMN = "id"
 EMBEDDING_COLUMN = "embedding"
 _SHARD_NAME = re.compile(r"^shard-(\d{6,})\.parquet$")
-_TEMPORARY_SUFFIX = ".tmp"
 
 
 class ShardFolder:
@@ -69,8 +69,8 @@ class ShardFolder:
             raise ValueError(f"{self.path} holds shards but no {JOB_FILE}; delete the folder or use another one.")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            _write_atomically(job_path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
-        for stale in self.path.glob(f"*{_TEMPORARY_SUFFIX}"):
+            write_atomically(job_path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+        for stale in self.path.glob(f"*{TEMPORARY_SUFFIX}"):
             logger.info("Removing %s, left by an interrupted run.", stale)
             stale.unlink()
 
@@ -113,7 +113,7 @@ class ShardFolder:
         path = self.path / f"shard-{number:06d}.parquet"
         sink = pa.BufferOutputStream()
         pa.parquet.write_table(table.select([ID_COLUMN, EMBEDDING_COLUMN]), sink)
-        _write_atomically(path, sink.getvalue().to_pybytes())
+        write_atomically(path, sink.getvalue().to_pybytes())
         return path
 
     # ------------------------------------------------------------------------------------------------ reading
@@ -204,13 +204,3 @@ def embeddings_to_arrow(vectors: np.ndarray) -> Any:
 def _shard_number(path: Path) -> int:
     match = _SHARD_NAME.match(path.name)
     return int(match.group(1)) if match else -1
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename, so readers never see a partial file."""
-    temporary = path.with_name(path.name + _TEMPORARY_SUFFIX)
-    with temporary.open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
