@@ -163,6 +163,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--only", nargs="+", help="--matrix: setups whose label contains one of these (e.g. MiniLM)")
     parser.add_argument("--option", nargs="+", help="--matrix: only these option labels (e.g. default basket_size=32)")
+    parser.add_argument(
+        "--calibration", help="single configuration: Calibration fields as JSON (default: the library default)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -182,7 +185,7 @@ def main() -> None:
         args.rounds = args.rounds or 7
         embedder = FairEmbedder(args.model or minilm_path(), max_length=args.max_length, batch_size=args.batch_size)
         texts = long_texts(args.docs, args.max_length, embedder.tokenizer)
-        calibration = Calibration()
+        calibration = Calibration.from_json(args.calibration) if args.calibration else Calibration()
         embedder.embed_documents(texts[: args.batch_size], calibration=None)  # warm-up
         embedder.embed_documents(texts[: args.batch_size], calibration=calibration)
         timing = time_pairs(embedder, texts, calibration, args.rounds)
