@@ -171,6 +171,10 @@ def with_minimum(
     keep = content_tokens(embedder, texts, calibration, embedder.max_length) >= minimum * calibration.basket_size
     if not keep.any():
         return documents
+    full = evaluator.cached_document_embeddings(calibration)
+    if full is not None:  # the whole corpus was embedded with this calibration already: take the long documents
+        documents[keep] = full[keep]
+        return documents
     chosen = [t for t, k in zip(texts, keep, strict=True) if k]
     description = {
         "kind": "documents-subset",

@@ -135,6 +135,12 @@ class Evaluator:
             self._queries = cached
         return self._queries
 
+    def cached_document_embeddings(
+        self, calibration: Calibration | None, extra: dict[str, Any] | None = None
+    ) -> np.ndarray | None:
+        """Document embeddings for `calibration` if the cache holds them, else None (nothing is computed)."""
+        return self.cache.load(self._describe("documents", calibration, extra)) if self.cache else None
+
     def document_embeddings(
         self, calibration: Calibration | None, extra: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, float]:
