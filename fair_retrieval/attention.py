@@ -227,7 +227,7 @@ def _calibrate_layer(
         if _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
             # The basket outputs also give the plain output exactly, so the base attention is not run at all.
             content = padding & ~isolated_positions[:, 0]  # (B, L)
-            if int(content.sum(dim=1).max().item()) < cal.basket_size:
+            if int(content.sum(dim=1).max().item()) < cal.min_content_tokens:
                 return base()  # no text in the batch is long enough to be calibrated
             blended = _calibrate_every_row_by_baskets(
                 query, key, value, content, isolated_positions[:, 0], scale, cal
@@ -358,14 +358,15 @@ def basket_blend(
 
     The one definition of the redistribution, used by both engine paths: isolated keys get t_k (their own p_ik, or
     1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
-    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than B content keys. Only the
-    basket masses and the isolated keys' total are needed, so the caller may get them from explicit probabilities
+    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than N·B content keys
+    (N = min_full_baskets). Only the basket masses and the isolated keys' total are needed, so the caller may get
+    them from explicit probabilities
     or from log-sum-exps. A basket gets a share only if `present` (by default: if its mass is > 0, since its keys'
     proportions p_ij / M_b are needed; the log-sum-exp path, which never divides by M_b, passes "has keys").
     """
     work = masses.dtype
     n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size  # (...)
-    lam = cal.strength * (n_content >= cal.basket_size).to(work)[..., None]  # (..., 1) λ, or 0 if too short
+    lam = cal.strength * (n_content >= cal.min_content_tokens).to(work)[..., None]  # (..., 1) λ, or 0 if too short
     if cal.isolated == "preserve":
         t_each = None  # t_k = p_ik
         t_total = iso_mass  # (..., 1)

@@ -23,7 +23,7 @@ LayerSpec = float | int | tuple[int, ...]
 _ISOLATED_MODES = ("preserve", "equal")
 _PARTIAL_BASKET_MODES = ("equal", "proportional")
 _SPECIAL_TOKENS_MODES = ("content", "preserve")
-_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens")
+_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens", "min_full_baskets")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class Calibration(FrozenJson):
         special_tokens: "content" treats the tokenizer's special tokens ([CLS], [SEP], <s>, </s>, EOS) like any
             other token (the paper's basket grid); "preserve" makes every special token an isolated key that keeps
             its own attention mass, so sink tokens such as [SEP] do not inflate the last basket.
+        min_full_baskets: N ≥ 1; a text is calibrated only if it holds at least N full baskets (N·B content tokens),
+            otherwise it is embedded plainly. 1 is the published rule (texts shorter than one basket stay plain);
+            larger values leave short texts alone, which is where calibration costs general retrieval most.
     """
 
     JSON_KEY: ClassVar[str] = "calibration"
@@ -52,10 +55,12 @@ class Calibration(FrozenJson):
     isolated: IsolatedMode = "preserve"
     partial_basket: PartialBasketMode = "equal"
     special_tokens: SpecialTokensMode = "content"
+    min_full_baskets: int = 1
 
     def __post_init__(self) -> None:
         _check_strength(self.strength)
         _check_basket_size(self.basket_size)
+        _check_min_full_baskets(self.min_full_baskets)
         object.__setattr__(self, "layers", _normalise_layers(self.layers))
         if self.isolated not in _ISOLATED_MODES:
             raise ValueError(f"isolated must be one of {_ISOLATED_MODES}, got {self.isolated!r}.")
@@ -64,6 +69,11 @@ class Calibration(FrozenJson):
         if self.special_tokens not in _SPECIAL_TOKENS_MODES:
             raise ValueError(f"special_tokens must be one of {_SPECIAL_TOKENS_MODES}, got {self.special_tokens!r}.")
         object.__setattr__(self, "strength", float(self.strength))
+
+    @property
+    def min_content_tokens(self) -> int:
+        """Content tokens a text needs to be calibrated: min_full_baskets · basket_size."""
+        return self.min_full_baskets * self.basket_size
 
     @classmethod
     def paper(cls) -> Calibration:
@@ -79,6 +89,7 @@ class Calibration(FrozenJson):
             isolated="preserve",
             partial_basket="equal",
             special_tokens="content",
+            min_full_baskets=1,
         )
 
     def resolve_layers(self, num_layers: int) -> frozenset[int]:
@@ -131,6 +142,13 @@ def _check_strength(strength: object) -> None:
         raise TypeError(f"strength must be a number in [0, 1], got {type(strength).__name__}.")
     if not 0.0 <= float(strength) <= 1.0 or math.isnan(float(strength)):
         raise ValueError(f"strength must lie in [0, 1] (0 = plain, 1 = fully calibrated), got {strength}.")
+
+
+def _check_min_full_baskets(value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"min_full_baskets must be an int ≥ 1, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"min_full_baskets must be ≥ 1 (1 = calibrate every text with one full basket), got {value}.")
 
 
 def _check_basket_size(basket_size: object) -> None:

@@ -22,7 +22,7 @@ def _reference_probs(row: np.ndarray, allowed: np.ndarray, isolated: np.ndarray,
     """Calibrate one row of probabilities (H, L) following the definition in docs/method.md literally."""
     content = [j for j in range(len(allowed)) if allowed[j] and not isolated[j]]
     iso = [j for j in range(len(allowed)) if allowed[j] and isolated[j]]
-    if len(content) < cal.basket_size:
+    if len(content) < cal.min_full_baskets * cal.basket_size:
         return row
     baskets = [content[k : k + cal.basket_size] for k in range(0, len(content), cal.basket_size)]
     n = len(baskets)

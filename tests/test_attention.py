@@ -33,6 +33,8 @@ TINY_CONFIGS = [
     Calibration(
         strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", special_tokens="preserve"
     ),
+    Calibration(strength=1.0, basket_size=16, min_full_baskets=4),  # the 47-word text stays plain, longer ones not
+    Calibration(strength=0.5, basket_size=23, special_tokens="preserve", min_full_baskets=3),
 ]
 
 TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "modernbert-cls", "modernbert-mean"]
@@ -42,7 +44,10 @@ TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "
 @pytest.mark.parametrize(
     "config",
     TINY_CONFIGS,
-    ids=lambda c: f"s{c.strength}-b{c.basket_size}-{c.isolated}-{c.partial_basket}-{c.layers}-{c.special_tokens}",
+    ids=lambda c: (
+        f"s{c.strength}-b{c.basket_size}-{c.isolated}-{c.partial_basket}-{c.layers}-{c.special_tokens}"
+        f"-n{c.min_full_baskets}"
+    ),
 )
 def test_tiny_models_match_reference(tiny_models: dict[str, str], model_key: str, config: Calibration) -> None:
     embedder = FairEmbedder(tiny_models[model_key], calibration=config, batch_size=3)
@@ -70,6 +75,7 @@ MINILM_TEXTS = [make_text(40, 11), make_text(330, 12), make_text(260, 13)]
         ("cls", Calibration()),
         ("cls", Calibration(strength=1.0, basket_size=100, isolated="equal", layers=2)),
         ("mean", Calibration(special_tokens="preserve")),
+        ("mean", Calibration(strength=0.75, basket_size=100, special_tokens="preserve", min_full_baskets=3)),
     ],
 )
 def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration) -> None:
@@ -80,3 +86,20 @@ def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration
     plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
     assert np.abs(ours[1:] - plain[1:]).max() > 1e-3, "long texts must be changed by calibration"
     np.testing.assert_allclose(ours[0], plain[0], atol=1e-6)  # 40 words < 128 tokens: not calibrated
+
+
+def test_min_full_baskets_leaves_shorter_texts_plain_and_calibrates_longer_ones(minilm: str) -> None:
+    """With B = 100 and N = 3 only texts of ≥ 300 content tokens change (MINILM_TEXTS have 40, 330, 260 words)."""
+    embedder = FairEmbedder(minilm, max_length=512)
+    lengths = embedder.token_lengths(MINILM_TEXTS)
+    config = Calibration(strength=1.0, basket_size=100, min_full_baskets=3)
+    ours = embedder.embed_documents(MINILM_TEXTS, calibration=config)
+    plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
+    every = embedder.embed_documents(MINILM_TEXTS, calibration=Calibration(strength=1.0, basket_size=100))
+    for i, length in enumerate(lengths):
+        if min(length, 512) >= 300:
+            np.testing.assert_allclose(ours[i], every[i], atol=1e-5)  # as with N = 1
+            assert np.abs(ours[i] - plain[i]).max() > 1e-3
+        else:
+            np.testing.assert_allclose(ours[i], plain[i], atol=1e-6)
+    assert any(min(n, 512) >= 300 for n in lengths) and any(min(n, 512) < 300 for n in lengths)

@@ -110,6 +110,21 @@ def test_paper_preset_is_the_published_configuration_whatever_the_default():
         "isolated": "preserve",
         "partial_basket": "equal",
         "special_tokens": "content",
+        "min_full_baskets": 1,
     }
     assert Calibration.from_json(paper.to_json()) == paper
     assert Calibration.paper() is not Calibration.paper() and Calibration.paper() == paper
+
+
+@pytest.mark.parametrize(("value", "error"), [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_min_full_baskets_is_validated(value, error):
+    with pytest.raises(error, match="min_full_baskets"):
+        Calibration(min_full_baskets=value)
+
+
+def test_min_full_baskets_round_trips_and_old_files_default_to_one():
+    config = Calibration(basket_size=64, min_full_baskets=3)
+    assert config.min_content_tokens == 192
+    assert Calibration.from_json(config.to_json()) == config
+    old = {k: v for k, v in Calibration().to_dict().items() if k != "min_full_baskets"}  # written before the option
+    assert Calibration.from_dict(old).min_full_baskets == 1

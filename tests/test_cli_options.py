@@ -25,3 +25,23 @@ def test_flags_override_the_config_file(tmp_path: Path) -> None:
 def test_defaults_and_no_calibration() -> None:
     assert calibration_from_args(_parse([])) == Calibration()
     assert calibration_from_args(_parse(["--no-calibration"])) is None
+
+
+def test_every_calibration_field_has_a_flag() -> None:
+    argv = ["--strength", "0.6", "--basket-size", "96", "--layers", "2", "--isolated", "equal"]
+    argv += ["--partial-basket", "proportional", "--special-tokens", "preserve", "--min-full-baskets", "3"]
+    cal = calibration_from_args(_parse(argv))
+    expected = Calibration(0.6, 96, 2, "equal", "proportional", "preserve", 3)
+    assert cal == expected
+    assert set(cal.to_dict()) == {
+        f.replace("-", "_")
+        for f in (
+            "strength",
+            "basket_size",
+            "layers",
+            "isolated",
+            "partial_basket",
+            "special_tokens",
+            "min_full_baskets",
+        )
+    }

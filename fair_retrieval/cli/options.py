@@ -101,6 +101,11 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["content", "preserve"],
         help="special tokens ([SEP], EOS) count as content (paper) or keep their own attention mass",
     )
+    group.add_argument(
+        "--min-full-baskets",
+        type=int,
+        help="calibrate only texts with at least this many full baskets (default 1: every text of ≥ one basket)",
+    )
 
 
 def parse_layers(text: str) -> float | int | tuple[int, ...]:
@@ -130,6 +135,7 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
         "isolated": args.isolated,
         "partial_basket": args.partial_basket,
         "special_tokens": args.special_tokens,
+        "min_full_baskets": getattr(args, "min_full_baskets", None),
     }
     fields.update({key: value for key, value in overrides.items() if value is not None})
     return Calibration.from_dict(fields)
