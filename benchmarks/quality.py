@@ -48,17 +48,17 @@ PSI_TARGET = 0.40
 SCIFACT_TOLERANCE = 0.005
 PAPER = "paper"
 MIN_FULL_BASKETS = (2, 3)
-Config = tuple[Calibration | None, int]  # (calibration, min_full_baskets); 1 = every document with one full basket
+Config = Calibration | None  # None = plain
 
 
 def first_study_configurations() -> dict[str, Config]:
     """The first study: strengths 0.25/0.5/0.75 × partial_basket × special_tokens at B=128, layers 0.5."""
-    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration.paper(), 1)}
+    configs: dict[str, Config] = {"plain": None, PAPER: Calibration.paper()}
     for strength, partial, special in itertools.product(
         (0.25, 0.5, 0.75), ("equal", "proportional"), ("content", "preserve")
     ):
         calibration = Calibration(strength=strength, partial_basket=partial, special_tokens=special)
-        configs.setdefault(label_of(calibration), (calibration, 1))
+        configs.setdefault(label_of(calibration), calibration)
     return configs
 
 
@@ -69,14 +69,12 @@ def layer_sets(num_layers: int) -> dict[str, tuple[int, ...]]:
     return sets
 
 
-def label_of(calibration: Calibration | None, min_full_baskets: int = 1) -> str:
+def label_of(calibration: Calibration | None) -> str:
     """A compact, unique label: the fields that differ from the paper's configuration."""
     if calibration is None:
         return "plain"
     paper = Calibration.paper().to_dict()
     changed = [f"{k}={_short(v)}" for k, v in calibration.to_dict().items() if paper.get(k) != v]
-    if min_full_baskets > 1:
-        changed.append(f"min_full_baskets={min_full_baskets}")
     return " ".join(changed) if changed else PAPER
 
 
@@ -93,7 +91,7 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
     study showed the fields interact weakly.
     """
     anchors = (Calibration(strength=0.75, basket_size=256, special_tokens="preserve"),)
-    configs: dict[str, Config] = {"plain": (None, 1), PAPER: (Calibration.paper(), 1)}
+    configs: dict[str, Config] = {"plain": None, PAPER: Calibration.paper()}
     for anchor in anchors:
         variants = [dataclasses.replace(anchor, basket_size=b) for b in (64, 128, 192, 256, 384)]
         variants += [dataclasses.replace(anchor, layers=list(s)) for s in layer_sets(num_layers).values()]
@@ -105,18 +103,19 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
         for calibration in variants:
             if calibration.layers == tuple(range(num_layers - 3, num_layers)):
                 calibration = dataclasses.replace(calibration, layers=0.5)  # last 3 of 6 is the paper's share
-            configs.setdefault(label_of(calibration), (calibration, 1))
+            configs.setdefault(label_of(calibration), calibration)
     return configs
 
 
 def with_min_full_baskets(configs: dict[str, Config]) -> dict[str, Config]:
     """Every calibrated configuration also with min_full_baskets = 2 and 3 (scored from cached embeddings)."""
     out = dict(configs)
-    for calibration, minimum in configs.values():
-        if calibration is None or minimum != 1:
+    for calibration in configs.values():
+        if calibration is None or calibration.min_full_baskets != 1:
             continue
         for n in MIN_FULL_BASKETS:
-            out.setdefault(label_of(calibration, n), (calibration, n))
+            variant = dataclasses.replace(calibration, min_full_baskets=n)
+            out.setdefault(label_of(variant), variant)
     return out
 
 
@@ -160,18 +159,20 @@ def content_tokens(embedder: FairEmbedder, texts: list[str], calibration: Calibr
 
 
 def with_minimum(
-    evaluator: Evaluator, embedder: FairEmbedder, cache: EmbeddingCache, calibration: Calibration, minimum: int
+    evaluator: Evaluator, embedder: FairEmbedder, cache: EmbeddingCache, calibration: Calibration
 ) -> np.ndarray:
-    """Document embeddings as min_full_baskets=`minimum` gives them: calibrated where a document holds at least
-    `minimum` full baskets of content tokens, plain elsewhere. Only those documents are embedded calibrated (their
-    embeddings are cached on their own), which is what the option itself costs."""
+    """Document embeddings as `calibration.min_full_baskets` gives them, assembled from cached pieces: calibrated
+    where a document holds at least `calibration.min_content_tokens` content tokens, plain elsewhere. Only those
+    documents are embedded calibrated (cached on their own, or taken from the whole corpus embedded with
+    min_full_baskets=1), which is what the option itself costs."""
+    base = dataclasses.replace(calibration, min_full_baskets=1)  # the same on every document it calibrates
     texts = list(evaluator.task.corpus.values())
     documents, _ = evaluator.document_embeddings(None)
     documents = documents.copy()
-    keep = content_tokens(embedder, texts, calibration, embedder.max_length) >= minimum * calibration.basket_size
+    keep = content_tokens(embedder, texts, calibration, embedder.max_length) >= calibration.min_content_tokens
     if not keep.any():
         return documents
-    full = evaluator.cached_document_embeddings(calibration)
+    full = evaluator.cached_document_embeddings(base)
     if full is not None:  # the whole corpus was embedded with this calibration already: take the long documents
         documents[keep] = full[keep]
         return documents
@@ -182,11 +183,11 @@ def with_minimum(
         "max_length": embedder.max_length,
         "texts": hashlib.sha256("\0".join(chosen).encode("utf-8")).hexdigest()[:16],
         "count": len(chosen),
-        "calibration": calibration.to_dict(),
+        "calibration": base.to_dict(),
     }
     calibrated = cache.load(description)
     if calibrated is None:
-        calibrated = embedder.embed_documents(chosen, calibration=calibration, show_progress_bar=True)
+        calibrated = embedder.embed_documents(chosen, calibration=base, show_progress_bar=True)
         cache.save(description, calibrated)
     documents[keep] = calibrated
     return documents
@@ -209,16 +210,14 @@ def main(argv: list[str] | None = None) -> int:
             configs = {k: configs[k] for k in ["plain", *wanted]}
     for text in args.extra:
         calibration = Calibration.from_json(text)
-        configs.setdefault(label_of(calibration), (calibration, 1))
+        configs.setdefault(label_of(calibration), calibration)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     cache = EmbeddingCache(args.cache_dir)
     results: dict[str, dict[str, Any]] = {}
     report: dict[str, Any] = {
         "model": model,
         "max_tokens": args.max_tokens,
-        "configurations": {
-            label: (None if c is None else {**c.to_dict(), "min_full_baskets": n}) for label, (c, n) in configs.items()
-        },
+        "configurations": {label: (None if c is None else c.to_dict()) for label, c in configs.items()},
         "results": results,
     }
     started = time.time()
@@ -236,12 +235,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 names = ["plain", *(x.strip() for x in args.scifact.split(","))]
             chosen = {label: configs[label] for label in names if label in configs}
-        for label, (calibration, minimum) in chosen.items():
+        for label, calibration in chosen.items():
             if calibration is None:
                 result = evaluator.run(label, None)
             else:
-                if minimum > 1:
-                    documents, seconds = with_minimum(evaluator, embedder, cache, calibration, minimum), 0.0
+                if calibration.min_full_baskets > 1:
+                    documents, seconds = with_minimum(evaluator, embedder, cache, calibration), 0.0
                 else:
                     documents, seconds = evaluator.document_embeddings(calibration)
                 result = evaluator.score(label, documents, calibration, seconds)
