@@ -26,6 +26,7 @@ from typing import Any
 from fair_retrieval.evaluation.groups import THIRDS, position_bin
 from fair_retrieval.evaluation.squad import TokenCounter, tokenizer_counter
 from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.inputs import ensure_text_list
 
 logger = logging.getLogger(__name__)
 
@@ -250,14 +251,10 @@ def probe_task_for(
         ValueError: if the corpus is too small or too short to probe.
     """
     if isinstance(documents, Mapping):
-        corpus = dict(documents)
-    elif isinstance(documents, Sequence) and not isinstance(documents, str):
-        corpus = {str(i): text for i, text in enumerate(documents)}
+        texts = ensure_text_list(list(documents.values()), "documents")
+        corpus = dict(zip(documents, texts, strict=True))
     else:
-        raise TypeError(f"documents must be a mapping id → text or a list of texts, got {type(documents).__name__}.")
-    bad = [key for key, text in corpus.items() if not isinstance(text, str)]
-    if bad:
-        raise TypeError(f"documents must be strings; {bad[:3]} are not.")
+        corpus = {str(i): text for i, text in enumerate(ensure_text_list(documents, "documents"))}
     tokenizer = getattr(embedder, "tokenizer", None)
     counter = tokenizer_counter(tokenizer) if tokenizer is not None else None
     return build_probe_task(corpus, max_probes=max_probes, seed=seed, count_tokens=counter, name=name, drop=drop)
