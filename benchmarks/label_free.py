@@ -33,10 +33,10 @@ from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.probes import DEFAULT_DROP, probe_task_for
-from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
+from fair_retrieval.evaluation.runner import PRIMARY, Evaluator
 from fair_retrieval.evaluation.sources import load_task
 from fair_retrieval.evaluation.squad import tokenizer_counter
-from fair_retrieval.tuning import Trial, describe, select_best
+from fair_retrieval.tuning import Trial, describe, select_best, trial_from_run
 
 PSI_SHARE_TARGET = 0.8
 NDCG_TOLERANCE = 0.002
@@ -48,16 +48,6 @@ def configurations() -> list[Calibration | None]:
     for strength, special, basket in itertools.product((0.25, 0.5, 0.75, 1.0), ("content", "preserve"), (128, 256)):
         configs.append(Calibration(strength=strength, special_tokens=special, basket_size=basket))
     return configs
-
-
-def trial(result: RunResult) -> Trial:
-    return Trial(
-        calibration=result.calibration,
-        ndcg=result.overall[PRIMARY],
-        harmonic_mean=result.harmonic_mean,
-        psi=result.psi,
-        groups={g: m[PRIMARY] for g, m in result.groups.items()},
-    )
 
 
 def bootstrap(values: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -88,7 +78,11 @@ def study(
         documents, _ = real.document_embeddings(calibration)  # one embedding serves both (same corpus)
         label = describe(calibration)
         rows.append(
-            (label, trial(probe.score(label, documents, calibration)), real.score(label, documents, calibration))
+            (
+                label,
+                trial_from_run(probe.score(label, documents, calibration)),
+                real.score(label, documents, calibration),
+            )
         )
         logging.info(
             "%s %s: probe HM %.4f, question HM %.4f",
@@ -98,7 +92,7 @@ def study(
             rows[-1][2].harmonic_mean or 0,
         )
     probe_trials = [r[1] for r in rows]
-    real_trials = [trial(r[2]) for r in rows]
+    real_trials = [trial_from_run(r[2]) for r in rows]
     chosen_index = probe_trials.index(select_best(probe_trials, probe_trials[0]))
     best_index = real_trials.index(select_best(real_trials, real_trials[0]))
     plain_real, chosen_real, best_real = real_trials[0], real_trials[chosen_index], real_trials[best_index]

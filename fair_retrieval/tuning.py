@@ -273,6 +273,19 @@ def _fmt(value: float | None) -> str:
 # ==================================================================================================================
 
 
+def trial_from_run(result: Any) -> Trial:
+    """The `Trial` of an `Evaluator` run (a `RunResult`): its configuration and scores on the primary metric."""
+    from fair_retrieval.evaluation.runner import PRIMARY
+
+    return Trial(
+        calibration=result.calibration,
+        ndcg=result.overall[PRIMARY],
+        harmonic_mean=result.harmonic_mean,
+        psi=result.psi,
+        groups={g: m[PRIMARY] for g, m in result.groups.items()},
+    )
+
+
 def tune_on_task(
     embedder: Any,
     task: Any,
@@ -299,21 +312,14 @@ def tune_on_task(
     Returns:
         The `SearchResult`; its `best` is plain when nothing beats plain within the constraint.
     """
-    from fair_retrieval.evaluation.runner import PRIMARY, Evaluator
+    from fair_retrieval.evaluation.runner import Evaluator
 
     evaluator = Evaluator(embedder, task, grouping=grouping, cache=cache, show_progress_bar=show_progress_bar)
     if not evaluator.grouping:
         logger.warning("%s has no position groups; the search maximises overall nDCG@10 only.", task.name)
 
     def evaluate(calibration: Calibration | None) -> Trial:
-        result = evaluator.run("plain" if calibration is None else "candidate", calibration)
-        return Trial(
-            calibration=calibration,
-            ndcg=result.overall[PRIMARY],
-            harmonic_mean=result.harmonic_mean,
-            psi=result.psi,
-            groups={g: m[PRIMARY] for g, m in result.groups.items()},
-        )
+        return trial_from_run(evaluator.run("plain" if calibration is None else "candidate", calibration))
 
     return calibration_search(
         evaluate,
