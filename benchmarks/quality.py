@@ -83,14 +83,18 @@ def _short(value: Any) -> str:
 
 
 def full_space_configurations(num_layers: int) -> dict[str, Config]:
-    """One-factor sweeps around the best configuration of a first pass (λ=0.75, B=256, special_tokens="preserve").
+    """One-factor sweeps around the two best configurations of the first passes (λ=0.75, special_tokens="preserve",
+    B=128 and B=256).
 
-    The anchor is varied in basket size {64, 128, 192, 256, 384}, layer set {last 1, 2, 3, 4, all} (index lists),
+    Each anchor is varied in basket size {64, 128, 192, 256, 384}, layer set {last 1, 2, 3, 4, all} (index lists),
     strength {0.25, 0.5, 0.65, 0.75, 1.0}, isolated="equal" and partial_basket="proportional"; the paper's
     configuration is measured too. The full grid (thousands of configurations) does not fit two cores, and the first
     study showed the fields interact weakly.
     """
-    anchors = (Calibration(strength=0.75, basket_size=256, special_tokens="preserve"),)
+    anchors = (
+        Calibration(strength=0.75, basket_size=256, special_tokens="preserve"),
+        Calibration(strength=0.75, basket_size=128, special_tokens="preserve"),
+    )
     configs: dict[str, Config] = {"plain": None, PAPER: Calibration.paper()}
     for anchor in anchors:
         variants = [dataclasses.replace(anchor, basket_size=b) for b in (64, 128, 192, 256, 384)]
@@ -107,15 +111,17 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
     return configs
 
 
-def with_min_full_baskets(configs: dict[str, Config]) -> dict[str, Config]:
-    """Every calibrated configuration also with min_full_baskets = 2 and 3 (scored from cached embeddings)."""
+def with_min_full_baskets(configs: dict[str, Config], max_tokens: int) -> dict[str, Config]:
+    """Every calibrated configuration also with min_full_baskets = 2 and 3 (scored from cached embeddings), except
+    where no document of `max_tokens` tokens could hold that many baskets (the variant would be plain)."""
     out = dict(configs)
     for calibration in configs.values():
         if calibration is None or calibration.min_full_baskets != 1:
             continue
         for n in MIN_FULL_BASKETS:
             variant = dataclasses.replace(calibration, min_full_baskets=n)
-            out.setdefault(label_of(variant), variant)
+            if variant.min_content_tokens < max_tokens:
+                out.setdefault(label_of(variant), variant)
     return out
 
 
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.configs == "first-study":
         configs = first_study_configurations()
     else:
-        configs = with_min_full_baskets(full_space_configurations(embedder.num_layers))
+        configs = with_min_full_baskets(full_space_configurations(embedder.num_layers), args.max_tokens)
         if args.configs != "full-space":
             wanted = [x.strip() for x in args.configs.split(",")]
             unknown = [x for x in wanted if x not in configs]
