@@ -42,6 +42,7 @@ from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.sources import load_task
+from fair_retrieval.tuning import describe
 
 RULE_DATASETS = ("squad-v2", "xquad:en")
 PSI_TARGET = 0.40
@@ -58,7 +59,7 @@ def first_study_configurations() -> dict[str, Config]:
         (0.25, 0.5, 0.75), ("equal", "proportional"), ("content", "preserve")
     ):
         calibration = Calibration(strength=strength, partial_basket=partial, special_tokens=special)
-        configs.setdefault(label_of(calibration), calibration)
+        configs.setdefault(describe(calibration), calibration)
     return configs
 
 
@@ -67,19 +68,6 @@ def layer_sets(num_layers: int) -> dict[str, tuple[int, ...]]:
     sets = {f"last{k}": tuple(range(num_layers - k, num_layers)) for k in (1, 2, 3, 4) if k <= num_layers}
     sets["all"] = tuple(range(num_layers))
     return sets
-
-
-def label_of(calibration: Calibration | None) -> str:
-    """A compact, unique label: the fields that differ from the paper's configuration."""
-    if calibration is None:
-        return "plain"
-    paper = Calibration.paper().to_dict()
-    changed = [f"{k}={_short(v)}" for k, v in calibration.to_dict().items() if paper.get(k) != v]
-    return " ".join(changed) if changed else PAPER
-
-
-def _short(value: Any) -> str:
-    return "[" + ",".join(map(str, value)) + "]" if isinstance(value, list) else str(value)
 
 
 def full_space_configurations(num_layers: int) -> dict[str, Config]:
@@ -107,7 +95,7 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
         for calibration in variants:
             if calibration.layers == tuple(range(num_layers - 3, num_layers)):
                 calibration = dataclasses.replace(calibration, layers=0.5)  # last 3 of 6 is the paper's share
-            configs.setdefault(label_of(calibration), calibration)
+            configs.setdefault(describe(calibration), calibration)
     return configs
 
 
@@ -121,7 +109,7 @@ def with_min_full_baskets(configs: dict[str, Config], max_tokens: int) -> dict[s
         for n in MIN_FULL_BASKETS:
             variant = dataclasses.replace(calibration, min_full_baskets=n)
             if variant.min_content_tokens < max_tokens:
-                out.setdefault(label_of(variant), variant)
+                out.setdefault(describe(variant), variant)
     return out
 
 
@@ -216,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             configs = {k: configs[k] for k in ["plain", *wanted]}
     for text in args.extra:
         calibration = Calibration.from_json(text)
-        configs.setdefault(label_of(calibration), calibration)
+        configs.setdefault(describe(calibration), calibration)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     cache = EmbeddingCache(args.cache_dir)
     results: dict[str, dict[str, Any]] = {}

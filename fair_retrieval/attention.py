@@ -220,9 +220,7 @@ def _calibrate_layer(
     first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
     last_valid = torch.where(padding, positions, -1).amax(dim=1)  # (B,)
 
-    isolated_positions = _isolated_keys(request.pooling, padding, first_valid, last_valid)  # (B, 1, L)
-    if cal.special_tokens == "preserve" and request.special_mask is not None:
-        isolated_positions = isolated_positions | (request.special_mask.to(padding.device) & padding)[:, None, :]
+    isolated_positions = isolated_keys(request, padding.device)[:, None, :]  # (B, 1, L)
     if request.pooling == "mean":
         if _every_row_sees_padding_only(attention_mask, padding, causal, sliding_window, request):
             # The basket outputs also give the plain output exactly, so the base attention is not run at all.
@@ -261,17 +259,29 @@ def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
     return states.repeat_interleave(heads // kv_heads, dim=1)
 
 
-def _isolated_keys(
-    pooling: Pooling, padding: torch.Tensor, first_valid: torch.Tensor, last_valid: torch.Tensor
-) -> torch.Tensor:
-    """(B, 1, L) bool: the pooling-defined isolated keys I (cls → first; last → first and last; mean → none)."""
-    positions = torch.arange(padding.shape[1], device=padding.device)[None, :]
-    if pooling == "mean":
-        return torch.zeros_like(padding)[:, None, :]
-    isolated = positions == first_valid[:, None]
-    if pooling == "last":
-        isolated = isolated | (positions == last_valid[:, None])
-    return (isolated & padding)[:, None, :]
+def isolated_keys(request: CalibrationRequest, device: torch.device | None = None) -> torch.Tensor:
+    """(B, L) bool: every text's isolated keys I — the pooling-defined ones (cls → first real token; last → first and
+    last; mean → none) and, with special_tokens="preserve", the special tokens. Every other real token is content."""
+    padding = request.padding_mask.to(device=device, dtype=torch.bool)  # (B, L)
+    seq = padding.shape[1]
+    positions = torch.arange(seq, device=padding.device)[None, :]  # (1, L)
+    isolated = torch.zeros_like(padding)
+    if request.pooling != "mean":
+        first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
+        isolated = positions == first_valid[:, None]
+        if request.pooling == "last":
+            last_valid = torch.where(padding, positions, -1).amax(dim=1)  # (B,)
+            isolated = isolated | (positions == last_valid[:, None])
+    if request.calibration.special_tokens == "preserve" and request.special_mask is not None:
+        isolated = isolated | request.special_mask.to(padding.device)
+    return isolated & padding
+
+
+def content_token_counts(request: CalibrationRequest) -> torch.Tensor:
+    """(B,) every text's content keys |C| (real tokens that are not isolated): a text is calibrated only if this
+    reaches `calibration.min_content_tokens`."""
+    padding = request.padding_mask.to(dtype=torch.bool)
+    return (padding & ~isolated_keys(request, padding.device)).sum(dim=1)
 
 
 def _allowed_keys(

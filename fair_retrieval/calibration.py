@@ -30,6 +30,11 @@ _FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "s
 class Calibration(FrozenJson):
     """How documents are calibrated at indexing time.
 
+    The defaults are the library's, chosen on dev data by the rule in the README ("Quality and the choice of
+    defaults"): λ = 0.75 on the last half of the layers, baskets of 192 tokens, special tokens kept out of the baskets,
+    and only texts of at least two full baskets (384 content tokens) calibrated; shorter texts are embedded plainly.
+    `Calibration.paper()` gives the published configuration.
+
     Args:
         strength: λ ∈ [0, 1], the blend between calibrated (1) and original (0) attention.
         basket_size: B ≥ 1, the number of consecutive content tokens that share one equal attention budget.
@@ -49,13 +54,13 @@ class Calibration(FrozenJson):
 
     JSON_KEY: ClassVar[str] = "calibration"
 
-    strength: float = 0.5
-    basket_size: int = 128
+    strength: float = 0.75
+    basket_size: int = 192
     layers: LayerSpec = 0.5
     isolated: IsolatedMode = "preserve"
     partial_basket: PartialBasketMode = "equal"
-    special_tokens: SpecialTokensMode = "content"
-    min_full_baskets: int = 1
+    special_tokens: SpecialTokensMode = "preserve"
+    min_full_baskets: int = 2
 
     def __post_init__(self) -> None:
         _check_strength(self.strength)
@@ -130,8 +135,16 @@ class Calibration(FrozenJson):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        """Build a Calibration from `to_dict` output; unknown keys are an error, not silently dropped."""
+        """Build a Calibration from `to_dict` output; unknown keys are an error, not silently dropped.
+
+        Missing fields take the current defaults, with one exception: a dict holding every field but
+        `min_full_baskets` was written before that option existed, when every text of one full basket was
+        calibrated, so it reads as min_full_baskets=1 (saved configurations and index manifests keep meaning what
+        they meant).
+        """
         fields = check_fields(data, _FIELDS, "Calibration")
+        if "min_full_baskets" not in fields and set(fields) == set(_FIELDS) - {"min_full_baskets"}:
+            fields["min_full_baskets"] = 1
         if isinstance(fields.get("layers"), list):
             fields["layers"] = tuple(fields["layers"])
         return cls(**fields)

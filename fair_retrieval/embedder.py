@@ -11,7 +11,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from fair_retrieval.attention import CalibrationRequest, Pooling, UnsupportedModelError, calibrating, install
+from fair_retrieval.attention import (
+    CalibrationRequest,
+    Pooling,
+    UnsupportedModelError,
+    calibrating,
+    content_token_counts,
+    install,
+)
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.loading import (
@@ -100,6 +107,7 @@ class FairEmbedder:
         self._transformer = hf_model(self.model)
         self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
         self._layer_of_module = install(self._transformer, self.model_name)
+        self._warned_uncalibrated = False  # the "nothing was calibrated" warning is shown once per embedder
         self._keep_padding()
         self.max_length = self._resolve_max_length(max_length)
         self.batch_size = batch_size
@@ -314,10 +322,13 @@ class FairEmbedder:
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         chunks: list[torch.Tensor] = []
         starts = range(0, len(texts), self.batch_size)
+        calibrated: list[int] = []  # texts long enough to be calibrated, per batch
         for start in tqdm(starts, desc=_PROGRESS_LABELS[task], disable=not show, unit="batch"):
             batch = [texts[i] for i in order[start : start + self.batch_size]]
             with self._positions(scaling):
-                chunks.append(self._forward(batch, prompt, calibration, task))
+                chunks.append(self._forward(batch, prompt, calibration, task, calibrated))
+        if calibration is not None and calibration.strength > 0.0:
+            self._report_calibrated(sum(calibrated), len(texts), calibration)
         embeddings = torch.cat(chunks).float()
         embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
         result = np.empty((len(texts), embeddings.shape[1]), dtype=np.float32)
@@ -338,15 +349,45 @@ class FairEmbedder:
                 getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
             )
 
+    def _report_calibrated(self, calibrated: int, total: int, calibration: Calibration) -> None:
+        """Say how many texts the calibration changed: texts under `min_content_tokens` content tokens stay plain,
+        which with the default (384) is every chunk of 256 tokens — a user must not mistake that for calibration."""
+        logger.info(
+            "Calibrated %d of %d texts; %d have fewer than %d content tokens (min_full_baskets × basket_size) and "
+            "are embedded plainly.",
+            calibrated,
+            total,
+            total - calibrated,
+            calibration.min_content_tokens,
+        )
+        if calibrated == 0 and not self._warned_uncalibrated:
+            self._warned_uncalibrated = True
+            logger.warning(
+                "None of these %d texts has the %d content tokens (min_full_baskets=%d × basket_size=%d) that the "
+                "calibration needs, so they were embedded plainly. For short chunks use a smaller basket_size or "
+                "min_full_baskets=1 (docs/method.md), or let `fair-retrieval tune` choose. Shown once per embedder.",
+                total,
+                calibration.min_content_tokens,
+                calibration.min_full_baskets,
+                calibration.basket_size,
+            )
+
     @torch.inference_mode()
     def _forward(
-        self, texts: list[str], prompt: str | None, calibration: Calibration | None, task: str
+        self,
+        texts: list[str],
+        prompt: str | None,
+        calibration: Calibration | None,
+        task: str,
+        calibrated: list[int],
     ) -> torch.Tensor:
+        """Pooled (B, d) embeddings of one batch; appends to `calibrated` how many of its texts were calibrated."""
         features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         if calibration is None or calibration.strength == 0.0:
             return self._run_modules(features, task)
         request = self._request(calibration, features)
+        calibrated.append(int((content_token_counts(request) >= calibration.min_content_tokens).sum().item()))
         with calibrating(request):
             output = self._run_modules(features, task)
         missing = request.layers - request.calls

@@ -29,7 +29,15 @@ logger = logging.getLogger(__name__)
 
 SearchStrategy = Literal["coordinate", "grid"]
 # The Calibration fields the search varies, in the order the coordinate search visits them.
-SEARCH_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens")
+SEARCH_FIELDS = (
+    "strength",
+    "basket_size",
+    "layers",
+    "isolated",
+    "partial_basket",
+    "special_tokens",
+    "min_full_baskets",
+)
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,12 @@ class SearchSpace:
     """The values tried for each Calibration field. Layer values are fractions so a space fits any model depth."""
 
     strength: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
-    basket_size: tuple[int, ...] = (32, 64, 128, 256)
+    basket_size: tuple[int, ...] = (32, 64, 128, 192, 256)
     layers: tuple[LayerSpec, ...] = (0.25, 0.5, 0.75, 1.0)
     isolated: tuple[str, ...] = ("preserve", "equal")
     partial_basket: tuple[str, ...] = ("equal", "proportional")
     special_tokens: tuple[str, ...] = ("content", "preserve")
+    min_full_baskets: tuple[int, ...] = (1, 2, 3)
 
     def __post_init__(self) -> None:
         for name in SEARCH_FIELDS:
@@ -89,7 +98,7 @@ class Trial:
 
     @property
     def label(self) -> str:
-        """A compact description: "plain" or the fields that differ from the paper defaults."""
+        """A compact description (`describe`): "plain", "paper" or the fields that differ from the paper's."""
         return describe(self.calibration)
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,12 +149,21 @@ class SearchResult:
 
 
 def describe(calibration: Calibration | None) -> str:
-    """ "plain", "paper defaults", or the fields that differ from the paper's configuration ("strength=0.75 …")."""
+    """A compact, unique label: "plain", "paper", or the fields that differ from the paper's configuration
+    ("strength=0.75 basket_size=192 …"; index lists as "[4,5]").
+
+    Why the paper and not the library default: the paper's configuration never changes, so labels written into
+    reports and tables keep their meaning when the default does.
+    """
     if calibration is None:
         return "plain"
-    defaults = Calibration.paper().to_dict()
-    changed = [f"{k}={v}" for k, v in calibration.to_dict().items() if defaults.get(k) != v]
-    return " ".join(changed) if changed else "paper defaults"
+    paper = Calibration.paper().to_dict()
+    changed = [f"{k}={_compact(v)}" for k, v in calibration.to_dict().items() if paper.get(k) != v]
+    return " ".join(changed) if changed else "paper"
+
+
+def _compact(value: Any) -> str:
+    return "[" + ",".join(map(str, value)) + "]" if isinstance(value, list | tuple) else str(value)
 
 
 def feasible(trial: Trial, plain: Trial, tolerance: float = 0.0) -> bool:
@@ -199,7 +217,7 @@ def calibration_search(
         strategy: "grid" tries every combination (`space.size` evaluations); "coordinate" starts from `start` and
             changes one field at a time, keeping the best feasible value, for up to `max_rounds` passes — far
             fewer evaluations, usually the same winner because the fields interact weakly.
-        start: first configuration of the coordinate search (default: the paper's).
+        start: first configuration of the coordinate search (default: the library default, `Calibration()`).
         tolerance: nDCG@10 loss allowed relative to plain (0 = "not below plain").
         max_rounds: passes of the coordinate search.
         show_progress_bar: a tqdm bar over evaluations.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -64,15 +66,17 @@ def test_reference_is_sensitive_to_calibration(tiny_models: dict[str, str]) -> N
     assert np.abs(calibrated - plain).max() > 1e-2
 
 
-MINILM_TEXTS = [make_text(40, 11), make_text(330, 12), make_text(260, 13)]
+MINILM_TEXTS = [make_text(40, 11), make_text(330, 12), make_text(260, 13), make_text(450, 14)]  # 42–452 tokens
 
 
 @pytest.mark.parametrize(
     ("pooling", "config"),
     [
         ("mean", Calibration()),
+        ("mean", Calibration.paper()),
         ("mean", Calibration(strength=1.0, basket_size=100, partial_basket="proportional")),
         ("cls", Calibration()),
+        ("cls", Calibration.paper()),
         ("cls", Calibration(strength=1.0, basket_size=100, isolated="equal", layers=2)),
         ("mean", Calibration(special_tokens="preserve")),
         ("mean", Calibration(strength=0.75, basket_size=100, special_tokens="preserve", min_full_baskets=3)),
@@ -85,11 +89,28 @@ def test_minilm_matches_reference(minilm: str, pooling: str, config: Calibration
     np.testing.assert_allclose(ours, expected, atol=1e-4)
     plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
     assert np.abs(ours[1:] - plain[1:]).max() > 1e-3, "long texts must be changed by calibration"
-    np.testing.assert_allclose(ours[0], plain[0], atol=1e-6)  # 40 words < 128 tokens: not calibrated
+    np.testing.assert_allclose(ours[0], plain[0], atol=1e-6)  # 40 words, shorter than any basket: not calibrated
+
+
+def test_embedder_says_how_many_texts_were_calibrated_and_warns_once_when_none(minilm: str, caplog) -> None:
+    """The default leaves texts under 384 content tokens plain; the log must say so rather than stay silent."""
+    embedder = FairEmbedder(minilm, max_length=512)
+    lengths = embedder.token_lengths(MINILM_TEXTS)
+    expected = sum(min(n, 512) - 2 >= 384 for n in lengths)  # [CLS] and [SEP] are isolated keys under "preserve"
+    assert 0 < expected < len(MINILM_TEXTS)
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedder"):
+        embedder.embed_documents(MINILM_TEXTS)
+        embedder.embed_documents(MINILM_TEXTS[:1])
+        embedder.embed_documents(MINILM_TEXTS[:1])
+        embedder.embed_documents(MINILM_TEXTS[:1], calibration=None)
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Calibrated" in r.getMessage()]
+    assert infos[0].startswith(f"Calibrated {expected} of 4 texts") and len(infos) == 3  # not for plain calls
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "None of these 1 texts has the 384 content tokens" in warnings[0]
 
 
 def test_min_full_baskets_leaves_shorter_texts_plain_and_calibrates_longer_ones(minilm: str) -> None:
-    """With B = 100 and N = 3 only texts of ≥ 300 content tokens change (MINILM_TEXTS have 40, 330, 260 words)."""
+    """With B = 100 and N = 3 only texts of ≥ 300 content tokens change (MINILM_TEXTS have 40, 330, 260, 450 words)."""
     embedder = FairEmbedder(minilm, max_length=512)
     lengths = embedder.token_lengths(MINILM_TEXTS)
     config = Calibration(strength=1.0, basket_size=100, min_full_baskets=3)

@@ -10,15 +10,25 @@ import pytest
 from fair_retrieval import Calibration
 
 
-def test_defaults_are_the_papers() -> None:
-    cal = Calibration()
-    assert (cal.strength, cal.basket_size, cal.layers, cal.isolated, cal.partial_basket) == (
-        0.5,
-        128,
+def test_defaults_are_the_studys_choice_and_paper_gives_the_published_configuration() -> None:
+    default, paper = Calibration(), Calibration.paper()
+    assert (default.strength, default.basket_size, default.layers, default.special_tokens) == (
+        0.75,
+        192,
         0.5,
         "preserve",
-        "equal",
     )
+    assert (default.isolated, default.partial_basket, default.min_full_baskets) == ("preserve", "equal", 2)
+    assert default.min_content_tokens == 384
+    assert paper.to_dict() == {
+        "strength": 0.5,
+        "basket_size": 128,
+        "layers": 0.5,
+        "isolated": "preserve",
+        "partial_basket": "equal",
+        "special_tokens": "content",
+        "min_full_baskets": 1,
+    }
 
 
 @pytest.mark.parametrize(
@@ -128,3 +138,4 @@ def test_min_full_baskets_round_trips_and_old_files_default_to_one():
     assert Calibration.from_json(config.to_json()) == config
     old = {k: v for k, v in Calibration().to_dict().items() if k != "min_full_baskets"}  # written before the option
     assert Calibration.from_dict(old).min_full_baskets == 1
+    assert Calibration.from_dict({"strength": 0.6}).min_full_baskets == Calibration().min_full_baskets  # hand-written

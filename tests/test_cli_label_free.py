@@ -17,6 +17,7 @@ from fair_retrieval.evaluation.sources import is_document_corpus
 TINY_SPACE = [
     "--strategy", "grid", "--strengths", "0.5,1.0", "--basket-sizes", "32", "--layer-shares", "0.5",
     "--isolated-modes", "preserve", "--partial-basket-modes", "equal", "--special-tokens-modes", "content",
+    "--min-full-baskets-values", "1",
 ]  # fmt: skip
 SMALL = ["--max-probes", "30", "--max-tokens", "256"]
 

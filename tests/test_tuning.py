@@ -36,6 +36,7 @@ def test_search_space_grid_and_validation() -> None:
         isolated=("preserve",),
         partial_basket=("equal", "proportional"),
         special_tokens=("content",),
+        min_full_baskets=(1,),
     )
     grid = list(space.grid())
     assert space.size == len(grid) == 4
@@ -95,6 +96,7 @@ def test_grid_search_agrees_and_reports_everything() -> None:
         isolated=("preserve",),
         partial_basket=("equal", "proportional"),
         special_tokens=("content", "preserve"),
+        min_full_baskets=(1,),
     )
     result = calibration_search(synthetic, space, strategy="grid", show_progress_bar=False)
     assert len(result.trials) == space.size + 1
@@ -117,6 +119,7 @@ def test_search_returns_plain_when_nothing_is_feasible() -> None:
         isolated=("preserve",),
         partial_basket=("equal",),
         special_tokens=("content",),
+        min_full_baskets=(1,),
     )
     result = calibration_search(hurts, space, show_progress_bar=False)
     assert result.best is result.plain and not result.improved
@@ -128,5 +131,13 @@ def test_errors_and_labels() -> None:
     with pytest.raises(ValueError, match="tolerance"):
         calibration_search(synthetic, tolerance=-0.1, show_progress_bar=False)
     assert describe(None) == "plain"
-    assert describe(Calibration()) == "paper defaults"
-    assert describe(Calibration(strength=0.75, basket_size=64)) == "strength=0.75 basket_size=64"
+    assert describe(Calibration.paper()) == "paper"
+    assert describe(Calibration()) == "strength=0.75 basket_size=192 special_tokens=preserve min_full_baskets=2"
+    assert (
+        describe(Calibration(layers=(4, 5)))
+        == "strength=0.75 basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
+    )
+    assert (
+        describe(dataclasses.replace(Calibration.paper(), strength=0.75, basket_size=64))
+        == "strength=0.75 basket_size=64"
+    )

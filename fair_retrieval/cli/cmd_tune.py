@@ -61,11 +61,12 @@ def register(subparsers: Any) -> None:
     )
     group.add_argument("--rounds", type=int, default=2, help="passes of the coordinate search (default 2)")
     group.add_argument("--strengths", help="comma-separated λ values (default 0.25,0.5,0.75,1.0)")
-    group.add_argument("--basket-sizes", help="comma-separated basket sizes (default 32,64,128,256)")
+    group.add_argument("--basket-sizes", help="comma-separated basket sizes (default 32,64,128,192,256)")
     group.add_argument("--layer-shares", help="comma-separated layer fractions or counts (default 0.25,0.5,0.75,1.0)")
     group.add_argument("--isolated-modes", help="comma-separated: preserve,equal")
     group.add_argument("--partial-basket-modes", help="comma-separated: equal,proportional")
     group.add_argument("--special-tokens-modes", help="comma-separated: content,preserve")
+    group.add_argument("--min-full-baskets-values", help="comma-separated minimum full baskets (default 1,2,3)")
     add_lpes_arguments(parser)
     add_calibration_arguments(parser)
     parser.set_defaults(func=run)
@@ -88,6 +89,7 @@ def search_space(args: argparse.Namespace) -> Any:
         "isolated": (args.isolated_modes, str),
         "partial_basket": (args.partial_basket_modes, str),
         "special_tokens": (args.special_tokens_modes, str),
+        "min_full_baskets": (args.min_full_baskets_values, int),
     }
     for name, (text, convert) in lists.items():
         if text:

@@ -86,7 +86,7 @@ def add_probe_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
     """Add --config (a Calibration JSON file), per-field overrides and --no-calibration."""
-    group = parser.add_argument_group("calibration (defaults: the paper's, or those of --config)")
+    group = parser.add_argument_group("calibration (defaults: the library's, see `Calibration`, or those of --config)")
     group.add_argument("--config", type=Path, help="JSON file with a saved Calibration (e.g. from `tune`)")
     group.add_argument("--no-calibration", action="store_true", help="embed documents plainly")
     group.add_argument("--strength", type=float, help="λ in [0, 1]")
@@ -99,12 +99,12 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--special-tokens",
         choices=["content", "preserve"],
-        help="special tokens ([SEP], EOS) count as content (paper) or keep their own attention mass",
+        help="special tokens ([SEP], EOS) count as content (the paper) or keep their own attention mass (default)",
     )
     group.add_argument(
         "--min-full-baskets",
         type=int,
-        help="calibrate only texts with at least this many full baskets (default 1: every text of ≥ one basket)",
+        help="calibrate only texts with at least this many full baskets (default 2; 1: every text of ≥ one basket)",
     )
 
 

@@ -128,6 +128,7 @@ def test_tune_unlabelled_runs_the_search_on_probes(fake_embedder):
         isolated=("preserve",),
         partial_basket=("equal",),
         special_tokens=("content",),
+        min_full_baskets=(1,),
     )
     result = tune_unlabelled(docs, fake_embedder, max_probes=60, space=space, strategy="grid", show_progress_bar=False)
     labels = {t.label for t in result.trials}
