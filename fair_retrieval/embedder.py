@@ -188,6 +188,26 @@ class FairEmbedder:
         encoded = self.tokenizer([prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
+    def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
+        """Which documents `calibration` changes: those holding at least `calibration.min_content_tokens` content
+        tokens after truncation to `max_length` (special tokens and pooling keys are not content; see
+        docs/method.md). The others are embedded exactly as without calibration. Only tokenizes; nothing is run.
+
+        Why: with the default (384 content tokens), short chunks stay plain, and a user should be able to see that.
+        """
+        texts = ensure_text_list(texts)
+        if calibration is None or calibration.strength == 0.0 or not texts:
+            return [False] * len(texts)
+        flags: list[bool] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            features = self.model.preprocess(
+                batch, prompt=self._document_prompt, task="document", max_length=self.max_length
+            )
+            counts = content_token_counts(self._request(calibration, features))
+            flags += [bool(n >= calibration.min_content_tokens) for n in counts.tolist()]
+        return flags
+
     @property
     def tokenizer(self) -> Any:
         """The model's tokenizer."""

@@ -124,3 +124,15 @@ def test_min_full_baskets_leaves_shorter_texts_plain_and_calibrates_longer_ones(
         else:
             np.testing.assert_allclose(ours[i], plain[i], atol=1e-6)
     assert any(min(n, 512) >= 300 for n in lengths) and any(min(n, 512) < 300 for n in lengths)
+
+
+def test_calibrated_texts_tells_which_documents_calibration_changes(minilm: str) -> None:
+    """The prediction (tokenizer only) must agree with what embedding actually changes, for several thresholds."""
+    embedder = FairEmbedder(minilm, max_length=512, batch_size=3)
+    plain = embedder.embed_documents(MINILM_TEXTS, calibration=None)
+    for config in (Calibration(), Calibration(basket_size=100, min_full_baskets=3), Calibration.paper()):
+        predicted = embedder.calibrated_texts(MINILM_TEXTS, config)
+        changed = np.abs(embedder.embed_documents(MINILM_TEXTS, calibration=config) - plain).max(axis=1) > 1e-4
+        assert predicted == changed.tolist(), config
+    assert embedder.calibrated_texts(MINILM_TEXTS, None) == [False] * len(MINILM_TEXTS)
+    assert embedder.calibrated_texts([], Calibration()) == []

@@ -20,7 +20,8 @@ JSON report (schema_version 1)::
          "bins": {bin: {metric: float, "count": float}},
          "psi": float|null,                 # 1 − min/max of the groups' nDCG@10 (null with < 2 groups)
          "harmonic_mean": float|null,       # harmonic mean of the groups' nDCG@10 (null without groups)
-         "seconds": float}                  # document embedding time (0 when loaded from the cache)
+         "seconds": float,                  # document embedding time (0 when loaded from the cache)
+         "calibrated_documents": int|null}  # documents the calibration changed (the rest were too short)
       ],
       "comparison": null | {"baseline": str, "candidate": str, "ndcg@10_delta": float,
                             "psi_relative_change": float|null, "harmonic_mean_delta": float|null}
@@ -35,6 +36,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
+from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.runner import PRIMARY, RunResult
 from fair_retrieval.evaluation.task import RetrievalTask
 
@@ -57,6 +59,7 @@ _RUN = {
         "psi": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "harmonic_mean": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "seconds": {"type": "number", "minimum": 0},
+        "calibrated_documents": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 REPORT_SCHEMA: dict[str, Any] = {
@@ -191,7 +194,20 @@ def format_table(report: dict[str, Any]) -> str:
         f"{display_name(report['model']['name'])}, max_length={report['model']['max_length']}"
     )
     summary = _summary(report)
-    return "\n".join([title, *lines, *([summary] if summary else [])])
+    coverage = [_coverage(run, task["num_documents"]) for run in runs if run.get("calibrated_documents") is not None]
+    return "\n".join([title, *lines, *([summary] if summary else []), *coverage])
+
+
+def _coverage(run: dict[str, Any], documents: int) -> str:
+    """How many documents a calibrated run changed, and why the rest kept their plain vectors."""
+    count = run["calibrated_documents"]
+    needed = Calibration.from_dict(run["calibration"]).min_content_tokens
+    line = f"{run['label']}: {count} of {documents} documents calibrated"
+    if count < documents:
+        line += f"; the other {documents - count} have fewer than {needed} content tokens and stay plain"
+    if count == 0:
+        line += " (for short documents use a smaller --basket-size or --min-full-baskets 1)"
+    return line
 
 
 def display_name(model: str) -> str:

@@ -44,6 +44,8 @@ class RunResult:
         harmonic_mean: harmonic mean of the groups' nDCG@10; None without groups.
         seconds: time spent embedding the documents (0 when loaded from the cache).
         per_query: query → metric → value.
+        calibrated_documents: how many documents the calibration changed (the others were too short for it);
+            None for plain runs or embedders that cannot tell.
     """
 
     label: str
@@ -55,6 +57,7 @@ class RunResult:
     harmonic_mean: float | None
     seconds: float
     per_query: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
+    calibrated_documents: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-compatible form (without per-query scores), as stored in the report's `runs`."""
@@ -67,6 +70,7 @@ class RunResult:
             "psi": self.psi,
             "harmonic_mean": self.harmonic_mean,
             "seconds": round(self.seconds, 3),
+            "calibrated_documents": self.calibrated_documents,
         }
 
 
@@ -183,7 +187,14 @@ class Evaluator:
             harmonic_mean=harmonic_mean(scores) if scores else None,
             seconds=seconds,
             per_query=per_query,
+            calibrated_documents=self._calibrated_documents(calibration),
         )
+
+    def _calibrated_documents(self, calibration: Calibration | None) -> int | None:
+        """How many of the task's documents `calibration` changes (None if plain or the embedder cannot say)."""
+        if calibration is None or not hasattr(self.embedder, "calibrated_texts"):
+            return None
+        return sum(self.embedder.calibrated_texts(list(self.task.corpus.values()), calibration))
 
     def run(self, label: str, calibration: Calibration | None) -> RunResult:
         """Embed the corpus with `calibration` (None = plain) and score it."""

@@ -74,6 +74,15 @@ def test_report_matches_its_schema_and_renders(task, fake_embedder, tmp_path: Pa
     table = format_table(report)
     assert "PSI (lower = fairer)" in table and "ndcg@10 begin" in table and "Δ" in table
     assert f"{runs[1].overall['ndcg@10']:.4f}" in table
+    assert "documents calibrated" not in table  # the fake embedder cannot tell: no line rather than a wrong one
+    total = report["task"]["num_documents"]
+    report["runs"][1]["calibrated_documents"] = total - 2
+    jsonschema.validate(report, REPORT_SCHEMA)
+    assert f"calibrated: {total - 2} of {total} documents calibrated; the other 2 have fewer than 384" in format_table(
+        report
+    )
+    report["runs"][1]["calibrated_documents"] = 0
+    assert "use a smaller --basket-size" in format_table(report)
 
     path = plot_by_position(report, tmp_path / "plot.png")
     data = path.read_bytes()
