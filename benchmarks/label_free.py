@@ -20,6 +20,7 @@ Results go to --output (JSON) and a table on stdout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import logging
@@ -46,7 +47,9 @@ def configurations() -> list[Calibration | None]:
     """Plain and 16 calibrations: strength × special_tokens × basket size (layers 0.5)."""
     configs: list[Calibration | None] = [None]
     for strength, special, basket in itertools.product((0.25, 0.5, 0.75, 1.0), ("content", "preserve"), (128, 256)):
-        configs.append(Calibration(strength=strength, special_tokens=special, basket_size=basket))
+        configs.append(
+            dataclasses.replace(Calibration.paper(), strength=strength, special_tokens=special, basket_size=basket)
+        )
     return configs
 
 

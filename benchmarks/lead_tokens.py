@@ -33,7 +33,7 @@ from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.sources import load_task
 
-BASE = Calibration(strength=0.75, special_tokens="preserve", min_full_baskets=3)
+BASE = dataclasses.replace(Calibration.paper(), strength=0.75, special_tokens="preserve", min_full_baskets=3)
 
 
 @contextmanager

@@ -48,6 +48,7 @@ RULE_DATASETS = ("squad-v2", "xquad:en")
 PSI_TARGET = 0.40
 SCIFACT_TOLERANCE = 0.005
 PAPER = "paper"
+PAPER_CONFIG = Calibration.paper()  # the study varies fields of the published configuration
 MIN_FULL_BASKETS = (2, 3)
 Config = Calibration | None  # None = plain
 
@@ -58,7 +59,9 @@ def first_study_configurations() -> dict[str, Config]:
     for strength, partial, special in itertools.product(
         (0.25, 0.5, 0.75), ("equal", "proportional"), ("content", "preserve")
     ):
-        calibration = Calibration(strength=strength, partial_basket=partial, special_tokens=special)
+        calibration = dataclasses.replace(
+            PAPER_CONFIG, strength=strength, partial_basket=partial, special_tokens=special
+        )
         configs.setdefault(describe(calibration), calibration)
     return configs
 
@@ -80,8 +83,8 @@ def full_space_configurations(num_layers: int) -> dict[str, Config]:
     study showed the fields interact weakly.
     """
     anchors = (
-        Calibration(strength=0.75, basket_size=256, special_tokens="preserve"),
-        Calibration(strength=0.75, basket_size=128, special_tokens="preserve"),
+        dataclasses.replace(PAPER_CONFIG, strength=0.75, basket_size=256, special_tokens="preserve"),
+        dataclasses.replace(PAPER_CONFIG, strength=0.75, basket_size=128, special_tokens="preserve"),
     )
     configs: dict[str, Config] = {"plain": None, PAPER: Calibration.paper()}
     for anchor in anchors:
