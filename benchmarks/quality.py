@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -116,6 +117,11 @@ def with_min_full_baskets(configs: dict[str, Config], max_tokens: int) -> dict[s
     return out
 
 
+def split_labels(text: str) -> list[str]:
+    """Comma-separated configuration labels; commas inside an index list ("layers=[4,5]") do not separate."""
+    return [label.strip() for label in re.split(r",(?![^\[]*\])", text) if label.strip()]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="model (default: the bundled all-MiniLM-L6-v2)")
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         configs = with_min_full_baskets(full_space_configurations(embedder.num_layers), args.max_tokens)
         if args.configs != "full-space":
-            wanted = [x.strip() for x in args.configs.split(",")]
+            wanted = split_labels(args.configs)
             unknown = [x for x in wanted if x not in configs]
             if unknown:
                 raise ValueError(f"--configs names unknown configurations {unknown}.")
@@ -230,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.scifact == "candidates":
                 names = candidates(results, configs, args.candidates)
             else:
-                names = ["plain", *(x.strip() for x in args.scifact.split(","))]
-            chosen = {label: configs[label] for label in names if label in configs}
+                names = ["plain", *split_labels(args.scifact)]
+                unknown = [label for label in names if label not in configs]
+                if unknown:
+                    raise ValueError(f"--scifact names unknown configurations {unknown}; use the labels of --configs.")
+            chosen = {label: configs[label] for label in names}
         for label, calibration in chosen.items():
             if calibration is None:
                 result = evaluator.run(label, None)
