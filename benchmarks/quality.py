@@ -377,42 +377,60 @@ def _write(report: dict[str, Any], folder: Path, started: float) -> None:
     (folder / "quality.md").write_text(markdown_table(report), encoding="utf-8")
 
 
-def pareto_plot(report: dict[str, Any], path: Path) -> Path:
-    """Every configuration as a point: mean PSI cut (x) vs mean ΔnDCG@10 (y) over the rule datasets."""
+def pareto_plot(report: dict[str, Any], path: Path, floor: float = -0.015) -> Path:
+    """Every configuration as a point: mean PSI cut (x) vs mean ΔnDCG@10 (y) over the rule datasets.
+
+    Marker shape says whether short texts are left plain (min_full_baskets > 1); colour says what SciFact said (within
+    the tolerance, below it, or not run). Points below `floor` (the destructive ones) are drawn at the floor and
+    counted in the title, so they do not squash the interesting part of the plot.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5.6), dpi=120)
+    from fair_retrieval.evaluation.report import display_name
+
+    fig, ax = plt.subplots(figsize=(9, 5.6), dpi=120)
     chosen = report.get("choice", {}).get("chosen")
     points = [(label, v) for label, v in report["verdicts"].items() if v and label != "plain"]
+    colours = {"ok": "#2ca02c", "fails": "#ff7f0e", None: "#9e9e9e"}
+    off_scale = 0
     for label, verdict in points:
         x, y = 100 * verdict["mean_psi_cut"], verdict["mean_ndcg_delta"]
-        style = {"color": "#1f77b4", "marker": "o", "s": 18, "alpha": 0.6}
-        if "min_full_baskets" in label:
-            style = {"color": "#2ca02c", "marker": "^", "s": 18, "alpha": 0.6}
+        if y < floor:
+            off_scale, y = off_scale + 1, floor
+        scifact = None
+        if "scifact_delta" in verdict:
+            scifact = "ok" if verdict["scifact_delta"] >= -SCIFACT_TOLERANCE else "fails"
+        minimum = (report["configurations"][label] or {}).get("min_full_baskets", 1)
+        style = {"color": colours[scifact], "marker": "^" if minimum > 1 else "o", "s": 28, "alpha": 0.8}
         if label == PAPER:
-            style = {"color": "#7f7f7f", "marker": "s", "s": 60, "alpha": 1.0}
+            style.update(marker="s", s=70, edgecolors="black")
         if label == chosen:
-            style = {"color": "#d62728", "marker": "*", "s": 160, "alpha": 1.0}
+            style.update(marker="*", s=260, edgecolors="black")
         ax.scatter([x], [y], zorder=3, **style)
         if label in (PAPER, chosen):
-            ax.annotate(
-                "paper" if label == PAPER else f"default: {label}",
-                (x, y),
-                textcoords="offset points",
-                xytext=(6, 6),
-                fontsize=8,
-            )
+            name = "paper" if label == PAPER else "default (chosen by the rule)"
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(8, -14), fontsize=9)
     ax.axhline(0, color="#555555", linewidth=0.8)
     ax.axvline(100 * PSI_TARGET, color="#555555", linewidth=0.8, linestyle="--")
-    ax.scatter([], [], color="#1f77b4", marker="o", label="calibration (full-space sweeps)")
-    ax.scatter([], [], color="#2ca02c", marker="^", label="… with min_full_baskets = 2 or 3")
+    ax.set_ylim(floor - 0.002, None)
+    for name, colour in (
+        ("SciFact within 0.005 of plain", "ok"),
+        ("SciFact lower", "fails"),
+        ("SciFact not run", None),
+    ):
+        ax.scatter([], [], color=colours[colour], marker="o", label=name)
+    ax.scatter([], [], color="white", edgecolors="black", marker="o", label="every text calibrated")
+    ax.scatter([], [], color="white", edgecolors="black", marker="^", label="min_full_baskets = 2–4")
     ax.set_xlabel("PSI cut vs plain, mean of SQuAD-v2 dev and XQuAD-en (%) — right is fairer")
     ax.set_ylabel("Δ overall nDCG@10 vs plain (mean of the two)")
-    ax.set_title(f"{len(points)} configurations, {Path(report['model']).name}; dashed: the 40 % target")
-    ax.legend(loc="lower left", fontsize=8)
+    title = f"{len(points)} configurations, {display_name(str(report['model']))}; dashed: the 40 % target"
+    if off_scale:
+        title += f"\n{off_scale} with ΔnDCG@10 below {floor} are drawn at the bottom edge"
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
