@@ -33,7 +33,7 @@ class FairEmbedding(BaseEmbedding):
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
         embedder: an already loaded `FairEmbedder`.
         calibration: how documents are calibrated; None embeds them plainly. Defaults to `Calibration()` (the
-            paper's settings) when loading a model, and to the embedder's own calibration when given one.
+            library default) when loading a model, and to the embedder's own calibration when given one.
         pooling: "cls", "mean" or "last"; None takes it from the model (loading only).
         max_length: token limit per text; None uses the model's limit (loading only). Longer texts are truncated
             with a logged warning, so keep chunks below it.
