@@ -38,6 +38,16 @@ LAYERS = 4
 MODELS = {"cls": ("bert", "cls"), "last": ("qwen3", "lasttoken"), "mean": ("bert", "mean")}
 
 
+def measured_calibration() -> Any:
+    """The configuration measured: the published one (B = 128) with every layer calibrated, for which the README's
+    figures were taken (memory grows with the number of baskets, so the basket size is fixed here)."""
+    import dataclasses
+
+    from fair_retrieval import Calibration
+
+    return dataclasses.replace(Calibration.paper(), layers=1.0)
+
+
 def build_model(folder: Path, tokens: int, arch: str = "bert", pooling: str = "cls") -> str:
     """Save a tiny random `arch` (bert or qwen3) model with `tokens` positions and sentence-transformers
     Pooling(`pooling`) as a sentence-transformers folder; returns the folder."""
@@ -96,10 +106,10 @@ def measure_one_layer(model: str, tokens: int, docs: int, repeats: int = 3) -> d
     import torch
 
     import fair_retrieval.attention as engine
-    from fair_retrieval import Calibration, FairEmbedder
+    from fair_retrieval import FairEmbedder
 
     torch.set_num_threads(1)
-    embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=Calibration(layers=1.0))
+    embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=measured_calibration())
     texts = documents(docs, tokens)
     original = engine._calibrate_layer
     captured: list[tuple[Any, ...]] = []
@@ -128,13 +138,13 @@ def whole_process_peak(model: str, tokens: int, docs: int, calibrated: bool) -> 
     """Child-process mode: embed once (plain or calibrated, after a plain warm-up) and print peak RSS in KiB."""
     import torch
 
-    from fair_retrieval import Calibration, FairEmbedder
+    from fair_retrieval import FairEmbedder
 
     torch.set_num_threads(1)
-    embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=Calibration(layers=1.0))
+    embedder = FairEmbedder(model, max_length=tokens, batch_size=docs, calibration=measured_calibration())
     texts = documents(docs, tokens)
     embedder.embed_documents(texts[:1], calibration=None)  # warm-up at full length in both modes
-    embedder.embed_documents(texts, calibration=Calibration(layers=1.0) if calibrated else None)
+    embedder.embed_documents(texts, calibration=measured_calibration() if calibrated else None)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
