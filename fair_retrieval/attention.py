@@ -541,15 +541,14 @@ def _calibrate_every_row_by_baskets(
         plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
         running_max = new_max
 
-    # Isolated keys: their scores directly (|I| is a handful per text). On CPU one pass over Q per key is cheaper
-    # than a batched matmul with |I| columns or a fused call; elsewhere the matmul accumulates half inputs in float32.
+    # Isolated keys: their scores directly, one matmul with |I| columns (|I| is a handful per text).
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
     order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
     valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
     k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
     v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = _isolated_scores(query, k_iso, per_key=query.device.type == "cpu").to(work)  # (B, H, L, |I|)
+    iso_scores = torch.matmul(query, k_iso.transpose(-1, -2)).to(work)  # (B, H, L, |I|) unscaled q·k_k
     iso_scores = iso_scores.mul_(scale).masked_fill_(~valid[:, None, None, :], float("-inf"))
 
     # Exact masses from the log-sum-exps, then the one blend.
@@ -562,25 +561,18 @@ def _calibrate_every_row_by_baskets(
     blend = basket_blend(
         masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
     )
-    out = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
+    # Isolated keys first, as one matmul: Σ_k p''_k·v_k with p''_k = own·p_k + flat (0 for a text's unused slots).
+    iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|)
+    out = torch.empty(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
     view = out.transpose(1, 2)  # (B, H, L, D), written in place
+    view.copy_(torch.matmul(iso_weights, v_iso))
     for b, local in enumerate(outputs):
         view.addcmul_(blend.baskets[..., b : b + 1], local)
     if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
         view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
             blend.mass_scale * torch.exp(running_max - lse), plain_sum
         )
-    for k in range(max_isolated):  # p''_k·v_k with p''_k = own·p_k + flat
-        view.addcmul_(blend.own * iso_probs[..., k : k + 1] + blend.flat, v_iso[:, :, k : k + 1])
     return out
-
-
-def _isolated_scores(query: torch.Tensor, k_iso: torch.Tensor, per_key: bool) -> torch.Tensor:
-    """(B, H, L, |I|) unscaled q·k_k for query (B, H, L, D) and a handful of keys k_iso (B, H, |I|, D): one pass over
-    Q per key (`per_key`, faster on CPU), else one matmul."""
-    if per_key and k_iso.shape[2]:
-        return torch.stack([(query * k_iso[:, :, k : k + 1]).sum(dim=-1) for k in range(k_iso.shape[2])], dim=-1)
-    return torch.matmul(query, k_iso.transpose(-1, -2))
 
 
 def _content_run(

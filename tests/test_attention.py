@@ -136,3 +136,13 @@ def test_calibrated_texts_tells_which_documents_calibration_changes(minilm: str)
         assert predicted == changed.tolist(), config
     assert embedder.calibrated_texts(MINILM_TEXTS, None) == [False] * len(MINILM_TEXTS)
     assert embedder.calibrated_texts([], Calibration()) == []
+
+
+def test_texts_with_different_numbers_of_isolated_keys_in_one_batch(minilm: str) -> None:
+    """[UNK] is a special token, so under special_tokens="preserve" texts of one batch can have 2 or 4 isolated keys;
+    with isolated="equal" every real isolated key gets a flat share and a text's unused slots must get none."""
+    texts = [MINILM_TEXTS[1], MINILM_TEXTS[2] + " 🜲 ☃"]  # the second has two [UNK]s
+    config = Calibration(strength=1.0, basket_size=100, isolated="equal", special_tokens="preserve", min_full_baskets=1)
+    embedder = FairEmbedder(minilm, calibration=config, max_length=512)
+    ours = embedder.embed_documents(texts)
+    np.testing.assert_allclose(ours, reference_embeddings(embedder.model, texts, config, "mean", 512), atol=1e-4)

@@ -188,11 +188,3 @@ def test_kernel_choice() -> None:
     query = torch.zeros(1, 1, 4, 8)
     assert attention._kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
     assert attention._kernels_for(query.half(), masked=False) == ["explicit"]
-
-
-def test_isolated_scores_per_key_equal_the_matmul() -> None:
-    query, key, _, _ = kernel_inputs(torch.float64)
-    per_key = attention._isolated_scores(query, key[:, :, :3], per_key=True)
-    torch.testing.assert_close(per_key, attention._isolated_scores(query, key[:, :, :3], per_key=False))
-    assert per_key.shape == (2, 3, 40, 3)
-    assert attention._isolated_scores(query, key[:, :, :0], per_key=True).shape == (2, 3, 40, 0)

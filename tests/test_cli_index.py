@@ -45,13 +45,18 @@ def one_faiss_thread() -> Any:
     faiss.omp_set_num_threads(threads)
 
 
+# These documents are a few dozen tokens long; the default calibration (≥ 384 content tokens) would leave them plain.
+SHORT_TEXTS = Calibration(basket_size=16, min_full_baskets=1)
+
+
 @pytest.fixture(scope="module")
 def jsonl_index(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
     folder = tmp_path_factory.mktemp("jsonl")
     source = folder / "docs.jsonl"
     source.write_text("\n".join(json.dumps(d) for d in DOCS[:2]) + "\n\n" + "\n".join(json.dumps(d) for d in DOCS[2:]))
     output = folder / "index"
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output)]) == 0
+    flags = ["--basket-size", str(SHORT_TEXTS.basket_size), "--min-full-baskets", str(SHORT_TEXTS.min_full_baskets)]
+    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
     return output
 
 
@@ -71,14 +76,14 @@ def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Pat
     manifest = json.loads((jsonl_index / "manifest.json").read_text())
     assert manifest["model"] == str(Path(minilm).resolve())
     assert (manifest["pooling"], manifest["max_length"], manifest["dim"], manifest["count"]) == ("mean", 256, 384, 5)
-    assert manifest["calibration"] == Calibration().to_dict() and manifest["kind"] == "flat"
+    assert manifest["calibration"] == SHORT_TEXTS.to_dict() and manifest["kind"] == "flat"
     rows = [json.loads(line) for line in (jsonl_index / "documents.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["volcano", 7, "line-4", "penguin", "lighthouse"]  # line 3 is blank
     assert rows[1]["metadata"] == {"lang": "en"} and rows[2]["metadata"] == {"t": "fin"}
     # the stored vectors are the calibrated document embeddings, in documents.jsonl order
     index = FaissIndex.load(jsonl_index, gpu=False)
     np.testing.assert_array_equal(index.ids, np.arange(5))
-    expected = FairEmbedder(minilm).embed_documents([d["text"] for d in DOCS])
+    expected = FairEmbedder(minilm, calibration=SHORT_TEXTS).embed_documents([d["text"] for d in DOCS])
     np.testing.assert_allclose(index.get_vectors(np.arange(5)), expected, atol=1e-5)
     plain = FairEmbedder(minilm).embed_documents([d["text"] for d in DOCS], calibration=None)
     assert np.abs(index.get_vectors([4])[0] - plain[4]).max() > 1e-3  # calibration was applied
