@@ -41,6 +41,7 @@ import numpy as np
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.sources import load_task
 from fair_retrieval.tuning import describe
@@ -389,8 +390,6 @@ def pareto_plot(report: dict[str, Any], path: Path, floor: float = -0.015) -> Pa
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fair_retrieval.evaluation.report import display_name
-
     fig, ax = plt.subplots(figsize=(9, 5.6), dpi=120)
     chosen = report.get("choice", {}).get("chosen")
     points = [(label, v) for label, v in report["verdicts"].items() if v and label != "plain"]
@@ -472,8 +471,9 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines.append("")
     lines += _interval_table(report)
     lines.append(
-        f"Model: {report['model']}, documents of ≤ {report['max_tokens']} tokens; elapsed "
-        f"{report.get('elapsed_seconds', 0):.0f} s. PSI = 1 − min/max nDCG@10 over begin/middle/end thirds."
+        f"Model: {display_name(str(report['model']))}, documents of ≤ {report['max_tokens']} tokens; elapsed "
+        f"{report.get('elapsed_seconds', 0):.0f} s (embeddings found in the cache are not recomputed). "
+        "PSI = 1 − min/max nDCG@10 over begin/middle/end thirds."
     )
     return "\n".join(lines) + "\n"
 

@@ -561,18 +561,24 @@ def _calibrate_every_row_by_baskets(
     blend = basket_blend(
         masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
     )
-    # Isolated keys first, as one matmul: Σ_k p''_k·v_k with p''_k = own·p_k + flat (0 for a text's unused slots).
-    iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|)
-    out = torch.empty(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
-    view = out.transpose(1, 2)  # (B, H, L, D), written in place
-    view.copy_(torch.matmul(iso_weights, v_iso))
-    for b, local in enumerate(outputs):
+    # Σ_b p''_b·ô_b, then the isolated keys, accumulated in place: into the first basket's output when it is already
+    # in the working precision (the fused kernels return it in the (B, L, H, D) memory layout the caller wants).
+    if outputs and outputs[0].dtype == work:
+        view = outputs[0].mul_(blend.baskets[..., 0:1])  # (B, H, L, D)
+    else:
+        view = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device).transpose(1, 2)
+        if outputs:
+            view.addcmul_(blend.baskets[..., 0:1], outputs[0])
+    for b, local in enumerate(outputs[1:], start=1):
         view.addcmul_(blend.baskets[..., b : b + 1], local)
     if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
         view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
             blend.mass_scale * torch.exp(running_max - lse), plain_sum
         )
-    return out
+    iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|) p''_k
+    for k in range(max_isolated):  # p''_k·v_k; a text's unused slots (fewer isolated keys) have weight 0
+        view.addcmul_(iso_weights[..., k : k + 1], v_iso[:, :, k : k + 1])
+    return view.transpose(1, 2)  # (B, L, H, D)
 
 
 def _content_run(
