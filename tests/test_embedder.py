@@ -156,7 +156,7 @@ def test_prompts_from_the_config_are_used(minilm: str) -> None:
 
 def test_plain_queries_in_another_thread_are_unaffected(minilm_embedder: FairEmbedder) -> None:
     """A query embedded while a calibrated document pass is in flight (in another thread) stays plain."""
-    long_texts = [make_text(300, 31)]
+    long_texts = [make_text(450, 31)]  # ≥ 384 content tokens: the default calibrates it
     expected = minilm_embedder.embed_queries(long_texts)
     seen: list[np.ndarray] = []
 
