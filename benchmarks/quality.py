@@ -155,13 +155,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def content_tokens(embedder: FairEmbedder, texts: list[str], calibration: Calibration, max_length: int) -> np.ndarray:
-    """Content tokens per document as the engine counts them (truncated; special tokens excluded if isolated)."""
-    lengths = np.minimum(np.array(embedder.token_lengths(texts)), max_length)
-    specials = embedder.token_lengths([""])[0]
-    return lengths - specials if calibration.special_tokens == "preserve" else lengths
-
-
 def with_minimum(
     evaluator: Evaluator, embedder: FairEmbedder, cache: EmbeddingCache, calibration: Calibration
 ) -> np.ndarray:
@@ -173,7 +166,7 @@ def with_minimum(
     texts = list(evaluator.task.corpus.values())
     documents, _ = evaluator.document_embeddings(None)
     documents = documents.copy()
-    keep = content_tokens(embedder, texts, calibration, embedder.max_length) >= calibration.min_content_tokens
+    keep = np.array(embedder.calibrated_texts(texts, calibration))  # the engine's own count of content tokens
     if not keep.any():
         return documents
     full = evaluator.cached_document_embeddings(base)
