@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -34,6 +35,7 @@ from fair_retrieval.loading import (
     validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
+from fair_retrieval.windows import LongDocuments, pool_windows, window_spans
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +54,72 @@ class _Default:
 INSTANCE_DEFAULT: Any = _Default()
 
 
+@dataclass(frozen=True)
+class DocumentPlan:
+    """What the model will read for a list of documents: the pieces (whole texts or their windows) and their owners.
+
+    Attributes:
+        pieces: the texts run through the model, one per window (a text that fits is its own single window).
+        owners: for each piece, the index of the document it belongs to.
+        weights: for each piece, its content tokens (the weight of its vector in the document's mean).
+        tokens: for each document, its tokens as the model sees them (prompt and special tokens included).
+        cut_tokens: for each document, the content tokens that are never embedded (past the window, when truncated).
+    """
+
+    pieces: list[str]
+    owners: list[int]
+    weights: list[int]
+    tokens: list[int]
+    cut_tokens: list[int]
+
+    @property
+    def windowed(self) -> int:
+        """Documents split into two or more windows."""
+        counts = np.bincount(np.asarray(self.owners, dtype=np.int64), minlength=len(self.tokens))
+        return int((counts > 1).sum())
+
+    @property
+    def truncated(self) -> int:
+        """Documents whose end is cut off (never embedded)."""
+        return sum(n > 0 for n in self.cut_tokens)
+
+
+@dataclass(frozen=True)
+class EmbeddingReport:
+    """What one `embed_documents` call did to its documents (also `FairEmbedder.last_report`).
+
+    Attributes:
+        documents: documents embedded.
+        windowed: documents longer than the window, split into windows and pooled (`long_documents="windows"`).
+        windows: pieces run through the model (windows, and the documents that fit in one).
+        truncated: documents longer than the window whose end was cut off and never embedded.
+        calibrated: documents with at least one calibrated window (0 for plain calls).
+        calibrated_windows: pieces the calibration changed.
+        tokens: tokens of all documents (prompt and special tokens included).
+        cut_tokens: content tokens never embedded (past the window of a truncated document).
+    """
+
+    documents: int
+    windowed: int
+    windows: int
+    truncated: int
+    calibrated: int
+    calibrated_windows: int
+    tokens: int
+    cut_tokens: int
+
+    def summary(self) -> str:
+        """One line for a user: how many documents were windowed, truncated and calibrated."""
+        parts = [f"{self.documents} documents"]
+        if self.windowed:
+            parts.append(f"{self.windowed} windowed into {self.windows} windows in all")
+        if self.truncated:
+            share = self.cut_tokens / max(1, self.tokens)
+            parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
+        parts.append(f"{self.calibrated} calibrated")
+        return ", ".join(parts)
+
+
 class FairEmbedder:
     """Embed documents with attention calibration and queries plainly, from a single loaded model.
 
@@ -65,8 +133,13 @@ class FairEmbedder:
         calibration: the default `Calibration` for `embed_documents`; None embeds documents plainly.
         pooling: "cls", "mean" or "last"; None takes it from the sentence-transformers config (required when the
             model has none, or when its pooling is not one of these three).
-        max_length: token limit per text; None uses the model's configured limit. Longer texts are truncated
-            with one logged warning per call.
+        max_length: the model's window: tokens per text or per window; None uses the model's configured limit.
+        long_documents: what happens to a document longer than the window. "windows" (the default) cuts it into
+            windows of `max_length` tokens, embeds (and calibrates) each, and returns their token-weighted mean,
+            L2-normalised, so every token counts; "truncate" cuts it off at the window (what sentence-transformers,
+            llama-index's HuggingFaceEmbedding and langchain's HuggingFaceEmbeddings do). Queries are never
+            windowed: they are truncated, with a logged warning.
+        window_overlap: tokens consecutive windows share (0 ≤ overlap < window content tokens).
         batch_size: texts per forward pass (texts are sorted by length, so batches pad little).
         device: "cpu", "cuda", "mps", …; None picks cuda, then mps, then cpu.
         precision: "auto" (float32 on CPU/MPS; bfloat16, else float16, on CUDA for models loaded here),
@@ -90,7 +163,13 @@ class FairEmbedder:
         show_progress_bar: bool = False,
         model_kwargs: dict[str, Any] | None = None,
         positional_scaling: PositionalScaling | None = None,
+        long_documents: LongDocuments = "windows",
+        window_overlap: int = 0,
     ) -> None:
+        if long_documents not in get_args(LongDocuments):
+            raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {long_documents!r}.")
+        if isinstance(window_overlap, bool) or not isinstance(window_overlap, int) or window_overlap < 0:
+            raise ValueError(f"window_overlap must be an int ≥ 0 (tokens shared by windows), got {window_overlap!r}.")
         if calibration is not None and not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -120,6 +199,11 @@ class FairEmbedder:
         self._check_scaling(positional_scaling)  # a non-RoPE model or a wrong factor count fails now
         self._document_prompt = document_prompt(self.model)
         self._query_prompt = query_prompt(self.model)
+        self.long_documents: LongDocuments = long_documents
+        self.window_overlap = window_overlap
+        self._check_windows()
+        self.last_report: EmbeddingReport | None = None
+        self._warn_if_never_calibrated(calibration)
 
     # ------------------------------------------------------------------------------------------------ public API
 
@@ -188,24 +272,51 @@ class FairEmbedder:
         encoded = self.tokenizer([prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False)
         return [len(ids) for ids in encoded["input_ids"]]
 
-    def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
-        """Which documents `calibration` changes: those holding at least `calibration.min_content_tokens` content
-        tokens after truncation to `max_length` (special tokens and pooling keys are not content; see
-        docs/method.md). The others are embedded exactly as without calibration. Only tokenizes; nothing is run.
+    @property
+    def window_content_tokens(self) -> int:
+        """The most content tokens one window holds: `max_length` minus the document prompt and special tokens."""
+        return self.max_length - self.token_lengths([""])[0]
 
-        Why: with the default (384 content tokens), short chunks stay plain, and a user should be able to see that.
+    def plan_documents(self, texts: Sequence[str]) -> DocumentPlan:
+        """The pieces the model reads for `texts` under this embedder's `long_documents` policy (tokenizes only).
+
+        With "windows", a document longer than `max_length` tokens becomes the fewest equal windows of at most
+        `window_content_tokens` content tokens (sharing `window_overlap` tokens), cut at token boundaries of the
+        document's own tokenization; a document that fits is its own single piece, embedded exactly as before.
+        """
+        texts = ensure_text_list(texts)
+        lengths = self.token_lengths(texts, "document")
+        overhead = self.max_length - self.window_content_tokens
+        if self.long_documents == "truncate":
+            cut = [max(0, n - self.max_length) for n in lengths]
+            weights = [min(n, self.max_length) - overhead for n in lengths]
+            return DocumentPlan(list(texts), list(range(len(texts))), weights, lengths, cut)
+        pieces: list[str] = []
+        owners: list[int] = []
+        weights: list[int] = []
+        long_ones = [i for i, n in enumerate(lengths) if n > self.max_length]
+        windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones]), strict=True))
+        for i, text in enumerate(texts):
+            for piece, weight in windows.get(i, [(text, lengths[i] - overhead)]):
+                pieces.append(piece)
+                owners.append(i)
+                weights.append(max(1, weight))
+        return DocumentPlan(pieces, owners, weights, lengths, [0] * len(texts))
+
+    def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
+        """Which documents `calibration` changes: those with at least one window (or, truncated, the text itself)
+        holding `calibration.min_content_tokens` content tokens (special tokens and pooling keys are not content;
+        see docs/method.md). The others are embedded exactly as without calibration. Only tokenizes.
+
+        Why: texts (or windows) under `min_content_tokens` stay plain, and a user should be able to see that.
         """
         texts = ensure_text_list(texts)
         if calibration is None or calibration.strength == 0.0 or not texts:
             return [False] * len(texts)
-        flags: list[bool] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = texts[start : start + self.batch_size]
-            features = self.model.preprocess(
-                batch, prompt=self._document_prompt, task="document", max_length=self.max_length
-            )
-            counts = content_token_counts(self._request(calibration, features))
-            flags += [bool(n >= calibration.min_content_tokens) for n in counts.tolist()]
+        plan = self.plan_documents(texts)
+        flags = [False] * len(texts)
+        for owner, calibrated in zip(plan.owners, self._calibrated_pieces(plan.pieces, calibration), strict=True):
+            flags[owner] = flags[owner] or calibrated
         return flags
 
     @property
@@ -216,6 +327,7 @@ class FairEmbedder:
     def __repr__(self) -> str:
         return (
             f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
+            f"long_documents={self.long_documents!r}, window_overlap={self.window_overlap}, "
             f"calibration={self.calibration!r}, positional_scaling={self.positional_scaling!r}, "
             f"device={str(self.device)!r})"
         )
@@ -322,6 +434,82 @@ class FairEmbedder:
             layer_of_module=self._layer_of_module,
         )
 
+    def _check_windows(self) -> None:
+        """Fail now, not at the first long document, when windows cannot be cut for this model and window."""
+        if self.long_documents != "windows":
+            return
+        capacity = self.window_content_tokens
+        if capacity < 1:
+            raise ValueError(
+                f"max_length={self.max_length} leaves no room for content after the prompt and special tokens; "
+                "raise max_length."
+            )
+        if self.window_overlap >= capacity:
+            raise ValueError(
+                f"window_overlap={self.window_overlap} must be below the {capacity} content tokens of a window "
+                f"(max_length={self.max_length}); use a smaller overlap."
+            )
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise ValueError(
+                f"long_documents='windows' cuts documents at token offsets, which {self.model_name}'s slow "
+                "tokenizer does not give; use a model with a fast tokenizer or long_documents='truncate'."
+            )
+
+    def _warn_if_never_calibrated(self, calibration: Calibration | None) -> None:
+        """Say at construction when no text can ever be calibrated: the window is smaller than the calibration."""
+        if calibration is not None and 0.0 < calibration.strength and (
+            self.window_content_tokens < calibration.min_content_tokens
+        ):
+            self._warned_uncalibrated = True  # the per-call "nothing was calibrated" warning would only repeat this
+            logger.warning(
+                "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "
+                "(min_full_baskets=%d × basket_size=%d) this calibration needs, so no document will be calibrated%s. "
+                "To calibrate, raise max_length (the model allows %s) or use a smaller basket_size or "
+                "min_full_baskets (docs/method.md).",
+                self.model_name,
+                self.max_length,
+                self.window_content_tokens,
+                calibration.min_content_tokens,
+                calibration.min_full_baskets,
+                calibration.basket_size,
+                "; long documents are still split into windows and pooled" if self.long_documents == "windows" else "",
+                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
+            )
+
+    def _windows(self, texts: list[str]) -> list[list[tuple[str, int]]]:
+        """Each text cut into (window text, content tokens) pairs that fit `max_length` once re-tokenized."""
+        if not texts:
+            return []
+        encoded = self.tokenizer(
+            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+        )
+        result: list[list[tuple[str, int]]] = []
+        for text, offsets in zip(texts, encoded["offset_mapping"], strict=True):
+            capacity = self.window_content_tokens
+            while True:
+                spans = window_spans(len(offsets), capacity, min(self.window_overlap, capacity - 1))
+                pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
+                longest = max(self.token_lengths([piece for piece, _ in pieces]))
+                if longest <= self.max_length or capacity <= 1:
+                    break
+                capacity -= longest - self.max_length  # a cut inside a word re-tokenized to more tokens
+            result.append(pieces)
+        return result
+
+    def _calibrated_pieces(self, pieces: list[str], calibration: Calibration) -> list[bool]:
+        """For each piece, whether `calibration` changes it (≥ min_content_tokens content tokens in the window)."""
+        flags: list[bool] = []
+        for start in range(0, len(pieces), self.batch_size):
+            features = self.model.preprocess(
+                pieces[start : start + self.batch_size],
+                prompt=self._document_prompt,
+                task="document",
+                max_length=self.max_length,
+            )
+            counts = content_token_counts(self._request(calibration, features))
+            flags += [bool(n >= calibration.min_content_tokens) for n in counts.tolist()]
+        return flags
+
     def _embed(
         self,
         texts: list[str],
@@ -335,62 +523,107 @@ class FairEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
+        if task == "query":
+            lengths = self.token_lengths(texts, task)
+            self._warn_truncated_queries(lengths)
+            vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
+            return vectors
+        plan = self.plan_documents(texts)
+        piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
+        vectors, calibrated = self._embed_pieces(
+            plan.pieces, piece_lengths, calibration, task, show_progress_bar, scaling
+        )
+        if len(plan.pieces) != len(texts):
+            vectors = pool_windows(vectors, plan.owners, plan.weights, len(texts))
+        calibrating_now = calibration is not None and calibration.strength > 0.0
+        documents = np.zeros(len(texts), dtype=bool)
+        np.logical_or.at(documents, np.asarray(plan.owners, dtype=np.int64), calibrated)
+        self.last_report = EmbeddingReport(
+            documents=len(texts),
+            windowed=plan.windowed,
+            windows=len(plan.pieces),
+            truncated=plan.truncated,
+            calibrated=int(documents.sum()),
+            calibrated_windows=int(calibrated.sum()),
+            tokens=sum(plan.tokens),
+            cut_tokens=sum(plan.cut_tokens),
+        )
+        self._report(self.last_report, calibration if calibrating_now else None, max(plan.tokens))
+        return vectors
+
+    def _embed_pieces(
+        self,
+        pieces: list[str],
+        lengths: list[int],
+        calibration: Calibration | None,
+        task: Literal["query", "document"],
+        show_progress_bar: bool | None,
+        scaling: PositionalScaling | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(n, d) L2-normalised vectors of `pieces` in input order, and which of them were calibrated.
+
+        Pieces are sorted by token length so batches pad little; results do not depend on batch composition."""
         prompt = self._document_prompt if task == "document" else self._query_prompt
-        lengths = self.token_lengths(texts, task)
-        self._warn_truncation(lengths, task)
         order = np.argsort([-n for n in lengths], kind="stable")
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         chunks: list[torch.Tensor] = []
-        starts = range(0, len(texts), self.batch_size)
-        calibrated: list[int] = []  # texts long enough to be calibrated, per batch
+        flags: list[torch.Tensor] = []
+        starts = range(0, len(pieces), self.batch_size)
         for start in tqdm(starts, desc=_PROGRESS_LABELS[task], disable=not show, unit="batch"):
-            batch = [texts[i] for i in order[start : start + self.batch_size]]
+            batch = [pieces[i] for i in order[start : start + self.batch_size]]
             with self._positions(scaling):
-                chunks.append(self._forward(batch, prompt, calibration, task, calibrated))
-        if calibration is not None and calibration.strength > 0.0:
-            self._report_calibrated(sum(calibrated), len(texts), calibration)
-        embeddings = torch.cat(chunks).float()
-        embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
-        result = np.empty((len(texts), embeddings.shape[1]), dtype=np.float32)
+                vectors, calibrated = self._forward(batch, prompt, calibration, task)
+            chunks.append(vectors)
+            flags.append(calibrated)
+        embeddings = torch.nn.functional.normalize(torch.cat(chunks).float(), p=2, dim=1)
+        result = np.empty((len(pieces), embeddings.shape[1]), dtype=np.float32)
         result[order] = embeddings.cpu().numpy()
-        return result
+        calibrated_flags = np.empty(len(pieces), dtype=bool)
+        calibrated_flags[order] = torch.cat(flags).cpu().numpy()
+        return result, calibrated_flags
 
-    def _warn_truncation(self, lengths: list[int], task: str) -> None:
+    def _warn_truncated_queries(self, lengths: list[int]) -> None:
         too_long = [n for n in lengths if n > self.max_length]
         if too_long:
             logger.warning(
-                "%d of %d %ss exceed max_length=%d tokens (longest: %d tokens) and were truncated; their ends are "
-                "not embedded. Split long documents into chunks, or raise max_length (the model allows %s).",
+                "%d of %d queries exceed max_length=%d tokens (longest: %d tokens) and were truncated; their ends "
+                "are not embedded.",
                 len(too_long),
                 len(lengths),
-                task,
                 self.max_length,
                 max(too_long),
-                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
             )
 
-    def _report_calibrated(self, calibrated: int, total: int, calibration: Calibration) -> None:
-        """Say how many texts the calibration changed: texts under `min_content_tokens` content tokens stay plain,
-        which with the default (384) is every chunk of 256 tokens — a user must not mistake that for calibration."""
-        logger.info(
-            "Calibrated %d of %d texts; %d have fewer than %d content tokens (min_full_baskets × basket_size) and "
-            "are embedded plainly.",
-            calibrated,
-            total,
-            total - calibrated,
-            calibration.min_content_tokens,
-        )
-        if calibrated == 0 and not self._warned_uncalibrated:
-            self._warned_uncalibrated = True
+    def _report(self, report: EmbeddingReport, calibration: Calibration | None, longest: int) -> None:
+        """One log line per call: INFO normally; WARNING when documents were truncated, or when a calibration was
+        asked for and nothing was calibrated (once per embedder, and not again when construction said so)."""
+        logger.info("Embedded %s.", report.summary())
+        if report.truncated:
             logger.warning(
-                "None of these %d texts has the %d content tokens (min_full_baskets=%d × basket_size=%d) that the "
-                "calibration needs, so they were embedded plainly. For short chunks use a smaller basket_size or "
-                "min_full_baskets=1 (docs/method.md), or let `fair-retrieval tune` choose. Shown once per embedder.",
-                total,
-                calibration.min_content_tokens,
-                calibration.min_full_baskets,
-                calibration.basket_size,
+                "%d of %d documents exceed max_length=%d tokens (longest: %d tokens) and were truncated; "
+                "%d tokens (%.0f%%) are not embedded. Use long_documents='windows' (the default) so every token "
+                "counts, split documents into chunks, or raise max_length (the model allows %s).",
+                report.truncated,
+                report.documents,
+                self.max_length,
+                longest,
+                report.cut_tokens,
+                100.0 * report.cut_tokens / max(1, report.tokens),
+                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
             )
+        if calibration is None or report.calibrated or self._warned_uncalibrated:
+            return
+        self._warned_uncalibrated = True
+        logger.warning(
+            "None of these %d documents has a %s with the %d content tokens (min_full_baskets=%d × basket_size=%d) "
+            "that the calibration needs, so they were embedded plainly. For short chunks use a smaller basket_size "
+            "or min_full_baskets=1 (docs/method.md), or let `fair-retrieval tune` choose. Shown once per embedder.",
+            report.documents,
+            "window" if self.long_documents == "windows" else "text",
+            calibration.min_content_tokens,
+            calibration.min_full_baskets,
+            calibration.basket_size,
+        )
 
     @torch.inference_mode()
     def _forward(
@@ -399,15 +632,14 @@ class FairEmbedder:
         prompt: str | None,
         calibration: Calibration | None,
         task: str,
-        calibrated: list[int],
-    ) -> torch.Tensor:
-        """Pooled (B, d) embeddings of one batch; appends to `calibrated` how many of its texts were calibrated."""
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pooled (B, d) embeddings of one batch and (B,) bool: which of its texts were calibrated."""
         features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         if calibration is None or calibration.strength == 0.0:
-            return self._run_modules(features, task)
+            return self._run_modules(features, task), torch.zeros(len(texts), dtype=torch.bool)
         request = self._request(calibration, features)
-        calibrated.append(int((content_token_counts(request) >= calibration.min_content_tokens).sum().item()))
+        calibrated = content_token_counts(request) >= calibration.min_content_tokens
         with calibrating(request):
             output = self._run_modules(features, task)
         missing = request.layers - request.calls
@@ -417,7 +649,7 @@ class FairEmbedder:
                 "so they cannot be calibrated. fair-retrieval supports models whose attention goes through that "
                 "interface (BERT, XLM-R, MiniLM, ModernBERT, Qwen3, Llama, …), not custom remote code."
             )
-        return output
+        return output, calibrated.cpu()
 
     def _run_modules(self, features: dict[str, Any], task: str) -> torch.Tensor:
         from sentence_transformers.sentence_transformer.modules.pooling import Pooling as STPooling

@@ -21,6 +21,7 @@ from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import INSTANCE_DEFAULT, FairEmbedder, Precision
 from fair_retrieval.loading import validate_pooling
 from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.windows import LongDocuments
 
 __all__ = [
     "INSTANCE_DEFAULT",
@@ -30,7 +31,16 @@ __all__ = [
     "resolve_embedder",
 ]
 
-LOADING_OPTIONS: tuple[str, ...] = ("pooling", "max_length", "batch_size", "device", "precision", "model_kwargs")
+LOADING_OPTIONS: tuple[str, ...] = (
+    "pooling",
+    "max_length",
+    "batch_size",
+    "device",
+    "precision",
+    "model_kwargs",
+    "long_documents",
+    "window_overlap",
+)
 """Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
 
 
@@ -52,6 +62,8 @@ class EmbedderOptions:
         show_progress_bar: default for the per-call flag of the same name.
         model_kwargs: extra keyword arguments for the transformers model when loading by name (kept read-only).
         positional_scaling: the default LPES `PositionalScaling` for documents; None leaves positions unchanged.
+        long_documents: "windows" (split documents longer than the window, embed each window, pool) or "truncate".
+        window_overlap: tokens consecutive windows share.
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
@@ -68,6 +80,8 @@ class EmbedderOptions:
     show_progress_bar: bool = False
     model_kwargs: Mapping[str, Any] | None = None
     positional_scaling: PositionalScaling | None = None
+    long_documents: LongDocuments = "windows"
+    window_overlap: int = 0
 
     def __post_init__(self) -> None:
         if self.calibration is not None and not isinstance(self.calibration, Calibration):
@@ -92,6 +106,10 @@ class EmbedderOptions:
             raise TypeError(
                 f"positional_scaling must be a PositionalScaling or None, got {type(self.positional_scaling).__name__}."
             )
+        if self.long_documents not in get_args(LongDocuments):
+            raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {self.long_documents!r}.")
+        if isinstance(self.window_overlap, bool) or not isinstance(self.window_overlap, int) or self.window_overlap < 0:
+            raise ValueError(f"window_overlap must be an int ≥ 0, got {self.window_overlap!r}.")
 
     def build(self, model: Any) -> FairEmbedder:
         """Load `model` (a Hub id, a local folder or a `SentenceTransformer`) as a `FairEmbedder` with these options.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -17,6 +17,10 @@ from typing_extensions import Self
 
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.embedder_options import EmbedderOptions, as_calibration, resolve_embedder
+from fair_retrieval.windows import chunk_plan
+
+if TYPE_CHECKING:
+    from langchain_fair.splitters import ModelTokenSplitter
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +29,8 @@ _OPTION_FIELDS = (
     "calibration",
     "pooling",
     "max_length",
+    "long_documents",
+    "window_overlap",
     "batch_size",
     "device",
     "precision",
@@ -69,9 +75,14 @@ class FairEmbeddings(BaseModel, Embeddings):
     )
     max_length: int | None = Field(
         default=None,
-        description="Token limit per text; None uses the model's (loading only). Longer texts are "
-        "truncated with a logged warning.",
+        description="The model's window in tokens; None uses the model's (loading only).",
     )
+    long_documents: Literal["windows", "truncate"] = Field(
+        default="windows",
+        description="A document longer than the window: split into windows that are embedded and pooled "
+        "(windows), or cut off as HuggingFaceEmbeddings does (truncate) (loading only).",
+    )
+    window_overlap: int = Field(default=0, ge=0, description="Tokens consecutive windows share (loading only).")
     batch_size: int = Field(default=32, ge=1, description="Texts per forward pass (loading only).")
     device: str | None = Field(default=None, description="cpu, cuda, mps…; None picks the best (loading only).")
     precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(
@@ -107,6 +118,36 @@ class FairEmbeddings(BaseModel, Embeddings):
     def fair_embedder(self) -> FairEmbedder:
         """The underlying `FairEmbedder` (to share its loaded model)."""
         return self._embedder
+
+    def text_splitter(
+        self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
+    ) -> ModelTokenSplitter:
+        """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default.
+
+        LangChain's default splitter makes chunks of 4,000 characters, about four windows of a 256-token model;
+        this one is `from_huggingface_tokenizer` with the model's tokenizer and `add_start_index=True`, so chunks
+        are what the model reads and keep their character offset in the metadata (`ModelTokenSplitter`, whose
+        offsets stay right with an overlap counted in tokens).
+
+        Args:
+            chunk_size: model tokens per chunk; None = one window (`fair_embedder.window_content_tokens`).
+            chunk_overlap: model tokens consecutive chunks share; None = an eighth of the chunk.
+            **kwargs: other `RecursiveCharacterTextSplitter` arguments (e.g. `separators`).
+
+        Raises:
+            ImportError: without the langchain-text-splitters package.
+        """
+        try:
+            from langchain_fair.splitters import ModelTokenSplitter
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "FairEmbeddings.text_splitter needs langchain-text-splitters: pip install langchain-text-splitters"
+            ) from error
+        size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
+        kwargs.setdefault("add_start_index", True)
+        return ModelTokenSplitter.from_huggingface_tokenizer(
+            self._embedder.tokenizer, chunk_size=size, chunk_overlap=overlap, **kwargs
+        )
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents with calibration; L2-normalised vectors, one per text, in input order.

@@ -14,9 +14,11 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.node_parser import SentenceSplitter
 
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.embedder_options import INSTANCE_DEFAULT, EmbedderOptions, as_calibration, resolve_embedder
+from fair_retrieval.windows import chunk_plan
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +37,11 @@ class FairEmbedding(BaseEmbedding):
         calibration: how documents are calibrated; None embeds them plainly. Defaults to `Calibration()` (the
             library default) when loading a model, and to the embedder's own calibration when given one.
         pooling: "cls", "mean" or "last"; None takes it from the model (loading only).
-        max_length: token limit per text; None uses the model's limit (loading only). Longer texts are truncated
-            with a logged warning, so keep chunks below it.
+        max_length: the model's window in tokens; None uses the model's limit (loading only).
+        long_documents: "windows" (default): a node longer than the window is split into windows that are
+            embedded and pooled, so every token counts; "truncate": cut off at the window, as
+            `HuggingFaceEmbedding` does (loading only).
+        window_overlap: tokens consecutive windows share (loading only).
         device: "cpu", "cuda", …; None picks the best available (loading only).
         precision: "auto", "float32", "float16" or "bfloat16" (loading only).
         embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
@@ -55,7 +60,9 @@ class FairEmbedding(BaseEmbedding):
         default=None, description="Calibration applied to documents (nodes); None embeds them plainly."
     )
     pooling: str | None = Field(default=None, description="How token vectors are pooled: cls, mean or last.")
-    max_length: int | None = Field(default=None, description="Token limit per text; longer texts are truncated.")
+    max_length: int | None = Field(default=None, description="The model's window in tokens.")
+    long_documents: str = Field(default="windows", description="windows (split, embed, pool) or truncate.")
+    window_overlap: int = Field(default=0, description="Tokens consecutive windows share.")
     device: str | None = Field(default=None, description="Device the model runs on.")
     precision: str = Field(default="auto", description="Numeric precision of the model weights.")
     show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding.")
@@ -70,6 +77,8 @@ class FairEmbedding(BaseEmbedding):
         calibration: Calibration | dict[str, Any] | None = INSTANCE_DEFAULT,
         pooling: str | None = None,
         max_length: int | None = None,
+        long_documents: str = "windows",
+        window_overlap: int = 0,
         device: str | None = None,
         precision: str = "auto",
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
@@ -83,6 +92,8 @@ class FairEmbedding(BaseEmbedding):
         options = EmbedderOptions(
             pooling=pooling,  # type: ignore[arg-type]
             max_length=max_length,
+            long_documents=long_documents,  # type: ignore[arg-type]
+            window_overlap=window_overlap,
             batch_size=embed_batch_size,
             device=device,
             precision=precision,  # type: ignore[arg-type]
@@ -102,6 +113,8 @@ class FairEmbedding(BaseEmbedding):
             "calibration": calibration,
             "pooling": embedder.pooling,
             "max_length": embedder.max_length,
+            "long_documents": embedder.long_documents,
+            "window_overlap": embedder.window_overlap,
             "device": str(embedder.device),
             "precision": precision,
             "show_progress_bar": show_progress_bar,
@@ -120,6 +133,28 @@ class FairEmbedding(BaseEmbedding):
     def embedder(self) -> FairEmbedder:
         """The underlying `FairEmbedder` (to share its loaded model)."""
         return self._embedder
+
+    def text_splitter(
+        self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
+    ) -> SentenceSplitter:
+        """A LlamaIndex `SentenceSplitter` that counts this model's tokens, with chunks of one window by default.
+
+        LlamaIndex's default splitter counts tiktoken tokens in chunks of 1024, four windows of a 256-token model;
+        this one counts the model's own tokens (special tokens excluded), so a chunk is what the model reads.
+
+        Args:
+            chunk_size: model tokens per chunk; None = one window (`embedder.window_content_tokens`).
+            chunk_overlap: model tokens consecutive chunks share; None = an eighth of the chunk.
+            **kwargs: other `SentenceSplitter` arguments (e.g. `paragraph_separator`).
+        """
+        size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
+        tokenizer = self._embedder.tokenizer
+        return SentenceSplitter(
+            chunk_size=size,
+            chunk_overlap=overlap,
+            tokenizer=lambda text: tokenizer.encode(text, add_special_tokens=False, verbose=False),
+            **kwargs,
+        )
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:

@@ -1,0 +1,85 @@
+"""Token windows: how a document longer than the model's window is cut, and how its window vectors become one.
+
+A model reads at most `max_length` tokens; a longer document is truncated, and whatever sits past the window is
+never embedded (the position bias users meet most often). With `long_documents="windows"` the document's content
+tokens are cut into windows that each fit the model, every window is embedded as a text of its own, and the
+window vectors are combined into one L2-normalised vector: their mean weighted by the tokens each window holds.
+
+This module holds the two pure steps (where to cut, how to combine); `FairEmbedder` runs the model in between.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+LongDocuments = Literal["truncate", "windows"]
+"""What happens to a document longer than the window: cut off ("truncate") or split and pooled ("windows")."""
+
+
+def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int, int]]:
+    """Token spans [start, end) of the windows that cover `num_tokens` content tokens.
+
+    The fewest windows of at most `capacity` tokens whose consecutive windows share at least `overlap` tokens,
+    with equal sizes (within one token), so no window is a short remnant whose vector is mostly noise.
+
+    Args:
+        num_tokens: content tokens of the document (no special tokens, no prompt).
+        capacity: the most content tokens one window may hold (window minus special and prompt tokens).
+        overlap: tokens consecutive windows share, 0 ≤ overlap < capacity.
+
+    Raises:
+        ValueError: for a capacity < 1 or an overlap outside [0, capacity).
+    """
+    if capacity < 1:
+        raise ValueError(f"A window must hold at least one content token, got capacity={capacity}.")
+    if not 0 <= overlap < capacity:
+        raise ValueError(f"window_overlap must lie in [0, {capacity}) tokens for this window, got {overlap}.")
+    if num_tokens <= capacity:
+        return [(0, num_tokens)]
+    count = math.ceil((num_tokens - overlap) / (capacity - overlap))
+    size = math.ceil((num_tokens + (count - 1) * overlap) / count)  # ≤ capacity, and the windows reach the end
+    starts = [round(i * (num_tokens - size) / (count - 1)) for i in range(count)]
+    return [(start, start + size) for start in starts]
+
+
+def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[float], count: int) -> np.ndarray:
+    """Combine window vectors into one L2-normalised vector per document: the token-weighted mean.
+
+    Args:
+        vectors: (W, d) float32, one L2-normalised row per window.
+        owners: length W, the document index (0 ≤ i < count) each window belongs to.
+        weights: length W, each window's weight (its content tokens).
+        count: number of documents; every index in [0, count) must own at least one window.
+
+    Returns:
+        (count, d) float32, L2-normalised rows.
+    """
+    owner_index = np.asarray(owners, dtype=np.int64)
+    weighted = vectors.astype(np.float64) * np.asarray(weights, dtype=np.float64)[:, None]  # (W, d)
+    pooled = np.zeros((count, vectors.shape[1]), dtype=np.float64)
+    np.add.at(pooled, owner_index, weighted)  # (count, d)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def chunk_plan(window_tokens: int, chunk_tokens: int | None = None, chunk_overlap: int | None = None) -> tuple[int, int]:
+    """(chunk size, overlap) in model tokens for a splitter that feeds an embedder with `window_tokens` content tokens.
+
+    The default chunk is exactly one window, so nothing is windowed or cut; the default overlap is an eighth of
+    the chunk (LlamaIndex's and LangChain's defaults overlap 20 % and 5 %), so an answer that straddles a chunk
+    boundary is whole in one of the two chunks.
+
+    Raises:
+        ValueError: for a chunk size < 1 or an overlap outside [0, chunk size).
+    """
+    size = window_tokens if chunk_tokens is None else chunk_tokens
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"chunk size must be a positive number of tokens, got {chunk_tokens!r}.")
+    overlap = size // 8 if chunk_overlap is None else chunk_overlap
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < size:
+        raise ValueError(f"chunk overlap must be an int in [0, {size}) tokens, got {chunk_overlap!r}.")
+    return size, overlap
