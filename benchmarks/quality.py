@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
+from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator

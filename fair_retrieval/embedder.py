@@ -35,7 +35,7 @@ from fair_retrieval.loading import (
     validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
-from fair_retrieval.windows import LongDocuments, pool_windows, window_spans
+from fair_retrieval.windows import LongDocuments, pool_windows, snap_to_words, window_spans, word_starts
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class FairEmbedder:
             L2-normalised, so every token counts; "truncate" cuts it off at the window (what sentence-transformers,
             llama-index's HuggingFaceEmbedding and langchain's HuggingFaceEmbeddings do). Queries are never
             windowed: they are truncated, with a logged warning.
-        window_overlap: tokens consecutive windows share (0 ≤ overlap < window content tokens).
+        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens).
         batch_size: texts per forward pass (texts are sorted by length, so batches pad little).
         device: "cpu", "cuda", "mps", …; None picks cuda, then mps, then cpu.
         precision: "auto" (float32 on CPU/MPS; bfloat16, else float16, on CUDA for models loaded here),
@@ -289,8 +289,8 @@ class FairEmbedder:
         overhead = self.max_length - self.window_content_tokens
         if self.long_documents == "truncate":
             cut = [max(0, n - self.max_length) for n in lengths]
-            weights = [min(n, self.max_length) - overhead for n in lengths]
-            return DocumentPlan(list(texts), list(range(len(texts))), weights, lengths, cut)
+            kept = [min(n, self.max_length) - overhead for n in lengths]
+            return DocumentPlan(list(texts), list(range(len(texts))), kept, lengths, cut)
         pieces: list[str] = []
         owners: list[int] = []
         weights: list[int] = []
@@ -444,10 +444,10 @@ class FairEmbedder:
                 f"max_length={self.max_length} leaves no room for content after the prompt and special tokens; "
                 "raise max_length."
             )
-        if self.window_overlap >= capacity:
+        if self.window_overlap > capacity // 2:
             raise ValueError(
-                f"window_overlap={self.window_overlap} must be below the {capacity} content tokens of a window "
-                f"(max_length={self.max_length}); use a smaller overlap."
+                f"window_overlap={self.window_overlap} must be at most half of the {capacity} content tokens of a "
+                f"window (max_length={self.max_length}), i.e. ≤ {capacity // 2}; use a smaller overlap."
             )
         if not getattr(self.tokenizer, "is_fast", False):
             raise ValueError(
@@ -457,8 +457,10 @@ class FairEmbedder:
 
     def _warn_if_never_calibrated(self, calibration: Calibration | None) -> None:
         """Say at construction when no text can ever be calibrated: the window is smaller than the calibration."""
-        if calibration is not None and 0.0 < calibration.strength and (
-            self.window_content_tokens < calibration.min_content_tokens
+        if (
+            calibration is not None
+            and calibration.strength > 0.0
+            and (self.window_content_tokens < calibration.min_content_tokens)
         ):
             self._warned_uncalibrated = True  # the per-call "nothing was calibrated" warning would only repeat this
             logger.warning(
@@ -486,13 +488,16 @@ class FairEmbedder:
         result: list[list[tuple[str, int]]] = []
         for text, offsets in zip(texts, encoded["offset_mapping"], strict=True):
             capacity = self.window_content_tokens
+            starts = word_starts(text, offsets)
             while True:
-                spans = window_spans(len(offsets), capacity, min(self.window_overlap, capacity - 1))
+                margin = min(16, capacity // 8)  # room to move a window's start back to the start of a word
+                spans = window_spans(len(offsets), capacity - margin, min(self.window_overlap, (capacity - margin) // 2))
+                spans = snap_to_words(spans, starts, margin)
                 pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
                 longest = max(self.token_lengths([piece for piece, _ in pieces]))
                 if longest <= self.max_length or capacity <= 1:
                     break
-                capacity -= longest - self.max_length  # a cut inside a word re-tokenized to more tokens
+                capacity -= longest - self.max_length  # a piece re-tokenized to more tokens than it had
             result.append(pieces)
         return result
 

@@ -23,7 +23,7 @@ LongDocuments = Literal["truncate", "windows"]
 def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int, int]]:
     """Token spans [start, end) of the windows that cover `num_tokens` content tokens.
 
-    The fewest windows of at most `capacity` tokens whose consecutive windows share at least `overlap` tokens,
+    The fewest windows of at most `capacity` tokens whose consecutive windows share exactly `overlap` tokens,
     with equal sizes (within one token), so no window is a short remnant whose vector is mostly noise.
 
     Args:
@@ -41,9 +41,44 @@ def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int
     if num_tokens <= capacity:
         return [(0, num_tokens)]
     count = math.ceil((num_tokens - overlap) / (capacity - overlap))
-    size = math.ceil((num_tokens + (count - 1) * overlap) / count)  # ≤ capacity, and the windows reach the end
-    starts = [round(i * (num_tokens - size) / (count - 1)) for i in range(count)]
-    return [(start, start + size) for start in starts]
+    covered = num_tokens + (count - 1) * overlap  # tokens of all windows together: ≤ count · capacity
+    size, longer = divmod(covered, count)
+    spans, start = [], 0
+    for i in range(count):
+        end = start + size + (1 if i < longer else 0)
+        spans.append((start, end))
+        start = end - overlap
+    return spans
+
+
+def word_starts(text: str, offsets: Sequence[tuple[int, int]]) -> list[bool]:
+    """For each token (character offsets into `text`), whether it begins a word: a window may start there without
+    cutting a word in two (a cut inside a word re-tokenizes differently, e.g. "##ble" becomes "ble")."""
+    starts = []
+    for j, (begin, _) in enumerate(offsets):
+        after_gap = j == 0 or begin > offsets[j - 1][1]
+        starts.append(after_gap or (begin < len(text) and text[begin].isspace()))
+    return starts
+
+
+def snap_to_words(spans: list[tuple[int, int]], starts: Sequence[bool], margin: int) -> list[tuple[int, int]]:
+    """Move every window start back (by at most `margin` tokens) to a token that begins a word.
+
+    A window then grows by at most `margin` tokens at its front, and with no overlap the window before it ends
+    where it now starts, so consecutive windows still meet exactly. Where no word starts within `margin` tokens
+    (a very long word or URL), the token boundary is kept.
+    """
+    snapped = []
+    for i, (start, end) in enumerate(spans):
+        new_start = start
+        for candidate in range(start, max(start - margin, 0) - 1, -1):
+            if starts[candidate]:
+                new_start = candidate
+                break
+        if i and spans[i - 1][1] == start:  # no overlap: the previous window ends where this one now starts
+            snapped[-1] = (snapped[-1][0], new_start)
+        snapped.append((new_start, end))
+    return snapped
 
 
 def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[float], count: int) -> np.ndarray:
@@ -66,8 +101,10 @@ def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[f
     return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def chunk_plan(window_tokens: int, chunk_tokens: int | None = None, chunk_overlap: int | None = None) -> tuple[int, int]:
-    """(chunk size, overlap) in model tokens for a splitter that feeds an embedder with `window_tokens` content tokens.
+def chunk_plan(
+    window_tokens: int, chunk_tokens: int | None = None, chunk_overlap: int | None = None
+) -> tuple[int, int]:
+    """(chunk size, overlap) in model tokens for a splitter feeding an embedder of `window_tokens` content tokens.
 
     The default chunk is exactly one window, so nothing is windowed or cut; the default overlap is an eighth of
     the chunk (LlamaIndex's and LangChain's defaults overlap 20 % and 5 %), so an answer that straddles a chunk

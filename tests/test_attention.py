@@ -103,10 +103,11 @@ def test_embedder_says_how_many_texts_were_calibrated_and_warns_once_when_none(m
         embedder.embed_documents(MINILM_TEXTS[:1])
         embedder.embed_documents(MINILM_TEXTS[:1])
         embedder.embed_documents(MINILM_TEXTS[:1], calibration=None)
-    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Calibrated" in r.getMessage()]
-    assert infos[0].startswith(f"Calibrated {expected} of 4 texts") and len(infos) == 3  # not for plain calls
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
+    assert infos[0] == f"Embedded 4 documents, {expected} calibrated." and len(infos) == 4  # one per call
+    assert infos[3] == "Embedded 1 documents, 0 calibrated."  # plain calls are counted too
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "None of these 1 texts has the 384 content tokens" in warnings[0]
+    assert len(warnings) == 1 and "None of these 1 documents has a window with the 384 content tokens" in warnings[0]
 
 
 def test_min_full_baskets_leaves_shorter_texts_plain_and_calibrates_longer_ones(minilm: str) -> None:

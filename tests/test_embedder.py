@@ -129,7 +129,7 @@ def test_forced_pooling_changes_the_pooled_token(minilm: str) -> None:
 
 
 def test_truncation_is_logged_once_per_call(minilm: str, caplog: pytest.LogCaptureFixture) -> None:
-    embedder = FairEmbedder(minilm, max_length=64, batch_size=1)
+    embedder = FairEmbedder(minilm, max_length=64, batch_size=1, long_documents="truncate")
     with caplog.at_level(logging.WARNING, logger="fair_retrieval"):
         embedder.embed_documents([make_text(200, 1), make_text(10, 2), make_text(120, 3)])
     warnings = [r for r in caplog.records if "truncated" in r.getMessage()]
