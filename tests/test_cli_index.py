@@ -77,6 +77,7 @@ def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Pat
     assert manifest["model"] == str(Path(minilm).resolve())
     assert (manifest["pooling"], manifest["max_length"], manifest["dim"], manifest["count"]) == ("mean", 256, 384, 5)
     assert manifest["calibration"] == SHORT_TEXTS.to_dict() and manifest["kind"] == "flat"
+    assert (manifest["long_documents"], manifest["window_overlap"], manifest["chunking"]) == ("windows", 0, None)
     rows = [json.loads(line) for line in (jsonl_index / "documents.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["volcano", 7, "line-4", "penguin", "lighthouse"]  # line 3 is blank
     assert rows[1]["metadata"] == {"lang": "en"} and rows[2]["metadata"] == {"t": "fin"}
@@ -118,7 +119,9 @@ def test_index_a_folder_uncalibrated_with_ivf(tmp_path: Path, minilm: str, capsy
     output = tmp_path / "index"
     args = ["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--no-calibration"]
     assert main([*args, "--kind", "ivf", "--index-param", "nlist=2", "--index-param", "nprobe=2"]) == 0
-    assert "Indexed 3 documents (plain" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Indexed 3 documents (384-d, ivf)" in out
+    assert "Embedded 3 documents: 0 windowed, 0 truncated, none calibrated (--no-calibration)" in out
     manifest = json.loads((output / "manifest.json").read_text())
     assert manifest["calibration"] is None and manifest["kind"] == "ivf" and manifest["params"]["nlist"] == 2
     results = search_json(capsys, "--index", str(output), "--query", "seabirds that cannot fly", "-k", "3")
@@ -215,7 +218,9 @@ def test_one_document_is_singular_and_default_model_is_recorded(
     source.write_text(json.dumps(DOCS[0]) + "\n")
     output = tmp_path / "index"
     assert main(["index", "--input", str(source), "--output", str(output)]) == 0  # no --model: the default
-    assert "Indexed 1 document (calibrated" in capsys.readouterr().out
+    out = capsys.readouterr().out  # a short text: the default calibration (≥ 384 content tokens) leaves it plain
+    assert "Indexed 1 document (384-d, flat)" in out
+    assert "Embedded 1 document: 0 windowed, 0 truncated, 0 calibrated, 1 plain (fewer than the 384 content" in out
     assert json.loads((output / "manifest.json").read_text())["model"] == loading.DEFAULT_MODEL
     assert search_json(capsys, "--index", str(output), "--query", "lava")[0]["id"] == "volcano"
 
@@ -277,3 +282,181 @@ def test_ctrl_c_before_a_command_starts_is_one_line_too(
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert main(["search", "--index", "x", "--query", "y"]) == 130
     assert capsys.readouterr().err == "fair-retrieval: interrupted\n"
+
+
+# ---------------------------------------------------------------------------------------------- long documents
+
+LOG = (
+    " ".join(  # about 750 MiniLM tokens: three windows of 256, or a dozen chunks of 64
+        f"Lighthouse keeper log, day {day}: the lamp was trimmed, the lens polished and the fog bell tested."
+        for day in range(1, 31)
+    )
+    + " On the last evening a humpback whale surfaced beside the rocks and sang until dawn."
+)
+BREAD = "\n\n".join(
+    f"Step {step}. {DOCS[1]['text']} Bake it at {180 + step} degrees until the crust sounds hollow."
+    for step in range(6)
+)
+
+
+def test_index_chunks_long_files_and_search_gives_their_offsets(
+    tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformers import AutoTokenizer
+
+    from fair_retrieval.chunking import chunk_documents
+    from fair_retrieval.inputs import read_documents
+    from fair_retrieval.windows import chunk_plan
+
+    docs = tmp_path / "docs"
+    (docs / "kitchen").mkdir(parents=True)
+    (docs / "log.txt").write_text(LOG)
+    (docs / "kitchen" / "bread.md").write_text(BREAD)
+    (docs / "penguin.txt").write_text(DOCS[3]["text"])
+    output = tmp_path / "index"
+    flags = ["--basket-size", "16", "--min-full-baskets", "1"]
+    capsys.readouterr()
+    assert (
+        main(
+            ["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--chunk-tokens", "64", *flags]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    manifest = json.loads((output / "manifest.json").read_text())
+    # the default overlap is chunk_plan's (an eighth); the rows are the library's chunks, in order
+    overlap = chunk_plan(254, 64)[1]
+    assert manifest["chunking"] == {"chunk_tokens": 64, "chunk_overlap": overlap, "documents": 3} and overlap == 8
+    sources = {str(d.id): d.text for d in read_documents(docs)}
+    expected = chunk_documents(read_documents(docs), AutoTokenizer.from_pretrained(minilm), 64, overlap)
+    rows = [json.loads(line) for line in (output / "documents.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in rows] == [chunk.id for chunk in expected] and manifest["count"] == len(rows)
+    assert {row["id"].rsplit("#", 1)[0] for row in rows} == {"log.txt", "kitchen/bread.md", "penguin.txt"}
+    assert "penguin.txt#0" in [row["id"] for row in rows] and "penguin.txt#1" not in [row["id"] for row in rows]
+    for row in rows:
+        source, k = row["id"].rsplit("#", 1)
+        meta = row["metadata"]
+        assert (meta["source_id"], meta["chunk"]) == (source, int(k))
+        assert sources[source][meta["start_char"] : meta["end_char"]] == row["text"]
+    assert sum(row["id"].startswith("log.txt#") for row in rows) >= 12  # the long file really became chunks
+    # every chunk fits one window; the penguin's one chunk (15 tokens) is too short for this calibration
+    embedder = FairEmbedder(minilm, calibration=SHORT_TEXTS)
+    calibrated = sum(embedder.calibrated_texts([row["text"] for row in rows], SHORT_TEXTS))
+    assert calibrated == len(rows) - 1
+    assert f"Indexed {len(rows)} chunks of 3 documents (384-d, flat) into {output}" in out
+    assert f"Embedded {len(rows)} chunks: 0 windowed, 0 truncated, {calibrated} calibrated, 1 plain (fewer" in out
+    # vector i is chunk i, calibrated
+    index = FaissIndex.load(output, gpu=False)
+    last = len(rows) - 1
+    embedded = embedder.embed_documents([rows[0]["text"], rows[last]["text"]])
+    np.testing.assert_allclose(index.get_vectors([0, last]), embedded, atol=1e-5)
+
+    query = ["--index", str(output), "--query", "a whale surfaced beside the rocks"]
+    [best] = search_json(capsys, *query, "-k", "1")
+    log_chunks = [row for row in rows if row["id"].startswith("log.txt#")]
+    assert best["id"] == log_chunks[-1]["id"] and "whale" in best["text"]
+    assert (best["metadata"]["end_char"], best["metadata"]["source_id"]) == (len(LOG), "log.txt")
+    assert main(["search", *query, "-k", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    meta = best["metadata"]
+    assert lines[0].split()[2:4] == [best["id"], f"[{meta['start_char']}:{meta['end_char']}]"]
+    assert len(lines) == 2 and "[" in lines[1].split()[3]
+
+
+def test_printed_counts_say_what_was_windowed_truncated_and_calibrated(
+    tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    texts = [LOG, DOCS[0]["text"], "Short note."]  # windowed, calibrated; calibrated; too short to calibrate
+    source = tmp_path / "docs.jsonl"
+    source.write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(texts)) + "\n")
+    output = tmp_path / "index"
+    base = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
+    flags = ["--basket-size", "16", "--min-full-baskets", "1"]
+    windows = len(FairEmbedder(minilm, window_overlap=8).plan_documents([LOG]).pieces)
+    plain_embedder = FairEmbedder(minilm)
+    windows_without_overlap = len(plain_embedder.plan_documents([LOG]).pieces)
+    assert windows >= windows_without_overlap >= 3  # about 750 tokens in windows of 254
+
+    capsys.readouterr()
+    assert main([*base, *flags, "--window-overlap", "8"]) == 0
+    out = capsys.readouterr().out
+    plain = "1 plain (fewer than the 16 content tokens the calibration needs)"
+    assert f"Embedded 3 documents: 1 windowed ({windows} windows), 0 truncated, 2 calibrated, {plain}" in out
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert (manifest["long_documents"], manifest["window_overlap"]) == ("windows", 8)
+    assert search_json(capsys, "--index", str(output), "--query", "the lighthouse keeper", "-k", "1")[0]["id"] == 0
+
+    assert main([*base, *flags, "--long-documents", "truncate"]) == 0
+    out = capsys.readouterr().out
+    lengths = plain_embedder.token_lengths(texts)
+    share = (lengths[0] - 256) / sum(lengths)
+    assert (
+        f"Embedded 3 documents: 0 windowed, 1 truncated ({share:.0%} of all tokens never embedded), 2 calibrated" in out
+    )
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert (manifest["long_documents"], manifest["window_overlap"]) == ("truncate", 0)
+
+    assert main([*base, "--no-calibration"]) == 0
+    out = capsys.readouterr().out
+    counts = f"1 windowed ({windows_without_overlap} windows), 0 truncated, none calibrated (--no-calibration)"
+    assert f"Embedded 3 documents: {counts}" in out
+
+
+def test_search_loads_manifests_from_before_windows_as_truncating(
+    jsonl_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from fair_retrieval.cli.index_folder import query_embedder_options
+    from fair_retrieval.embedder_options import EmbedderOptions
+
+    old = tmp_path / "old-index"
+    shutil.copytree(jsonl_index, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    for key in ("long_documents", "window_overlap", "chunking"):
+        del manifest[key]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    options = query_embedder_options(manifest)
+    assert (options.long_documents, options.window_overlap, options.calibration) == ("truncate", 0, None)
+    assert (options.pooling, options.max_length) == ("mean", 256)
+
+    built: list[EmbedderOptions] = []
+    build = EmbedderOptions.build
+
+    def spy(self: EmbedderOptions, model: Any) -> FairEmbedder:
+        built.append(self)
+        return build(self, model)
+
+    monkeypatch.setattr(EmbedderOptions, "build", spy)
+    new = search_json(capsys, "--index", str(jsonl_index), "--query", "how is bread made", "-k", "3")
+    assert search_json(capsys, "--index", str(old), "--query", "how is bread made", "-k", "3") == new
+    assert [o.long_documents for o in built] == ["windows", "truncate"]
+    assert main(["search", "--index", str(old), "--query", "lava", "-k", "1"]) == 0
+    assert "[" not in capsys.readouterr().out  # no chunk offsets in an index of whole documents
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--chunk-overlap", "4"], "--chunk-overlap needs --chunk-tokens N"),
+        (["--chunk-tokens", "0"], "chunk size must be a positive number of tokens, got 0"),
+        (["--chunk-tokens", "64", "--chunk-overlap", "64"], r"chunk overlap must be an int in [0, 64) tokens, got 64"),
+        (["--window-overlap", "-1"], "window_overlap must be an int ≥ 0"),
+        (["--engine", "ray", "--chunk-tokens", "64"], "--chunk-tokens works with --engine local"),
+        (["--engine", "ray", "--long-documents", "truncate"], "--engine ray embeds long documents as the default"),
+    ],
+)
+def test_bad_long_document_flags_exit_2_before_loading_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, flags: list[str], message: str
+) -> None:
+    from fair_retrieval.embedder_options import EmbedderOptions
+
+    def never(self: EmbedderOptions, model: Any) -> None:
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(EmbedderOptions, "build", never)
+    source = tmp_path / "d.jsonl"
+    source.write_text(json.dumps(DOCS[0]) + "\n")
+    assert main(["index", "--input", str(source), "--output", str(tmp_path / "out"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

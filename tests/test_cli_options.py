@@ -1,12 +1,22 @@
-"""The shared calibration options: flags override a --config file, --no-calibration gives None."""
+"""The shared options: calibration flags override a --config file, --no-calibration gives None; the model flags
+(--long-documents, --window-overlap, …) reach `EmbedderOptions` and the Ray spec, library defaults when not given."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+import pytest
+
 from fair_retrieval import Calibration
-from fair_retrieval.cli.options import add_calibration_arguments, calibration_from_args
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_model_arguments,
+    calibration_from_args,
+    embedder_options,
+)
+from fair_retrieval.distributed.spec import EmbedderSpec
+from fair_retrieval.embedder_options import EmbedderOptions
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -45,3 +55,36 @@ def test_every_calibration_field_has_a_flag() -> None:
             "min_full_baskets",
         )
     }
+
+
+def _parse_model(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_long_document_flags_default_to_the_library() -> None:
+    args = _parse_model([])
+    assert (args.long_documents, args.window_overlap) == (None, None)
+    assert embedder_options(args) == EmbedderOptions()
+    bare = argparse.Namespace(pooling=None, max_length=None, batch_size=32, device=None)  # a command without them
+    assert embedder_options(bare) == EmbedderOptions()
+
+
+def test_long_document_flags_reach_the_options_and_the_ray_spec() -> None:
+    args = _parse_model(["--long-documents", "truncate", "--window-overlap", "16", "--max-length", "128"])
+    options = embedder_options(args, calibration=None)
+    assert (options.long_documents, options.window_overlap, options.max_length) == ("truncate", 16, 128)
+    spec = EmbedderSpec.from_options("org/some-model", options)
+    assert spec.options() == options
+    assert (spec.fingerprint()["long_documents"], spec.fingerprint()["window_overlap"]) == ("truncate", 16)
+    assert EmbedderSpec("org/some-model").options() == EmbedderOptions()  # the spec's defaults are the options'
+    with pytest.raises(TypeError, match="model_kwargs"):
+        EmbedderSpec.from_options("org/some-model", EmbedderOptions(model_kwargs={"attn_implementation": "sdpa"}))
+
+
+def test_bad_long_document_flags_are_refused() -> None:
+    with pytest.raises(SystemExit):
+        _parse_model(["--long-documents", "split"])
+    with pytest.raises(ValueError, match="window_overlap must be an int ≥ 0, got -1"):
+        embedder_options(_parse_model(["--window-overlap", "-1"]))

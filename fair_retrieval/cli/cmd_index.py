@@ -1,12 +1,18 @@
 """`fair-retrieval index`: documents → calibrated embeddings → a FAISS index folder that `search` can query.
 
 Input is a folder of .txt/.md files (id = path relative to the folder) or a JSONL file (one JSON object per line with
-a text field and optional id/metadata fields). The output folder holds:
+a text field and optional id/metadata fields). A document longer than the model's window is split into windows that
+are pooled into one vector, or truncated (`--long-documents`). With `--chunk-tokens N` every document is cut into
+chunks of at most N model tokens instead (`fair_retrieval.chunking`), one vector each, with ids `ID#k` and their
+source id and character offsets in the metadata. The output folder holds:
 
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
-- `documents.jsonl`: one `{"id", "text", "metadata"}` object per line.
-- `manifest.json`: how the vectors were made (model, pooling, max_length, calibration), so queries are embedded
-  by the same model; moved in last, so a folder with a manifest is complete (see `index_folder`).
+- `documents.jsonl`: one `{"id", "text", "metadata"}` object per line (a document, or a chunk).
+- `manifest.json`: how the vectors were made (model, pooling, max_length, long_documents, window_overlap,
+  calibration, chunking), so queries are embedded by the same model; moved in last, so a folder with a manifest
+  is complete (see `index_folder`).
+
+What the embedder did (documents windowed, truncated, calibrated) is printed from `FairEmbedder.last_report`.
 
 With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`); the
 folder then also keeps the resumable embedding shards in `shards/`, and without `--kind` the index is an exact
@@ -19,8 +25,10 @@ import argparse
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fair_retrieval.calibration import Calibration
+from fair_retrieval.chunking import chunk_documents
 from fair_retrieval.cli.common import dump_json, gpu_choice, model_reference, plural, require_faiss
 from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
@@ -39,7 +47,12 @@ from fair_retrieval.cli.options import (
     embedder_options,
 )
 from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
-from fair_retrieval.inputs import read_documents
+from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.inputs import Document, read_documents
+from fair_retrieval.windows import chunk_plan
+
+if TYPE_CHECKING:
+    from fair_retrieval.embedder import EmbeddingReport, FairEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "index",
         help="embed documents (calibrated) into a FAISS index folder",
         description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a FAISS index "
-        "folder (index files, documents.jsonl, manifest.json) for `fair-retrieval search`.",
+        "folder (index files, documents.jsonl, manifest.json) for `fair-retrieval search`. One vector per "
+        "document, or per chunk with --chunk-tokens.",
     )
     add_model_arguments(parser)
     parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
@@ -84,6 +98,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
     add_document_arguments(parser)
+    group = parser.add_argument_group("chunks (--engine local; default: one vector per document)")
+    group.add_argument(
+        "--chunk-tokens",
+        type=int,
+        metavar="N",
+        help="cut every document into chunks of at most N model tokens, cut between tokens at sentence or word "
+        "ends where possible, and index each chunk: ids ID#k (k from 0), metadata source_id, chunk, start_char, "
+        "end_char (plus the document's)",
+    )
+    group.add_argument(
+        "--chunk-overlap",
+        type=int,
+        metavar="M",
+        help="tokens consecutive chunks share, at least (default: an eighth of --chunk-tokens)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     add_calibration_arguments(parser)
     add_ray_arguments(parser)
@@ -91,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read, embed, index and write; prints a one-line summary.
+    """Read, (chunk,) embed, index and write; prints what was indexed and what the embedder did.
 
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
     an interrupted run leaves no half-written index.
@@ -104,12 +133,17 @@ def run(args: argparse.Namespace) -> int:
     _check_not_inside(output, args.input)
     params: dict[str, Any] = parse_index_params(args.index_param)
     calibration = calibration_from_args(args)
+    options = embedder_options(args, calibration=calibration)  # a bad --window-overlap fails before any work
+    _check_chunk_flags(args)
     if args.factory and args.kind:
         raise ValueError("Pass either --kind or --factory, not both.")
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
+    report: EmbeddingReport | None = None
+    chunking: dict[str, int] | None = None
     with staging_folder(output) as staging:
         if args.engine == "ray":  # Ray workers read the input; ids 0..n-1 = rows of documents.jsonl, written by it
+            _check_ray_options(args, options)
             index, count = index_on_ray(
                 args,
                 calibration,
@@ -122,21 +156,26 @@ def run(args: argparse.Namespace) -> int:
         else:
             documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
             logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
-            embedder = embedder_options(args, calibration=calibration).build(args.model)
-            vectors = embedder.embed_documents([doc.text for doc in documents], show_progress_bar=True)
+            embedder = options.build(args.model)
+            rows, chunking = _chunked(args, documents, embedder)
+            vectors = embedder.embed_documents([row.text for row in rows], show_progress_bar=True)
+            report = embedder.last_report
             shape = {"factory": args.factory, "search": args.search} if args.factory else {"kind": args.kind or "flat"}
             index = FaissIndex(vectors.shape[1], metric="ip", gpu=gpu_choice(args.gpu), **shape, **params)
             index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
             pooling, max_length = embedder.pooling, embedder.max_length
-            write_documents(documents, staging / DOCUMENTS_FILE)
-            count = len(documents)
+            write_documents(rows, staging / DOCUMENTS_FILE)
+            count = len(rows)
         manifest = {
             "format": MANIFEST_FORMAT,
             "version": MANIFEST_VERSION,
             "model": model_reference(args.model),
             "pooling": pooling,
             "max_length": max_length,
+            "long_documents": options.long_documents,
+            "window_overlap": options.window_overlap,
             "calibration": calibration.to_dict() if calibration is not None else None,
+            "chunking": chunking,
             "dim": index.dim,
             "count": count,
             "kind": index.kind,
@@ -150,9 +189,91 @@ def run(args: argparse.Namespace) -> int:
         index.save(staging)
         dump_json(manifest, staging / MANIFEST_FILE)
         publish(staging, output)
-    state = "calibrated" if calibration is not None else "plain"
-    print(f"Indexed {plural(count, 'document')} ({state}, {index.dim}-d, {index.kind}) into {output}")
+    what = "chunk" if chunking is not None else "document"
+    source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
+    print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}) into {output}")
+    if report is not None:
+        print(describe_report(report, calibration, what))
+    else:
+        print("(--engine ray does not count the documents windowed, truncated or calibrated on its workers)")
     return 0
+
+
+def describe_report(report: EmbeddingReport, calibration: Calibration | None, what: str = "document") -> str:
+    """One line for the user from an `EmbeddingReport`: how many texts were windowed, truncated and calibrated.
+
+    Only texts the calibration changed are called calibrated: those too short for it were embedded plainly, and
+    the line says so, with the length the calibration needs.
+
+    Args:
+        report: what `embed_documents` did (`FairEmbedder.last_report`).
+        calibration: the calibration asked for; None for --no-calibration.
+        what: the noun for the texts ("document" or "chunk").
+    """
+    windows = report.windows - (report.documents - report.windowed)  # the windows of the windowed texts
+    parts = [f"{report.windowed} windowed" + (f" ({plural(windows, 'window')})" if report.windowed else "")]
+    if report.truncated:
+        share = report.cut_tokens / max(1, report.tokens)
+        parts.append(f"{report.truncated} truncated ({share:.0%} of all tokens never embedded)")
+    else:
+        parts.append("0 truncated")
+    plain = report.documents - report.calibrated
+    if calibration is None or calibration.strength == 0.0:
+        parts.append("none calibrated (" + ("--no-calibration)" if calibration is None else "strength 0)"))
+    elif plain:
+        parts.append(
+            f"{report.calibrated} calibrated, {plain} plain (fewer than the {calibration.min_content_tokens} "
+            "content tokens the calibration needs)"
+        )
+    else:
+        parts.append(f"{report.calibrated} calibrated")
+    return f"Embedded {plural(report.documents, what)}: " + ", ".join(parts)
+
+
+def _check_chunk_flags(args: argparse.Namespace) -> None:
+    """Refuse --chunk-overlap alone and bad chunk sizes before the model is loaded."""
+    if args.chunk_tokens is None:
+        if args.chunk_overlap is not None:
+            raise ValueError("--chunk-overlap needs --chunk-tokens N (the chunk size); add it, or drop the overlap.")
+        return
+    chunk_plan(args.chunk_tokens, args.chunk_tokens, args.chunk_overlap)  # with a size given, the window is unused
+
+
+def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> None:
+    """Refuse what the Ray engine does not do yet: chunking, and long-document settings other than the defaults."""
+    if args.chunk_tokens is not None:
+        raise ValueError("--chunk-tokens works with --engine local; chunk the documents into a JSONL file first.")
+    defaults = EmbedderOptions()
+    if (options.long_documents, options.window_overlap) != (defaults.long_documents, defaults.window_overlap):
+        raise ValueError(
+            f"--engine ray embeds long documents as the default does (--long-documents {defaults.long_documents} "
+            f"--window-overlap {defaults.window_overlap}); drop --long-documents/--window-overlap or use "
+            "--engine local."
+        )
+
+
+def _chunked(
+    args: argparse.Namespace, documents: list[Document], embedder: FairEmbedder
+) -> tuple[list[Document], dict[str, int] | None]:
+    """The rows to embed: the documents themselves, or with --chunk-tokens their chunks and the chunk settings."""
+    if args.chunk_tokens is None:
+        return documents, None
+    window = embedder.window_content_tokens
+    size, overlap = chunk_plan(window, args.chunk_tokens, args.chunk_overlap)
+    if size > window:
+        logger.warning(
+            "--chunk-tokens %d is more than the %d content tokens of one window (max_length=%d): longer chunks are "
+            "%s. Use --chunk-tokens %d or less for one window per chunk.",
+            size,
+            window,
+            embedder.max_length,
+            "split into windows and pooled" if embedder.long_documents == "windows" else "truncated",
+            window,
+        )
+    chunks = chunk_documents(documents, embedder.tokenizer, size, overlap)
+    if not chunks:
+        raise ValueError(f"--input {args.input}: every document is empty or whitespace; there is nothing to chunk.")
+    return chunks, {"chunk_tokens": size, "chunk_overlap": overlap, "documents": len(documents)}
 
 
 def parse_index_params(items: list[str]) -> dict[str, int]:

@@ -1,4 +1,10 @@
-"""`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents."""
+"""`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents.
+
+The embedder is rebuilt from the index manifest (model, pooling, max length, long-document policy; see
+`index_folder.query_embedder_options`). In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
+output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
+the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,10 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from fair_retrieval.cli.common import gpu_choice, require_faiss
-from fair_retrieval.cli.index_folder import DOCUMENTS_FILE, read_manifest, read_rows
+from fair_retrieval.cli.index_folder import DOCUMENTS_FILE, query_embedder_options, read_manifest, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="query an index folder built by `index`",
         description="Embed a query (plainly, with the model recorded in the index manifest) and print the k best "
-        "documents with their scores and a one-line snippet.",
+        "documents (or chunks, with their character offsets) with their scores and a one-line snippet.",
     )
     parser.add_argument("--index", required=True, type=Path, help="folder written by `fair-retrieval index`")
     parser.add_argument("--query", required=True, help="the query text")
@@ -36,7 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the index and model, search, print."""
     from fair_retrieval import FaissIndex
-    from fair_retrieval.embedder_options import EmbedderOptions
 
     require_faiss()
     if not args.query.strip():
@@ -49,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or manifest["model"]
     if args.model and args.model != manifest["model"]:
         logger.warning("Using --model %s instead of %s, which built the index.", args.model, manifest["model"])
-    options = EmbedderOptions(
-        calibration=None, pooling=manifest.get("pooling"), max_length=manifest.get("max_length"), device=args.device
-    )
-    embedder = options.build(model)
+    embedder = query_embedder_options(manifest, device=args.device).build(model)
     if embedder.dimension != index.dim:
         raise ValueError(
             f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
@@ -69,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"query": args.query, "results": results}, ensure_ascii=False, indent=2))
     else:
+        chunks = manifest.get("chunking") is not None
         for result in results:
-            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}  {snippet(result['text'])}")
+            where = f"  {offsets(result['metadata'])}" if chunks else ""
+            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(result['text'])}")
         if not results:
             print("No results: the index is empty.")
     return 0
@@ -80,3 +85,8 @@ def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """The text on one line (whitespace collapsed), cut to `limit` characters with an ellipsis."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def offsets(metadata: dict[str, Any]) -> str:
+    """A chunk's place in its source document, `[start:end]` (so that `text[start:end]` is the chunk)."""
+    return f"[{metadata.get('start_char', '?')}:{metadata.get('end_char', '?')}]"

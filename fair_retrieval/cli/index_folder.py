@@ -1,7 +1,8 @@
 """The index folder that `index` writes and `search` reads, written so that it is complete or absent.
 
-A folder holds the FaissIndex files, `documents.jsonl` (row i = the document of vector id i) and `manifest.json`
-(how the vectors were made: model, pooling, max length, calibration). Everything is first written to a hidden
+A folder holds the FaissIndex files, `documents.jsonl` (row i = the document, or chunk, of vector id i) and
+`manifest.json` (how the vectors were made: model, pooling, max length, long-document policy, calibration, chunk
+sizes). Everything is first written to a hidden
 staging folder beside the output and moved in at the end, the manifest last, so an interrupted run (Ctrl-C, a crash)
 never leaves a folder that looks complete; `search` treats a folder without a manifest as not built.
 """
@@ -17,13 +18,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.inputs import Document
 from fair_retrieval.jsonio import read_versioned_json
 
 MANIFEST_FILE = "manifest.json"
 DOCUMENTS_FILE = "documents.jsonl"
 MANIFEST_FORMAT = "fair-retrieval-index"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 1  # later fields (long_documents, window_overlap, chunking) are optional: old readers skip them
+LEGACY_LONG_DOCUMENTS = "truncate"
+"""The policy of an index whose manifest names none: it was built before windows existed, so it truncated."""
 
 
 @contextlib.contextmanager
@@ -84,6 +88,26 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         )
     return read_versioned_json(
         folder / MANIFEST_FILE, format_name=MANIFEST_FORMAT, max_version=MANIFEST_VERSION, required=("model",)
+    )
+
+
+def query_embedder_options(manifest: dict[str, Any], device: str | None = None) -> EmbedderOptions:
+    """The options that rebuild the index's embedder for queries: its pooling, max length and long-document
+    policy, uncalibrated (queries are embedded plainly).
+
+    A manifest written before long documents were windowed has no `long_documents` and no `window_overlap`; such an
+    index truncated its documents (`LEGACY_LONG_DOCUMENTS`) and had no windows to overlap (0).
+
+    Raises:
+        ValueError: for values in the manifest that `EmbedderOptions` refuses (a damaged manifest).
+    """
+    return EmbedderOptions(
+        calibration=None,
+        pooling=manifest.get("pooling"),
+        max_length=manifest.get("max_length"),
+        device=device,
+        long_documents=manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
+        window_overlap=manifest.get("window_overlap", 0),
     )
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.loading import DEFAULT_MODEL
+from fair_retrieval.windows import LongDocuments
 
 # The --data value used when none is given (announced when used, shown in --help).
 DEFAULT_DATA = "squad-v2"
@@ -24,7 +25,12 @@ DATA_HELP = (
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add --model (default: all-MiniLM-L6-v2), --pooling, --max-length, --batch-size and --device."""
+    """Add --model (default: all-MiniLM-L6-v2), --pooling, --max-length, --batch-size, --device, --long-documents
+    and --window-overlap.
+
+    The last two default to None, so `embedder_options` leaves them to `EmbedderOptions` (the library's defaults).
+    """
+    defaults = EmbedderOptions()
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -35,6 +41,18 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-length", type=int, help="token limit per text (default: the model's)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
     parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
+    parser.add_argument(
+        "--long-documents",
+        choices=get_args(LongDocuments),
+        help="a document longer than --max-length: split into windows that are embedded (and calibrated) and "
+        f"pooled into one vector, or cut off (default: {defaults.long_documents})",
+    )
+    parser.add_argument(
+        "--window-overlap",
+        type=int,
+        metavar="N",
+        help=f"tokens consecutive windows share (default: {defaults.window_overlap})",
+    )
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,14 +160,19 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
 
 
 def embedder_options(args: argparse.Namespace, **overrides: Any) -> EmbedderOptions:
-    """FairEmbedder options from the model flags (--pooling, --max-length, --batch-size, --device).
+    """FairEmbedder options from the model flags (--pooling, --max-length, --batch-size, --device,
+    --long-documents, --window-overlap); EmbedderOptions validates them.
 
-    `overrides` set the other options (calibration, show_progress_bar, …) or replace a flag's value.
+    `overrides` set the other options (calibration, show_progress_bar, …) or replace a flag's value. A
+    --long-documents or --window-overlap that was not given (None, or absent from `args`) keeps the library default.
     """
-    flags = {
+    flags: dict[str, Any] = {
         "pooling": args.pooling,
         "max_length": args.max_length,
         "batch_size": args.batch_size,
         "device": args.device,
     }
+    for name in ("long_documents", "window_overlap"):
+        if getattr(args, name, None) is not None:
+            flags[name] = getattr(args, name)
     return EmbedderOptions(**{**flags, **overrides})

@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.windows import LongDocuments
 
 if TYPE_CHECKING:
     from fair_retrieval.embedder import FairEmbedder
+
+_DEFAULTS = EmbedderOptions()  # the options' defaults are declared once, there
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class EmbedderSpec:
         precision: "auto", "float32", "float16" or "bfloat16" (as for `FairEmbedder`).
         positional_scaling: LPES factors for documents, or None.
         device: "cpu", "cuda", …; None lets each worker choose: "cuda" when it was given a GPU, else "cpu".
+        long_documents: "windows" or "truncate" (as for `FairEmbedder`; the default is `EmbedderOptions`').
+        window_overlap: tokens consecutive windows share (as for `FairEmbedder`).
     """
 
     model: str
@@ -44,6 +49,32 @@ class EmbedderSpec:
     precision: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     positional_scaling: PositionalScaling | None = None
     device: str | None = None
+    long_documents: LongDocuments = _DEFAULTS.long_documents
+    window_overlap: int = _DEFAULTS.window_overlap
+
+    @classmethod
+    def from_options(cls, model: str, options: EmbedderOptions) -> EmbedderSpec:
+        """The spec of `options` for `model`, so a caller that holds `EmbedderOptions` forwards every option.
+
+        Raises:
+            TypeError: for options a worker cannot receive: `model_kwargs`, or a `torch.device` (pass its name).
+        """
+        if options.model_kwargs is not None:
+            raise TypeError("EmbedderSpec does not forward model_kwargs to Ray workers; leave them unset.")
+        if options.device is not None and not isinstance(options.device, str):
+            raise TypeError(f"device must be a str for Ray workers (e.g. 'cuda'), got {type(options.device).__name__}.")
+        return cls(
+            model,
+            calibration=options.calibration,
+            pooling=options.pooling,
+            max_length=options.max_length,
+            batch_size=options.batch_size,
+            precision=options.precision,
+            positional_scaling=options.positional_scaling,
+            device=options.device,
+            long_documents=options.long_documents,
+            window_overlap=options.window_overlap,
+        )
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str | os.PathLike) or not str(self.model):
@@ -65,6 +96,8 @@ class EmbedderSpec:
             device=self.device,
             precision=self.precision,
             positional_scaling=self.positional_scaling,
+            long_documents=self.long_documents,
+            window_overlap=self.window_overlap,
         )
 
     def build(self, has_gpu: bool = False) -> FairEmbedder:
@@ -82,4 +115,6 @@ class EmbedderSpec:
             "max_length": self.max_length,
             "precision": self.precision,
             "positional_scaling": self.positional_scaling.to_dict() if self.positional_scaling is not None else None,
+            "long_documents": self.long_documents,
+            "window_overlap": self.window_overlap,
         }
