@@ -5,8 +5,8 @@
     python benchmarks/pipelines.py --report              # tables and plot from the saved results only
 
 Documents: the 16 SQuAD-v2 dev articles whole (paragraphs joined by blank lines), the first 1,000 SQuADShifts reddit
-posts as pages of eight consecutive posts (a forum page; posts of a page are unrelated), and the needle documents (facts hidden in
-Python's docs, 2,048 tokens each). Each goes through
+posts as pages of eight consecutive posts (a forum page; posts of a page are unrelated), and the needle documents
+(facts hidden in Python's docs, 2,048 tokens each). Each goes through
 - llamaindex: `SentenceSplitter()` with its defaults → `VectorStoreIndex` (its default in-memory store) → retriever;
 - langchain: `RecursiveCharacterTextSplitter(add_start_index=True)` with its defaults → fair-retrieval's
   `FaissVectorStore`;

@@ -491,7 +491,9 @@ class FairEmbedder:
             starts = word_starts(text, offsets)
             while True:
                 margin = min(16, capacity // 8)  # room to move a window's start back to the start of a word
-                spans = window_spans(len(offsets), capacity - margin, min(self.window_overlap, (capacity - margin) // 2))
+                spans = window_spans(
+                    len(offsets), capacity - margin, min(self.window_overlap, (capacity - margin) // 2)
+                )
                 spans = snap_to_words(spans, starts, margin)
                 pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
                 longest = max(self.token_lengths([piece for piece, _ in pieces]))

@@ -68,7 +68,7 @@ def snap_to_words(spans: list[tuple[int, int]], starts: Sequence[bool], margin: 
     where it now starts, so consecutive windows still meet exactly. Where no word starts within `margin` tokens
     (a very long word or URL), the token boundary is kept.
     """
-    snapped = []
+    snapped: list[tuple[int, int]] = []
     for i, (start, end) in enumerate(spans):
         new_start = start
         for candidate in range(start, max(start - margin, 0) - 1, -1):

@@ -125,7 +125,7 @@ class FairEmbeddings(BaseModel, Embeddings):
         """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default.
 
         LangChain's default splitter makes chunks of 4,000 characters, about four windows of a 256-token model;
-        this one is `from_huggingface_tokenizer` with the model's tokenizer and `add_start_index=True`, so chunks
+        this one measures length with the model's tokenizer (no special tokens) and sets `add_start_index=True`: chunks
         are what the model reads and keep their character offset in the metadata (`ModelTokenSplitter`, whose
         offsets stay right with an overlap counted in tokens).
 
@@ -145,8 +145,12 @@ class FairEmbeddings(BaseModel, Embeddings):
             ) from error
         size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
         kwargs.setdefault("add_start_index", True)
-        return ModelTokenSplitter.from_huggingface_tokenizer(
-            self._embedder.tokenizer, chunk_size=size, chunk_overlap=overlap, **kwargs
+        tokenizer = self._embedder.tokenizer
+        return ModelTokenSplitter(
+            chunk_size=size,
+            chunk_overlap=overlap,
+            length_function=lambda text: len(tokenizer.encode(text, add_special_tokens=False, verbose=False)),
+            **kwargs,
         )
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
