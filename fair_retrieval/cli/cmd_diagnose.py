@@ -3,6 +3,9 @@
 Probe queries are drawn from the corpus' own sentences at known depths (begin / middle / end of each document, see
 `fair_retrieval.evaluation.probes`); plain and calibrated document embeddings are scored on them exactly like a
 labelled position benchmark: nDCG@10 by depth, PSI and the harmonic mean, as a terminal table, JSON and a PNG plot.
+With `--compare-with huggingface` the plain, truncating sentence-transformers model that HuggingFaceEmbedding and
+HuggingFaceEmbeddings run (loaded from the same --model) is measured first on the same probes, so the report shows
+what is run today next to ours, with the share of document tokens each never embeds.
 """
 
 from __future__ import annotations
@@ -41,26 +44,41 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output-dir", type=Path, default=Path("runs/diagnose"), help="where the report and plot go")
     parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    parser.add_argument(
+        "--compare-with",
+        choices=["huggingface"],
+        help="also measure what you run today, first, on the same probes: huggingface = the plain "
+        "sentence-transformers model as llama-index's HuggingFaceEmbedding and langchain's HuggingFaceEmbeddings run "
+        "it (truncated at the model's own max_seq_length unless --max-length; loaded a second time)",
+    )
     add_calibration_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Probe the corpus, evaluate plain and calibrated documents, print and write the report."""
+    """Probe the corpus, evaluate --compare-with's embedder, then plain and calibrated documents; print and write the
+    report."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.compare import position_report
+    from fair_retrieval.evaluation.foreign import huggingface_anchor
 
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     calibration = calibration_from_args(args)
     embedder = make_embedder(args)
     task = probe_corpus(args, args.input, embedder)
+    baseline = None
+    if args.compare_with == "huggingface":
+        baseline = huggingface_anchor(
+            args.model, max_length=args.max_length, device=args.device, batch_size=args.batch_size
+        )
     report = position_report(
         embedder,
         task,
         calibration,
         n_bins=args.bins,
         cache=EmbeddingCache(args.cache_dir) if args.cache_dir else None,
+        baseline=baseline,
     )
     write_report(report, args.output_dir, as_json=args.json)
     return 0

@@ -13,7 +13,7 @@ JSON report (schema_version 1)::
                    "groups": {group: number of queries}},          # in display order
       "bins": {bin: number of queries},                             # finer position bins ("0.0-0.1", …) or {}
       "metrics": ["ndcg@10", "recall@10", "recall@100"],
-      "runs": [                                                     # "plain" first, then each configuration
+      "runs": [                      # a baseline (e.g. "plain", or the embedder run today) first, then the others
         {"label": str, "calibration": {Calibration fields}|null,
          "overall": {metric: float, "count": float},
          "groups": {group: {metric: float, "count": float}},
@@ -21,9 +21,12 @@ JSON report (schema_version 1)::
          "psi": float|null,                 # 1 − min/max of the groups' nDCG@10 (null with < 2 groups)
          "harmonic_mean": float|null,       # harmonic mean of the groups' nDCG@10 (null without groups)
          "seconds": float,                  # document embedding time (0 when loaded from the cache)
-         "calibrated_documents": int|null}  # documents the calibration changed (the rest were too short)
+         "calibrated_documents": int|null,  # documents the calibration changed (the rest were too short)
+         "tokens_never_embedded": null | {   # optional; null: the embedder does not say (unknown)
+             "documents": int, "truncated_documents": int, "tokens": int, "cut_tokens": int,
+             "share": float, "max_length": int}}   # cut_tokens / tokens: document ends past the window
       ],
-      "comparison": null | {"baseline": str, "candidate": str, "ndcg@10_delta": float,
+      "comparison": null | {"baseline": str, "candidate": str, "ndcg@10_delta": float,   # first run vs last run
                             "psi_relative_change": float|null, "harmonic_mean_delta": float|null}
     }
 
@@ -60,6 +63,18 @@ _RUN = {
         "harmonic_mean": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "seconds": {"type": "number", "minimum": 0},
         "calibrated_documents": {"type": ["integer", "null"], "minimum": 0},
+        "tokens_never_embedded": {
+            "type": ["object", "null"],
+            "required": ["documents", "truncated_documents", "tokens", "cut_tokens", "share", "max_length"],
+            "properties": {
+                "documents": {"type": "integer", "minimum": 0},
+                "truncated_documents": {"type": "integer", "minimum": 0},
+                "tokens": {"type": "integer", "minimum": 0},
+                "cut_tokens": {"type": "integer", "minimum": 0},
+                "share": {"type": "number", "minimum": 0, "maximum": 1},
+                "max_length": {"type": "integer", "minimum": 1},
+            },
+        },
     },
 }
 REPORT_SCHEMA: dict[str, Any] = {
@@ -116,15 +131,32 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 
 def build_report(
-    embedder: Any, task: RetrievalTask, grouping_name: str, runs: Sequence[RunResult], metrics: Sequence[str]
+    embedder: Any,
+    task: RetrievalTask,
+    grouping_name: str,
+    runs: Sequence[RunResult],
+    metrics: Sequence[str],
+    *,
+    coverage: Sequence[dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the JSON report (see the module docstring) from the runs of one `Evaluator`.
+    """Assemble the JSON report (see the module docstring) from runs on one task; the first run is the baseline.
+
+    Args:
+        embedder: the embedder the report's `model` describes.
+        task: the task all runs scored.
+        grouping_name: the position grouping of the runs.
+        runs: baseline first; the comparison is the first run vs the last.
+        metrics: the reported metrics.
+        coverage: per run, its `tokens_never_embedded` (`TokenCoverage.to_dict()`, or None when unknown); None
+            leaves the field out.
 
     Raises:
-        ValueError: without runs.
+        ValueError: without runs, or with a coverage list that does not match the runs.
     """
     if not runs:
         raise ValueError("A report needs at least one run.")
+    if coverage is not None and len(coverage) != len(runs):
+        raise ValueError(f"coverage has {len(coverage)} entries for {len(runs)} runs; give one per run (or None).")
     from fair_retrieval import __version__
 
     first = runs[0]
@@ -142,8 +174,11 @@ def build_report(
         "grouping": {"name": grouping_name, "groups": {g: int(m["count"]) for g, m in first.groups.items()}},
         "bins": {b: int(m["count"]) for b, m in first.bins.items()},
         "metrics": list(metrics),
-        "runs": [run.to_dict() for run in runs],
-        "comparison": compare(runs[0], runs[1]) if len(runs) >= 2 else None,
+        "runs": [
+            {**run.to_dict(), **({} if coverage is None else {"tokens_never_embedded": coverage[i]})}
+            for i, run in enumerate(runs)
+        ],
+        "comparison": compare(runs[0], runs[-1]) if len(runs) >= 2 else None,
     }
 
 
@@ -165,7 +200,8 @@ def compare(baseline: RunResult, candidate: RunResult) -> dict[str, Any]:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """A plain-text table of a report: metrics and per-group nDCG@10 per run, with Δ when there are two runs."""
+    """A plain-text table of a report: metrics and per-group nDCG@10 per run, Δ (last − first run) with two runs or
+    more, and the share of tokens never embedded when the runs say it."""
     runs = report["runs"]
     labels = [run["label"] for run in runs]
     rows: list[tuple[str, list[float | None]]] = []
@@ -176,15 +212,17 @@ def format_table(report: dict[str, Any]) -> str:
     if report["grouping"]["groups"]:
         rows.append(("PSI (lower = fairer)", [run["psi"] for run in runs]))
         rows.append(("harmonic mean", [run["harmonic_mean"] for run in runs]))
-    show_delta = len(runs) == 2
+    show_delta = len(runs) >= 2
     headers = ["", *labels, *(["Δ"] if show_delta else [])]
     body = []
     for name, values in rows:
         cells = [name, *(_num(v) for v in values)]
         if show_delta:
-            a, b = values
+            a, b = values[0], values[-1]
             cells.append("" if a is None or b is None else f"{b - a:+.4f}")
         body.append(cells)
+    if any("tokens_never_embedded" in run for run in runs):
+        body.append(["tokens never embedded", *(_share(run) for run in runs), *([""] if show_delta else [])])
     widths = [max(len(str(row[i])) for row in [headers, *body]) for i in range(len(headers))]
     lines = [_row(headers, widths), _row(["-" * w for w in widths], widths)]
     lines += [_row(cells, widths) for cells in body]
@@ -195,7 +233,32 @@ def format_table(report: dict[str, Any]) -> str:
     )
     summary = _summary(report)
     coverage = [_coverage(run, task["num_documents"]) for run in runs if run.get("calibrated_documents") is not None]
-    return "\n".join([title, *lines, *([summary] if summary else []), *coverage])
+    return "\n".join([title, *lines, *([summary] if summary else []), *coverage, *_truncation(runs)])
+
+
+def _share(run: dict[str, Any]) -> str:
+    """The table cell of a run's share of tokens never embedded ("unknown" when the embedder does not say)."""
+    measured = run.get("tokens_never_embedded")
+    return "unknown" if measured is None else f"{measured['share']:.1%}"
+
+
+def _truncation(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Which documents the runs cut off at their window, and how much of the corpus they never read (one line per
+    distinct measurement: a plain and a calibrated run of one embedder share theirs)."""
+    labels: dict[str, list[str]] = {}
+    measured: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        tokens = run.get("tokens_never_embedded")
+        if tokens and tokens["cut_tokens"]:
+            key = repr(sorted(tokens.items()))
+            labels.setdefault(key, []).append(run["label"])
+            measured[key] = tokens
+    return [
+        f"{', '.join(labels[key])}: {m['truncated_documents']} of {m['documents']} documents exceed the "
+        f"{m['max_length']}-token window; their ends, {m['cut_tokens']} of {m['tokens']} tokens ({m['share']:.1%}), "
+        "are never embedded"
+        for key, m in measured.items()
+    ]
 
 
 def _coverage(run: dict[str, Any], documents: int) -> str:
