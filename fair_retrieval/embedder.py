@@ -110,7 +110,7 @@ class EmbeddingReport:
 
     def summary(self) -> str:
         """One line for a user: how many documents were windowed, truncated and calibrated."""
-        parts = [f"{self.documents} documents"]
+        parts = [f"{self.documents} document{'s' if self.documents != 1 else ''}"]
         if self.windowed:
             parts.append(f"{self.windowed} windowed into {self.windows} windows in all")
         if self.truncated:

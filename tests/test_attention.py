@@ -105,7 +105,7 @@ def test_embedder_says_how_many_texts_were_calibrated_and_warns_once_when_none(m
         embedder.embed_documents(MINILM_TEXTS[:1], calibration=None)
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
     assert infos[0] == f"Embedded 4 documents, {expected} calibrated." and len(infos) == 4  # one per call
-    assert infos[3] == "Embedded 1 documents, 0 calibrated."  # plain calls are counted too
+    assert infos[3] == "Embedded 1 document, 0 calibrated."  # plain calls are counted too
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "None of these 1 documents has a window with the 384 content tokens" in warnings[0]
 

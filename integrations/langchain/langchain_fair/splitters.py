@@ -3,7 +3,7 @@
 LangChain's `TextSplitter.create_documents` finds each chunk's `start_index` by searching from
 "previous start + previous length − chunk_overlap". With a length measured in tokens (`from_huggingface_tokenizer`)
 the overlap is in tokens while the offsets are in characters, so the search starts past the chunk and about every
-other chunk gets `start_index = -1` (langchain-ai/langchain#29884). This subclass searches from just after the
+other chunk gets `start_index = -1` (a known LangChain bug). This subclass searches from just after the
 previous chunk's start instead, which is a valid lower bound because chunks come in increasing order of start.
 """
 
