@@ -13,7 +13,10 @@ What it checks, each as PASS / FAIL / SKIP with the measured numbers:
 4. Speed: plain vs calibrated document encoding on CUDA in float16 and bfloat16 (MiniLM, 64 documents of 512
    tokens, mean pooling; the default and the paper's configuration), alternating rounds, median ratio with its spread
    (the target is ≤ 1.05×; a ratio above it is reported, not failed — a kernel fallback is a failure).
-5. If faiss has GPU support: FaissIndex on GPU (flat, ivf, ivfpq) searches like the CPU index; remove and
+5. Windows: documents of ~2,000 tokens windowed (`long_documents="windows"`, MiniLM's 256-token window) give the
+   same vectors on CUDA float32 as on CPU, and what windowing costs on CUDA: documents/s of windows vs truncation
+   and vs the same windows embedded as separate texts (the ratio windows/pieces should be ≈ 1).
+6. If faiss has GPU support: FaissIndex on GPU (flat, ivf, ivfpq) searches like the CPU index; remove and
    get_vectors work on GPU; a GPU index saves (as a CPU index) and loads back on GPU and CPU with equal results;
    with several GPUs, sharded and replicated indices agree with CPU.
 
@@ -286,6 +289,55 @@ def reduced_precision(
 # ---------------------------------------------------------------------------------------------------- faiss
 
 
+def window_checks(results: list[Result], model: str) -> None:
+    """Windowed documents: CUDA float32 = CPU float32; documents/s of windows vs truncation vs the bare pieces."""
+    from fair_retrieval import FairEmbedder
+
+    texts = long_texts(DOCS, words=1800)
+
+    def same_on_cuda() -> str:
+        cpu = FairEmbedder(model, device="cpu", precision="float32").embed_documents(texts)
+        cuda_embedder = FairEmbedder(model, device="cuda", precision="float32")
+        cuda = cuda_embedder.embed_documents(texts)
+        report = cuda_embedder.last_report
+        diff = float(np.abs(cpu - cuda).max())
+        expect(report is not None and report.windowed == len(texts), "the long texts were not windowed")
+        expect(diff <= 2e-4, f"windowed CUDA fp32 vs CPU fp32 max abs diff {diff:.2e} > 2e-4")
+        return f"{report.windows if report else 0} windows for {len(texts)} documents; max|cuda−cpu| {diff:.1e}"
+
+    run_check(results, "windows: CUDA float32 = CPU float32", same_on_cuda)
+
+    def speed() -> str:
+        import torch
+
+        windows = FairEmbedder(model, device="cuda", calibration=None)
+        truncate = FairEmbedder(windows.model, device="cuda", calibration=None, long_documents="truncate")
+        docs = long_texts(SPEED_DOCS, words=1800)
+        pieces = windows.plan_documents(docs).pieces
+        runs = {
+            "truncate": lambda: truncate.embed_documents(docs),
+            "windows": lambda: windows.embed_documents(docs),
+            "pieces": lambda: truncate.embed_documents(pieces),
+        }
+        runs["windows"]()  # warm-up
+        seconds: dict[str, list[float]] = {name: [] for name in runs}
+        for round_index in range(SPEED_ROUNDS):
+            for name in runs if round_index % 2 == 0 else reversed(list(runs)):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                runs[name]()
+                torch.cuda.synchronize()
+                seconds[name].append(time.perf_counter() - start)
+        ratio = float(np.median(np.array(seconds["windows"]) / np.array(seconds["pieces"])))
+        rates = {name: len(docs) / float(np.median(times)) for name, times in seconds.items()}
+        return (
+            f"documents/s truncate {rates['truncate']:.0f}, windows {rates['windows']:.0f} "
+            f"({len(pieces) / len(docs):.1f} windows each); windows/pieces {ratio:.2f}×"
+        )
+
+    run_check(results, "windows: speed on CUDA", speed)
+
+
 def clustered_vectors(n: int, seed: int) -> np.ndarray:
     """Unit vectors around 200 random centres (so IVF partitions mean something)."""
     rng = np.random.default_rng(seed)
@@ -420,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     embedding_checks(results, model)
     kernel_checks(results)
     speed_checks(results, model)
+    window_checks(results, model)
     faiss_checks(results)
     failed = [r for r in results if r.status == "FAIL"]
     counts = {status: sum(r.status == status for r in results) for status in ("PASS", "FAIL", "SKIP")}
