@@ -67,6 +67,8 @@ _RECOMMENDED_POINTS_PER_CENTROID = 39  # below this faiss' k-means warns
 _METRICS = ("ip", "l2")
 _ID_MAP = "IDMap2"  # id policy of indices that cannot store ids themselves
 _NATIVE = "native"
+_EXHAUSTIVE_SELECTION = 1024  # searches restricted to at most this many ids score each of them
+_HNSW_SELECTIVE = 10  # an HNSW search restricted to under 1/10 of the graph scores the selection on its storage
 
 
 class IdSet:
@@ -155,6 +157,10 @@ class FaissIndex:
           is kept (host memory) until the next add/remove, so repeated calls (MMR) are cheap; `save` always
           writes a CPU copy. faiss' GPU search returns at most k=2048 results.
         - Ids given by `add(vectors)` without ids continue after the largest id stored at that moment.
+        - `search(queries, k, ids=...)` searches only among the given ids, inside faiss (an IDSelector in the
+          search parameters, with the index's own nprobe / efSearch): k hits whenever k of those ids are stored,
+          which filtering an unrestricted top-k cannot promise. Metadata filters (`fair_retrieval.filters`) pick
+          the ids in the stores.
     """
 
     def __init__(
@@ -343,13 +349,33 @@ class FaissIndex:
         self._cpu_copy = None
         return new_ids
 
-    def search(self, queries: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Return the k best stored vectors for every query row.
+    def search(self, queries: Any, k: int, *, ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Return the k best stored vectors for every query row, optionally only among `ids`.
+
+        Args:
+            queries: float vectors (n, dim).
+            k: results per query.
+            ids: restrict the search to these stored ids (e.g. the documents a metadata filter keeps). Every query
+                then gets min(k, number of distinct `ids`) results, all from `ids`, however few of the stored
+                vectors they are: the restriction is applied inside faiss' search (an `IDSelectorBatch` in
+                `SearchParameters`), not by filtering an unrestricted top-k. The index's own search values are
+                kept (nprobe for IVF, efSearch for HNSW, k_factor for a refinement stage). A selection too small
+                for the approximate structure to find reliably is scored exhaustively instead (every selected
+                vector: all lists of an IVF index, the flat storage of an HNSW graph), and queries that still come
+                back short are searched again exhaustively. On a GPU the live index takes the selector where faiss
+                supports it there; otherwise its CPU copy is searched. Index types whose faiss search takes no
+                selector (custom factories such as "PQ16", "LSH", "NSG32") fall back to searching ever more
+                unrestricted candidates (4x each round) until k selected ones are found or every vector was seen.
 
         Returns:
             (scores, ids): float32 (n, k) and int64 (n, k), best first. Scores are inner products for "ip" (larger
             is better) or squared L2 distances for "l2" (smaller is better). Where fewer than k vectors are found,
             ids are -1 and scores -inf ("ip") or +inf ("l2").
+
+        Raises:
+            ValueError: a k that is not a positive int (or above 2048 on GPU), malformed queries, or `ids` that
+                are not stored (the message lists some of them).
+            TypeError: non-numeric queries or non-integer ids.
         """
         if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}.")
@@ -357,10 +383,14 @@ class FaissIndex:
             raise ValueError(f"faiss on GPU returns at most k={GPU_MAX_K} results; ask for fewer, or use gpu=False.")
         matrix = self._as_vectors(queries, "queries")
         k = int(k)
-        if matrix.shape[0] == 0 or len(self) == 0 or not self.is_trained:
+        wanted = None if ids is None else self._stored_selection(ids)
+        if matrix.shape[0] == 0 or len(self) == 0 or not self.is_trained or (wanted is not None and not wanted.size):
             scores = np.full((matrix.shape[0], k), self._missing_score, dtype=np.float32)
             return scores, np.full((matrix.shape[0], k), -1, dtype=np.int64)
-        scores, found = self._index.search(matrix, k)
+        if wanted is not None and wanted.size < len(self):
+            scores, found = self._search_among(matrix, k, wanted)
+        else:  # no restriction, or every stored id selected
+            scores, found = self._index.search(matrix, k)
         scores = np.ascontiguousarray(scores, dtype=np.float32)
         found = np.ascontiguousarray(found, dtype=np.int64)
         scores[found < 0] = self._missing_score
@@ -533,6 +563,68 @@ class FaissIndex:
     @property
     def _missing_score(self) -> float:
         return float("-inf") if self._metric == "ip" else float("inf")
+
+    def _stored_selection(self, ids: Any) -> np.ndarray:
+        """`ids` as sorted unique int64, all stored (a vectorised lookup in the sorted ids, not one by one)."""
+        wanted = np.unique(self._as_ids(ids, "ids"))
+        stored = self._ids.ids()
+        if wanted.size:
+            at = np.searchsorted(stored, wanted)
+            known = at < stored.size
+            known[known] = stored[at[known]] == wanted[known]
+            if not known.all():
+                unknown = wanted[~known]
+                raise ValueError(
+                    f"{unknown.size} id(s) to search among are not in the index: {_some(unknown)}. Pass stored ids "
+                    "only (FaissIndex.ids lists them)."
+                )
+        return wanted
+
+    def _search_among(self, matrix: np.ndarray, k: int, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The k best of `wanted` (sorted, stored, not all of them) for every query row (see `search`)."""
+        expected = min(k, int(wanted.size))
+        exhaustive = _prefers_exhaustive(self.params, int(wanted.size), len(self))
+        result = self._selector_search(matrix, k, wanted, exhaustive)
+        if result is None:
+            logger.debug("The %s index (%s) takes no id selector; widening the candidates.", self.kind, self.factory)
+            return self._widened_search(matrix, k, wanted)
+        scores, found = result
+        short = (found >= 0).sum(axis=1) < expected
+        if short.any() and not exhaustive:  # the graph or the probed lists held too few selected vectors
+            again = self._selector_search(matrix[short], k, wanted, exhaustive=True)
+            if again is not None:
+                scores[short], found[short] = again
+                short = (found >= 0).sum(axis=1) < expected
+        if short.any():
+            scores[short], found[short] = self._widened_search(matrix[short], k, wanted)
+        return scores, found
+
+    def _selector_search(
+        self, matrix: np.ndarray, k: int, wanted: np.ndarray, exhaustive: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Search with a faiss id selector: on the live GPU index where faiss takes one there, else on the CPU
+        (copy); None when this index type takes none."""
+        stored = self._ids.ids()
+        if self._on_gpu:
+            result = _search_with_selector(self._faiss, self._index, matrix, k, wanted, stored, exhaustive)
+            if result is not None:
+                return result
+            logger.debug("faiss takes no id selector for this GPU index; searching its CPU copy.")
+        return _search_with_selector(self._faiss, self._cpu_index(), matrix, k, wanted, stored, exhaustive)
+
+    def _widened_search(self, matrix: np.ndarray, k: int, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unrestricted searches over ever more candidates (4x a round) until every row holds min(k, selected)
+        selected ids or every stored vector was a candidate; the selected ones, best first."""
+        total, expected = len(self), min(k, int(wanted.size))
+        fetch = min(total, max(4 * k, 64))
+        while True:
+            index = self._cpu_index() if self._on_gpu and fetch > GPU_MAX_K else self._index
+            scores, found = index.search(matrix, fetch)
+            members = np.isin(found, wanted)
+            if fetch >= total or bool((members.sum(axis=1) >= expected).all()):
+                break
+            fetch = min(total, fetch * 4)
+        return _first_members(np.asarray(scores), np.asarray(found), members, k, self._missing_score)
 
     def _faiss_metric(self) -> int:
         faiss = self._faiss
@@ -756,6 +848,118 @@ class FaissIndex:
         unknown = unique_ids[~self._ids.present(unique_ids)]
         if unknown.size:
             raise ValueError(f"{unknown.size} id(s) are not in the index: {_some(unknown)}.")
+
+
+def _prefers_exhaustive(params: Mapping[str, int], selected: int, total: int) -> bool:
+    """Whether a restricted search should score every selected vector rather than trust the approximate structure.
+
+    Small selections always are (cheap, and exact). For IVF, a selection no larger a share of the vectors than the
+    probed lists are (nprobe / nlist) costs no more scanned in full, and probing few lists would miss much of it.
+    An HNSW graph walk finds selected neighbours poorly once they are under a tenth of the graph (recall@10 falls
+    from 0.98 at 10 % to about 0.5 at 2 % with efSearch=64), so such selections are scored on its flat storage.
+    """
+    if selected <= _EXHAUSTIVE_SELECTION:
+        return True
+    if "nlist" in params and "nprobe" in params:
+        return selected * params["nlist"] <= params["nprobe"] * total
+    if "ef_search" in params:
+        return selected * _HNSW_SELECTIVE <= total
+    return False
+
+
+def _search_with_selector(
+    faiss: Any,
+    index: Any,
+    matrix: np.ndarray,
+    k: int,
+    wanted: np.ndarray,
+    stored: np.ndarray,
+    exhaustive: bool,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Search `index` (CPU or GPU) for the k best of the `wanted` ids with a faiss IDSelector in SearchParameters.
+
+    Returns None where faiss takes no selector for this structure (it raised, or it ignored the selector and
+    returned other ids).
+    """
+    top = faiss.downcast_index(index)
+    node, id_map = top, None
+    if type(top).__name__ in ("IndexIDMap", "IndexIDMap2"):
+        node, id_map = faiss.downcast_index(top.index), top.id_map
+    if 2 * wanted.size > stored.size:  # most ids selected: faiss checks the smaller set of those left out
+        batch = faiss.IDSelectorBatch(np.setdiff1d(stored, wanted, assume_unique=True))
+        selector = faiss.IDSelectorNot(batch)
+    else:
+        batch = selector = faiss.IDSelectorBatch(wanted)
+    # Below an id map faiss sees positions: translate them to ids (IndexIDMap leaves a translated selector as is).
+    # faiss keeps raw pointers to these selectors: the local names hold them until the search is done.
+    inner = faiss.IDSelectorTranslated(id_map, selector) if id_map is not None else selector
+    try:
+        if exhaustive and id_map is not None and type(node).__name__.startswith("IndexHNSW"):
+            storage = faiss.downcast_index(node.storage)  # the graph's vectors, by position: scored one by one
+            scores, positions = storage.search(matrix, k, params=faiss.SearchParameters(sel=inner))
+            labels = faiss.rev_swig_ptr(id_map.data(), id_map.size())
+            found = np.where(positions >= 0, labels[np.maximum(positions, 0)], -1)
+        else:
+            params = _selector_params(faiss, node, inner, exhaustive)
+            if params is None:
+                return None
+            scores, found = index.search(matrix, k, params=params)
+    except RuntimeError as error:  # faiss: "search params not supported", "selector not supported", …
+        logger.debug("faiss refused an id selector for %s: %s", type(node).__name__, str(error).splitlines()[0])
+        return None
+    if not np.isin(found[found >= 0], wanted).all():  # checked, not trusted: k·n lookups
+        name = type(node).__name__
+        on_gpu = name.startswith("Gpu")  # then the CPU copy is searched next: expected, not worth a warning
+        logger.log(logging.DEBUG if on_gpu else logging.WARNING, "faiss ignored the id selector of a %s search.", name)
+        return None
+    return np.asarray(scores), np.asarray(found)
+
+
+def _selector_params(faiss: Any, node: Any, selector: Any, exhaustive: bool) -> Any:
+    """SearchParameters carrying `selector` for `node` and what lies below it, with the node's own search values
+    (nprobe and max_codes, efSearch, k_factor); `exhaustive` probes every IVF list. None for structures whose
+    faiss search takes no selector (IndexPQ, IndexLSH, IndexNSG, …)."""
+    node = faiss.downcast_index(node)
+    name = type(node).__name__
+    if name == "IndexPreTransform":  # passes the parameters on to the index it transforms for
+        return _selector_params(faiss, node.index, selector, exhaustive)
+    if name.startswith("IndexRefine"):  # the selector must reach the base index, which picks the candidates
+        base = _selector_params(faiss, node.base_index, selector, exhaustive)
+        if base is None:
+            return None
+        return faiss.IndexRefineSearchParameters(k_factor=float(node.k_factor), base_index_params=base, sel=selector)
+    if isinstance(node, faiss.IndexIVF) or name.startswith("GpuIndexIVF"):
+        params = faiss.SearchParametersIVF(sel=selector, nprobe=int(node.nlist) if exhaustive else int(node.nprobe))
+        if not exhaustive and hasattr(node, "max_codes"):
+            params.max_codes = int(node.max_codes)
+        return params
+    if name.startswith("IndexHNSW"):
+        graph = node.hnsw
+        return faiss.SearchParametersHNSW(
+            sel=selector,
+            efSearch=int(graph.efSearch),
+            check_relative_distance=bool(graph.check_relative_distance),
+            bounded_queue=bool(graph.search_bounded_queue),
+        )
+    if name.startswith(("IndexFlat", "GpuIndexFlat")) or name == "IndexScalarQuantizer":
+        return faiss.SearchParameters(sel=selector)
+    return None
+
+
+def _first_members(
+    scores: np.ndarray, found: np.ndarray, members: np.ndarray, k: int, missing: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the first k results flagged in `members` (order kept), padded with -1 / `missing` to k columns."""
+    rows = found.shape[0]
+    order = np.argsort(~members, axis=1, kind="stable")[:, :k]
+    picked = np.take_along_axis(members, order, axis=1)
+    kept_ids = np.where(picked, np.take_along_axis(found, order, axis=1), -1)
+    kept_scores = np.where(picked, np.take_along_axis(scores, order, axis=1), missing)
+    if kept_ids.shape[1] < k:
+        pad = k - kept_ids.shape[1]
+        kept_ids = np.hstack([kept_ids, np.full((rows, pad), -1, dtype=np.int64)])
+        kept_scores = np.hstack([kept_scores, np.full((rows, pad), missing, dtype=np.float32)])
+    return kept_scores.astype(np.float32), kept_ids.astype(np.int64)
 
 
 def _native_ivf(faiss: Any, index: Any) -> bool:

@@ -4,9 +4,19 @@ LangChain's own FAISS store lived in langchain-community, which was archived; th
 only. Vectors live in a `fair_retrieval.FaissIndex` (GPU when faiss sees one, CPU otherwise), under int64 ids this
 module hands out; it keeps one map from LangChain's string ids to those ints, and the `Document`s by int id.
 
-A saved store is a folder with `index/` (FaissIndex.save) and `store.json` (documents, metadata and the id map).
-Nothing is pickled, so loading a store cannot execute code; in exchange, metadata must be JSON: str keys and
+A saved store is a folder with `index/` (FaissIndex.save) and `store.json` (documents, metadata and the id map);
+a store saved under another `index_name` uses `<name>/` and `<name>.store.json`, so several stores can share a
+folder. Nothing is pickled, so loading a store cannot execute code; in exchange, metadata must be JSON: str keys and
 str / int / float / bool / None / list / dict values.
+
+Filters are `fair_retrieval.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``, …)
+or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
+documents match.
+
+Coming from langchain-community's FAISS store: `save_local` / `load_local` take the same arguments (`index_name`,
+`allow_dangerous_deserialization`, which changes nothing here), and `from_embeddings`, `add_embeddings` and
+`merge_from` exist. Its folders (`index.faiss` + `index.pkl`) cannot be read without unpickling; rebuild them with
+`from_embeddings` (see `load_local`).
 """
 
 from __future__ import annotations
@@ -18,28 +28,32 @@ import logging
 import os
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
+from fair_retrieval.filters import Predicate, compile_filter
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.jsonio import read_versioned_json, write_json_atomically
 
 logger = logging.getLogger(__name__)
 
 Metric = Literal["cosine", "ip", "l2"]
-Filter = dict[str, Any] | Callable[[dict[str, Any]], bool]
+Filter = Mapping[str, Any] | Callable[[dict[str, Any]], bool]  # see fair_retrieval.filters
 
 STORE_FILE = "store.json"
 INDEX_FOLDER = "index"
+DEFAULT_INDEX_NAME = "index"  # langchain-community's default; this name keeps the original layout
+STORE_SUFFIX = ".store.json"  # the store file of another index_name: <name>.store.json next to <name>/
+COMMUNITY_SUFFIXES = (".faiss", ".pkl")  # what langchain-community's FAISS.save_local writes
 FORMAT_NAME = "langchain-fair-faiss-store"
 FORMAT_VERSION = 1
 
@@ -75,6 +89,7 @@ class FaissVectorStore(VectorStore):
 
             store = FaissVectorStore.from_texts(texts, FairEmbeddings(model="..."), metadatas=metadatas)
             hits = store.similarity_search("question", k=4)
+            recent = store.similarity_search("question", k=4, filter={"year": {"$gte": 2024}, "lang": ["en", "fr"]})
             store.save_local("my_store")
             store = FaissVectorStore.load_local("my_store", FairEmbeddings(model="..."))
     """
@@ -153,24 +168,7 @@ class FaissVectorStore(VectorStore):
         if not text_list:
             return []
         vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
-        if self._index is None:  # created on the first add, when the vector size is known
-            metric: Literal["ip", "l2"] = "l2" if self._metric == "l2" else "ip"
-            kind: Any = self._kind  # FaissIndex checks it
-            self._index = FaissIndex(vectors.shape[1], metric=metric, kind=kind, gpu=self._gpu, **self._index_params)
-        index = self._index
-        replaced = [self._int_ids[id_] for id_ in id_list if id_ in self._int_ids]
-        if replaced:
-            index.remove(replaced)
-        fresh = itertools.count(self._next_int_id)  # a replaced id keeps its int id, a new one takes the next
-        int_ids = [self._int_ids[id_] if id_ in self._int_ids else next(fresh) for id_ in id_list]
-        index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))
-        self._next_int_id = next(fresh)
-        for id_, int_id, text, metadata in zip(id_list, int_ids, text_list, metadata_list, strict=True):
-            self._int_ids[id_] = int_id
-            self._documents.pop(int_id, None)  # a replaced document moves to the end of the insertion order
-            self._documents[int_id] = _Record(id_, text, metadata)
-        logger.debug("Stored %d documents (%d replaced); %d in the store.", len(id_list), len(replaced), len(self))
-        return id_list
+        return self._store(text_list, vectors, metadata_list, id_list)
 
     @classmethod
     def from_texts(
@@ -198,6 +196,148 @@ class FaissVectorStore(VectorStore):
         store = cls(embedding, **kwargs)
         store.add_texts(text_list, metadatas, ids=ids)
         return store
+
+    def add_embeddings(
+        self,
+        text_embeddings: Iterable[tuple[str, Sequence[float]]],
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Store texts with vectors computed elsewhere (no embedding call); an existing id is replaced (upsert).
+
+        As langchain-community's `FAISS.add_embeddings`. The vectors must come from the same model (and, for
+        position-fair documents, the same calibration) as this store's `embeddings`, or they will not be comparable
+        with the stored ones and the queries; with metric="cosine" they are L2-normalised as embedded ones are.
+
+        Args:
+            text_embeddings: (text, vector) pairs.
+            metadatas: one JSON-serialisable dict per pair, or None.
+            ids: one id per pair (None entries get a new UUID), or None for all new UUIDs.
+            **kwargs: unused; accepted for LangChain compatibility.
+
+        Returns:
+            The ids the texts were stored under, in input order.
+
+        Raises:
+            TypeError: a pair that is not (str, vector), or as `add_texts`.
+            ValueError: vectors of differing or wrong dimension, non-finite values, or as `add_texts`.
+        """
+        text_list, vectors = self._pairs(text_embeddings)
+        metadata_list = _check_metadatas(metadatas, len(text_list))
+        id_list = _new_ids(ids, len(text_list))
+        if not text_list:
+            return []
+        return self._store(
+            text_list, self._as_matrix(vectors, len(text_list), "text_embeddings"), metadata_list, id_list
+        )
+
+    @classmethod
+    def from_embeddings(
+        cls,
+        text_embeddings: Iterable[tuple[str, Sequence[float]]],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> Self:
+        """A new store holding (text, vector) pairs computed elsewhere; `embedding` embeds later texts and queries.
+
+        As langchain-community's `FAISS.from_embeddings`: `kwargs` go to the constructor (metric, kind, gpu, index
+        parameters). This is also the way to move a langchain-community FAISS store over (see `load_local`).
+
+        Raises:
+            ValueError: if there are no pairs (create an empty store with `FaissVectorStore(embedding)`), or as
+                `add_embeddings`.
+            TypeError: as `add_embeddings`.
+        """
+        text_list, vectors = cls._pairs(text_embeddings)
+        if not text_list:
+            raise ValueError(
+                "from_embeddings got no (text, vector) pairs. To start with an empty store, use "
+                "FaissVectorStore(embedding) and add_embeddings / add_texts later."
+            )
+        store = cls(embedding, **kwargs)
+        store.add_embeddings(zip(text_list, vectors, strict=True), metadatas, ids)
+        return store
+
+    def merge_from(self, other: FaissVectorStore) -> None:
+        """Add every document of `other` to this store, copying its stored vectors (nothing is re-embedded).
+
+        As langchain-community's `FAISS.merge_from`. `other` is left unchanged; its documents keep their ids and
+        come after this store's, in their order. Both stores should use the same embedding model. The vectors are
+        read back from `other`'s index: exact for the flat, hnsw and ivf kinds, the decoded codes for ivfpq.
+
+        Raises:
+            TypeError: if `other` is not a FaissVectorStore.
+            ValueError: if an id is in both stores (the message lists some; delete or rename them first), or the
+                stores have different metrics or vector sizes. Nothing is added then.
+        """
+        if not isinstance(other, FaissVectorStore):
+            raise TypeError(
+                f"merge_from takes another FaissVectorStore, got {type(other).__name__}. To add a langchain-community "
+                "FAISS store, rebuild it with FaissVectorStore.from_embeddings (see load_local)."
+            )
+        if other is self:
+            raise ValueError("merge_from got the store itself; every id would clash. Merge another store.")
+        if not other._documents:
+            return
+        if other._metric != self._metric:
+            raise ValueError(
+                f"Cannot merge a store with metric={other._metric!r} into one with metric={self._metric!r}: their "
+                "scores are not comparable. Rebuild one of them with the other's metric."
+            )
+        assert other._index is not None  # it holds documents
+        if self._index is not None and self._index.dim != other._index.dim:
+            raise ValueError(
+                f"Cannot merge a store of {other._index.dim}-d vectors into one of {self._index.dim}-d vectors: they "
+                "come from different embedding models."
+            )
+        clashing = [record.id for record in other._documents.values() if record.id in self._int_ids]
+        if clashing:
+            raise ValueError(
+                f"{len(clashing)} id(s) are in both stores: {_some(clashing)}. Delete them from one store (or add that "
+                "store's documents under new ids) before merging; nothing was merged."
+            )
+        int_ids = list(other._documents)
+        vectors = other._index.get_vectors(int_ids)
+        records = [other._documents[int_id] for int_id in int_ids]
+        self._store(
+            [record.text for record in records],
+            vectors,
+            [copy.deepcopy(record.metadata) for record in records],
+            [record.id for record in records],
+        )
+        logger.info("Merged %d documents; %d in the store.", len(records), len(self))
+
+    def _store(
+        self, text_list: list[str], vectors: np.ndarray, metadata_list: list[dict[str, Any]], id_list: list[str]
+    ) -> list[str]:
+        """Index prepared vectors under the documents' ids (replacing existing ones) and keep the documents."""
+        if not np.isfinite(vectors).all():  # checked before anything changes (an upsert removes first)
+            bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+            raise ValueError(
+                f"The vectors of texts {bad[:5].tolist()} contain NaN or infinite values; nothing was stored."
+            )
+        if self._index is None:  # created on the first add, when the vector size is known
+            metric: Literal["ip", "l2"] = "l2" if self._metric == "l2" else "ip"
+            kind: Any = self._kind  # FaissIndex checks it (and the parameters)
+            params: dict[str, Any] = self._index_params
+            self._index = FaissIndex(vectors.shape[1], metric=metric, kind=kind, gpu=self._gpu, **params)
+        index = self._index
+        replaced = [self._int_ids[id_] for id_ in id_list if id_ in self._int_ids]
+        if replaced:
+            index.remove(replaced)
+        fresh = itertools.count(self._next_int_id)  # a replaced id keeps its int id, a new one takes the next
+        int_ids = [self._int_ids[id_] if id_ in self._int_ids else next(fresh) for id_ in id_list]
+        index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))
+        self._next_int_id = next(fresh)
+        for id_, int_id, text, metadata in zip(id_list, int_ids, text_list, metadata_list, strict=True):
+            self._int_ids[id_] = int_id
+            self._documents.pop(int_id, None)  # a replaced document moves to the end of the insertion order
+            self._documents[int_id] = _Record(id_, text, metadata)
+        logger.debug("Stored %d documents (%d replaced); %d in the store.", len(id_list), len(replaced), len(self))
+        return id_list
 
     # ------------------------------------------------------------------------------------------------ reading, deleting
 
@@ -249,24 +389,29 @@ class FaissVectorStore(VectorStore):
         Args:
             embedding: the query vector.
             k: how many documents to return.
-            filter: keep only documents whose metadata equal these key/value pairs (a list value means "any
-                of"), or for which this callable returns True. Filtering happens after the search over `fetch_k`
-                candidates, so fewer than k may remain.
-            fetch_k: candidates searched before filtering.
+            filter: which documents may be returned: a `fair_retrieval.filters` dict (``{"lang": "en"}``, a list
+                value meaning "any of", ``{"year": {"$gte": 2024}}``, ``$in``/``$nin``, ``$and``/``$or``/``$not``, …)
+                or a function of the metadata dict returning True for documents to keep. The search runs among the
+                matching documents only, so it returns min(k, matches) of them. A malformed filter raises
+                ValueError before anything is searched.
+            fetch_k: unused here (filtering no longer needs extra candidates); accepted for compatibility with
+                langchain-community's FAISS store.
             **kwargs: unused; accepted for LangChain compatibility.
         """
+        predicate = _predicate(filter)
         _check_k(k, "k")
         if not self._documents:
             return []
         query = self._as_matrix([embedding], 1, "the query embedding")
-        return [(self._document(int_id), score) for int_id, score in self._search(query, k, filter, fetch_k)]
+        return [(self._document(int_id), score) for int_id, score in self._search(query, k, predicate)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
+        predicate = _predicate(filter)  # a malformed filter fails before the query is embedded
         return self.similarity_search_with_score_by_vector(
-            self._embedding.embed_query(query), k, filter=filter, fetch_k=fetch_k, **kwargs
+            self._embedding.embed_query(query), k, filter=predicate, fetch_k=fetch_k, **kwargs
         )
 
     def similarity_search_by_vector(
@@ -279,8 +424,9 @@ class FaissVectorStore(VectorStore):
     def similarity_search(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
-        """The k documents nearest to `query`."""
-        return self.similarity_search_by_vector(self._embedding.embed_query(query), k, filter, fetch_k, **kwargs)
+        """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
+        predicate = _predicate(filter)
+        return self.similarity_search_by_vector(self._embedding.embed_query(query), k, predicate, fetch_k, **kwargs)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -294,8 +440,14 @@ class FaissVectorStore(VectorStore):
         """k documents chosen from the `fetch_k` nearest for relevance *and* diversity (MMR).
 
         Args:
+            embedding: the query vector.
+            k: how many documents to return.
+            fetch_k: candidates MMR chooses from: the `fetch_k` nearest documents that pass `filter`.
             lambda_mult: 1 is pure relevance, 0 pure diversity.
+            filter: as in `similarity_search_with_score_by_vector`.
+            **kwargs: unused; accepted for LangChain compatibility.
         """
+        predicate = _predicate(filter)
         _check_k(k, "k")
         if not 0.0 <= lambda_mult <= 1.0:
             raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}.")
@@ -303,7 +455,7 @@ class FaissVectorStore(VectorStore):
         if not self._documents:
             return []
         query = self._as_matrix([embedding], 1, "the query embedding")
-        int_ids = [int_id for int_id, _ in self._search(query, candidates, filter, fetch_k)]
+        int_ids = [int_id for int_id, _ in self._search(query, candidates, predicate)]
         if not int_ids:
             return []
         vectors = self._index.get_vectors(int_ids).tolist()  # type: ignore[union-attr]
@@ -320,9 +472,21 @@ class FaissVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:
         """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
+        predicate = _predicate(filter)
         return self.max_marginal_relevance_search_by_vector(
-            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=filter, **kwargs
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=predicate, **kwargs
         )
+
+    def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
+        """A LangChain retriever over this store (search_type "similarity", "mmr" or "similarity_score_threshold").
+
+        A `filter` in `search_kwargs` applies to every search type and is checked here: a malformed one raises
+        ValueError now rather than at the first query.
+        """
+        search_kwargs = kwargs.get("search_kwargs") or {}
+        if search_kwargs.get("filter") is not None:
+            _predicate(search_kwargs["filter"])
+        return super().as_retriever(**kwargs)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # langchain-core's functions assume other scales (1 − cosine distance, unsquared L2 over √2, …); ours
@@ -335,16 +499,26 @@ class FaissVectorStore(VectorStore):
 
     # ------------------------------------------------------------------------------------------------ persistence
 
-    def save_local(self, folder_path: str | os.PathLike[str]) -> Path:
-        """Write the store to `folder_path` (created if needed): `index/` and `store.json`, no pickle.
+    def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
+        """Write the store to `folder_path` (created if needed), no pickle: `index/` and `store.json`.
+
+        Args:
+            folder_path: the folder.
+            index_name: as in langchain-community's FAISS store, a name that lets several stores share a folder:
+                a store saved under another name than "index" is written to `<name>/` and `<name>.store.json`.
+                Load it with the same name.
 
         Returns:
             The folder path.
+
+        Raises:
+            ValueError: if `index_name` is empty or holds a path separator.
         """
         folder = Path(folder_path)
+        index_folder, store_file = _saved_paths(folder, index_name)
         folder.mkdir(parents=True, exist_ok=True)
         if self._index is not None:
-            self._index.save(folder / INDEX_FOLDER)
+            self._index.save(index_folder)
         state = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
@@ -358,8 +532,8 @@ class FaissVectorStore(VectorStore):
                 for int_id, (id_, text, metadata) in self._documents.items()
             ],
         }
-        write_json_atomically(folder / STORE_FILE, state, indent=None)
-        logger.info("Saved %d documents to %s", len(self), folder)
+        write_json_atomically(store_file, state, indent=None)
+        logger.info("Saved %d documents to %s (index_name=%r)", len(self), folder, index_name)
         return folder
 
     @classmethod
@@ -367,7 +541,9 @@ class FaissVectorStore(VectorStore):
         cls,
         folder_path: str | os.PathLike[str],
         embeddings: Embeddings,
+        index_name: str = DEFAULT_INDEX_NAME,
         *,
+        allow_dangerous_deserialization: bool = False,
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
     ) -> Self:
@@ -377,16 +553,46 @@ class FaissVectorStore(VectorStore):
             folder_path: the folder given to `save_local`.
             embeddings: the embeddings to embed new documents and queries with; use the same model (and
                 calibration) as when the store was built, or the stored and new vectors will not be comparable.
+            index_name: the name given to `save_local` ("index" by default, as in langchain-community).
+            allow_dangerous_deserialization: accepted so that code written for langchain-community's FAISS store
+                runs unchanged, and ignored: nothing is ever unpickled here, so loading is safe either way.
             gpu: as in the constructor.
             relevance_score_fn: as in the constructor.
 
+        A folder written by langchain-community's `FAISS.save_local` (`index.faiss` + `index.pkl`) is refused:
+        its documents are in a pickle. Convert it once, where you trust the folder, with langchain-community::
+
+            old = FAISS.load_local(folder, embeddings, allow_dangerous_deserialization=True)
+            ids = [old.index_to_docstore_id[position] for position in range(old.index.ntotal)]
+            documents = [old.docstore.search(id_) for id_ in ids]
+            vectors = old.index.reconstruct_n(0, old.index.ntotal)  # row i is the vector at position i
+            store = FaissVectorStore.from_embeddings(
+                zip([d.page_content for d in documents], vectors), embeddings,
+                metadatas=[d.metadata for d in documents], ids=ids,
+                metric="l2",  # community's default; "ip" for MAX_INNER_PRODUCT, "cosine" if it had normalize_L2
+            )
+            store.save_local(new_folder)
+
         Raises:
-            FileNotFoundError: if the folder lacks store.json (or its index).
-            ValueError: if the files are malformed or disagree with each other.
+            FileNotFoundError: if the folder lacks the store file (or its index); for a langchain-community folder,
+                the message says how to convert it.
+            ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed.
         """
         folder = Path(folder_path)
+        index_folder, store_file = _saved_paths(folder, index_name)
+        if allow_dangerous_deserialization:
+            logger.debug("allow_dangerous_deserialization=True changes nothing: FaissVectorStore never unpickles.")
+        community = [folder / f"{index_name}{suffix}" for suffix in COMMUNITY_SUFFIXES]
+        if not store_file.is_file() and any(path.is_file() for path in community):
+            raise FileNotFoundError(
+                f"{folder} holds {' and '.join(path.name for path in community if path.is_file())}, written by "
+                "langchain-community's FAISS.save_local, and no "
+                f"{store_file.name}. FaissVectorStore never unpickles (the documents are in the .pkl): convert the "
+                "folder once with langchain-community and FaissVectorStore.from_embeddings, as "
+                "FaissVectorStore.load_local's docstring shows."
+            )
         state = read_versioned_json(
-            folder / STORE_FILE,
+            store_file,
             format_name=FORMAT_NAME,
             max_version=FORMAT_VERSION,
             required=("metric", "kind", "next_int_id", "documents"),
@@ -402,7 +608,7 @@ class FaissVectorStore(VectorStore):
             **state.get("index_params", {}),
         )
         if state.get("has_index"):
-            store._index = FaissIndex.load(folder / INDEX_FOLDER, gpu=gpu)
+            store._index = FaissIndex.load(index_folder, gpu=gpu)
         for record in state["documents"]:
             int_id = int(record["int_id"])
             store._int_ids[record["id"]] = int_id
@@ -411,12 +617,45 @@ class FaissVectorStore(VectorStore):
         stored = set(store._index.ids.tolist()) if store._index is not None else set()
         if stored != set(store._documents) or len(store._int_ids) != len(store._documents):
             raise ValueError(
-                f"{folder}: {STORE_FILE} lists {len(state['documents'])} documents but the index holds {len(stored)} "
-                "vectors under other ids; the folder was modified or written partially. Rebuild the store."
+                f"{folder}: {store_file.name} lists {len(state['documents'])} documents but the index holds "
+                f"{len(stored)} vectors under other ids; the folder was modified or written partially. Rebuild the "
+                "store."
             )
         return store
 
     # ------------------------------------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _pairs(text_embeddings: Any) -> tuple[list[str], np.ndarray]:
+        """(texts, float32 vectors (n, dim)) from (text, vector) pairs, or a TypeError/ValueError naming the pair."""
+        if isinstance(text_embeddings, str | bytes | Mapping) or not isinstance(text_embeddings, Iterable):
+            raise TypeError(
+                "text_embeddings must be (text, vector) pairs, e.g. zip(texts, vectors); got "
+                f"{type(text_embeddings).__name__}."
+            )
+        texts: list[str] = []
+        vectors: list[Any] = []
+        for position, pair in enumerate(text_embeddings):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise TypeError(
+                    f"text_embeddings[{position}] is {type(pair).__name__}, expected a (text, vector) pair."
+                )
+            if not isinstance(pair[0], str):
+                raise TypeError(f"text_embeddings[{position}][0] is {type(pair[0]).__name__}, expected the text (str).")
+            texts.append(pair[0])
+            vectors.append(pair[1])
+        if not texts:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        try:
+            matrix = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as error:
+            sizes = sorted({len(vector) for vector in vectors if hasattr(vector, "__len__")})
+            raise ValueError(
+                f"text_embeddings hold vectors that are not one numeric (n, dim) matrix (sizes {sizes}): {error}"
+            ) from None
+        if matrix.ndim != 2:
+            raise ValueError(f"text_embeddings hold vectors of shape {matrix.shape[1:]}; each must be a 1-D vector.")
+        return texts, matrix
 
     def _as_matrix(self, vectors: Any, count: int, source: str) -> np.ndarray:
         """Embeddings as a float32 matrix the index takes: checked shape, and L2-normalised rows for "cosine"."""
@@ -433,16 +672,26 @@ class FaissVectorStore(VectorStore):
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
 
-    def _search(self, query: np.ndarray, k: int, filter: Filter | None, fetch_k: int) -> list[tuple[int, float]]:
-        """(int id, raw score) of the k best matches of one prepared query row that pass `filter`."""
-        wanted = k if filter is None else max(k, _check_k(fetch_k, "fetch_k"))
-        scores, found = self._index.search(query, min(wanted, len(self)))  # type: ignore[union-attr]
-        hits = [
+    def _search(self, query: np.ndarray, k: int, predicate: Predicate | None) -> list[tuple[int, float]]:
+        """(int id, raw score) of the k best matches of one prepared query row among the documents that pass
+        `predicate` (the index searches only those: `FaissIndex.search(..., ids=...)`)."""
+        index = self._index
+        assert index is not None  # the store holds documents
+        selected: np.ndarray | None = None
+        if predicate is not None:
+            kept = [int_id for int_id, record in self._documents.items() if predicate(record.metadata)]
+            logger.debug("The filter keeps %d of %d documents.", len(kept), len(self._documents))
+            if not kept:
+                return []
+            if len(kept) < len(self._documents):
+                selected = np.asarray(kept, dtype=np.int64)
+        count = len(self._documents) if selected is None else int(selected.size)
+        scores, found = index.search(query, min(k, count), ids=selected)
+        return [
             (int_id, float(score))
             for score, int_id in zip(scores[0].tolist(), found[0].tolist(), strict=True)
-            if int_id >= 0 and (filter is None or _matches(filter, self._documents[int_id].metadata))
+            if int_id >= 0
         ]
-        return hits[:k]
 
     def _document(self, int_id: int) -> Document:
         """A copy of a stored document, so callers cannot change the store by editing what they got."""
@@ -451,6 +700,23 @@ class FaissVectorStore(VectorStore):
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
+    """(index folder, store file) of a store saved under `index_name` in `folder`."""
+    if (
+        not isinstance(index_name, str)
+        or not index_name
+        or index_name in (".", "..")
+        or any(separator in index_name for separator in ("/", "\\", os.sep))
+    ):
+        raise ValueError(
+            f"index_name must be a plain file name such as 'index' or 'products' (no path separators), got "
+            f"{index_name!r}; put the folder in folder_path."
+        )
+    if index_name == DEFAULT_INDEX_NAME:
+        return folder / INDEX_FOLDER, folder / STORE_FILE
+    return folder / index_name, folder / f"{index_name}{STORE_SUFFIX}"
 
 
 def _relevance_from_similarity(score: float) -> float:
@@ -520,17 +786,36 @@ def _refuse(value: Any) -> Any:
     raise TypeError(f"is a {type(value).__name__}, which is not JSON-serialisable")
 
 
-def _matches(filter: Filter, metadata: dict[str, Any]) -> bool:
-    if callable(filter):
-        return bool(filter(copy.deepcopy(metadata)))  # a copy: a filter that edits its argument cannot edit the store
-    for key, expected in filter.items():
-        value = metadata.get(key)
-        if isinstance(expected, list) and not isinstance(value, list):
-            if value not in expected:
-                return False
-        elif value != expected:
-            return False
-    return True
+class _StoreFilter:
+    """A filter compiled once per search call (so methods that call each other do not compile it again)."""
+
+    __slots__ = ("matches",)
+
+    def __init__(self, matches: Predicate) -> None:
+        self.matches = matches
+
+    def __call__(self, metadata: Mapping[str, Any]) -> bool:
+        return self.matches(metadata)
+
+
+def _predicate(filter: Filter | _StoreFilter | None) -> _StoreFilter | None:
+    """The compiled `filter` (None for none); a malformed filter dict raises ValueError here, before any search.
+
+    A function filter gets a copy of each metadata dict, so one that edits its argument cannot edit the store.
+    """
+    if filter is None or isinstance(filter, _StoreFilter):
+        return filter
+    if callable(filter) and not isinstance(filter, Mapping):
+        user_filter = filter
+        return _StoreFilter(lambda metadata: bool(user_filter(_private_copy(metadata))))
+    return _StoreFilter(compile_filter(filter))
+
+
+def _private_copy(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of stored metadata for user code: deep where values are lists or dicts, shallow (cheap) otherwise."""
+    if any(isinstance(value, list | dict) for value in metadata.values()):
+        return copy.deepcopy(dict(metadata))
+    return dict(metadata)
 
 
 def _some(items: Sequence[str], limit: int = 5) -> str:

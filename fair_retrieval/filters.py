@@ -1,0 +1,299 @@
+"""Metadata filters: the one filter grammar of fair-retrieval's stores, compiled into a predicate over metadata.
+
+A store keeps a metadata dict per document; a filter says which documents a search may return. `compile_filter`
+turns a filter into a plain function `predicate(metadata) -> bool`, checking the whole filter first, so a
+malformed one fails when it is given, before any search runs. The stores then search only the documents whose
+metadata pass (`FaissIndex.search(..., ids=...)`), so a filtered search finds k hits whenever k documents match.
+
+The grammar is the Mongo-like one LangChain users write (and langchain-community's FAISS store read):
+
+- ``{}``: every document.
+- ``{"field": value}``: the field is present and equal to `value` (a dict `value` without ``$`` keys is compared
+  as a value too).
+- ``{"field": [a, b]}`` (a list or tuple): the field is present and equal to one of a, b; as before this module
+  existed, a list-valued field also matches when it equals the whole list.
+- ``{"field": {"$op": operand, ...}}``: every operator holds for that field. Field operators:
+
+  - ``$eq``, ``$ne`` (also spelt ``$neq``, as langchain-community's FAISS store did): equal / not equal;
+  - ``$gt``, ``$gte``, ``$lt``, ``$lte``: ordering against a number or a string operand (ISO dates as strings
+    compare in time order);
+  - ``$in``, ``$nin``: equal to one of / none of a list of values;
+  - ``$exists``: ``True`` if the field is present, ``False`` if it is absent;
+  - ``$not``: the negation of a field condition, e.g. ``{"year": {"$not": {"$gt": 2020}}}``.
+- ``{"$and": [f, ...]}``, ``{"$or": [f, ...]}`` (non-empty lists of filters), ``{"$not": f}``.
+- Several keys in one dict must all hold (an implicit ``$and``), e.g. ``{"year": {"$gte": 2020}, "lang": "en"}``.
+- A callable ``filter(metadata) -> bool`` is used as it is.
+
+Semantics where vector stores disagree, fixed here:
+
+- A missing field matches no comparison (``$eq``, ``$gt``, ``$in``, plain equality, …) but matches ``$ne`` and
+  ``$nin`` (it is not equal to anything), and ``$not`` of a condition it fails.
+- Values compare only within a type family: numbers with numbers (``1 == 1.0``), strings with strings, booleans
+  with booleans (``True`` is not ``1``). An ordering across families (``"2024" > 3``) is False, never an error.
+- Lists, dicts and None are compared for equality only; ordering operators need a number or string operand.
+
+Malformed filters raise ValueError naming the place (``filter['year']['$in']``) and the valid operators: an
+unknown ``$`` operator, ``$in``/``$nin`` without a list, ``$and``/``$or`` without a non-empty list of dicts, an
+ordering operator with a non-orderable operand, ``$exists`` without a bool, a field operator at the top level,
+or ``$and``/``$or`` inside a field condition.
+
+`compile_filter` and `FILTER_OPERATORS` are the stable interface: the LangChain store uses them directly, and the
+LlamaIndex store maps its `MetadataFilters` onto this grammar.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+__all__ = ["FILTER_OPERATORS", "FilterSpec", "Predicate", "compile_filter"]
+
+Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
+"""A compiled filter: True for the metadata of a document the filter keeps."""
+
+FilterSpec: TypeAlias = Mapping[str, Any] | Callable[[Mapping[str, Any]], Any]
+"""What `compile_filter` accepts: a filter dict in the grammar above, or a callable over the metadata."""
+
+_FIELD_OPERATORS = ("$eq", "$ne", "$neq", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not")
+_COMBINATORS = ("$and", "$or", "$not")
+FILTER_OPERATORS: tuple[str, ...] = (*_FIELD_OPERATORS, "$and", "$or")
+"""Every operator the grammar knows (``$not`` works both on a field and on a whole filter)."""
+
+_ORDERINGS: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
+}
+_MISSING = object()  # a field absent from the metadata
+
+
+def compile_filter(spec: FilterSpec | None) -> Predicate:
+    """Compile a metadata filter into a predicate, checking all of it now.
+
+    Args:
+        spec: a filter dict in the grammar of this module (see the module docstring), a callable taking the
+            metadata dict and returning a truth value, or None (keeps every document).
+
+    Returns:
+        A function of a metadata mapping returning True for documents the filter keeps. It never raises on odd
+        metadata: comparing values of different types is simply False.
+
+    Raises:
+        ValueError: for a malformed filter (an unknown operator, an operand of the wrong shape, …); the message
+            names where in the filter the problem is and lists the valid operators.
+
+    Example:
+        >>> keep = compile_filter({"year": {"$gte": 2024}, "$or": [{"lang": "en"}, {"lang": {"$exists": False}}]})
+        >>> keep({"year": 2025, "lang": "en"}), keep({"year": 2025}), keep({"year": "2025"})
+        (True, True, False)
+    """
+    if spec is None:
+        return _keep_all
+    if callable(spec) and not isinstance(spec, Mapping):
+        user_function = spec
+        return lambda metadata: bool(user_function(metadata))
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"filter must be a dict such as {{'year': {{'$gte': 2024}}}} or a function of the metadata dict, got "
+            f"{type(spec).__name__} {spec!r}."
+        )
+    return _compile_filter_dict(spec, "filter")
+
+
+# ---------------------------------------------------------------------------------------------------- compiling
+
+
+def _compile_filter_dict(spec: Mapping[Any, Any], where: str) -> Predicate:
+    """A whole-document filter dict: field conditions and combinators, all of which must hold."""
+    parts: list[Predicate] = []
+    for key, value in spec.items():
+        here = f"{where}[{key!r}]"
+        if not isinstance(key, str):
+            raise ValueError(
+                f"{where} has the key {key!r} ({type(key).__name__}); filter keys are metadata field names (str) or "
+                f"the combinators {', '.join(_COMBINATORS)}."
+            )
+        if not key.startswith("$"):
+            parts.append(_compile_field(key, value, here))
+        elif key in ("$and", "$or"):
+            members = [
+                _compile_filter_dict(member, f"{here}[{position}]") for position, member in _members(key, value, here)
+            ]
+            parts.append(_all_of(members) if key == "$and" else _any_of(members))
+        elif key == "$not":
+            if not isinstance(value, Mapping):
+                raise ValueError(
+                    f"{here} needs a filter dict to negate, e.g. {{'$not': {{'lang': 'en'}}}}; got "
+                    f"{type(value).__name__} {value!r}."
+                )
+            parts.append(_negation(_compile_filter_dict(value, here)))
+        elif key in _FIELD_OPERATORS:
+            raise ValueError(
+                f"{here}: {key} compares a field, so it goes under a field name: {{'field': {{{key!r}: ...}}}}. "
+                f"At the top of a filter only field names and {', '.join(_COMBINATORS)} are allowed."
+            )
+        else:
+            raise ValueError(_unknown_operator(key, here))
+    return _all_of(parts)
+
+
+def _members(key: str, value: Any, where: str) -> list[tuple[int, Mapping[Any, Any]]]:
+    """The filters combined by $and / $or: a non-empty list (or tuple) of dicts."""
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError(
+            f"{where} needs a non-empty list of filter dicts, e.g. {{{key!r}: [{{'lang': 'en'}}, {{'year': 2024}}]}}; "
+            f"got {type(value).__name__} {value!r}."
+        )
+    for position, member in enumerate(value):
+        if not isinstance(member, Mapping):
+            raise ValueError(
+                f"{where}[{position}] is {type(member).__name__} {member!r}; {key} combines filter dicts such as "
+                "{'lang': 'en'}."
+            )
+    return list(enumerate(value))
+
+
+def _compile_field(field: str, condition: Any, where: str) -> Predicate:
+    """The condition on one field: an operator dict, a list of allowed values, or a value to equal."""
+    if isinstance(condition, Mapping) and any(isinstance(key, str) and key.startswith("$") for key in condition):
+        plain = [key for key in condition if not (isinstance(key, str) and key.startswith("$"))]
+        if plain:
+            raise ValueError(
+                f"{where} mixes operators with plain keys {plain!r}; write either operators "
+                "({'$gte': 1, '$lt': 5}) or a dict value to compare with, not both."
+            )
+        return _all_of(
+            [_compile_operator(field, key, operand, f"{where}[{key!r}]") for key, operand in condition.items()]
+        )
+    if isinstance(condition, list | tuple):
+        allowed = list(condition)
+
+        def one_of_or_the_list(metadata: Mapping[str, Any]) -> bool:
+            value = metadata.get(field, _MISSING)
+            if value is _MISSING:
+                return False
+            if isinstance(value, list):  # a list field is compared as a whole, as the store always did
+                return value == allowed
+            return _is_one_of(value, allowed)
+
+        return one_of_or_the_list
+    return _equal_to(field, condition)
+
+
+def _compile_operator(field: str, name: str, operand: Any, where: str) -> Predicate:
+    """One `$operator: operand` on `field`."""
+    if name == "$eq":
+        return _equal_to(field, operand)
+    if name in ("$ne", "$neq"):
+        return _negation(_equal_to(field, operand))
+    if name in _ORDERINGS:
+        if not _orderable(operand):
+            raise ValueError(
+                f"{where} compares with {type(operand).__name__} {operand!r}; {name} needs a number or a string "
+                f"(dates as ISO strings). For equality with other values use $eq or $in."
+            )
+        return _ordering(field, _ORDERINGS[name], operand)
+    if name in ("$in", "$nin"):
+        if not isinstance(operand, list | tuple):
+            raise ValueError(
+                f"{where} needs a list of values, got {type(operand).__name__} {operand!r}; write "
+                f"{{{field!r}: {{{name!r}: [{operand!r}]}}}} for a single value."
+            )
+        allowed = list(operand)
+
+        def is_one_of(metadata: Mapping[str, Any]) -> bool:
+            value = metadata.get(field, _MISSING)
+            return value is not _MISSING and _is_one_of(value, allowed)
+
+        return is_one_of if name == "$in" else _negation(is_one_of)
+    if name == "$exists":
+        if not isinstance(operand, bool):
+            raise ValueError(f"{where} needs True or False, got {type(operand).__name__} {operand!r}.")
+        wanted = operand
+        return lambda metadata: (field in metadata) is wanted
+    if name == "$not":
+        return _negation(_compile_field(field, operand, where))
+    if name in ("$and", "$or"):
+        raise ValueError(
+            f"{where}: {name} combines whole filters, so it goes at the top: "
+            f"{{{name!r}: [{{{field!r}: ...}}, {{{field!r}: ...}}]}}. Several operators on one field already must "
+            "all hold: {'$gte': 1, '$lt': 5}."
+        )
+    raise ValueError(_unknown_operator(name, where))
+
+
+def _unknown_operator(name: str, where: str) -> str:
+    return (
+        f"Unknown filter operator {name!r} at {where}. Valid field operators: {', '.join(_FIELD_OPERATORS)}; "
+        f"combinators: {', '.join(_COMBINATORS)}. A metadata field whose name starts with '$' cannot be filtered "
+        "on; for anything else pass a function of the metadata dict as the filter."
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- predicates
+
+
+def _keep_all(metadata: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _all_of(parts: Sequence[Predicate]) -> Predicate:
+    if not parts:
+        return _keep_all
+    if len(parts) == 1:
+        return parts[0]
+    members = tuple(parts)
+    return lambda metadata: all(part(metadata) for part in members)
+
+
+def _any_of(parts: Sequence[Predicate]) -> Predicate:
+    members = tuple(parts)
+    return lambda metadata: any(part(metadata) for part in members)
+
+
+def _negation(part: Predicate) -> Predicate:
+    return lambda metadata: not part(metadata)
+
+
+def _equal_to(field: str, expected: Any) -> Predicate:
+    def equal(metadata: Mapping[str, Any]) -> bool:
+        value = metadata.get(field, _MISSING)
+        return value is not _MISSING and _same(value, expected)
+
+    return equal
+
+
+def _ordering(field: str, compare: Callable[[Any, Any], bool], operand: Any) -> Predicate:
+    text = isinstance(operand, str)
+
+    def ordered(metadata: Mapping[str, Any]) -> bool:
+        value = metadata.get(field, _MISSING)
+        if value is _MISSING or not _orderable(value) or isinstance(value, str) is not text:
+            return False  # absent, or another type family: never an error
+        return compare(value, operand)
+
+    return ordered
+
+
+# ---------------------------------------------------------------------------------------------------- values
+
+
+def _orderable(value: Any) -> bool:
+    """A number (not a bool) or a string: what the ordering operators compare."""
+    return isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _same(value: Any, expected: Any) -> bool:
+    """Equality where a bool equals only a bool (Python would have True == 1)."""
+    if isinstance(value, bool) is not isinstance(expected, bool):
+        return False
+    try:
+        return bool(value == expected)
+    except Exception:  # an exotic metadata value whose __eq__ raises: not equal
+        return False
+
+
+def _is_one_of(value: Any, allowed: Sequence[Any]) -> bool:
+    return any(_same(value, candidate) for candidate in allowed)
