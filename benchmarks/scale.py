@@ -185,8 +185,8 @@ def driver_rss_child(count: int, words: int) -> dict[str, Any]:
 
     import ray
 
-    from fair_retrieval.cli.ray_engine import documents_dataset, write_documents_file
     from fair_retrieval.distributed import EmbedderSpec, build_index, embed_to_shards
+    from fair_retrieval.distributed.documents import documents_dataset, write_documents_file
     from tests.models import build_tiny_model
 
     def peak_mib() -> float:

@@ -4,6 +4,8 @@ Everything that builds a `FairEmbedder` from settings (the LlamaIndex and LangCh
 commands) describes them with `EmbedderOptions` and calls `build(model)`, so an option is declared, validated and
 forwarded in one place. `resolve_embedder` is the rule the adapters share: a caller gives either a model to load or
 a ready `FairEmbedder`, never both, and options that only matter when loading cannot come with a ready embedder.
+Both may also set the model's prompts (`PROMPT_NAMES`: a text put before every query or every document, as an
+instruct model expects), which a `FairEmbedder` reads from the model when it is built.
 """
 
 from __future__ import annotations
@@ -19,13 +21,20 @@ import torch
 from fair_retrieval.attention import Pooling
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import INSTANCE_DEFAULT, FairEmbedder, Precision
-from fair_retrieval.loading import validate_pooling
+from fair_retrieval.loading import (
+    has_sentence_transformers_config,
+    load_sentence_transformer,
+    pick_device,
+    resolve_model,
+    validate_pooling,
+)
 from fair_retrieval.positional import PositionalScaling
 from fair_retrieval.windows import LongDocuments
 
 __all__ = [
     "INSTANCE_DEFAULT",
     "LOADING_OPTIONS",
+    "PROMPT_NAMES",
     "EmbedderOptions",
     "as_calibration",
     "resolve_embedder",
@@ -42,6 +51,9 @@ LOADING_OPTIONS: tuple[str, ...] = (
     "window_overlap",
 )
 """Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
+
+PROMPT_NAMES: tuple[str, ...] = ("query", "document")
+"""The prompts `EmbedderOptions.build` can set: the text before every query, and before every document (window)."""
 
 
 @dataclass(frozen=True)
@@ -111,16 +123,61 @@ class EmbedderOptions:
         if isinstance(self.window_overlap, bool) or not isinstance(self.window_overlap, int) or self.window_overlap < 0:
             raise ValueError(f"window_overlap must be an int ≥ 0, got {self.window_overlap!r}.")
 
-    def build(self, model: Any) -> FairEmbedder:
+    def build(self, model: Any, prompts: Mapping[str, str] | None = None) -> FairEmbedder:
         """Load `model` (a Hub id, a local folder or a `SentenceTransformer`) as a `FairEmbedder` with these options.
 
+        Args:
+            model: what to load.
+            prompts: prompts that replace the model's own, by name ("query" and/or "document", `PROMPT_NAMES`): the
+                text sentence-transformers puts before every query or every document, and so does the
+                `FairEmbedder` (before every window of a long document, too). "" means no prompt; a name left out
+                keeps the model's configured prompt. Only for a model loaded here (a Hub id or a local folder),
+                whose sentence-transformers prompts are set before the `FairEmbedder` reads them.
+
         Raises:
-            ValueError, TypeError: as `FairEmbedder` does for the model (unknown pooling, too long a max_length, …).
+            ValueError, TypeError: as `FairEmbedder` does for the model (unknown pooling, too long a max_length, …),
+                and for prompts that are not str values under `PROMPT_NAMES`, or come with a loaded model.
         """
         kwargs = {field.name: getattr(self, field.name) for field in fields(self)}
         if self.model_kwargs is not None:
             kwargs["model_kwargs"] = dict(self.model_kwargs)
+        if prompts is not None:
+            model, kwargs = self._load_with_prompts(model, dict(prompts), kwargs)
         return FairEmbedder(model, **kwargs)
+
+    def _load_with_prompts(
+        self, model: Any, prompts: dict[str, str], kwargs: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any]]:
+        """The SentenceTransformer of `model`, loaded as `FairEmbedder` would load it but with `prompts` set, and
+        the `FairEmbedder` arguments that give the embedder it would have built (its name, device and precision)."""
+        unknown = sorted(set(prompts) - set(PROMPT_NAMES))
+        if unknown:
+            raise ValueError(f"Unknown prompt name(s) {unknown}; the prompts that can be set are {list(PROMPT_NAMES)}.")
+        for name, prompt in prompts.items():
+            if not isinstance(prompt, str):
+                raise TypeError(f"The {name} prompt must be a str, got {type(prompt).__name__}.")
+        if not isinstance(model, str | os.PathLike):
+            raise TypeError(
+                f"prompts can be set for a model loaded here (a Hub id or a local folder), not for a "
+                f"{type(model).__name__}; set the prompts of a loaded SentenceTransformer yourself "
+                "(model.prompts = {...}) before building the FairEmbedder."
+            )
+        name = resolve_model(model)
+        if self.pooling is None and not has_sentence_transformers_config(name):  # as FairEmbedder refuses it
+            raise ValueError(
+                f"Cannot tell how {name} pools token vectors (it has no sentence-transformers pooling config). Pass "
+                "pooling='cls', 'mean' or 'last' to FairEmbedder."
+            )
+        device = pick_device(self.device)
+        loaded = load_sentence_transformer(name, device, kwargs["model_kwargs"])
+        loaded.prompts = {**(getattr(loaded, "prompts", None) or {}), **prompts}
+        card = getattr(loaded, "model_card_data", None)
+        if card is not None:
+            card.base_model = name  # FairEmbedder names a model it did not load itself by its card's base model
+        precision = self.precision
+        if precision == "auto" and device.type == "cuda":  # what "auto" means for a model FairEmbedder loads
+            precision = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        return loaded, {**kwargs, "device": device, "precision": precision, "model_kwargs": None}
 
     def non_default(self) -> frozenset[str]:
         """Names of the options whose value differs from the default: what a caller set, as far as values tell."""
@@ -150,6 +207,7 @@ def resolve_embedder(
     embedder: FairEmbedder | None,
     options: EmbedderOptions | None = None,
     explicitly_set: Iterable[str] = (),
+    prompts: Mapping[str, str] | None = None,
 ) -> FairEmbedder:
     """The embedder a wrapper such as an adapter works with: `embedder` itself, or `model` loaded with `options`.
 
@@ -160,15 +218,18 @@ def resolve_embedder(
         options: how to load `model`; defaults to `EmbedderOptions()`.
         explicitly_set: names of the options the caller's user gave; those in `LOADING_OPTIONS` are refused
             together with `embedder`, because they could not take effect.
+        prompts: the model's prompts to replace when loading it (see `EmbedderOptions.build`); refused together
+            with `embedder`, which has read its model's prompts already.
 
     Raises:
-        ValueError: if both or neither of `model` and `embedder` are given, or loading options come with `embedder`.
+        ValueError: if both or neither of `model` and `embedder` are given, or loading options or prompts come with
+            `embedder`.
         TypeError: if `embedder` is not a `FairEmbedder`.
     """
     if embedder is None:
         if model is None:
             raise ValueError(f"{owner} needs a model (Hub id or local folder) or an embedder=FairEmbedder(...).")
-        return (options or EmbedderOptions()).build(model)
+        return (options or EmbedderOptions()).build(model, prompts=prompts)
     if model is not None:
         raise ValueError(f"Pass either model or embedder to {owner}, not both.")
     if not isinstance(embedder, FairEmbedder):
@@ -179,6 +240,11 @@ def resolve_embedder(
         raise ValueError(
             f"{owner}: {', '.join(clashing)} configure(s) model loading, which an embedder has done already; set "
             "them on the FairEmbedder instead, or pass model= to load one here."
+        )
+    if prompts is not None:
+        raise ValueError(
+            f"{owner}: prompts are read from the model when a FairEmbedder is built, which this embedder has been "
+            "already; pass model= to load one here with these prompts."
         )
     return embedder
 

@@ -1,8 +1,9 @@
 """User input: validation of text batches (embedder, CLI, adapters) and reading documents from files.
 
 Documents come from a folder of .txt/.md files (id = path relative to the folder) or from a JSONL file (one JSON
-object per line with a text field and optional id/metadata fields); both the `index` command and the Ray engine
-read them here.
+object per line with a text field and optional id/metadata fields). Both engines of the `index` command read them
+with the functions here: `--engine local` through `read_documents`, the Ray engine through the same folder walker
+and line parser, called on its workers (`fair_retrieval.distributed.documents`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,16 @@ def ensure_text_list(texts: object, name: str = "texts") -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ documents
+#
+# One definition of how documents are read, for both engines of `fair-retrieval index`: `--engine local` calls
+# `read_documents`; the Ray engine (`fair_retrieval.distributed.documents`) lists a folder with `text_file_names`
+# and reads its files with `read_text_file` on workers, and parses the lines of a JSONL file with `jsonl_lines`
+# and `parse_jsonl_line` on workers, reporting repeated ids with `repeated_id_error`. So the same input gives the
+# same documents (ids, texts, metadata), or the same error, on either engine.
 
 TEXT_SUFFIXES = (".txt", ".md")
+
+InputKind = Literal["folder", "jsonl"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,32 @@ class Document:
     id: str | int
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The document as one line of an index's documents.jsonl: {"id", "text", "metadata"}, UTF-8 kept as is."""
+        return json.dumps({"id": self.id, "text": self.text, "metadata": self.metadata}, ensure_ascii=False)
+
+
+def input_kind(path: Path) -> InputKind:
+    """Whether `path` is read as a folder of .txt/.md files or as a JSONL file.
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: for a single .txt/.md file (its folder, or a JSONL file, is what can be indexed).
+    """
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    if path.is_dir():
+        return "folder"
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        raise ValueError(f"{path} is a single text file; pass the folder that holds it, or a JSONL file.")
+    return "jsonl"
+
+
+def no_documents_error(path: Path, kind: InputKind) -> ValueError:
+    """The error for an input that holds no document (a folder without text files, a JSONL file of blank lines)."""
+    what = f".txt or .md files under {path}" if kind == "folder" else f"documents in {path}"
+    return ValueError(f"Found no {what}; nothing to index.")
 
 
 def read_documents(path: str | Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
@@ -67,27 +102,30 @@ def read_documents(path: str | Path, text_field: str = "text", id_field: str = "
             that is not UTF-8.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist.")
-    if path.is_dir():
-        documents = read_folder(path)
-    elif path.suffix.lower() in TEXT_SUFFIXES:
-        raise ValueError(f"{path} is a single text file; pass the folder that holds it, or a JSONL file.")
-    else:
-        documents = read_jsonl(path, text_field=text_field, id_field=id_field)
+    kind = input_kind(path)
+    documents = read_folder(path) if kind == "folder" else read_jsonl(path, text_field, id_field)
     if not documents:
-        what = f".txt or .md files under {path}" if path.is_dir() else f"documents in {path}"
-        raise ValueError(f"Found no {what}; nothing to index.")
+        raise no_documents_error(path, kind)
     return documents
 
 
 def read_folder(folder: Path) -> list[Document]:
-    """Every .txt/.md file under `folder` (recursively, hidden paths skipped), id = its relative POSIX path.
+    """Every .txt/.md file under `folder` (see `text_file_names`), id = its relative POSIX path, no metadata.
 
-    Other files are not read; a warning says how many were skipped and which extensions they have, so a folder of
-    PDFs or HTML does not silently index nothing (or only part of what the user expected).
+    Raises:
+        ValueError: for a file that is not UTF-8 (the first one, in id order).
     """
-    documents: list[Document] = []
+    return [read_text_file(folder, name) for name in text_file_names(folder)]
+
+
+def text_file_names(folder: Path) -> list[str]:
+    """The .txt/.md files under `folder` (recursively, hidden paths skipped) as relative POSIX paths, sorted.
+
+    Only names are read, not contents. Other files are skipped with one warning that says how many and which
+    extensions they have, so a folder of PDFs or HTML does not silently index nothing (or only part of what the
+    user expected).
+    """
+    names: list[str] = []
     skipped: Counter[str] = Counter()
     for file in sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.relative_to(folder).as_posix()):
         relative = file.relative_to(folder)
@@ -96,11 +134,7 @@ def read_folder(folder: Path) -> list[Document]:
         if file.suffix.lower() not in TEXT_SUFFIXES:
             skipped[file.suffix.lower() or "(no extension)"] += 1
             continue
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{file} is not UTF-8 text ({error.reason}); convert it to UTF-8.") from error
-        documents.append(Document(id=relative.as_posix(), text=text))
+        names.append(relative.as_posix())
     if skipped:
         total = sum(skipped.values())
         kinds = ", ".join(f"{suffix} ({count})" for suffix, count in sorted(skipped.items()))
@@ -115,40 +149,92 @@ def read_folder(folder: Path) -> list[Document]:
             "it" if one else "them",
             "it" if one else "them",
         )
-    return documents
+    return names
+
+
+def read_text_file(folder: Path, name: str) -> Document:
+    """The document of the file `name` (a relative POSIX path from `text_file_names`) under `folder`.
+
+    Raises:
+        ValueError: if the file is not UTF-8 text.
+    """
+    file = folder / name
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{file} is not UTF-8 text ({error.reason}); convert it to UTF-8.") from error
+    return Document(id=name, text=text)
 
 
 def read_jsonl(path: Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """One document per non-blank line of a JSONL file.
-
-    A line is a JSON object with a string `text_field`, an optional `id_field` (string or integer; default
-    "line-<n>") and any other fields, kept as metadata (a "metadata" object is merged into them).
+    """One document per non-blank line of a JSONL file (see `parse_jsonl_line`), ids checked to be unique.
 
     Raises:
-        ValueError: on a line that is not a JSON object with the text field, on a duplicate id, or on non-UTF-8.
+        ValueError: on a line that is not a UTF-8 JSON object with the text field, or on a repeated id (the first
+            problem in the file; the message gives its line).
     """
     documents: list[Document] = []
     seen: dict[str | int, int] = {}
-    try:
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                document = _parse_line(line, number, path, text_field, id_field)
-                if document.id in seen:
-                    raise ValueError(
-                        f"{path} line {number}: id {document.id!r} was already used on line {seen[document.id]}; "
-                        "ids must be unique."
-                    )
-                seen[document.id] = number
-                documents.append(document)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 ({error.reason}); convert it to UTF-8.") from error
+    with Path(path).open("rb") as handle:
+        for number, line in jsonl_lines(handle):
+            document = parse_jsonl_line(line, number, path, text_field, id_field)
+            if document.id in seen:
+                raise repeated_id_error(path, number, document.id, seen[document.id])
+            seen[document.id] = number
+            documents.append(document)
     return documents
 
 
-def _parse_line(line: str, number: int, path: Path, text_field: str, id_field: str) -> Document:
+def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a JSONL file, or of a part of one, with their line numbers.
+
+    Lines end at b"\\n" (as in the JSON Lines format; a "\\r" before it is whitespace to JSON), so a file can be
+    cut at any line end and its parts numbered independently: pass a binary file, or a `BytesIO` of a part that
+    starts on line `first_line`. A line is blank when it holds only whitespace; one that is not UTF-8 is never
+    blank (`parse_jsonl_line` reports it).
+
+    Args:
+        lines: the raw lines, e.g. a file opened in binary mode.
+        first_line: the number of the first line (1 for a whole file).
+    """
+    for number, raw in enumerate(lines, start=first_line):
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        if not stripped.isascii():  # whitespace beyond ASCII (e.g. a no-break space) is blank too
+            try:
+                if not raw.decode("utf-8").strip():
+                    continue
+            except UnicodeDecodeError:
+                pass
+        yield number, raw
+
+
+def parse_jsonl_line(
+    line: bytes | str, number: int, path: str | Path, text_field: str = "text", id_field: str = "id"
+) -> Document:
+    """The document of one JSONL line: a JSON object with a string `text_field` and optional id and metadata.
+
+    The id is `id_field` (a string or an integer; default "line-<number>"). Every other field is metadata; a
+    "metadata" object is merged into them, and a "metadata" value that is not an object is kept under that name.
+
+    Args:
+        line: the line, as bytes (decoded as UTF-8) or str.
+        number: its line number in the file (for the default id and the error messages).
+        path: the file (for the error messages).
+        text_field: the field holding the text.
+        id_field: the field holding the id.
+
+    Raises:
+        ValueError: if the line is not UTF-8, not JSON, not an object, or lacks a string text or a valid id; the
+            message names the file and the line and says what to change.
+    """
     where = f"{path} line {number}"
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{where}: not UTF-8 ({error.reason}); convert the file to UTF-8.") from error
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
@@ -172,3 +258,10 @@ def _parse_line(line: str, number: int, path: Path, text_field: str, id_field: s
     elif "metadata" in record:
         metadata["metadata"] = nested
     return Document(id=doc_id, text=text, metadata=metadata)
+
+
+def repeated_id_error(path: str | Path, number: int, doc_id: str | int, first_number: int) -> ValueError:
+    """The error for the id on line `number` of a JSONL file that line `first_number` already used."""
+    return ValueError(
+        f"{path} line {number}: id {doc_id!r} was already used on line {first_number}; ids must be unique."
+    )

@@ -9,11 +9,12 @@ Needs the optional extra: pip install 'fair-retrieval[ray]' (Ray is imported onl
     built = build_index("shards/")                          # flat, or IVF-PQ for large corpora
     built.save("index/")
 
-Modules: `spec` (what each worker loads), `source` (input and its checks), `worker` (the Ray callable class),
-`shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size; OPQ and
+Modules: `spec` (what each worker loads), `source` (input and its checks), `documents` (a folder or JSONL file
+read by Ray tasks with the reader of `fair_retrieval.inputs`, for `index --engine ray`), `worker` (the Ray callable
+class), `shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size; OPQ and
 refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `recall` and `synthetic`
-(measuring compressed indices), `runtime` (Ray connection and errors). The CLI's Ray engine is
-`fair_retrieval.cli.ray_engine`.
+(measuring compressed indices), `runtime` (Ray connection and errors). The CLI's Ray engine,
+`fair_retrieval.cli.ray_engine`, turns the command's arguments into calls of these.
 """
 
 from fair_retrieval.distributed.build import BuiltIndex, build_index

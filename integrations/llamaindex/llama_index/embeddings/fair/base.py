@@ -3,11 +3,19 @@
 All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LlamaIndex's
 `BaseEmbedding` interface and it. Nodes (documents) are embedded with attention calibration, so a chunk whose
 relevant sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
+
+Options are checked strictly, as `FairEmbeddings` (LangChain) checks them: an unknown keyword is a ValueError that
+lists the valid ones and suggests the closest, instead of being dropped. The arguments of llama-index's
+`HuggingFaceEmbedding` mean the same here: `query_instruction`/`text_instruction` become the model's query and
+document prompts; `normalize`, `cache_folder` and `trust_remote_code` are accepted with the only values this class
+can honour (True, None, False) and refused with the reason otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import logging
 from typing import Any
 
@@ -23,6 +31,9 @@ from fair_retrieval.windows import chunk_plan
 logger = logging.getLogger(__name__)
 
 DEFAULT_EMBED_BATCH_SIZE = 32
+# BaseEmbedding fields that are not parameters of FairEmbedding.__init__, passed on through **kwargs (to_dict()
+# writes them, so from_dict() gives them back): model_name, num_workers, embeddings_cache, …
+_BASE_FIELDS = tuple(sorted(set(BaseEmbedding.model_fields) - {"embed_batch_size", "callback_manager"}))
 
 
 class FairEmbedding(BaseEmbedding):
@@ -47,13 +58,27 @@ class FairEmbedding(BaseEmbedding):
         embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
         show_progress_bar: show a progress bar while embedding.
         model_kwargs: extra keyword arguments for the transformers model (loading only).
+        query_instruction: text put before every query, as in llama-index's `HuggingFaceEmbedding`: the model's
+            "query" prompt (sentence-transformers' prompts). None keeps the model's own; "" means none (loading
+            only).
+        text_instruction: text put before every node (before every window of a long one): the model's "document"
+            prompt. None keeps the model's own; "" means none (loading only).
+        normalize: accepted for compatibility with `HuggingFaceEmbedding`; vectors are always L2-normalised here,
+            so only True is accepted.
+        cache_folder: accepted for compatibility with `HuggingFaceEmbedding`; only None (the Hugging Face cache,
+            chosen with the HF_HOME or HF_HUB_CACHE environment variable) is accepted.
+        trust_remote_code: accepted for compatibility with `HuggingFaceEmbedding`; only False, because calibration
+            needs a model whose attention runs through transformers' own code.
         callback_manager: LlamaIndex callback manager.
-        **kwargs: other `BaseEmbedding` fields (e.g. `num_workers`).
+        **kwargs: other `BaseEmbedding` fields: model_name (what `to_dict()` calls the model), num_workers,
+            embeddings_cache. Any other name is refused.
 
     Raises:
-        ValueError: if both or neither of `model` and `embedder` are given, or loading options come with an
-            `embedder`.
-        TypeError: if `embedder` is not a FairEmbedder or `calibration` not a Calibration, dict or None.
+        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), for
+            normalize=False, a cache_folder or trust_remote_code=True, if both or neither of `model` and `embedder`
+            are given, or loading options or instructions come with an `embedder`.
+        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, or an
+            instruction not a str or None.
     """
 
     calibration: Calibration | None = Field(
@@ -66,6 +91,12 @@ class FairEmbedding(BaseEmbedding):
     device: str | None = Field(default=None, description="Device the model runs on.")
     precision: str = Field(default="auto", description="Numeric precision of the model weights.")
     show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding.")
+    query_instruction: str | None = Field(
+        default=None, description="Text put before every query (the model's query prompt); None: the model's own."
+    )
+    text_instruction: str | None = Field(
+        default=None, description="Text put before every node (the model's document prompt); None: the model's own."
+    )
 
     _embedder: FairEmbedder = PrivateAttr()
 
@@ -84,11 +115,25 @@ class FairEmbedding(BaseEmbedding):
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         show_progress_bar: bool = False,
         model_kwargs: dict[str, Any] | None = None,
+        query_instruction: str | None = None,
+        text_instruction: str | None = None,
+        normalize: bool = True,
+        cache_folder: str | None = None,
+        trust_remote_code: bool = False,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
+        _refuse_unknown(kwargs)
+        _refuse_unsupported(normalize, cache_folder, trust_remote_code)
+        prompts = _prompts(query_instruction, text_instruction)
+        if prompts is not None and embedder is not None:
+            raise ValueError(
+                "FairEmbedding: query_instruction and text_instruction set the model's prompts, which a FairEmbedder "
+                "reads when it is built; pass model= to load the model here with them, or build the FairEmbedder "
+                "from a SentenceTransformer whose prompts you set (model.prompts = {'query': ..., 'document': ...})."
+            )
         model = _model_argument(model, kwargs.pop("model_name", None))
-        given = {} if calibration is INSTANCE_DEFAULT else {"calibration": as_calibration(calibration)}
+        given: dict[str, Any] = {} if calibration is INSTANCE_DEFAULT else {"calibration": as_calibration(calibration)}
         options = EmbedderOptions(
             pooling=pooling,  # type: ignore[arg-type]
             max_length=max_length,
@@ -104,11 +149,13 @@ class FairEmbedding(BaseEmbedding):
         # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
         loading = options.non_default() - {"batch_size"}
         embedder = resolve_embedder(
-            "FairEmbedding", model=model, embedder=embedder, options=options, explicitly_set=loading
+            "FairEmbedding", model=model, embedder=embedder, options=options, explicitly_set=loading, prompts=prompts
         )
         calibration = given.get("calibration", embedder.calibration)
         fields: dict[str, Any] = {
-            "model_name": embedder.model_name,
+            # The model as the user named it (a Hub id stays a Hub id even when it was loaded from a local copy),
+            # so that to_dict() / from_dict() load the same model elsewhere; a shared embedder's own name otherwise.
+            "model_name": str(model) if model is not None else embedder.model_name,
             "embed_batch_size": embed_batch_size,
             "calibration": calibration,
             "pooling": embedder.pooling,
@@ -118,6 +165,8 @@ class FairEmbedding(BaseEmbedding):
             "device": str(embedder.device),
             "precision": precision,
             "show_progress_bar": show_progress_bar,
+            "query_instruction": query_instruction,
+            "text_instruction": text_instruction,
         }
         if callback_manager is not None:
             fields["callback_manager"] = callback_manager
@@ -178,6 +227,70 @@ class FairEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _valid_options() -> list[str]:
+    """Every keyword FairEmbedding accepts: its parameters and the BaseEmbedding fields passed through."""
+    parameters = inspect.signature(FairEmbedding.__init__).parameters
+    named = [name for name, p in parameters.items() if name != "self" and p.kind is not p.VAR_KEYWORD]
+    return [*named, *(name for name in _BASE_FIELDS if name not in named)]
+
+
+def _refuse_unknown(kwargs: dict[str, Any]) -> None:
+    """Raise a ValueError for keywords that are neither parameters nor BaseEmbedding fields (a typo is not dropped).
+
+    LlamaIndex's BaseEmbedding would accept and ignore them; FairEmbeddings (LangChain) forbids them, and so does
+    this class, with the closest valid name for each.
+    """
+    unknown = [name for name in kwargs if name not in _BASE_FIELDS]
+    if not unknown:
+        return
+    valid = _valid_options()
+    described = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, valid, n=1)
+        described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise ValueError(
+        f"FairEmbedding got unknown option{'s' if len(unknown) > 1 else ''} {', '.join(described)}. "
+        f"Valid options: {', '.join(valid)}."
+    )
+
+
+def _refuse_unsupported(normalize: object, cache_folder: object, trust_remote_code: object) -> None:
+    """Refuse the `HuggingFaceEmbedding` arguments that this class cannot honour, saying why and what to do."""
+    if normalize is not True:
+        raise ValueError(
+            f"FairEmbedding always returns L2-normalised vectors (calibration and the pooling of windows are defined "
+            f"for them), so normalize={normalize!r} cannot be honoured; drop normalize."
+        )
+    if cache_folder is not None:
+        raise ValueError(
+            f"FairEmbedding loads models through the Hugging Face cache, so cache_folder={cache_folder!r} cannot be "
+            "honoured: set the HF_HOME (or HF_HUB_CACHE) environment variable to use another cache, or download the "
+            "model into a folder and pass that folder as model=."
+        )
+    if trust_remote_code is not False:
+        raise ValueError(
+            f"trust_remote_code={trust_remote_code!r}: FairEmbedding calibrates attention through transformers' own "
+            "model code, which a model's remote code bypasses, so remote-code models are not supported; drop "
+            "trust_remote_code (models that transformers implements, e.g. BERT, XLM-R, ModernBERT, Qwen3, load "
+            "without it)."
+        )
+
+
+def _prompts(query_instruction: object, text_instruction: object) -> dict[str, str] | None:
+    """The model prompts the instructions set ({"query": …, "document": …}), or None when neither is given."""
+    prompts: dict[str, str] = {}
+    for name, prompt, argument in (
+        ("query", query_instruction, "query_instruction"),
+        ("document", text_instruction, "text_instruction"),
+    ):
+        if prompt is None:
+            continue
+        if not isinstance(prompt, str):
+            raise TypeError(f"{argument} must be a str or None, got {type(prompt).__name__}.")
+        prompts[name] = prompt
+    return prompts or None
 
 
 def _model_argument(model: str | None, model_name: str | None) -> str | None:
