@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 SHARDS_FOLDER = "shards"
 RAY_KINDS = ("flat", "ivfpq")
 
+
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     """Add --engine and the options of the Ray engine."""
     parser.add_argument(
