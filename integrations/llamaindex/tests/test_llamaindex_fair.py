@@ -145,47 +145,67 @@ def test_fair_faiss_vector_store_round_trip_on_cpu(minilm: FairEmbedder, tmp_pat
         FairFaissVectorStore.create(dim=4, metric="cosine")  # type: ignore[arg-type]
 
 
-def test_fair_faiss_vector_store_writes_a_cpu_copy_of_a_gpu_index(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """The GPU path, with faiss' GPU functions replaced by recorders (this machine has faiss-cpu)."""
+def test_fair_faiss_vector_store_keeps_a_gpu_index_and_persists_a_cpu_copy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The GPU path, through FaissIndex: faiss' GPU functions are replaced by CPU clones (this machine has
+    faiss-cpu), and every transfer is counted. The store stays thin: FaissIndex does the placing and copying."""
     import faiss
-    from llama_index.embeddings.fair import vector_store
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
+    from llama_index.embeddings.fair import FairFaissVectorStore
 
-    from fair_retrieval import gpu as fair_gpu
+    from fair_retrieval.gpu import faiss_gpu_count
 
-    calls: list[str] = []
+    if faiss_gpu_count() == 0:
+        with pytest.raises(ValueError, match="gpu=True but faiss sees no GPU"):
+            FairFaissVectorStore(gpu=True)  # refused when the store is made, not on its first add
 
-    class FakeGpuIndex:
-        def __init__(self, cpu_index):  # type: ignore[no-untyped-def]
-            self.cpu_index = cpu_index
+    gpu_objects: set[int] = set()
+    to_cpu: list[int] = []
 
-        def __getattr__(self, name):  # type: ignore[no-untyped-def]
-            return getattr(self.cpu_index, name)
-
-    def to_all_gpus(index, co=None, ngpu=-1):  # type: ignore[no-untyped-def]
-        calls.append("to_gpu")
-        return FakeGpuIndex(index)
+    def clone_to_gpu(index):  # type: ignore[no-untyped-def]
+        copy = faiss.clone_index(index)
+        gpu_objects.add(id(copy))
+        return copy
 
     def gpu_to_cpu(index):  # type: ignore[no-untyped-def]
-        calls.append("to_cpu")
-        assert isinstance(index, FakeGpuIndex)
-        return index.cpu_index
+        assert id(index) in gpu_objects, "index_gpu_to_cpu called on a CPU index"
+        to_cpu.append(1)
+        return faiss.clone_index(index)
 
-    monkeypatch.setattr(fair_gpu, "faiss_gpu_count", lambda faiss=None: 1)
+    monkeypatch.setattr(faiss, "StandardGpuResources", lambda: object(), raising=False)
+    monkeypatch.setattr(faiss, "get_num_gpus", lambda: 1, raising=False)
+    monkeypatch.setattr(faiss, "GpuClonerOptions", lambda: type("Options", (), {})(), raising=False)
     monkeypatch.setattr(faiss, "GpuMultipleClonerOptions", lambda: type("Options", (), {})(), raising=False)
-    monkeypatch.setattr(faiss, "index_cpu_to_all_gpus", to_all_gpus, raising=False)
+    monkeypatch.setattr(
+        faiss, "index_cpu_to_gpu", lambda res, device, index, co=None: clone_to_gpu(index), raising=False
+    )
+    monkeypatch.setattr(
+        faiss, "index_cpu_to_all_gpus", lambda index, co=None, ngpu=-1: clone_to_gpu(index), raising=False
+    )
     monkeypatch.setattr(faiss, "index_gpu_to_cpu", gpu_to_cpu, raising=False)
 
-    store = vector_store.FairFaissVectorStore.create(dim=3)
-    assert isinstance(store.client, FakeGpuIndex)
-    store.client.cpu_index.add(np.eye(3, dtype=np.float32))
+    store = FairFaissVectorStore.create(dim=3)  # gpu="auto": on the (stand-in) GPU
+    assert store.client is not None and store.client.on_gpu
+    store.add(
+        [
+            TextNode(id_=f"n{i}", text=f"t{i}", metadata={"i": i}, embedding=row.tolist())
+            for i, row in enumerate(np.eye(3))
+        ]
+    )
+    odd = MetadataFilters(filters=[MetadataFilter(key="i", value=[0, 2], operator="in")])
+    assert store.query(VectorStoreQuery(query_embedding=[0.1, 1.0, 0.2], similarity_top_k=1, filters=odd)).ids == ["n2"]
+    store.delete_nodes(node_ids=["n0"])  # faiss removes on a CPU copy; FaissIndex uploads the result again
+    assert store.client.on_gpu and id(store.client._index) in gpu_objects
+    converted = len(to_cpu)
     path = tmp_path / "vector_store.json"
-    store.persist(str(path))  # faiss.write_index would fail on a real GPU index: a CPU copy must be written
-    assert calls == ["to_gpu", "to_cpu"]
-    assert isinstance(store.client, FakeGpuIndex)  # the live index stays on the GPU
-    loaded = vector_store.FairFaissVectorStore.from_persist_path(str(path))
-    assert calls[-1] == "to_gpu" and loaded.client.ntotal == 3
-    assert vector_store.FairFaissVectorStore.from_persist_path(str(path), gpu=False).client.ntotal == 3
-    assert calls.count("to_gpu") == 2
+    store.persist(str(path))  # faiss cannot write a GPU index: a CPU copy is written
+    assert len(to_cpu) == converted + 1 and store.client.on_gpu
+    loaded = FairFaissVectorStore.from_persist_path(str(path))
+    assert loaded.client is not None and loaded.client.on_gpu and loaded.node_ids == ["n1", "n2"]
+    on_cpu = FairFaissVectorStore.from_persist_path(str(path), gpu=False)
+    assert on_cpu.client is not None and not on_cpu.client.on_gpu
+    assert on_cpu.query(VectorStoreQuery(query_embedding=[0.0, 1.0, 0.0])).ids == ["n1"]
 
 
 # ---------------------------------------------------------------------------------------------------- API details

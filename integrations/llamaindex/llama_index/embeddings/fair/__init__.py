@@ -1,8 +1,9 @@
 """LlamaIndex integration of fair-retrieval.
 
 - `FairEmbedding`: embeds nodes position-fairly (attention calibration) and queries plainly.
-- `FairFaissVectorStore`: llama-index's FaissVectorStore on the GPU when faiss has one, still persistable
-  (needs the `faiss` extra; imported on first use).
+- `FairFaissVectorStore`: a vector store on `fair_retrieval.FaissIndex` (GPU when faiss has one) that keeps the
+  nodes, deletes and upserts (IngestionPipeline docstore strategies), applies metadata filters inside the search,
+  and persists without pickle (needs faiss: the `faiss` extra; imported on first use).
 """
 
 from typing import Any
@@ -14,7 +15,7 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FairFaissVectorStore":  # lazy: llama-index-vector-stores-faiss is optional
+    if name == "FairFaissVectorStore":  # lazy: the store imports fair_retrieval's faiss wrapper and its file formats
         from llama_index.embeddings.fair.vector_store import FairFaissVectorStore
 
         return FairFaissVectorStore
