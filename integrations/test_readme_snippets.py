@@ -22,7 +22,7 @@ EXPECTED = [
     ["Calibration(strength=0.75", "None"],
     ["The chess club meets on Thursday evenings"],
     ["harbour {'source': 'harbour-minutes.txt'}", "bakery {'source': 'shops.txt'}", "harbour\n", "['harbour']"],
-    ["1 document, 1 windowed into", "0 calibrated", "sixty kilometres per hour."],
+    ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],
     ["windowed into", "0 calibrated", "sixty kilometres per hour."],
 ]
 
