@@ -18,12 +18,19 @@ faiss can put them (`fair_retrieval.gpu`); files on disk are always CPU indices,
 loads on a CPU one and the other way round. A folder holds `index.faiss` (faiss' own binary format, which also
 records dim, metric, structure and search parameters) and `index.json` (format version, id policy, count):
 nothing is pickled, so loading cannot execute code. Folders written by the first format version still load.
+
+Saving is atomic as a whole (`fair_retrieval.jsonio.Publication`): index.faiss is written under a temporary name,
+then index.json, written last and read first, commits it with its size and CRC-32, and the file is renamed into
+place. A save killed at any point (even by SIGKILL) leaves the previous index or the new one, a load running
+meanwhile returns one of them, and a truncated or corrupted file is refused by a `DamagedFileError` (a ValueError)
+that names it. Stores that embed an index folder publish their own files in the same commit (`save(companions=...)`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -49,7 +56,13 @@ from fair_retrieval.index_plan import (
     parse_search,
     sized_ivfpq,
 )
-from fair_retrieval.jsonio import read_versioned_json, write_json_atomically
+from fair_retrieval.jsonio import (
+    ChangedWhileReadingError,
+    DamagedFileError,
+    Publication,
+    Snapshot,
+    retry_while_changing,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +76,7 @@ META_FILE = "index.json"
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 GPU_MAX_K = 2048  # faiss' GPU k-selection limit
+_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
 _RECOMMENDED_POINTS_PER_CENTROID = 39  # below this faiss' k-means warns
 _METRICS = ("ip", "l2")
 _ID_MAP = "IDMap2"  # id policy of indices that cannot store ids themselves
@@ -450,8 +464,23 @@ class FaissIndex:
         self._require_known(np.unique(wanted))
         return _reconstruct(self._cpu_index(), wanted, self._dim)
 
-    def save(self, folder: str | os.PathLike[str]) -> Path:
-        """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed).
+    def save(
+        self, folder: str | os.PathLike[str], *, companions: Mapping[str, str | os.PathLike[str]] | None = None
+    ) -> Path:
+        """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed), atomically.
+
+        index.faiss is written under a temporary name and fsynced; index.json, written last, commits it (with its
+        size and CRC-32); then it is renamed into place (`fair_retrieval.jsonio.Publication`). Killed at any point,
+        even by SIGKILL, the folder holds the previous index or this one, never a mix, and a `load` running
+        meanwhile reads one of them. Saves into one folder run one after the other; the next save removes what a
+        killed one left.
+
+        Args:
+            folder: the index folder.
+            companions: files of an enclosing format to publish in the same commit, so that they change together
+                with the index: name relative to `folder` (it may lead out of it, e.g. "../store.json") → a
+                finished file with the new content, on the same file system, which is moved (not copied). Readers
+                find them through index.json with `jsonio.Snapshot`.
 
         Returns:
             The folder path.
@@ -467,16 +496,18 @@ class FaissIndex:
             "search": self.search_params,
             "count": len(self),
         }
-        if self._index is None:  # a sized ivfpq index that has not trained: nothing for faiss to write yet
-            (path / INDEX_FILE).unlink(missing_ok=True)
-            meta.update(dim=self._dim, metric=self._metric, kind="ivfpq", params=self._pending)
-            meta["search"] = ",".join(f"{key}={value}" for key, value in self._search_override.items())
-        else:
-            index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
-            temporary = path / (INDEX_FILE + ".tmp")
-            self._faiss.write_index(index, str(temporary))
-            os.replace(temporary, path / INDEX_FILE)
-        write_json_atomically(path / META_FILE, meta)
+        extra = {name: Path(source) for name, source in (companions or {}).items()}
+        with Publication(path / META_FILE, [INDEX_FILE, *extra], keep=extra.values()) as publication:
+            for name, source in extra.items():
+                publication.add(name, source)
+            if self._index is None:  # a sized ivfpq index that has not trained: nothing for faiss to write yet
+                meta.update(dim=self._dim, metric=self._metric, kind="ivfpq", params=self._pending)
+                meta["search"] = ",".join(f"{key}={value}" for key, value in self._search_override.items())
+                publication.commit(meta, remove=[INDEX_FILE])
+            else:
+                index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
+                self._faiss.write_index(index, str(publication.stage(INDEX_FILE)))
+                publication.commit(meta)
         logger.info("Saved %s to %s", self, path)
         return path
 
@@ -485,18 +516,45 @@ class FaissIndex:
         """Load an index written by `save` (either format version); `gpu` and `gpu_shards` as in the constructor.
 
         dim, metric, structure and search parameters come from the faiss file; index.json adds the format
-        version, the id policy and the count (checked).
+        version, the id policy and the count (checked). index.json is read first and index.faiss checked against
+        the size and CRC-32 it records (folders of earlier releases record none); a save that replaces the folder
+        meanwhile makes the load read it again, so it returns the index before or after that save.
 
         Raises:
             FileNotFoundError: if the folder lacks index.faiss or index.json.
+            DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
+                this faiss; the message names the file.
             ValueError: if index.json is malformed or disagrees with index.faiss.
         """
         path = Path(folder)
-        meta_path, index_path = path / META_FILE, path / INDEX_FILE
-        meta = read_versioned_json(
-            meta_path, format_name=FORMAT_NAME, max_version=FORMAT_VERSION, writer="FaissIndex.save()"
+        return retry_while_changing(path / META_FILE, lambda: cls._load_snapshot(path, gpu, gpu_shards))
+
+    @classmethod
+    def _load_snapshot(cls, path: Path, gpu: GpuChoice, gpu_shards: bool) -> FaissIndex:
+        """One consistent read of the folder; ChangedWhileReadingError when a save replaced index.json meanwhile."""
+        snapshot = Snapshot.read(
+            path / META_FILE,
+            format_name=FORMAT_NAME,
+            max_version=FORMAT_VERSION,
+            writer="FaissIndex.save()",
+            remedy=_REMEDY,
         )
-        if not index_path.is_file():
+        try:
+            index = cls._from_snapshot(snapshot, path, gpu, gpu_shards)
+        except (OSError, ValueError, RuntimeError) as error:
+            if not snapshot.is_current():
+                raise ChangedWhileReadingError from error
+            raise
+        if snapshot.files is None and not snapshot.is_current():  # an earlier release's folder: nothing is checked
+            raise ChangedWhileReadingError
+        return index
+
+    @classmethod
+    def _from_snapshot(cls, snapshot: Snapshot, path: Path, gpu: GpuChoice, gpu_shards: bool) -> FaissIndex:
+        meta, index_path = snapshot.value, path / INDEX_FILE
+        listed = snapshot.files
+        has_file = INDEX_FILE in listed if listed is not None else index_path.is_file()
+        if not has_file:
             if meta.get("version") == FORMAT_VERSION and meta.get("factory") is None and meta.get("kind") == "ivfpq":
                 return cls(  # a sized ivfpq index saved before training
                     int(meta["dim"]),
@@ -509,7 +567,7 @@ class FaissIndex:
                 )
             raise FileNotFoundError(f"{index_path} not found: is {path} a folder written by FaissIndex.save()?")
         faiss = import_faiss()
-        index = faiss.read_index(str(index_path))
+        index = _read_faiss(faiss, snapshot, index_path)
         metric = _metric_name(faiss, index, index_path)
         for key, value in (("dim", int(index.d)), ("metric", metric)):
             if key in meta and meta[key] != value:
@@ -1034,6 +1092,41 @@ def _describe_structure(faiss: Any, index: Any) -> str:
         "ivfpq": f"IVF{params.get('nlist')},PQ{params.get('m')}x{params.get('nbits')}",
     }.get(kind, type(core).__name__)
     return text + (",Refine" if refine is not None else "")
+
+
+def _read_faiss(faiss: Any, snapshot: Snapshot, index_path: Path) -> Any:
+    """The faiss index of index.faiss as `snapshot` lists it: checked against the recorded size and CRC-32 first,
+    then parsed from the same open file (so a concurrent rename cannot slip another file in between)."""
+    try:
+        handle = snapshot.open(INDEX_FILE)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{index_path} not found: is {index_path.parent} a folder written by FaissIndex.save()?"
+        ) from None
+    with handle:
+        problem = snapshot.mismatch(INDEX_FILE, handle)
+        if problem is not None:
+            if not snapshot.is_current():
+                raise ChangedWhileReadingError
+            raise DamagedFileError(index_path, f"{problem} (truncated, corrupted or replaced)", _REMEDY)
+        try:
+            return faiss.read_index(faiss.PyCallbackIOReader(handle.read))
+        except RuntimeError as error:
+            written = snapshot.value.get("faiss_version")
+            by = f" (written by faiss {written})" if written else ""
+            raise DamagedFileError(
+                index_path,
+                f"faiss {getattr(faiss, '__version__', '')} cannot read it{by}: {_faiss_reason(error)}",
+                f"{_REMEDY} If it was written by a newer faiss, upgrade faiss.",
+            ) from None
+
+
+def _faiss_reason(error: RuntimeError) -> str:
+    """The useful end of a faiss error ("Index type … not recognized", "read error …"), without its C++ location."""
+    text = " ".join(str(error).split())
+    found = re.search(r"\bat \S+:\d+: (.*)$", text)
+    reason = found.group(1) if found else text
+    return reason.removeprefix("Error: ")[:200]
 
 
 def _metric_name(faiss: Any, index: Any, path: Path) -> Metric:

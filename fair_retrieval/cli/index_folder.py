@@ -1,63 +1,97 @@
-"""The index folder that `index` writes and `search` reads, written so that it is complete or absent.
+"""The index folder that `index` writes and `search` reads, published atomically as a whole.
 
-A folder holds the FaissIndex files, `documents.jsonl` (row i = the document, or chunk, of vector id i) and
-`manifest.json` (how the vectors were made: model, pooling, max length, long-document policy, calibration, chunk
-sizes). Everything is first written to a hidden
-staging folder beside the output and moved in at the end, the manifest last, so an interrupted run (Ctrl-C, a crash)
-never leaves a folder that looks complete; `search` treats a folder without a manifest as not built.
+A folder holds the FaissIndex files (`index.faiss`, `index.json`), `documents.jsonl` (row i = the document, or
+chunk, of vector id i) and `manifest.json` (how the vectors were made: model, pooling, max length, long-document
+policy, calibration, chunk sizes).
+
+`index` writes everything into a hidden staging folder beside the output first (`staging_folder`); `publish` then
+moves the files into the output as one `fair_retrieval.jsonio.Publication` whose record is the FaissIndex's
+index.json: the files arrive under temporary names, index.json (written last) commits them with their sizes and
+CRC-32s, and they are renamed into place. So an interrupted run (Ctrl-C, a crash, SIGKILL) at any point leaves the
+previous index whole or the new one, never a mix, and the next run finishes or removes what it left. `search` reads
+index.json first: `read_manifest` and `read_rows` find the manifest and documents.jsonl of the generation it names
+(`FaissIndex.load` does the same for index.faiss). A folder without a manifest is treated as not built. Folders
+written by earlier releases (no publication in index.json; the manifest moved in last) read as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.inputs import Document
-from fair_retrieval.jsonio import read_versioned_json
+from fair_retrieval.jsonio import (
+    IN_USE_FILE,
+    TEMPORARY_SUFFIX,
+    DamagedFileError,
+    Publication,
+    Snapshot,
+    held_folder,
+    parse_versioned_json,
+    remove_abandoned,
+)
 
 MANIFEST_FILE = "manifest.json"
 DOCUMENTS_FILE = "documents.jsonl"
+INDEX_RECORD = "index.json"  # FaissIndex's index.json: the record that commits the whole folder
+INDEX_DATA = "index.faiss"
 MANIFEST_FORMAT = "fair-retrieval-index"
 MANIFEST_VERSION = 1  # later fields (long_documents, window_overlap, chunking) are optional: old readers skip them
 LEGACY_LONG_DOCUMENTS = "truncate"
 """The policy of an index whose manifest names none: it was built before windows existed, so it truncated."""
+REBUILD = "Rebuild it: fair-retrieval index --input DOCS --output DIR --overwrite."
+_STAGING_PREFIX = ".{name}.partial-"
 
 
 @contextlib.contextmanager
 def staging_folder(output: Path) -> Iterator[Path]:
-    """A hidden temporary folder beside `output` to write into; removed on exit, whatever happens."""
+    """A hidden temporary folder beside `output` to write into; removed on exit, whatever happens.
+
+    The folder is locked while in use (`jsonio.held_folder`), so that a later run can tell the staging folders of
+    killed runs (SIGKILL skips the clean-up here) from those of runs still going, and removes the former.
+    """
     output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    prefix = _STAGING_PREFIX.format(name=output.name)
+    remove_abandoned(path for path in output.parent.glob(f"{prefix}*") if path.is_dir())
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=output.parent))
     try:
-        yield staging
+        with held_folder(staging):
+            yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def publish(staging: Path, output: Path) -> None:
-    """Move every file of `staging` into `output`, the manifest last (each move is an atomic rename).
+    """Publish every file of `staging` (a FaissIndex saved there, documents.jsonl, manifest.json) into `output`,
+    atomically as a whole, with the index's index.json as the record (see the module docstring).
 
-    An existing manifest in `output` is removed first, so until the new one lands the folder reads as incomplete.
+    Files of `output` that the new generation lacks (index.faiss of an untrained index) are removed; other files
+    in `output` are left alone.
+
+    Raises:
+        FileNotFoundError: if `staging` holds no index.json (save the FaissIndex into it first).
     """
-    output.mkdir(parents=True, exist_ok=True)
-    (output / MANIFEST_FILE).unlink(missing_ok=True)
-    names = sorted(p.name for p in staging.iterdir() if p.name != MANIFEST_FILE)
-    for name in [*names, MANIFEST_FILE]:
-        source = staging / name
-        if source.is_dir():
-            target = output / name
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(source, target)
-        elif source.exists():
-            os.replace(source, output / name)
+    source = staging / INDEX_RECORD
+    if not source.is_file():
+        raise FileNotFoundError(f"{staging} holds no {INDEX_RECORD}; save the FaissIndex there before publish().")
+    staged = Snapshot.read(source)
+    names = sorted(
+        path.name
+        for path in staging.iterdir()
+        if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
+    )
+    known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE]
+    with Publication(output / INDEX_RECORD, [*known, *names]) as publication:
+        for name in names:
+            publication.add(name, staging / name)
+        publication.commit(staged.value, entries=staged.files, remove=[name for name in known if name not in names])
 
 
 def write_documents(documents: Iterable[Document], path: Path) -> None:
@@ -69,11 +103,12 @@ def write_documents(documents: Iterable[Document], path: Path) -> None:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    """The manifest of an index folder, checked.
+    """The manifest of an index folder, checked: the one of the generation that index.json names.
 
     Raises:
         FileNotFoundError: if the folder does not exist.
-        ValueError: if the folder has no manifest (not built, or building was interrupted) or it is malformed.
+        ValueError: if the folder has no manifest (not built, or building was interrupted) or it is malformed
+            (DamagedFileError when it is truncated or corrupted).
     """
     if not folder.exists():
         raise FileNotFoundError(
@@ -81,14 +116,34 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         )
     if not folder.is_dir():
         raise ValueError(f"{folder} is a file; pass the folder written by `fair-retrieval index`.")
-    if not (folder / MANIFEST_FILE).is_file():
+    path = folder / MANIFEST_FILE
+    try:
+        with open_published(path) as handle:
+            raw = handle.read()
+    except FileNotFoundError:
         raise ValueError(
             f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
             "`fair-retrieval index --input DOCS --output DIR`."
-        )
-    return read_versioned_json(
-        folder / MANIFEST_FILE, format_name=MANIFEST_FORMAT, max_version=MANIFEST_VERSION, required=("model",)
+        ) from None
+    return parse_versioned_json(
+        path, raw, format_name=MANIFEST_FORMAT, max_version=MANIFEST_VERSION, required=("model",), remedy=REBUILD
     )
+
+
+def open_published(path: Path) -> IO[bytes]:
+    """Open a file of an index folder as its index.json has it: under its temporary name while a publication is
+    being finished (or was killed after its commit), else under `path`.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+    """
+    try:
+        record: Snapshot | None = Snapshot.read(path.parent / INDEX_RECORD)
+    except (OSError, ValueError):  # no index.json (yet), or a damaged one, which FaissIndex.load reports
+        record = None
+    if record is not None and record.lists(path.name):
+        return record.open(path.name)
+    return path.open("rb")
 
 
 def query_embedder_options(manifest: dict[str, Any], device: str | None = None) -> EmbedderOptions:
@@ -112,16 +167,26 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
 
 
 def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
-    """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass."""
+    """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass.
+
+    Raises:
+        ValueError: if rows are missing (DamagedFileError when a row is not JSON): the folder is inconsistent.
+    """
     rows: dict[int, dict[str, Any]] = {}
     if not wanted:
         return rows
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle):
-            if number in wanted:
-                rows[number] = json.loads(line)
-                if len(rows) == len(wanted):
-                    break
+    line_number = 0
+    with open_published(path) as handle, io.TextIOWrapper(handle, encoding="utf-8") as text:
+        try:
+            for line_number, line in enumerate(text, start=1):
+                if line_number - 1 in wanted:
+                    rows[line_number - 1] = json.loads(line)
+                    if len(rows) == len(wanted):
+                        break
+        except json.JSONDecodeError as error:
+            raise DamagedFileError(path, f"line {line_number} is not valid JSON ({error})", REBUILD) from None
+        except UnicodeDecodeError:
+            raise DamagedFileError(path, f"it is not UTF-8 text after line {line_number}", REBUILD) from None
     missing = wanted - rows.keys()
     if missing:
         raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")

@@ -6,8 +6,10 @@ module hands out; it keeps one map from LangChain's string ids to those ints, an
 
 A saved store is a folder with `index/` (FaissIndex.save) and `store.json` (documents, metadata and the id map);
 a store saved under another `index_name` uses `<name>/` and `<name>.store.json`, so several stores can share a
-folder. Nothing is pickled, so loading a store cannot execute code; in exchange, metadata must be JSON: str keys and
-str / int / float / bool / None / list / dict values.
+folder. Both change together: store.json is published in the index's own commit (`FaissIndex.save(companions=...)`,
+`fair_retrieval.jsonio.Publication`), so a save killed at any point leaves the previous store or the new one, and a
+`load_local` running meanwhile reads one of them. Nothing is pickled, so loading a store cannot execute code; in
+exchange, metadata must be JSON: str keys and str / int / float / bool / None / list / dict values.
 
 Filters are `fair_retrieval.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``, …)
 or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
@@ -41,8 +43,19 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.filters import Predicate, compile_filter
+from fair_retrieval.index import META_FILE as INDEX_RECORD
 from fair_retrieval.inputs import ensure_text_list
-from fair_retrieval.jsonio import read_versioned_json, write_json_atomically
+from fair_retrieval.jsonio import (
+    ChangedWhileReadingError,
+    DamagedFileError,
+    Publication,
+    Snapshot,
+    json_bytes,
+    parse_versioned_json,
+    retry_while_changing,
+    write_atomically,
+    write_temporary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +69,7 @@ STORE_SUFFIX = ".store.json"  # the store file of another index_name: <name>.sto
 COMMUNITY_SUFFIXES = (".faiss", ".pkl")  # what langchain-community's FAISS.save_local writes
 FORMAT_NAME = "langchain-fair-faiss-store"
 FORMAT_VERSION = 1
+REBUILD = "Rebuild the store (from_texts / from_embeddings) and save it again, or restore the folder from a backup."
 
 
 class _Record(NamedTuple):
@@ -502,6 +516,11 @@ class FaissVectorStore(VectorStore):
     def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
         """Write the store to `folder_path` (created if needed), no pickle: `index/` and `store.json`.
 
+        The two change together: store.json is written under a temporary name and published in the commit of the
+        index folder (`FaissIndex.save(companions=...)`), so a save killed at any point (even by SIGKILL) leaves
+        the previous store or this one, and `load_local` running meanwhile reads one of them. Saves into one
+        folder run one after the other.
+
         Args:
             folder_path: the folder.
             index_name: as in langchain-community's FAISS store, a name that lets several stores share a folder:
@@ -517,8 +536,6 @@ class FaissVectorStore(VectorStore):
         folder = Path(folder_path)
         index_folder, store_file = _saved_paths(folder, index_name)
         folder.mkdir(parents=True, exist_ok=True)
-        if self._index is not None:
-            self._index.save(index_folder)
         state = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
@@ -532,7 +549,18 @@ class FaissVectorStore(VectorStore):
                 for int_id, (id_, text, metadata) in self._documents.items()
             ],
         }
-        write_json_atomically(store_file, state, indent=None)
+        data = json_bytes(state, indent=None)
+        if self._index is not None:
+            staged = write_temporary(store_file, data)
+            try:
+                self._index.save(index_folder, companions={_companion_name(store_file): staged})
+            finally:
+                staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
+        elif (index_folder / INDEX_RECORD).is_file():  # an empty store replacing one with an index
+            with Publication(index_folder / INDEX_RECORD, [_companion_name(store_file)]):  # finishes a killed save
+                write_atomically(store_file, data)
+        else:
+            write_atomically(store_file, data)
         logger.info("Saved %d documents to %s (index_name=%r)", len(self), folder, index_name)
         return folder
 
@@ -548,6 +576,9 @@ class FaissVectorStore(VectorStore):
         relevance_score_fn: Callable[[float], float] | None = None,
     ) -> Self:
         """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
+
+        The index folder's index.json is read first and names the store.json of the same save, so a load that
+        runs while the folder is being saved again returns the store before or after that save.
 
         Args:
             folder_path: the folder given to `save_local`.
@@ -576,6 +607,8 @@ class FaissVectorStore(VectorStore):
         Raises:
             FileNotFoundError: if the folder lacks the store file (or its index); for a langchain-community folder,
                 the message says how to convert it.
+            DamagedFileError: (a ValueError) if store.json or a file of the index is truncated or corrupted; the
+                message names the file.
             ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed.
         """
         folder = Path(folder_path)
@@ -591,13 +624,53 @@ class FaissVectorStore(VectorStore):
                 "folder once with langchain-community and FaissVectorStore.from_embeddings, as "
                 "FaissVectorStore.load_local's docstring shows."
             )
-        state = read_versioned_json(
+        return retry_while_changing(
+            store_file, lambda: cls._load_once(store_file, index_folder, embeddings, gpu, relevance_score_fn)
+        )
+
+    @classmethod
+    def _load_once(
+        cls,
+        store_file: Path,
+        index_folder: Path,
+        embeddings: Embeddings,
+        gpu: Literal["auto"] | bool,
+        relevance_score_fn: Callable[[float], float] | None,
+    ) -> Self:
+        """One consistent read of a saved store; ChangedWhileReadingError when a save replaced it meanwhile."""
+        record = _index_record(index_folder)
+        try:
+            store = cls._restore(
+                _read_store_file(store_file, record), store_file, embeddings, index_folder, gpu, relevance_score_fn
+            )
+        except (OSError, ValueError) as error:
+            if record is not None and not record.is_current():
+                raise ChangedWhileReadingError from error
+            raise
+        if record is not None and not record.is_current():  # the index may come from a later save
+            raise ChangedWhileReadingError
+        return store
+
+    @classmethod
+    def _restore(
+        cls,
+        raw: bytes,
+        store_file: Path,
+        embeddings: Embeddings,
+        index_folder: Path,
+        gpu: Literal["auto"] | bool,
+        relevance_score_fn: Callable[[float], float] | None,
+    ) -> Self:
+        """The store saved in `raw` (the bytes of `store_file`) with the index in `index_folder`, checked."""
+        state = parse_versioned_json(
             store_file,
+            raw,
             format_name=FORMAT_NAME,
             max_version=FORMAT_VERSION,
             required=("metric", "kind", "next_int_id", "documents"),
             writer="FaissVectorStore.save_local()",
             upgrade="langchain-fair",
+            remedy=REBUILD,
         )
         store = cls(
             embeddings,
@@ -609,17 +682,20 @@ class FaissVectorStore(VectorStore):
         )
         if state.get("has_index"):
             store._index = FaissIndex.load(index_folder, gpu=gpu)
-        for record in state["documents"]:
-            int_id = int(record["int_id"])
-            store._int_ids[record["id"]] = int_id
-            store._documents[int_id] = _Record(record["id"], record["text"], record["metadata"])
-        store._next_int_id = int(state["next_int_id"])
+        try:
+            for record in state["documents"]:
+                int_id = int(record["int_id"])
+                store._int_ids[record["id"]] = int_id
+                store._documents[int_id] = _Record(record["id"], record["text"], record["metadata"])
+            store._next_int_id = int(state["next_int_id"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise DamagedFileError(store_file, f"a document entry is malformed ({error!r})", REBUILD) from None
         stored = set(store._index.ids.tolist()) if store._index is not None else set()
         if stored != set(store._documents) or len(store._int_ids) != len(store._documents):
             raise ValueError(
-                f"{folder}: {store_file.name} lists {len(state['documents'])} documents but the index holds "
-                f"{len(stored)} vectors under other ids; the folder was modified or written partially. Rebuild the "
-                "store."
+                f"{store_file.parent}: {store_file.name} lists {len(state['documents'])} documents but the index "
+                f"holds {len(stored)} vectors under other ids; the folder was modified or written partially. Rebuild "
+                "the store."
             )
         return store
 
@@ -717,6 +793,49 @@ def _saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
     if index_name == DEFAULT_INDEX_NAME:
         return folder / INDEX_FOLDER, folder / STORE_FILE
     return folder / index_name, folder / f"{index_name}{STORE_SUFFIX}"
+
+
+def _companion_name(store_file: Path) -> str:
+    """The store file's name as its index folder's record lists it (the store file sits beside that folder)."""
+    return f"../{store_file.name}"
+
+
+def _index_record(index_folder: Path) -> Snapshot | None:
+    """The index folder's index.json, which names the store file saved with it; None when there is none (an empty
+    store, a store of an earlier release) or it is unreadable (FaissIndex.load then says why, if it is needed)."""
+    try:
+        return Snapshot.read(index_folder / INDEX_RECORD)
+    except (OSError, ValueError):
+        return None
+
+
+def _read_store_file(store_file: Path, record: Snapshot | None) -> bytes:
+    """The bytes of the store file that `record` names, or of `store_file` when it names none.
+
+    A store file that differs from what the record says under an unchanged record was rewritten without its index
+    (an empty store replacing one with an index) or edited by hand: it is read as it is, and checked against the
+    index afterwards.
+
+    Raises:
+        ChangedWhileReadingError: when a save replaced the record meanwhile.
+        FileNotFoundError: if there is no store file.
+    """
+    name = _companion_name(store_file)
+    if record is not None and record.lists(name):
+        try:
+            with record.open(name) as handle:
+                problem, raw = record.mismatch(name, handle), handle.read()
+        except FileNotFoundError:
+            problem, raw = "it is missing", None
+        if problem is not None and not record.is_current():
+            raise ChangedWhileReadingError
+        if problem is not None:
+            logger.debug("%s differs from what %s records (%s); reading it as it is.", store_file, record.path, problem)
+        if raw is not None:
+            return raw
+    if not store_file.is_file():
+        raise FileNotFoundError(f"{store_file} does not exist; it is written by FaissVectorStore.save_local().")
+    return store_file.read_bytes()
 
 
 def _relevance_from_similarity(score: float) -> float:

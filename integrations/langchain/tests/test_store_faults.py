@@ -1,0 +1,269 @@
+"""Faults while saving and loading FaissVectorStore folders: SIGKILL mid-save, damaged files, loads during saves.
+
+Same method as tests/test_faults.py (the core's): a child forked from a forkserver saves over an existing store and
+stops at the k-th file operation (every os.replace / os.fsync / os.unlink, and faiss' write of index.faiss, left
+half-written), for every k of a full save; it is SIGKILLed there and the folder must load as the old store or the
+new one, whole. The embeddings are langchain-core's deterministic fakes, so no model is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_fair import FaissVectorStore
+
+faiss = pytest.importorskip("faiss")
+
+# the forkserver is shared by every test module of a session: preload what all fault tests need (missing ones skip)
+PRELOAD = [
+    "numpy",
+    "faiss",
+    "fair_retrieval.index",
+    "fair_retrieval.cli",
+    "langchain_core.embeddings",
+    "langchain_fair",
+]
+CHILD_TIMEOUT_S = 120.0
+QUERIES = ["note 3 of version 1", "note 7 of version 2", "something else"]
+
+
+class Interruption:
+    """Counts the file operations of a save and, at the `pause_at`-th, writes `marker` and waits to be killed.
+
+    Operations: os.replace, os.rename, os.fsync and os.unlink (before they run), and faiss.write_index (after it
+    ran, with the file then cut in half). With `pause_at=None` it only counts (`events`).
+    """
+
+    def __init__(self, pause_at: int | None = None, marker: Path | None = None) -> None:
+        self.pause_at, self.marker, self.events = pause_at, marker, 0
+
+    def _event(self) -> bool:
+        self.events += 1
+        return self.events == self.pause_at
+
+    def _pause(self) -> None:
+        assert self.marker is not None
+        self.marker.write_text(str(self.events))
+        time.sleep(CHILD_TIMEOUT_S)  # the parent kills us here
+        os._exit(3)  # pragma: no cover - never killed: the parent failed already
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interruption]:
+        originals = {name: getattr(os, name) for name in ("replace", "rename", "fsync", "unlink")}
+        write_index = faiss.write_index
+
+        def wrap(name: str) -> Callable[..., Any]:
+            def operation(*args: Any, **kwargs: Any) -> Any:
+                if self._event():
+                    self._pause()
+                return originals[name](*args, **kwargs)
+
+            return operation
+
+        def partial_write(index: Any, path: Any) -> None:
+            write_index(index, path)
+            if self._event():
+                with open(path, "r+b") as handle:
+                    handle.truncate(os.path.getsize(path) // 2)
+                self._pause()
+
+        for name in originals:
+            setattr(os, name, wrap(name))
+        faiss.write_index = partial_write
+        try:
+            yield self
+        finally:
+            for name, original in originals.items():
+                setattr(os, name, original)
+            faiss.write_index = write_index
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def run_child(context: Any, target: Callable[..., None], *args: Any, marker: Path) -> str:
+    """Run `target(*args)` in a child; SIGKILL it once it wrote `marker`. Returns "killed" or "finished"."""
+    process = context.Process(target=target, args=args)
+    process.start()
+    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    while not marker.exists() and process.is_alive():
+        if time.monotonic() > deadline:
+            os.kill(process.pid, signal.SIGKILL)
+            pytest.fail(f"the child did not reach its interruption point in {CHILD_TIMEOUT_S} s")
+        time.sleep(0.005)
+    if marker.exists():
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+        assert process.exitcode == -signal.SIGKILL
+        return "killed"
+    process.join()
+    assert process.exitcode == 0, f"the child failed (exit code {process.exitcode})"
+    return "finished"
+
+
+def embeddings() -> DeterministicFakeEmbedding:
+    return DeterministicFakeEmbedding(size=16)
+
+
+def build_store(version: int) -> FaissVectorStore:
+    """Version v: 10 + 5·v notes stamped with v (version 0: an empty store)."""
+    store = FaissVectorStore(embeddings(), gpu=False)
+    count = 10 + 5 * version if version else 0
+    if count:
+        texts = [f"note {i} of version {version}" for i in range(count)]
+        store.add_texts(texts, metadatas=[{"v": version}] * count, ids=[f"v{version}-{i}" for i in range(count)])
+    return store
+
+
+def store_version(folder: Path, index_name: str = "index") -> int:
+    """The version the saved store holds, after checking that it is that version whole."""
+    loaded = FaissVectorStore.load_local(folder, embeddings(), index_name, gpu=False)
+    if len(loaded) == 0:
+        assert loaded.index is None
+        return 0
+    version = (len(loaded) - 10) // 5
+    expected = build_store(version)
+    assert loaded.ids == expected.ids and loaded.index is not None and len(loaded.index) == len(expected)
+    assert {d.metadata["v"] for d in loaded.get_by_ids(loaded.ids)} == {version}
+    for query in QUERIES:
+        got, want = loaded.similarity_search_with_score(query, k=4), expected.similarity_search_with_score(query, k=4)
+        assert [d.id for d, _ in got] == [d.id for d, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+    return version
+
+
+def save_child(folder: str, version: int, index_name: str, pause_at: int | None, marker: str) -> None:
+    store = build_store(version)
+    with Interruption(pause_at, Path(marker)).installed():
+        store.save_local(folder, index_name)
+
+
+def save_repeatedly(folder: str, stop: str) -> None:
+    """Save versions 1 and 2 into `folder` in turn until `stop` exists."""
+    versions = [build_store(1), build_store(2)]
+    turn = 0
+    while not Path(stop).exists():
+        versions[turn % 2].save_local(folder)
+        turn += 1
+    Path(stop).write_text(str(turn))
+
+
+def damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "half":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:
+        path.write_bytes(np.random.default_rng(5).integers(0, 256, len(data), dtype=np.uint8).tobytes())
+
+
+def files_of(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+
+
+# ---------------------------------------------------------------------------------------------------- killed saves
+
+
+@pytest.mark.parametrize(("old", "new", "index_name"), [(1, 2, "index"), (1, 2, "products"), (1, 0, "index")])
+def test_sigkill_anywhere_in_save_local_leaves_the_old_or_the_new_store(
+    forkserver: Any, tmp_path: Path, old: int, new: int, index_name: str
+) -> None:
+    """Every file operation of save_local (a store over another one, under the default and another index_name,
+    and an empty store over a full one): killed there, the folder loads as the old store or the new one."""
+    dry = tmp_path / "dry"
+    build_store(old).save_local(dry, index_name)
+    with Interruption().installed() as counter:
+        save_child(str(dry), new, index_name, None, "")
+    assert counter.events >= 2
+    seen: dict[int, set[str]] = {}
+    for pause_at in range(1, counter.events + 2):  # the last one is past the end: the save finishes
+        folder = tmp_path / f"at-{pause_at}"
+        build_store(old).save_local(folder, index_name)
+        marker = tmp_path / f"at-{pause_at}.marker"
+        outcome = run_child(forkserver, save_child, str(folder), new, index_name, pause_at, str(marker), marker=marker)
+        seen.setdefault(store_version(folder, index_name), set()).add(outcome)
+    assert set(seen) == {old, new}, seen
+    if new:  # a kill after the commit (among the renames) gives the new store; an empty store is one rename
+        assert "killed" in seen[new], seen
+
+    folder = tmp_path / "at-1"  # the next save finishes or removes what the killed one left
+    build_store(3).save_local(folder, index_name)
+    assert store_version(folder, index_name) == 3
+    prefix = "" if index_name == "index" else f"{index_name}."
+    assert files_of(folder) == sorted([f"{index_name}/index.faiss", f"{index_name}/index.json", f"{prefix}store.json"])
+
+
+# ---------------------------------------------------------------------------------------------------- damaged files
+
+
+@pytest.mark.parametrize(
+    ("name", "how", "remedy"),
+    [
+        ("store.json", "half", "Rebuild the store"),
+        ("store.json", "empty", "Rebuild the store"),
+        ("store.json", "random", "Rebuild the store"),
+        ("index/index.faiss", "half", "Rebuild the index"),
+        ("index/index.faiss", "empty", "Rebuild the index"),
+        ("index/index.faiss", "random", "Rebuild the index"),
+        ("index/index.json", "half", "Rebuild the index"),
+        ("index/index.json", "empty", "Rebuild the index"),
+    ],
+)
+def test_a_damaged_file_is_refused_naming_it(tmp_path: Path, name: str, how: str, remedy: str) -> None:
+    folder = build_store(1).save_local(tmp_path / "store")
+    damage(folder / name, how)
+    with pytest.raises(ValueError, match=f"{name.split('/')[-1]} is damaged") as caught:
+        FaissVectorStore.load_local(folder, embeddings(), gpu=False)
+    assert remedy in str(caught.value) and "\n" not in str(caught.value)
+    from fair_retrieval.jsonio import DamagedFileError
+
+    assert isinstance(caught.value, DamagedFileError) and caught.value.path == folder / name
+
+
+def test_an_edited_store_file_is_still_read_and_checked(tmp_path: Path) -> None:
+    """store.json is checked against what index.json recorded only to notice concurrent saves: an edit by hand is
+    read as it is (and then checked against the index, as before)."""
+    folder = build_store(1).save_local(tmp_path / "store")
+    state = json.loads((folder / "store.json").read_text())
+    state["documents"][0]["metadata"]["edited"] = True
+    (folder / "store.json").write_text(json.dumps(state))
+    loaded = FaissVectorStore.load_local(folder, embeddings(), gpu=False)
+    assert loaded.get_by_ids(["v1-0"])[0].metadata == {"v": 1, "edited": True}
+
+
+# ------------------------------------------------------------------------------------------------ loads during saves
+
+
+def test_loads_during_repeated_saves_see_one_store_or_the_other(forkserver: Any, tmp_path: Path) -> None:
+    folder, stop = tmp_path / "store", tmp_path / "stop"
+    build_store(1).save_local(folder)
+    writer = forkserver.Process(target=save_repeatedly, args=(str(folder), str(stop)))
+    writer.start()
+    seen: dict[int, int] = {1: 0, 2: 0}
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline or min(seen.values()) < 3:
+            seen[store_version(folder)] += 1  # every load succeeds, and holds one store whole
+            assert time.monotonic() < deadline + 30, seen
+    finally:
+        stop.write_text("")
+        writer.join(timeout=30)
+    assert writer.exitcode == 0
+    saves = int(stop.read_text() or 0)
+    assert saves > 10 and min(seen.values()) >= 3, (saves, seen)

@@ -1,0 +1,448 @@
+"""Faults while saving and loading index folders: SIGKILL mid-write, damaged files, loads during saves.
+
+* Killed writers. A child process (forked from a forkserver that has the libraries loaded, so a child costs well
+  under a second) saves over an existing folder and stops at the k-th file operation of the save (`Interruption`:
+  every os.replace / os.fsync / os.unlink, and faiss' write of index.faiss, left half-written) after writing a
+  marker file; the test SIGKILLs it there, loads the folder and checks that it holds the old or the new version
+  whole. k runs over every operation of a full save (counted by a dry run), so each interruption point is tried,
+  and both outcomes are seen (the commit lies between them).
+* Damaged files: index.faiss cut in half, emptied, overwritten by random bytes or with one flipped byte;
+  index.json / manifest.json cut or emptied; each gives a ValueError naming the file and saying to rebuild, from
+  FaissIndex.load and from `fair-retrieval search` (exit status 2, one line).
+* Loads during saves: a process saves two versions into one folder in turn while the test loads and searches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+faiss = pytest.importorskip("faiss")
+
+from fair_retrieval import FaissIndex  # noqa: E402
+from fair_retrieval.cli import main  # noqa: E402
+from fair_retrieval.cli.common import dump_json  # noqa: E402
+from fair_retrieval.cli.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
+from fair_retrieval.inputs import Document  # noqa: E402
+
+DIM = 16
+QUERIES = np.random.default_rng(99).standard_normal((4, DIM)).astype(np.float32)
+# the forkserver is shared by every test module of a session: preload what all fault tests need (missing ones skip)
+PRELOAD = [
+    "numpy",
+    "faiss",
+    "fair_retrieval.index",
+    "fair_retrieval.cli",
+    "langchain_core.embeddings",
+    "langchain_fair",
+]
+CHILD_TIMEOUT_S = 120.0
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+class Interruption:
+    """Counts the file operations of a save and, at the `pause_at`-th, writes `marker` and waits to be killed.
+
+    Operations: os.replace, os.rename, os.fsync and os.unlink (before they run), and faiss.write_index (after it
+    ran, with the file then cut in half, as a write stopped in the middle leaves it). With `pause_at=None` it only
+    counts (`events`).
+    """
+
+    def __init__(self, pause_at: int | None = None, marker: Path | None = None) -> None:
+        self.pause_at, self.marker, self.events = pause_at, marker, 0
+
+    def _event(self) -> bool:
+        self.events += 1
+        return self.events == self.pause_at
+
+    def _pause(self) -> None:
+        assert self.marker is not None
+        self.marker.write_text(str(self.events))
+        time.sleep(CHILD_TIMEOUT_S)  # the parent kills us here
+        os._exit(3)  # pragma: no cover - never killed: the parent failed already
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Interruption]:
+        originals = {name: getattr(os, name) for name in ("replace", "rename", "fsync", "unlink")}
+        write_index = faiss.write_index
+
+        def wrap(name: str) -> Callable[..., Any]:
+            def operation(*args: Any, **kwargs: Any) -> Any:
+                if self._event():
+                    self._pause()
+                return originals[name](*args, **kwargs)
+
+            return operation
+
+        def partial_write(index: Any, path: Any) -> None:
+            write_index(index, path)
+            if self._event():
+                with open(path, "r+b") as handle:
+                    handle.truncate(os.path.getsize(path) // 2)
+                self._pause()
+
+        for name in originals:
+            setattr(os, name, wrap(name))
+        faiss.write_index = partial_write
+        try:
+            yield self
+        finally:
+            for name, original in originals.items():
+                setattr(os, name, original)
+            faiss.write_index = write_index
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def run_child(context: Any, target: Callable[..., None], *args: Any, marker: Path) -> str:
+    """Run `target(*args)` in a child; SIGKILL it once it wrote `marker`. Returns "killed" or "finished"."""
+    process = context.Process(target=target, args=args)
+    process.start()
+    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    while not marker.exists() and process.is_alive():
+        if time.monotonic() > deadline:
+            os.kill(process.pid, signal.SIGKILL)
+            pytest.fail(f"the child did not reach its interruption point in {CHILD_TIMEOUT_S} s")
+        time.sleep(0.005)
+    if marker.exists():
+        os.kill(process.pid, signal.SIGKILL)
+        process.join()
+        assert process.exitcode == -signal.SIGKILL
+        return "killed"
+    process.join()
+    assert process.exitcode == 0, f"the child failed (exit code {process.exitcode})"
+    return "finished"
+
+
+def interrupted_everywhere(
+    context: Any,
+    root: Path,
+    prepare: Callable[[Path], None],
+    child: Callable[..., None],
+    check: Callable[[Path], int],
+) -> dict[int, set[str]]:
+    """For every file operation k of `child(folder, pause_at, marker)` on a folder made by `prepare` under `root`,
+    kill the child at k and `check` the folder (the version it holds); then once more with the save let finish.
+    Returns {version: outcomes}."""
+    dry = root / "dry"
+    prepare(dry)
+    with Interruption().installed() as counter:
+        child(str(dry), None, "")
+    assert counter.events >= 3, "the save no longer goes through the hooked file operations"
+    seen: dict[int, set[str]] = {}
+    for pause_at in range(1, counter.events + 2):  # the last one is past the end: the save finishes
+        folder = root / f"at-{pause_at}"
+        prepare(folder)
+        marker = folder.parent / f"at-{pause_at}.marker"
+        outcome = run_child(context, child, str(folder), pause_at, str(marker), marker=marker)
+        version = check(folder)
+        seen.setdefault(version, set()).add(outcome)
+    return seen
+
+
+def build_index(version: int) -> FaissIndex:
+    """Version v: 100 + 40·v random vectors (seeded by v) under ids 1000·v + i, so versions never look alike."""
+    count = 100 + 40 * version
+    vectors = np.random.default_rng(version).standard_normal((count, DIM)).astype(np.float32)
+    index = FaissIndex(DIM, gpu=False)
+    index.add(vectors, np.arange(count) + 1000 * version)
+    return index
+
+
+def index_version(folder: Path) -> int:
+    """The version `folder` holds, after checking that it is that version whole (ids, vectors, search)."""
+    loaded = FaissIndex.load(folder, gpu=False)
+    version = (len(loaded) - 100) // 40
+    expected = build_index(version)
+    np.testing.assert_array_equal(loaded.ids, expected.ids)
+    np.testing.assert_array_equal(loaded.get_vectors(expected.ids), expected.get_vectors(expected.ids))
+    for got, want in zip(loaded.search(QUERIES, 5), expected.search(QUERIES, 5), strict=True):
+        np.testing.assert_array_equal(got, want)
+    return version
+
+
+def save_child(folder: str, pause_at: int | None, marker: str) -> None:
+    index = build_index(2)
+    with Interruption(pause_at, Path(marker)).installed():
+        index.save(folder)
+
+
+def save_repeatedly(folder: str, stop: str) -> None:
+    """Save versions 1 and 2 into `folder` in turn until `stop` exists."""
+    versions = [build_index(1), build_index(2)]
+    turn = 0
+    while not Path(stop).exists():
+        versions[turn % 2].save(folder)
+        turn += 1
+    Path(stop).write_text(str(turn))
+
+
+def build_cli_folder(folder: Path, version: int) -> Path:
+    """An index folder as `fair-retrieval index` writes it (same helpers: save, documents, manifest, publish), with
+    version-stamped documents and manifest, and no model: its vectors are random."""
+    staging = folder.parent / f".{folder.name}.staging-{version}"
+    staging.mkdir(parents=True)
+    index = build_index(version)
+    index.save(staging)
+    documents = [Document(f"v{version}-doc{i}", f"text {i} of version {version}", {"v": version}) for i in index.ids]
+    write_documents(documents, staging / "documents.jsonl")
+    manifest = {"format": "fair-retrieval-index", "version": 1, "model": f"model-v{version}", "count": len(index)}
+    dump_json(manifest, staging / "manifest.json")
+    publish(staging, folder)
+    shutil.rmtree(staging)
+    return folder
+
+
+def cli_version(folder: Path) -> int:
+    """The version of a CLI folder, read as `search` reads it, after checking that all its files agree."""
+    manifest = read_manifest(folder)
+    version = index_version(folder)
+    assert manifest["model"] == f"model-v{version}"
+    rows = read_rows(folder / "documents.jsonl", set(range(manifest["count"])))
+    assert {row["metadata"]["v"] for row in rows.values()} == {version}
+    return version
+
+
+def publish_child(folder: str, pause_at: int | None, marker: str) -> None:
+    target = Path(folder)
+    staging = target.parent / f".{target.name}.new"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    index = build_index(2)
+    index.save(staging)
+    rows = [Document(f"v2-doc{i}", f"text {i} of version 2", {"v": 2}) for i in index.ids]
+    write_documents(rows, staging / "documents.jsonl")
+    dump_json(
+        {"format": "fair-retrieval-index", "version": 1, "model": "model-v2", "count": len(index)},
+        staging / "manifest.json",
+    )
+    with Interruption(pause_at, Path(marker)).installed():
+        publish(staging, target)
+
+
+def damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "half":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "random":
+        path.write_bytes(np.random.default_rng(5).integers(0, 256, len(data), dtype=np.uint8).tobytes())
+    elif how == "flipped":
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    else:  # pragma: no cover
+        raise AssertionError(how)
+
+
+def strip_publication(folder: Path) -> None:
+    """Make `folder` look as an earlier release wrote it: index.json without its publication entry."""
+    meta = json.loads((folder / "index.json").read_text())
+    meta.pop("publication", None)
+    (folder / "index.json").write_text(json.dumps(meta))
+
+
+# ---------------------------------------------------------------------------------------------------- killed saves
+
+
+def test_sigkill_anywhere_in_a_save_leaves_the_old_or_the_new_index(forkserver: Any, tmp_path: Path) -> None:
+    def prepare(folder: Path) -> None:
+        build_index(1).save(folder)
+
+    seen = interrupted_everywhere(forkserver, tmp_path, prepare, save_child, index_version)
+    assert set(seen) == {1, 2} and "killed" in seen[2], seen  # killed before and after the commit, both whole
+
+    # the next save into a killed folder finishes what was left (renames) or removes it (temporary files)
+    folder = tmp_path / "at-1"
+    build_index(3).save(folder)
+    assert index_version(folder) == 3
+    assert sorted(p.name for p in folder.iterdir()) == ["index.faiss", "index.json"]
+
+
+def test_sigkill_anywhere_in_a_publish_leaves_a_whole_cli_folder(forkserver: Any, tmp_path: Path) -> None:
+    def prepare(folder: Path) -> None:
+        build_cli_folder(folder, 1)
+
+    seen = interrupted_everywhere(forkserver, tmp_path, prepare, publish_child, cli_version)
+    assert set(seen) == {1, 2} and "killed" in seen[2], seen
+
+    folder = tmp_path / "at-2"
+    build_cli_folder(folder, 3)
+    assert cli_version(folder) == 3
+    assert sorted(p.name for p in folder.iterdir()) == ["documents.jsonl", "index.faiss", "index.json", "manifest.json"]
+
+
+def index_cli_child(model: str, source: str, output: str, replaced: str, after: bool, marker: str) -> None:
+    """Run `fair-retrieval index --overwrite`, stopping before or after the rename onto `replaced`."""
+    original = os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        if not after and os.path.abspath(dst) == replaced:
+            Path(marker).write_text("before")
+            time.sleep(CHILD_TIMEOUT_S)
+        original(src, dst)
+        if after and os.path.abspath(dst) == replaced:
+            Path(marker).write_text("after")
+            time.sleep(CHILD_TIMEOUT_S)
+
+    os.replace = replace
+    main(["index", "--model", model, "--input", source, "--output", output, "--overwrite", "--gpu", "off"])
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
+def test_sigkill_of_the_index_command_leaves_a_searchable_index(
+    forkserver: Any, tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str], after: bool
+) -> None:
+    """The real command, killed with SIGKILL just before or just after index.json lands in --output: `search`
+    answers from the old documents or from the new ones, and the next run cleans up."""
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text("\n".join(json.dumps({"id": f"old-{i}", "text": f"An old note about lava {i}."}) for i in range(3)))
+    new.write_text("\n".join(json.dumps({"id": f"new-{i}", "text": f"A new note about bread {i}."}) for i in range(4)))
+    output = tmp_path / "index"
+    assert main(["index", "--model", minilm, "--input", str(old), "--output", str(output), "--gpu", "off"]) == 0
+    marker = tmp_path / "marker"
+    args = (minilm, str(new), str(output), os.path.abspath(output / "index.json"), after, str(marker))
+    assert run_child(forkserver, index_cli_child, *args, marker=marker) == "killed"
+
+    capsys.readouterr()
+    assert main(["search", "--index", str(output), "--query", "bread", "-k", "10", "--json", "--gpu", "off"]) == 0
+    ids = {hit["id"] for hit in json.loads(capsys.readouterr().out)["results"]}
+    assert ids == ({f"new-{i}" for i in range(4)} if after else {f"old-{i}" for i in range(3)})
+    assert any(p.name.startswith(".index.partial-") for p in tmp_path.iterdir())  # SIGKILL skipped the clean-up
+
+    assert main(["index", "--model", minilm, "--input", str(new), "--output", str(output), "--overwrite"]) == 0
+    assert sorted(p.name for p in output.iterdir()) == ["documents.jsonl", "index.faiss", "index.json", "manifest.json"]
+
+
+def test_the_next_run_removes_staging_folders_of_killed_runs_only(tmp_path: Path) -> None:
+    from fair_retrieval.cli.index_folder import staging_folder
+
+    output = tmp_path / "index"
+    abandoned = tmp_path / ".index.partial-killed"
+    abandoned.mkdir()
+    (abandoned / "documents.jsonl").write_text("{}\n")
+    os.utime(abandoned, (time.time() - 3600, time.time() - 3600))
+    with staging_folder(output) as running:
+        os.utime(running, (time.time() - 3600, time.time() - 3600))  # old, but held by this run
+        assert not abandoned.exists()
+        with staging_folder(output) as other:
+            assert running.is_dir() and other.is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+# ---------------------------------------------------------------------------------------------------- damaged files
+
+
+@pytest.mark.parametrize(
+    ("layout", "how"),
+    [
+        *[("current", how) for how in ("half", "empty", "random", "flipped")],
+        # earlier releases recorded no checksum: faiss' own failure is reported (a flipped byte goes unnoticed)
+        *[("earlier-release", how) for how in ("half", "empty", "random")],
+    ],
+)
+def test_a_damaged_index_faiss_is_refused_naming_the_file(tmp_path: Path, layout: str, how: str) -> None:
+    build_index(1).save(tmp_path)
+    if layout == "earlier-release":
+        strip_publication(tmp_path)
+    damage(tmp_path / "index.faiss", how)
+    with pytest.raises(ValueError, match=r"index\.faiss is damaged") as caught:
+        FaissIndex.load(tmp_path, gpu=False)
+    message = str(caught.value)
+    assert "Rebuild the index" in message and "\n" not in message
+    from fair_retrieval.jsonio import DamagedFileError
+
+    assert isinstance(caught.value, DamagedFileError) and caught.value.path == tmp_path / "index.faiss"
+
+
+@pytest.mark.parametrize("how", ["half", "empty", "random"])
+def test_a_damaged_index_json_is_refused_naming_the_file(tmp_path: Path, how: str) -> None:
+    build_index(1).save(tmp_path)
+    damage(tmp_path / "index.json", how)
+    with pytest.raises(ValueError, match=r"index\.json is damaged: it (is empty|is not valid JSON).*Rebuild the index"):
+        FaissIndex.load(tmp_path, gpu=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "how"),
+    [
+        ("index.faiss", "half"),
+        ("index.faiss", "random"),
+        ("index.faiss", "empty"),
+        ("index.json", "half"),
+        ("index.json", "empty"),
+        ("manifest.json", "half"),
+        ("manifest.json", "random"),
+        ("manifest.json", "empty"),
+    ],
+)
+def test_search_on_a_damaged_folder_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, how: str
+) -> None:
+    folder = build_cli_folder(tmp_path / "index", 1)
+    damage(folder / name, how)
+    capsys.readouterr()
+    assert main(["search", "--index", str(folder), "--query", "anything", "--gpu", "off"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("fair-retrieval search: error: ") and f"{name} is damaged" in err and "Rebuild" in err
+
+
+def test_a_damaged_documents_row_names_the_file(tmp_path: Path) -> None:
+    folder = build_cli_folder(tmp_path / "index", 1)
+    lines = (folder / "documents.jsonl").read_text().splitlines()
+    lines[2] = lines[2][:10]
+    (folder / "documents.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"documents\.jsonl is damaged: line 3 is not valid JSON.*Rebuild"):
+        read_rows(folder / "documents.jsonl", {0, 2})
+
+
+def test_a_copied_or_hand_edited_folder_still_loads(tmp_path: Path) -> None:
+    """The record checks the files it lists, not where they live: a copy loads, and an edited manifest is read as
+    it is (only index.faiss must match byte for byte)."""
+    folder = build_cli_folder(tmp_path / "index", 1)
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "model": "model-v1", "note": "edited"}))
+    assert cli_version(copy) == 1 and read_manifest(copy)["note"] == "edited"
+
+
+# ------------------------------------------------------------------------------------------------ loads during saves
+
+
+def test_loads_during_repeated_saves_see_one_version_or_the_other(forkserver: Any, tmp_path: Path) -> None:
+    folder, stop = tmp_path / "index", tmp_path / "stop"
+    build_index(1).save(folder)
+    writer = forkserver.Process(target=save_repeatedly, args=(str(folder), str(stop)))
+    writer.start()
+    seen: dict[int, int] = {1: 0, 2: 0}
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline or min(seen.values()) < 3:
+            seen[index_version(folder)] += 1  # every load succeeds, and holds one version whole
+            assert time.monotonic() < deadline + 30, seen
+    finally:
+        stop.write_text("")
+        writer.join(timeout=30)
+    assert writer.exitcode == 0
+    saves = int(stop.read_text() or 0)
+    assert saves > 10 and min(seen.values()) >= 3, (saves, seen)
