@@ -35,7 +35,14 @@ from fair_retrieval.loading import (
     validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
-from fair_retrieval.windows import LongDocuments, pool_windows, snap_to_words, window_spans, word_starts
+from fair_retrieval.windows import (
+    LongDocuments,
+    default_overlap,
+    pool_windows,
+    snap_to_words,
+    window_spans,
+    word_starts,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +146,8 @@ class FairEmbedder:
             L2-normalised, so every token counts; "truncate" cuts it off at the window (what sentence-transformers,
             llama-index's HuggingFaceEmbedding and langchain's HuggingFaceEmbeddings do). Queries are never
             windowed: they are truncated, with a logged warning.
-        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens).
+        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the
+            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window).
         batch_size: texts per forward pass (texts are sorted by length, so batches pad little).
         device: "cpu", "cuda", "mps", …; None picks cuda, then mps, then cpu.
         precision: "auto" (float32 on CPU/MPS; bfloat16, else float16, on CUDA for models loaded here),
@@ -164,11 +172,13 @@ class FairEmbedder:
         model_kwargs: dict[str, Any] | None = None,
         positional_scaling: PositionalScaling | None = None,
         long_documents: LongDocuments = "windows",
-        window_overlap: int = 0,
+        window_overlap: int | None = None,
     ) -> None:
         if long_documents not in get_args(LongDocuments):
             raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {long_documents!r}.")
-        if isinstance(window_overlap, bool) or not isinstance(window_overlap, int) or window_overlap < 0:
+        if window_overlap is not None and (
+            isinstance(window_overlap, bool) or not isinstance(window_overlap, int) or window_overlap < 0
+        ):
             raise ValueError(f"window_overlap must be an int ≥ 0 (tokens shared by windows), got {window_overlap!r}.")
         if calibration is not None and not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
@@ -200,7 +210,7 @@ class FairEmbedder:
         self._document_prompt = document_prompt(self.model)
         self._query_prompt = query_prompt(self.model)
         self.long_documents: LongDocuments = long_documents
-        self.window_overlap = window_overlap
+        self.window_overlap = default_overlap(self.window_content_tokens) if window_overlap is None else window_overlap
         self._check_windows()
         self.last_report: EmbeddingReport | None = None
         self._warn_if_never_calibrated(calibration)

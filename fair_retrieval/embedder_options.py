@@ -75,7 +75,7 @@ class EmbedderOptions:
         model_kwargs: extra keyword arguments for the transformers model when loading by name (kept read-only).
         positional_scaling: the default LPES `PositionalScaling` for documents; None leaves positions unchanged.
         long_documents: "windows" (split documents longer than the window, embed each window, pool) or "truncate".
-        window_overlap: tokens consecutive windows share.
+        window_overlap: tokens consecutive windows share; None = an eighth of a window.
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
@@ -93,7 +93,7 @@ class EmbedderOptions:
     model_kwargs: Mapping[str, Any] | None = None
     positional_scaling: PositionalScaling | None = None
     long_documents: LongDocuments = "windows"
-    window_overlap: int = 0
+    window_overlap: int | None = None
 
     def __post_init__(self) -> None:
         if self.calibration is not None and not isinstance(self.calibration, Calibration):
@@ -120,8 +120,9 @@ class EmbedderOptions:
             )
         if self.long_documents not in get_args(LongDocuments):
             raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {self.long_documents!r}.")
-        if isinstance(self.window_overlap, bool) or not isinstance(self.window_overlap, int) or self.window_overlap < 0:
-            raise ValueError(f"window_overlap must be an int ≥ 0, got {self.window_overlap!r}.")
+        overlap = self.window_overlap
+        if overlap is not None and (isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0):
+            raise ValueError(f"window_overlap must be an int ≥ 0 or None (an eighth of a window), got {overlap!r}.")
 
     def build(self, model: Any, prompts: Mapping[str, str] | None = None) -> FairEmbedder:
         """Load `model` (a Hub id, a local folder or a `SentenceTransformer`) as a `FairEmbedder` with these options.

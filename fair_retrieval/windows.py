@@ -101,6 +101,15 @@ def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[f
     return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def default_overlap(tokens: int) -> int:
+    """The default overlap of windows (and of the model-token splitters' chunks) of `tokens` tokens: an eighth.
+
+    Chosen by the pipelines benchmark's rule on dev data (README, "Long documents"): with MiniLM's 254-token windows,
+    32 tokens of overlap.
+    """
+    return round(tokens / 8)
+
+
 def chunk_plan(
     window_tokens: int, chunk_tokens: int | None = None, chunk_overlap: int | None = None
 ) -> tuple[int, int]:
@@ -116,7 +125,7 @@ def chunk_plan(
     size = window_tokens if chunk_tokens is None else chunk_tokens
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"chunk size must be a positive number of tokens, got {chunk_tokens!r}.")
-    overlap = size // 8 if chunk_overlap is None else chunk_overlap
+    overlap = default_overlap(size) if chunk_overlap is None else chunk_overlap
     if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < size:
         raise ValueError(f"chunk overlap must be an int in [0, {size}) tokens, got {chunk_overlap!r}.")
     return size, overlap

@@ -77,7 +77,7 @@ def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Pat
     assert manifest["model"] == str(Path(minilm).resolve())
     assert (manifest["pooling"], manifest["max_length"], manifest["dim"], manifest["count"]) == ("mean", 256, 384, 5)
     assert manifest["calibration"] == SHORT_TEXTS.to_dict() and manifest["kind"] == "flat"
-    assert (manifest["long_documents"], manifest["window_overlap"], manifest["chunking"]) == ("windows", 0, None)
+    assert (manifest["long_documents"], manifest["window_overlap"], manifest["chunking"]) == ("windows", 32, None)
     rows = [json.loads(line) for line in (jsonl_index / "documents.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["volcano", 7, "line-4", "penguin", "lighthouse"]  # line 3 is blank
     assert rows[1]["metadata"] == {"lang": "en"} and rows[2]["metadata"] == {"t": "fin"}
@@ -394,7 +394,7 @@ def test_printed_counts_say_what_was_windowed_truncated_and_calibrated(
         f"Embedded 3 documents: 0 windowed, 1 truncated ({share:.0%} of all tokens never embedded), 2 calibrated" in out
     )
     manifest = json.loads((output / "manifest.json").read_text())
-    assert (manifest["long_documents"], manifest["window_overlap"]) == ("truncate", 0)
+    assert (manifest["long_documents"], manifest["window_overlap"]) == ("truncate", 32)
 
     assert main([*base, "--no-calibration"]) == 0
     out = capsys.readouterr().out

@@ -35,7 +35,7 @@ def test_window_spans_and_chunk_plan_refuse_bad_sizes() -> None:
         window_spans(100, 10, 10)
     with pytest.raises(ValueError, match="at least one content token"):
         window_spans(100, 0, 0)
-    assert chunk_plan(254) == (254, 31)
+    assert chunk_plan(254) == (254, 32)
     assert chunk_plan(254, 100, 0) == (100, 0)
     for size, overlap in ((0, None), (100, 100), (100, -1)):
         with pytest.raises(ValueError, match="chunk"):
@@ -71,7 +71,8 @@ def direct(embedder: FairEmbedder, text: str, **kwargs: object) -> np.ndarray:
 
 
 def test_minilm_windows_cover_the_document_and_fit_the_window(minilm: str) -> None:
-    embedder = FairEmbedder(minilm)  # max_length 256, long_documents="windows" by default
+    assert FairEmbedder(minilm).window_overlap == 32  # the default: an eighth of the 254 content tokens
+    embedder = FairEmbedder(minilm, window_overlap=0)  # max_length 256, long_documents="windows" by default
     plan = embedder.plan_documents([LONG, SHORT])
     assert embedder.long_documents == "windows" and plan.windowed == 1 and plan.truncated == 0
     assert plan.pieces[-1] == SHORT and plan.owners == [0] * (len(plan.pieces) - 1) + [1]

@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 gpu=gpu_choice(args.gpu),
             )
             pooling, max_length = args.pooling, args.max_length  # None means the model's own, as in search
+            window_overlap = options.window_overlap
         else:
             documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
             logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
@@ -164,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             index = FaissIndex(vectors.shape[1], metric="ip", gpu=gpu_choice(args.gpu), **shape, **params)
             index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
             pooling, max_length = embedder.pooling, embedder.max_length
+            window_overlap = embedder.window_overlap
             write_documents(rows, staging / DOCUMENTS_FILE)
             count = len(rows)
         manifest = {
@@ -173,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             "pooling": pooling,
             "max_length": max_length,
             "long_documents": options.long_documents,
-            "window_overlap": options.window_overlap,
+            "window_overlap": window_overlap,
             "calibration": calibration.to_dict() if calibration is not None else None,
             "chunking": chunking,
             "dim": index.dim,

@@ -51,7 +51,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--window-overlap",
         type=int,
         metavar="N",
-        help=f"tokens consecutive windows share (default: {defaults.window_overlap})",
+        help="tokens consecutive windows share (default: an eighth of a window)",
     )
 
 

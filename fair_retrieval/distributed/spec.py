@@ -50,7 +50,7 @@ class EmbedderSpec:
     positional_scaling: PositionalScaling | None = None
     device: str | None = None
     long_documents: LongDocuments = _DEFAULTS.long_documents
-    window_overlap: int = _DEFAULTS.window_overlap
+    window_overlap: int | None = _DEFAULTS.window_overlap
 
     @classmethod
     def from_options(cls, model: str, options: EmbedderOptions) -> EmbedderSpec:

@@ -82,7 +82,9 @@ class FairEmbeddings(BaseModel, Embeddings):
         description="A document longer than the window: split into windows that are embedded and pooled "
         "(windows), or cut off as HuggingFaceEmbeddings does (truncate) (loading only).",
     )
-    window_overlap: int = Field(default=0, ge=0, description="Tokens consecutive windows share (loading only).")
+    window_overlap: int | None = Field(
+        default=None, ge=0, description="Tokens consecutive windows share; None = an eighth of a window (loading only)."
+    )
     batch_size: int = Field(default=32, ge=1, description="Texts per forward pass (loading only).")
     device: str | None = Field(default=None, description="cpu, cuda, mps…; None picks the best (loading only).")
     precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(

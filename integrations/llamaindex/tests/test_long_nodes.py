@@ -50,7 +50,7 @@ def test_truncate_policy_gives_the_vectors_of_huggingface_embedding(minilm_path:
 def test_text_splitter_counts_model_tokens_and_fills_one_window(minilm_path: str, long_document: Document) -> None:
     embedding = FairEmbedding(model=minilm_path)
     splitter = embedding.text_splitter()
-    assert (splitter.chunk_size, splitter.chunk_overlap) == (254, 31)
+    assert (splitter.chunk_size, splitter.chunk_overlap) == (254, 32)
     nodes = splitter.get_nodes_from_documents([long_document])
     lengths = embedding.embedder.token_lengths([node.get_content() for node in nodes])
     assert max(lengths) <= 256 and np.median(lengths) > 200

@@ -52,7 +52,7 @@ class FairEmbedding(BaseEmbedding):
         long_documents: "windows" (default): a node longer than the window is split into windows that are
             embedded and pooled, so every token counts; "truncate": cut off at the window, as
             `HuggingFaceEmbedding` does (loading only).
-        window_overlap: tokens consecutive windows share (loading only).
+        window_overlap: tokens consecutive windows share; None = an eighth of a window (loading only).
         device: "cpu", "cuda", …; None picks the best available (loading only).
         precision: "auto", "float32", "float16" or "bfloat16" (loading only).
         embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
@@ -87,7 +87,7 @@ class FairEmbedding(BaseEmbedding):
     pooling: str | None = Field(default=None, description="How token vectors are pooled: cls, mean or last.")
     max_length: int | None = Field(default=None, description="The model's window in tokens.")
     long_documents: str = Field(default="windows", description="windows (split, embed, pool) or truncate.")
-    window_overlap: int = Field(default=0, description="Tokens consecutive windows share.")
+    window_overlap: int | None = Field(default=None, description="Tokens consecutive windows share.")
     device: str | None = Field(default=None, description="Device the model runs on.")
     precision: str = Field(default="auto", description="Numeric precision of the model weights.")
     show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding.")
@@ -109,7 +109,7 @@ class FairEmbedding(BaseEmbedding):
         pooling: str | None = None,
         max_length: int | None = None,
         long_documents: str = "windows",
-        window_overlap: int = 0,
+        window_overlap: int | None = None,
         device: str | None = None,
         precision: str = "auto",
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
