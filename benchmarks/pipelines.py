@@ -541,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.json").write_text(json.dumps(report, indent=2))
     (out / "pipelines.md").write_text(markdown(results, report))
     (out / "readme_table.md").write_text(readme_table(results))
+    (out / "candidates.md").write_text(candidate_table(results, report))
     plot(results, out / "pipelines.png")
     print(markdown(results, report))
     return 0
@@ -654,6 +655,33 @@ def readme_table(results: dict[str, Any]) -> str:
                 f"| {where if name == ANCHOR else ''} | {label} | {run['ndcg@10']:.3f} | {delta} |"
                 f" {'–' if end is None else f'{end:.3f}'} | {psi} | {run['tokens_never_embedded']:.0%} |"
             )
+    return "\n".join(lines) + "\n"
+
+
+def candidate_table(results: dict[str, Any], report: dict[str, Any]) -> str:
+    """The rule's table: every candidate policy on each (rule dataset, default pipeline), SciFact, the verdict."""
+    keys = [f"{d}/{p}" for d in RULE_DATASETS for p in DEFAULT_PIPELINES]
+    head = " | ".join(f"{k} nDCG@10 (PSI vs anchor)" for k in keys)
+    lines = [f"| policy | {head} | SciFact Δ vs truncate | rule |", "|---" * (len(keys) + 3) + "|"]
+    scifact = results.get("scifact", {}).get("runs", {})
+    base = scifact.get("truncate", {}).get("ndcg@10")
+    for name in [ANCHOR, *CANDIDATES, *MULTI_VECTOR]:
+        cells = []
+        for key in keys:
+            run = results.get(key, {}).get("runs", {}).get(name)
+            if run is None:
+                cells.append("–")
+            else:
+                cut = f" ({-run['psi_cut']:+.0%})" if "psi_cut" in run else f" (PSI {run['psi']:.2f})"
+                cells.append(f"{run['ndcg@10']:.3f}{cut}")
+        sci = scifact.get(name, {}).get("ndcg@10")
+        sci_cell = "–" if sci is None or base is None else f"{sci - base:+.4f}"
+        verdict = report["verdicts"].get(name, {})
+        rule = "chosen" if name == report["chosen"] else ("meets" if verdict.get("meets_rule") else "–")
+        if name in MULTI_VECTOR:
+            rule = "experiment (no store)"
+        label = "anchor (HuggingFaceEmbedding/-s)" if name == ANCHOR else name
+        lines.append(f"| {label} | {' | '.join(cells)} | {sci_cell} | {rule} |")
     return "\n".join(lines) + "\n"
 
 
