@@ -334,6 +334,29 @@ class FairEmbedder:
         """The model's tokenizer."""
         return self.model.tokenizer
 
+    def identity(self) -> dict[str, Any]:
+        """What decides the vectors this embedder makes, as a JSON-compatible dict (see `fair_retrieval.identity`).
+
+        Saved stores record it so that loading them with another configuration (which would mix incompatible
+        vectors) is noticed. Keys: model (`model_name`; the default model's bundled copy counts as its Hub id),
+        pooling, max_length, long_documents, window_overlap, calibration (`Calibration.to_dict()` or None),
+        positional_scaling (`PositionalScaling.to_dict()` or None), document_prompt and query_prompt. Device,
+        precision and batch size are left out: they do not change what the vectors mean.
+        """
+        from fair_retrieval.identity import canonical_model_name
+
+        return {
+            "model": canonical_model_name(self.model_name),
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "long_documents": self.long_documents,
+            "window_overlap": self.window_overlap,
+            "calibration": self.calibration.to_dict() if self.calibration is not None else None,
+            "positional_scaling": self.positional_scaling.to_dict() if self.positional_scaling is not None else None,
+            "document_prompt": self._document_prompt,
+            "query_prompt": self._query_prompt,
+        }
+
     def __repr__(self) -> str:
         return (
             f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "

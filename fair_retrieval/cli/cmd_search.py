@@ -1,7 +1,11 @@
 """`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents.
 
 The embedder is rebuilt from the index manifest (model, pooling, max length, long-document policy; see
-`index_folder.query_embedder_options`). In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
+`index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the manifest's values only
+when they make the same embedder: one that differs (compared with `fair_retrieval.identity`, as the vector stores
+compare theirs) is an error listing what differs, unless `--allow-embedder-mismatch` is given (then a warning).
+
+In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
 output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
 the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
 """
@@ -9,13 +13,22 @@ the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.cli.common import gpu_choice, require_faiss
-from fair_retrieval.cli.index_folder import DOCUMENTS_FILE, query_embedder_options, read_manifest, read_rows
+from fair_retrieval.cli.common import gpu_choice, model_reference, require_faiss
+from fair_retrieval.cli.index_folder import (
+    DOCUMENTS_FILE,
+    manifest_identity,
+    query_embedder_options,
+    read_manifest,
+    read_rows,
+)
+from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.identity import check_identity
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--query", required=True, help="the query text")
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--model", help="use this model instead of the manifest's (it must make the same vectors)")
+    parser.add_argument(
+        "--model",
+        help="use this model instead of the manifest's: the same one under another name (a local copy) needs "
+        "--allow-embedder-mismatch",
+    )
+    parser.add_argument("--pooling", choices=["cls", "mean", "last"], help="override the manifest's pooling")
+    parser.add_argument("--max-length", type=int, help="override the manifest's token limit per text")
+    parser.add_argument(
+        "--allow-embedder-mismatch",
+        action="store_true",
+        help="search even when --model/--pooling/--max-length differ from the embedder that built the index",
+    )
     parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
     parser.set_defaults(func=run)
@@ -52,10 +76,8 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = args.index
     manifest = read_manifest(folder)
     index = FaissIndex.load(folder, gpu=gpu_choice(args.gpu))
-    model = args.model or manifest["model"]
-    if args.model and args.model != manifest["model"]:
-        logger.warning("Using --model %s instead of %s, which built the index.", args.model, manifest["model"])
-    embedder = query_embedder_options(manifest, device=args.device).build(model)
+    model, options = requested_embedder(args, manifest, folder)
+    embedder = options.build(model)
     if embedder.dimension != index.dim:
         raise ValueError(
             f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
@@ -79,6 +101,34 @@ def run(args: argparse.Namespace) -> int:
         if not results:
             print("No results: the index is empty.")
     return 0
+
+
+def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folder: Path) -> tuple[str, EmbedderOptions]:
+    """The model and options to embed the query with: the manifest's, with --model/--pooling/--max-length.
+
+    Raises:
+        ValueError: if those make another embedder than the one that built the index (the message lists the
+            differing fields), unless --allow-embedder-mismatch.
+    """
+    recorded = manifest_identity(manifest)
+    overrides = {"pooling": args.pooling, "max_length": args.max_length}
+    requested = dict(recorded, **{name: value for name, value in overrides.items() if value is not None})
+    if args.model:
+        requested["model"] = model_reference(args.model)
+    check_identity(
+        recorded,
+        requested,
+        source=f"The index in {folder}",
+        allow_mismatch=args.allow_embedder_mismatch,
+        override="--allow-embedder-mismatch",
+        remedy="Search without --model/--pooling/--max-length to use its own, or rebuild it with `fair-retrieval "
+        "index` and these.",
+    )
+    options = query_embedder_options(manifest, device=args.device)
+    options = dataclasses.replace(options, pooling=requested["pooling"], max_length=requested["max_length"])
+    if args.max_length is not None:  # the manifest's overlap may not fit the new window; queries are never windowed
+        options = dataclasses.replace(options, window_overlap=None)
+    return str(args.model or manifest["model"]), options
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -166,6 +166,21 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
     )
 
 
+def manifest_identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The identity (`fair_retrieval.identity`) of the embedder that built the index, as far as the manifest
+    records it: model, pooling, max_length, long_documents, window_overlap and calibration (the manifest has no
+    LPES factors nor prompts: `index` sets neither). Manifests from before windows read as `query_embedder_options`
+    reads them (truncated, no overlap)."""
+    return {
+        "model": manifest.get("model"),
+        "pooling": manifest.get("pooling"),
+        "max_length": manifest.get("max_length"),
+        "long_documents": manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
+        "window_overlap": manifest.get("window_overlap", 0),
+        "calibration": manifest.get("calibration"),
+    }
+
+
 def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
     """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass.
 

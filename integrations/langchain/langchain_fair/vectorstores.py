@@ -11,6 +11,11 @@ folder. Both change together: store.json is published in the index's own commit 
 `load_local` running meanwhile reads one of them. Nothing is pickled, so loading a store cannot execute code; in
 exchange, metadata must be JSON: str keys and str / int / float / bool / None / list / dict values.
 
+store.json also records which embeddings made the vectors (`fair_retrieval.identity`: "embedder"), and `load_local`
+refuses other embeddings with a ValueError listing what differs, unless told `allow_embedder_mismatch=True`. The
+key is optional, so the format stays version 1: the first release reads new files (it ignores the key), and files
+of the first release load here with an INFO line saying the embeddings cannot be checked.
+
 Filters are `fair_retrieval.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``, …)
 or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
 documents match.
@@ -43,6 +48,7 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.filters import Predicate, compile_filter
+from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.index import META_FILE as INDEX_RECORD
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.jsonio import (
@@ -70,6 +76,10 @@ COMMUNITY_SUFFIXES = (".faiss", ".pkl")  # what langchain-community's FAISS.save
 FORMAT_NAME = "langchain-fair-faiss-store"
 FORMAT_VERSION = 1
 REBUILD = "Rebuild the store (from_texts / from_embeddings) and save it again, or restore the folder from a backup."
+MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
+MISMATCH_REMEDY = (
+    "Load it with the embeddings it was built with (same model and options), or rebuild it with these (from_texts)."
+)
 
 
 class _Record(NamedTuple):
@@ -519,7 +529,8 @@ class FaissVectorStore(VectorStore):
         The two change together: store.json is written under a temporary name and published in the commit of the
         index folder (`FaissIndex.save(companions=...)`), so a save killed at any point (even by SIGKILL) leaves
         the previous store or this one, and `load_local` running meanwhile reads one of them. Saves into one
-        folder run one after the other.
+        folder run one after the other. store.json records the identity of the store's embeddings (as they are
+        now), which `load_local` checks.
 
         Args:
             folder_path: the folder.
@@ -544,6 +555,7 @@ class FaissVectorStore(VectorStore):
             "index_params": self._index_params,
             "next_int_id": self._next_int_id,
             "has_index": self._index is not None,
+            "embedder": embedder_identity(self._embedding),
             "documents": [
                 {"id": id_, "int_id": int_id, "text": text, "metadata": metadata}
                 for int_id, (id_, text, metadata) in self._documents.items()
@@ -574,11 +586,18 @@ class FaissVectorStore(VectorStore):
         allow_dangerous_deserialization: bool = False,
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
+        allow_embedder_mismatch: bool = False,
     ) -> Self:
         """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
 
         The index folder's index.json is read first and names the store.json of the same save, so a load that
         runs while the folder is being saved again returns the store before or after that save.
+
+        store.json records the identity of the embeddings the store was saved with (`fair_retrieval.identity`:
+        model, pooling, window, long-document policy, calibration, LPES and prompts of a FairEmbeddings; class and
+        model name of other embeddings). `embeddings` with another identity are refused, because new documents
+        and queries would then be embedded into another vector space than the stored vectors. A store saved by
+        an earlier release records none: it loads with an INFO line saying it cannot be checked.
 
         Args:
             folder_path: the folder given to `save_local`.
@@ -589,6 +608,9 @@ class FaissVectorStore(VectorStore):
                 runs unchanged, and ignored: nothing is ever unpickled here, so loading is safe either way.
             gpu: as in the constructor.
             relevance_score_fn: as in the constructor.
+            allow_embedder_mismatch: load even when `embeddings` differ from those the store was saved with (a
+                WARNING lists the differences); for embeddings known to make the same vectors, e.g. the same model
+                under another name. The next `save_local` records the embeddings given here.
 
         A folder written by langchain-community's `FAISS.save_local` (`index.faiss` + `index.pkl`) is refused:
         its documents are in a pickle. Convert it once, where you trust the folder, with langchain-community::
@@ -609,7 +631,9 @@ class FaissVectorStore(VectorStore):
                 the message says how to convert it.
             DamagedFileError: (a ValueError) if store.json or a file of the index is truncated or corrupted; the
                 message names the file.
-            ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed.
+            ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed; or
+                if `embeddings` are not those the store was saved with (the message lists the differing fields),
+                unless `allow_embedder_mismatch=True`.
         """
         folder = Path(folder_path)
         index_folder, store_file = _saved_paths(folder, index_name)
@@ -625,7 +649,10 @@ class FaissVectorStore(VectorStore):
                 "FaissVectorStore.load_local's docstring shows."
             )
         return retry_while_changing(
-            store_file, lambda: cls._load_once(store_file, index_folder, embeddings, gpu, relevance_score_fn)
+            store_file,
+            lambda: cls._load_once(
+                store_file, index_folder, embeddings, gpu, relevance_score_fn, allow_embedder_mismatch
+            ),
         )
 
     @classmethod
@@ -636,12 +663,19 @@ class FaissVectorStore(VectorStore):
         embeddings: Embeddings,
         gpu: Literal["auto"] | bool,
         relevance_score_fn: Callable[[float], float] | None,
+        allow_embedder_mismatch: bool = False,
     ) -> Self:
         """One consistent read of a saved store; ChangedWhileReadingError when a save replaced it meanwhile."""
         record = _index_record(index_folder)
         try:
             store = cls._restore(
-                _read_store_file(store_file, record), store_file, embeddings, index_folder, gpu, relevance_score_fn
+                _read_store_file(store_file, record),
+                store_file,
+                embeddings,
+                index_folder,
+                gpu,
+                relevance_score_fn,
+                allow_embedder_mismatch,
             )
         except (OSError, ValueError) as error:
             if record is not None and not record.is_current():
@@ -660,6 +694,7 @@ class FaissVectorStore(VectorStore):
         index_folder: Path,
         gpu: Literal["auto"] | bool,
         relevance_score_fn: Callable[[float], float] | None,
+        allow_embedder_mismatch: bool = False,
     ) -> Self:
         """The store saved in `raw` (the bytes of `store_file`) with the index in `index_folder`, checked."""
         state = parse_versioned_json(
@@ -671,6 +706,16 @@ class FaissVectorStore(VectorStore):
             writer="FaissVectorStore.save_local()",
             upgrade="langchain-fair",
             remedy=REBUILD,
+        )
+        if not isinstance(embeddings, Embeddings):  # checked before its identity is taken (the constructor's error)
+            raise TypeError(f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}.")
+        check_identity(
+            state.get("embedder"),
+            embedder_identity(embeddings),
+            source=str(store_file),
+            allow_mismatch=allow_embedder_mismatch,
+            override=MISMATCH_OVERRIDE,
+            remedy=MISMATCH_REMEDY,
         )
         store = cls(
             embeddings,

@@ -24,7 +24,17 @@ Design choices, and why:
 
 Persisting writes two things, neither pickled, so loading cannot execute code: at `persist_path` (by default
 `./storage/default__vector_store.json`) a JSON file with the id map and the nodes, and next to it a FaissIndex
-folder (`default__vector_store.index/`: faiss' own binary format plus JSON). Folders written by the earlier
+folder (`default__vector_store.index/`: faiss' own binary format plus JSON). The JSON file is published in the
+index folder's own commit (`FaissIndex.save(companions=...)`, `fair_retrieval.jsonio.Publication`), so a persist
+killed at any point leaves the previous store or the new one, and a load running meanwhile reads one of them.
+
+Which embed model made the vectors: LlamaIndex never tells a vector store (`VectorStoreIndex` and
+`IngestionPipeline` embed the nodes themselves and hand the store finished vectors; `StorageContext.persist` passes
+only a path), so the store cannot find it out. Tell it: `embed_model=` in the constructor or `create`, or
+`record_embed_model` later; `persist` then writes its identity (`fair_retrieval.identity`) into the JSON file, and
+`from_persist_dir(..., embed_model=...)` refuses another configuration (a ValueError listing what differs) unless
+`allow_embedder_mismatch=True`. A store persisted without one (or by an earlier release) loads with an INFO line
+saying it cannot be checked. Folders written by the earlier
 FairFaissVectorStore (a raw faiss file at that path, the nodes in docstore.json) are recognised and converted with
 `FairFaissVectorStore.from_legacy_persist_dir`.
 """
@@ -62,7 +72,18 @@ from llama_index.core.vector_stores.types import (
 from fair_retrieval import FaissIndex
 from fair_retrieval.filters import Predicate, compile_filter
 from fair_retrieval.gpu import GpuChoice, gpu_count, import_faiss
-from fair_retrieval.jsonio import read_versioned_json, write_json_atomically
+from fair_retrieval.identity import check_identity, embedder_identity
+from fair_retrieval.index import META_FILE as INDEX_RECORD
+from fair_retrieval.jsonio import (
+    ChangedWhileReadingError,
+    Publication,
+    Snapshot,
+    json_bytes,
+    parse_versioned_json,
+    retry_while_changing,
+    write_atomically,
+    write_temporary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +101,10 @@ FORMAT_VERSION = 1
 LEGACY_DOCSTORE = "docstore.json"  # what StorageContext.persist writes next to the vector store
 LEGACY_INDEX_STORE = "index_store.json"
 LEGACY_ID_MAP = "id_map.json"  # written by llama-index's FaissMapVectorStore
+MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
+MISMATCH_REMEDY = (
+    "Load it with the embed model it was built with (same model and options), or rebuild the index with this one."
+)
 
 # llama-index filter operators and their fair_retrieval.filters equivalents (IS_EMPTY is composed in _filter_leaf).
 _OPERATORS: dict[FilterOperator, str] = {
@@ -118,6 +143,9 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         kind: the FaissIndex kind: "flat" (exact, the default), "hnsw", "ivf" or "ivfpq" (the last two train on
             the first `add`, which must then bring enough vectors; see `fair_retrieval.FaissIndex`).
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
+        embed_model: the embed model the nodes' vectors come from (e.g. the `FairEmbedding` given to
+            `VectorStoreIndex`): `persist` records its identity so that loading checks it (LlamaIndex does not
+            tell the store; see the module docstring). None records nothing.
         **index_params: kind parameters for FaissIndex (e.g. nlist=64 for "ivf", M=32 for "hnsw").
 
     Raises:
@@ -150,6 +178,8 @@ class FairFaissVectorStore(BasePydanticVectorStore):
     _records: dict[int, _Record] = PrivateAttr(default_factory=dict)  # by int id, in insertion order
     _by_document: dict[str, set[int]] = PrivateAttr(default_factory=dict)  # document id → int ids of its nodes
     _next_int_id: int = PrivateAttr(default=0)
+    _embed_model: Any = PrivateAttr(default=None)  # the embed model whose identity persist records, when known
+    _recorded_identity: dict[str, Any] | None = PrivateAttr(default=None)  # read from a persisted store
 
     def __init__(
         self,
@@ -159,6 +189,7 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         metric: Metric = "ip",
         kind: str = "flat",
         gpu: GpuChoice = "auto",
+        embed_model: Any | None = None,
         **index_params: int,
     ) -> None:
         if "faiss_index" in index_params:
@@ -195,10 +226,17 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         self._index = index
         if index is None and dim is not None:
             self._index = self._new_index(dim)
+        self._embed_model = embed_model
 
     @classmethod
     def create(
-        cls, dim: int, metric: Metric = "ip", gpu: GpuChoice = "auto", kind: str = "flat", **index_params: int
+        cls,
+        dim: int,
+        metric: Metric = "ip",
+        gpu: GpuChoice = "auto",
+        kind: str = "flat",
+        embed_model: Any | None = None,
+        **index_params: int,
     ) -> FairFaissVectorStore:
         """A store over a new FaissIndex of `dim`-d vectors (exact "flat" search unless `kind` says otherwise).
 
@@ -207,12 +245,13 @@ class FairFaissVectorStore(BasePydanticVectorStore):
             metric: "ip" (inner product = cosine for FairEmbedding's unit vectors) or "l2".
             gpu: "auto" uses the GPU(s) when faiss sees one; True requires one; False stays on CPU.
             kind: "flat", "hnsw", "ivf" or "ivfpq" (see `fair_retrieval.FaissIndex`).
+            embed_model: as in the constructor: the embed model whose identity `persist` records.
             **index_params: kind parameters for FaissIndex.
 
         Raises:
             ValueError: bad dim, metric or kind, or gpu=True without a GPU.
         """
-        return cls(dim=dim, metric=metric, gpu=gpu, kind=kind, **index_params)
+        return cls(dim=dim, metric=metric, gpu=gpu, kind=kind, embed_model=embed_model, **index_params)
 
     @classmethod
     def class_name(cls) -> str:
@@ -235,6 +274,21 @@ class FairFaissVectorStore(BasePydanticVectorStore):
     def metric(self) -> str:
         """ "ip" or "l2": what the scores of `query` are."""
         return self._metric
+
+    @property
+    def embedder_identity(self) -> dict[str, Any] | None:
+        """The identity `persist` records for the vectors (`fair_retrieval.identity.embedder_identity`): that of the
+        embed model the store was told about, else the one read from the persisted store, else None (unknown)."""
+        if self._embed_model is not None:
+            return embedder_identity(self._embed_model)
+        return copy.deepcopy(self._recorded_identity)
+
+    def record_embed_model(self, embed_model: Any) -> None:
+        """Tell the store which embed model its vectors come from, so that `persist` records it (LlamaIndex does not
+        pass it to vector stores). Use the one given to `VectorStoreIndex` / `IngestionPipeline`."""
+        if embed_model is None:
+            raise ValueError("record_embed_model needs an embed model (e.g. a FairEmbedding), got None.")
+        self._embed_model = embed_model
 
     @property
     def node_ids(self) -> list[str]:
@@ -442,7 +496,11 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         """Write the store: a JSON file at `persist_path` and the FaissIndex folder next to it (`<name>.index/`).
 
         `StorageContext.persist(persist_dir)` calls this with `persist_dir/default__vector_store.json`. A GPU
-        index is written as a CPU copy (FaissIndex.save); nothing is pickled.
+        index is written as a CPU copy (FaissIndex.save); nothing is pickled. The two change together: the JSON
+        file is written under a temporary name and published in the commit of the index folder
+        (`FaissIndex.save(companions=...)`), so a persist killed at any point (even by SIGKILL) leaves the previous
+        store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
+        model).
 
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
@@ -456,8 +514,6 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         path = Path(persist_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         folder = _index_folder(path)
-        if self._index is not None:
-            self._index.save(folder)  # first the vectors: the JSON file, written last, names what belongs together
         state = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
@@ -466,38 +522,97 @@ class FairFaissVectorStore(BasePydanticVectorStore):
             "index_params": self._index_params,
             "index_folder": folder.name if self._index is not None else None,
             "next_int_id": self._next_int_id,
+            "embedder": self.embedder_identity,
             "nodes": [
                 {"int_id": int_id, "node_id": record.node_id, "doc_id": record.doc_id, "node": record.node}
                 for int_id, record in self._records.items()
             ],
         }
-        write_json_atomically(path, state, indent=None)
+        data = json_bytes(state, indent=None)
+        if self._index is not None:
+            staged = write_temporary(path, data)
+            try:
+                self._index.save(folder, companions={_companion_name(path): staged})
+            finally:
+                staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
+        elif (folder / INDEX_RECORD).is_file():  # a store without an index replacing one with an index
+            with Publication(folder / INDEX_RECORD, [_companion_name(path)]):  # finishes a killed persist first
+                write_atomically(path, data)
+        else:
+            write_atomically(path, data)
         logger.info("Persisted %d nodes to %s (vectors in %s)", len(self._records), path, folder.name)
 
     @classmethod
     def from_persist_path(
-        cls, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, gpu: GpuChoice = "auto"
+        cls,
+        persist_path: str = DEFAULT_PERSIST_PATH,
+        fs: Any | None = None,
+        gpu: GpuChoice = "auto",
+        *,
+        embed_model: Any | None = None,
+        allow_embedder_mismatch: bool = False,
     ) -> FairFaissVectorStore:
         """Load a store written by `persist` (on a CPU or a GPU machine); `gpu` as in the constructor.
+
+        The index folder's index.json is read first and names the JSON file of the same persist, so a load running
+        while the store is persisted again returns the store before or after that persist.
+
+        Args:
+            persist_path: the JSON file `persist` wrote.
+            fs: None or a local fsspec filesystem.
+            gpu: as in the constructor.
+            embed_model: the embed model you will query (and add nodes) with; when given, it is checked against the
+                identity the store recorded and becomes the one the next `persist` records. None checks nothing
+                and keeps the recorded identity.
+            allow_embedder_mismatch: load even when `embed_model` differs from the recorded one (a WARNING lists
+                the differences).
 
         Raises:
             FileNotFoundError: no store at `persist_path`, or its index folder is missing.
             ValueError: a folder written by the earlier FairFaissVectorStore / llama-index's FaissVectorStore (a
-                raw faiss file; the message says how to convert it with `from_legacy_persist_dir`), or files that
-                are malformed or disagree with each other.
+                raw faiss file; the message says how to convert it with `from_legacy_persist_dir`), files that
+                are malformed or disagree with each other, or an `embed_model` other than the one the store was
+                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`.
             NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
         path = Path(persist_path)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
-                "or store.persist(path)), and pass that folder to from_persist_dir."
+        store = retry_while_changing(path, lambda: cls._load_once(path, gpu))
+        if embed_model is not None:
+            check_identity(
+                store._recorded_identity,
+                embedder_identity(embed_model),
+                source=str(path),
+                allow_mismatch=allow_embedder_mismatch,
+                override=MISMATCH_OVERRIDE,
+                remedy=MISMATCH_REMEDY,
             )
-        if _is_raw_faiss(path):
-            raise ValueError(_legacy_message(path))
-        state = read_versioned_json(
+            store._embed_model = embed_model
+        elif store._recorded_identity is not None:
+            logger.info("%s records its embed model; pass embed_model= to from_persist_dir to check it.", path)
+        logger.info("Loaded %d nodes from %s", len(store._records), path)
+        return store
+
+    @classmethod
+    def _load_once(cls, path: Path, gpu: GpuChoice) -> FairFaissVectorStore:
+        """One consistent read of a persisted store; ChangedWhileReadingError when a persist replaced it meanwhile."""
+        record = _index_record(_index_folder(path))
+        try:
+            store = cls._restore(path, _read_store_file(path, record), gpu)
+        except (OSError, ValueError) as error:
+            if record is not None and not record.is_current():
+                raise ChangedWhileReadingError from error
+            raise
+        if record is not None and not record.is_current():  # the index may come from a later persist
+            raise ChangedWhileReadingError
+        return store
+
+    @classmethod
+    def _restore(cls, path: Path, raw: bytes, gpu: GpuChoice) -> FairFaissVectorStore:
+        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked."""
+        state = parse_versioned_json(
             path,
+            raw,
             format_name=FORMAT_NAME,
             max_version=FORMAT_VERSION,
             required=("metric", "kind", "next_int_id", "nodes"),
@@ -509,6 +624,10 @@ class FairFaissVectorStore(BasePydanticVectorStore):
             metric=state["metric"], kind=kind if kind in KINDS else "flat", gpu=gpu, **state.get("index_params", {})
         )
         store._kind = kind
+        identity = state.get("embedder")
+        if identity is not None and not isinstance(identity, dict):
+            raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
+        store._recorded_identity = identity
         folder_name = state.get("index_folder")
         if folder_name is not None:
             if not isinstance(folder_name, str) or Path(folder_name).name != folder_name or folder_name in ("", ".."):
@@ -529,7 +648,6 @@ class FairFaissVectorStore(BasePydanticVectorStore):
                 f"{path} lists {len(state['nodes'])} nodes but its index folder holds {len(stored)} vectors under "
                 "other ids: the folder was modified or written partially. Persist the store again, or rebuild it."
             )
-        logger.info("Loaded %d nodes from %s", len(store._records), path)
         return store
 
     @classmethod
@@ -539,6 +657,9 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         fs: Any | None = None,
         gpu: GpuChoice = "auto",
         namespace: str = DEFAULT_VECTOR_STORE,
+        *,
+        embed_model: Any | None = None,
+        allow_embedder_mismatch: bool = False,
     ) -> FairFaissVectorStore:
         """Load the store `StorageContext.persist(persist_dir)` wrote (`persist_dir/default__vector_store.json`).
 
@@ -547,13 +668,17 @@ class FairFaissVectorStore(BasePydanticVectorStore):
             fs: None or a local fsspec filesystem.
             gpu: as in the constructor.
             namespace: the vector store's name in the storage context ("default" unless you named it).
+            embed_model: as in `from_persist_path`: checked against the recorded embed model when given.
+            allow_embedder_mismatch: as in `from_persist_path`.
 
         Raises:
             As `from_persist_path`.
         """
         _require_local(fs)
         persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
-        return cls.from_persist_path(persist_path, gpu=gpu)
+        return cls.from_persist_path(
+            persist_path, gpu=gpu, embed_model=embed_model, allow_embedder_mismatch=allow_embedder_mismatch
+        )
 
     @classmethod
     def from_legacy_persist_dir(
@@ -859,6 +984,55 @@ def _require_local(fs: Any | None) -> None:
 def _index_folder(path: Path) -> Path:
     """The FaissIndex folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
     return path.with_name(path.stem + INDEX_SUFFIX)
+
+
+def _companion_name(path: Path) -> str:
+    """The store file's name as its index folder's record lists it (the store file sits beside that folder)."""
+    return f"../{path.name}"
+
+
+def _index_record(index_folder: Path) -> Snapshot | None:
+    """The index folder's index.json, which names the store file persisted with it; None when there is none (a
+    store without vectors, or one of an earlier release) or it is unreadable (FaissIndex.load then says why)."""
+    try:
+        return Snapshot.read(index_folder / INDEX_RECORD)
+    except (OSError, ValueError):
+        return None
+
+
+def _read_store_file(path: Path, record: Snapshot | None) -> bytes:
+    """The bytes of the store file that `record` names (its temporary file while a persist is being finished), or
+    of `path` when it names none.
+
+    A store file that differs from what an unchanged record says was rewritten without its index (a store without
+    vectors persisted over one with vectors) or edited by hand: it is read as it is, and checked afterwards.
+
+    Raises:
+        ChangedWhileReadingError: when a persist replaced the record meanwhile.
+        FileNotFoundError: if there is no store file.
+        ValueError: for a raw faiss file of the earlier FairFaissVectorStore (the message says how to convert it).
+    """
+    name = _companion_name(path)
+    if record is not None and record.lists(name):
+        try:
+            with record.open(name) as handle:
+                problem, raw = record.mismatch(name, handle), handle.read()
+        except FileNotFoundError:
+            problem, raw = "it is missing", None
+        if problem is not None and not record.is_current():
+            raise ChangedWhileReadingError
+        if problem is not None:
+            logger.debug("%s differs from what %s records (%s); reading it as it is.", path, record.path, problem)
+        if raw is not None:
+            return raw
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
+            "or store.persist(path)), and pass that folder to from_persist_dir."
+        )
+    if _is_raw_faiss(path):
+        raise ValueError(_legacy_message(path))
+    return path.read_bytes()
 
 
 def _is_raw_faiss(path: Path) -> bool:

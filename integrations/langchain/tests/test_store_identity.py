@@ -1,0 +1,75 @@
+"""FaissVectorStore records which embeddings made its vectors (store.json "embedder") and checks it on load."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding, FakeEmbeddings
+from langchain_fair import FairEmbeddings, FaissVectorStore
+
+from fair_retrieval import Calibration, FairEmbedder
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TEXTS = ["The ferry leaves at nine.", "The bakery opens at six.", "Trains run hourly."]
+
+
+@pytest.fixture(scope="module")
+def shared(tiny_model: str) -> FairEmbedder:
+    return FairEmbedder(tiny_model, max_length=64, device="cpu")
+
+
+def _saved(tmp_path: Path, embeddings: object) -> Path:
+    store = FaissVectorStore.from_texts(TEXTS, embeddings, ids=["a", "b", "c"], gpu=False)  # type: ignore[arg-type]
+    return store.save_local(tmp_path / "store")
+
+
+def test_store_json_records_the_identity_of_fair_embeddings(shared: FairEmbedder, tmp_path: Path) -> None:
+    embeddings = FairEmbeddings(embedder=shared, calibration=Calibration(strength=0.5))
+    folder = _saved(tmp_path, embeddings)
+    recorded = json.loads((folder / "store.json").read_text())["embedder"]
+    assert recorded == dict(shared.identity(), calibration=Calibration(strength=0.5).to_dict())
+    assert recorded["max_length"] == 64 and recorded["pooling"] == "mean"
+    again = FairEmbeddings(embedder=shared, calibration=Calibration(strength=0.5))
+    assert FaissVectorStore.load_local(folder, again, gpu=False).ids == ["a", "b", "c"]
+
+
+def test_another_configuration_is_refused_listing_the_fields(
+    shared: FairEmbedder, tiny_model: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _saved(tmp_path, FairEmbeddings(embedder=shared))
+    with pytest.raises(ValueError, match="calibration") as caught:
+        FaissVectorStore.load_local(folder, FairEmbeddings(embedder=shared, calibration=None), gpu=False)
+    assert "allow_embedder_mismatch=True" in str(caught.value) and "max_length" not in str(caught.value)
+    narrow = FairEmbeddings(embedder=FairEmbedder(tiny_model, max_length=32, device="cpu"))
+    with pytest.raises(ValueError, match=r"max_length: 64 \(recorded\) ≠ 32 \(now\)"):
+        FaissVectorStore.load_local(folder, narrow, gpu=False)
+    with caplog.at_level(logging.WARNING):
+        loaded = FaissVectorStore.load_local(folder, narrow, gpu=False, allow_embedder_mismatch=True)
+    assert loaded.ids == ["a", "b", "c"]
+    assert any("max_length" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+def test_other_embeddings_are_checked_by_class_and_model(tmp_path: Path) -> None:
+    folder = _saved(tmp_path, DeterministicFakeEmbedding(size=8))
+    assert json.loads((folder / "store.json").read_text())["embedder"] == {
+        "class": "langchain_core.embeddings.fake.DeterministicFakeEmbedding",
+        "model": None,
+    }
+    FaissVectorStore.load_local(folder, DeterministicFakeEmbedding(size=8), gpu=False)
+    with pytest.raises(ValueError, match="class"):
+        FaissVectorStore.load_local(folder, FakeEmbeddings(size=8), gpu=False)
+
+
+def test_a_first_release_store_loads_saying_it_cannot_be_checked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "old"
+    shutil.copytree(FIXTURES / "store_v1_cosine_flat", folder)
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.identity"):
+        loaded = FaissVectorStore.load_local(folder, FakeEmbeddings(size=8), gpu=False)
+    assert len(loaded) == 3
+    assert any("cannot check" in r.getMessage() for r in caplog.records if r.levelname == "INFO")
