@@ -86,5 +86,5 @@ def test_long_document_flags_reach_the_options_and_the_ray_spec() -> None:
 def test_bad_long_document_flags_are_refused() -> None:
     with pytest.raises(SystemExit):
         _parse_model(["--long-documents", "split"])
-    with pytest.raises(ValueError, match=r"window_overlap must be an int ≥ 0 or None \(an eighth of a window\), got -1"):
+    with pytest.raises(ValueError, match=r"must be an int ≥ 0 or None \(an eighth of a window\), got -1"):
         embedder_options(_parse_model(["--window-overlap", "-1"]))
