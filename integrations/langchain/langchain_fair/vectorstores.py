@@ -56,8 +56,11 @@ from fair_retrieval.jsonio import (
     DamagedFileError,
     Publication,
     Snapshot,
+    companion_name,
+    index_record,
     json_bytes,
     parse_versioned_json,
+    read_companion,
     retry_while_changing,
     write_atomically,
     write_temporary,
@@ -565,11 +568,11 @@ class FaissVectorStore(VectorStore):
         if self._index is not None:
             staged = write_temporary(store_file, data)
             try:
-                self._index.save(index_folder, companions={_companion_name(store_file): staged})
+                self._index.save(index_folder, companions={companion_name(store_file): staged})
             finally:
                 staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
         elif (index_folder / INDEX_RECORD).is_file():  # an empty store replacing one with an index
-            with Publication(index_folder / INDEX_RECORD, [_companion_name(store_file)]):  # finishes a killed save
+            with Publication(index_folder / INDEX_RECORD, [companion_name(store_file)]):  # finishes a killed save
                 write_atomically(store_file, data)
         else:
             write_atomically(store_file, data)
@@ -666,7 +669,7 @@ class FaissVectorStore(VectorStore):
         allow_embedder_mismatch: bool = False,
     ) -> Self:
         """One consistent read of a saved store; ChangedWhileReadingError when a save replaced it meanwhile."""
-        record = _index_record(index_folder)
+        record = index_record(index_folder / INDEX_RECORD)
         try:
             store = cls._restore(
                 _read_store_file(store_file, record),
@@ -840,44 +843,16 @@ def _saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
     return folder / index_name, folder / f"{index_name}{STORE_SUFFIX}"
 
 
-def _companion_name(store_file: Path) -> str:
-    """The store file's name as its index folder's record lists it (the store file sits beside that folder)."""
-    return f"../{store_file.name}"
-
-
-def _index_record(index_folder: Path) -> Snapshot | None:
-    """The index folder's index.json, which names the store file saved with it; None when there is none (an empty
-    store, a store of an earlier release) or it is unreadable (FaissIndex.load then says why, if it is needed)."""
-    try:
-        return Snapshot.read(index_folder / INDEX_RECORD)
-    except (OSError, ValueError):
-        return None
-
-
 def _read_store_file(store_file: Path, record: Snapshot | None) -> bytes:
-    """The bytes of the store file that `record` names, or of `store_file` when it names none.
-
-    A store file that differs from what the record says under an unchanged record was rewritten without its index
-    (an empty store replacing one with an index) or edited by hand: it is read as it is, and checked against the
-    index afterwards.
+    """The bytes of the store file saved with the index (`read_companion`), or of `store_file` when none was.
 
     Raises:
         ChangedWhileReadingError: when a save replaced the record meanwhile.
         FileNotFoundError: if there is no store file.
     """
-    name = _companion_name(store_file)
-    if record is not None and record.lists(name):
-        try:
-            with record.open(name) as handle:
-                problem, raw = record.mismatch(name, handle), handle.read()
-        except FileNotFoundError:
-            problem, raw = "it is missing", None
-        if problem is not None and not record.is_current():
-            raise ChangedWhileReadingError
-        if problem is not None:
-            logger.debug("%s differs from what %s records (%s); reading it as it is.", store_file, record.path, problem)
-        if raw is not None:
-            return raw
+    raw = read_companion(store_file, record)
+    if raw is not None:
+        return raw
     if not store_file.is_file():
         raise FileNotFoundError(f"{store_file} does not exist; it is written by FaissVectorStore.save_local().")
     return store_file.read_bytes()

@@ -78,8 +78,11 @@ from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     Publication,
     Snapshot,
+    companion_name,
+    index_record,
     json_bytes,
     parse_versioned_json,
+    read_companion,
     retry_while_changing,
     write_atomically,
     write_temporary,
@@ -532,11 +535,11 @@ class FairFaissVectorStore(BasePydanticVectorStore):
         if self._index is not None:
             staged = write_temporary(path, data)
             try:
-                self._index.save(folder, companions={_companion_name(path): staged})
+                self._index.save(folder, companions={companion_name(path): staged})
             finally:
                 staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
         elif (folder / INDEX_RECORD).is_file():  # a store without an index replacing one with an index
-            with Publication(folder / INDEX_RECORD, [_companion_name(path)]):  # finishes a killed persist first
+            with Publication(folder / INDEX_RECORD, [companion_name(path)]):  # finishes a killed persist first
                 write_atomically(path, data)
         else:
             write_atomically(path, data)
@@ -596,7 +599,7 @@ class FairFaissVectorStore(BasePydanticVectorStore):
     @classmethod
     def _load_once(cls, path: Path, gpu: GpuChoice) -> FairFaissVectorStore:
         """One consistent read of a persisted store; ChangedWhileReadingError when a persist replaced it meanwhile."""
-        record = _index_record(_index_folder(path))
+        record = index_record(_index_folder(path) / INDEX_RECORD)
         try:
             store = cls._restore(path, _read_store_file(path, record), gpu)
         except (OSError, ValueError) as error:
@@ -986,45 +989,17 @@ def _index_folder(path: Path) -> Path:
     return path.with_name(path.stem + INDEX_SUFFIX)
 
 
-def _companion_name(path: Path) -> str:
-    """The store file's name as its index folder's record lists it (the store file sits beside that folder)."""
-    return f"../{path.name}"
-
-
-def _index_record(index_folder: Path) -> Snapshot | None:
-    """The index folder's index.json, which names the store file persisted with it; None when there is none (a
-    store without vectors, or one of an earlier release) or it is unreadable (FaissIndex.load then says why)."""
-    try:
-        return Snapshot.read(index_folder / INDEX_RECORD)
-    except (OSError, ValueError):
-        return None
-
-
 def _read_store_file(path: Path, record: Snapshot | None) -> bytes:
-    """The bytes of the store file that `record` names (its temporary file while a persist is being finished), or
-    of `path` when it names none.
-
-    A store file that differs from what an unchanged record says was rewritten without its index (a store without
-    vectors persisted over one with vectors) or edited by hand: it is read as it is, and checked afterwards.
+    """The bytes of the store file persisted with the index (`read_companion`), or of `path` when none was.
 
     Raises:
         ChangedWhileReadingError: when a persist replaced the record meanwhile.
         FileNotFoundError: if there is no store file.
         ValueError: for a raw faiss file of the earlier FairFaissVectorStore (the message says how to convert it).
     """
-    name = _companion_name(path)
-    if record is not None and record.lists(name):
-        try:
-            with record.open(name) as handle:
-                problem, raw = record.mismatch(name, handle), handle.read()
-        except FileNotFoundError:
-            problem, raw = "it is missing", None
-        if problem is not None and not record.is_current():
-            raise ChangedWhileReadingError
-        if problem is not None:
-            logger.debug("%s differs from what %s records (%s); reading it as it is.", path, record.path, problem)
-        if raw is not None:
-            return raw
+    raw = read_companion(path, record)
+    if raw is not None:
+        return raw
     if not path.is_file():
         raise FileNotFoundError(
             f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
