@@ -8,13 +8,9 @@ new one, whole. The embeddings are langchain-core's deterministic fakes, so no m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
-import os
-import signal
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,97 +19,11 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_fair import FaissVectorStore
 
+from tests.fault_injection import Interruption, forkserver_context, run_child
+
 faiss = pytest.importorskip("faiss")
 
-# the forkserver is shared by every test module of a session: preload what all fault tests need (missing ones skip)
-PRELOAD = [
-    "numpy",
-    "faiss",
-    "fair_retrieval.index",
-    "fair_retrieval.cli",
-    "langchain_core.embeddings",
-    "langchain_fair",
-]
-CHILD_TIMEOUT_S = 120.0
 QUERIES = ["note 3 of version 1", "note 7 of version 2", "something else"]
-
-
-class Interruption:
-    """Counts the file operations of a save and, at the `pause_at`-th, writes `marker` and waits to be killed.
-
-    Operations: os.replace, os.rename, os.fsync and os.unlink (before they run), and faiss.write_index (after it
-    ran, with the file then cut in half). With `pause_at=None` it only counts (`events`).
-    """
-
-    def __init__(self, pause_at: int | None = None, marker: Path | None = None) -> None:
-        self.pause_at, self.marker, self.events = pause_at, marker, 0
-
-    def _event(self) -> bool:
-        self.events += 1
-        return self.events == self.pause_at
-
-    def _pause(self) -> None:
-        assert self.marker is not None
-        self.marker.write_text(str(self.events))
-        time.sleep(CHILD_TIMEOUT_S)  # the parent kills us here
-        os._exit(3)  # pragma: no cover - never killed: the parent failed already
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[Interruption]:
-        originals = {name: getattr(os, name) for name in ("replace", "rename", "fsync", "unlink")}
-        write_index = faiss.write_index
-
-        def wrap(name: str) -> Callable[..., Any]:
-            def operation(*args: Any, **kwargs: Any) -> Any:
-                if self._event():
-                    self._pause()
-                return originals[name](*args, **kwargs)
-
-            return operation
-
-        def partial_write(index: Any, path: Any) -> None:
-            write_index(index, path)
-            if self._event():
-                with open(path, "r+b") as handle:
-                    handle.truncate(os.path.getsize(path) // 2)
-                self._pause()
-
-        for name in originals:
-            setattr(os, name, wrap(name))
-        faiss.write_index = partial_write
-        try:
-            yield self
-        finally:
-            for name, original in originals.items():
-                setattr(os, name, original)
-            faiss.write_index = write_index
-
-
-@pytest.fixture(scope="module")
-def forkserver() -> multiprocessing.context.BaseContext:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    return context
-
-
-def run_child(context: Any, target: Callable[..., None], *args: Any, marker: Path) -> str:
-    """Run `target(*args)` in a child; SIGKILL it once it wrote `marker`. Returns "killed" or "finished"."""
-    process = context.Process(target=target, args=args)
-    process.start()
-    deadline = time.monotonic() + CHILD_TIMEOUT_S
-    while not marker.exists() and process.is_alive():
-        if time.monotonic() > deadline:
-            os.kill(process.pid, signal.SIGKILL)
-            pytest.fail(f"the child did not reach its interruption point in {CHILD_TIMEOUT_S} s")
-        time.sleep(0.005)
-    if marker.exists():
-        os.kill(process.pid, signal.SIGKILL)
-        process.join()
-        assert process.exitcode == -signal.SIGKILL
-        return "killed"
-    process.join()
-    assert process.exitcode == 0, f"the child failed (exit code {process.exitcode})"
-    return "finished"
 
 
 def embeddings() -> DeterministicFakeEmbedding:
@@ -178,6 +88,11 @@ def files_of(folder: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------- killed saves
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> multiprocessing.context.BaseContext:
+    return forkserver_context()
 
 
 @pytest.mark.parametrize(("old", "new", "index_name"), [(1, 2, "index"), (1, 2, "products"), (1, 0, "index")])

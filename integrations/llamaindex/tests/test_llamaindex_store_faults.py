@@ -8,12 +8,8 @@ SIGKILLed there and the folder must load as the old store or the new one. Random
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
-import signal
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,86 +19,12 @@ from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.embeddings.fair import FairFaissVectorStore
 
+from tests.fault_injection import Interruption, forkserver_context, run_child
+
 faiss = pytest.importorskip("faiss")
 
-PRELOAD = ["numpy", "faiss", "fair_retrieval.index", "llama_index.core.schema", "llama_index.embeddings.fair"]
-CHILD_TIMEOUT_S = 120.0
 DIM = 8
 STORE_FILE = "default__vector_store.json"
-
-
-class Interruption:
-    """Counts the file operations of a persist and, at the `pause_at`-th, writes `marker` and waits to be killed."""
-
-    def __init__(self, pause_at: int | None = None, marker: Path | None = None) -> None:
-        self.pause_at, self.marker, self.events = pause_at, marker, 0
-
-    def _event(self) -> bool:
-        self.events += 1
-        return self.events == self.pause_at
-
-    def _pause(self) -> None:
-        assert self.marker is not None
-        self.marker.write_text(str(self.events))
-        time.sleep(CHILD_TIMEOUT_S)  # the parent kills us here
-        os._exit(3)  # pragma: no cover - never killed: the parent failed already
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[Interruption]:
-        originals = {name: getattr(os, name) for name in ("replace", "rename", "fsync", "unlink")}
-        write_index = faiss.write_index
-
-        def wrap(name: str) -> Callable[..., Any]:
-            def operation(*args: Any, **kwargs: Any) -> Any:
-                if self._event():
-                    self._pause()
-                return originals[name](*args, **kwargs)
-
-            return operation
-
-        def partial_write(index: Any, path: Any) -> None:
-            write_index(index, path)
-            if self._event():
-                with open(path, "r+b") as handle:
-                    handle.truncate(os.path.getsize(path) // 2)
-                self._pause()
-
-        for name in originals:
-            setattr(os, name, wrap(name))
-        faiss.write_index = partial_write
-        try:
-            yield self
-        finally:
-            for name, original in originals.items():
-                setattr(os, name, original)
-            faiss.write_index = write_index
-
-
-@pytest.fixture(scope="module")
-def forkserver() -> multiprocessing.context.BaseContext:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    return context
-
-
-def run_child(context: Any, target: Callable[..., None], *args: Any, marker: Path) -> str:
-    """Run `target(*args)` in a child; SIGKILL it once it wrote `marker`. Returns "killed" or "finished"."""
-    process = context.Process(target=target, args=args)
-    process.start()
-    deadline = time.monotonic() + CHILD_TIMEOUT_S
-    while not marker.exists() and process.is_alive():
-        if time.monotonic() > deadline:
-            os.kill(process.pid, signal.SIGKILL)
-            pytest.fail(f"the child did not reach its interruption point in {CHILD_TIMEOUT_S} s")
-        time.sleep(0.005)
-    if marker.exists():
-        os.kill(process.pid, signal.SIGKILL)
-        process.join()
-        assert process.exitcode == -signal.SIGKILL
-        return "killed"
-    process.join()
-    assert process.exitcode == 0, f"the child failed (exit code {process.exitcode})"
-    return "finished"
 
 
 def build_store(version: int) -> FairFaissVectorStore:
@@ -141,6 +63,11 @@ def persist_child(folder: str, version: int, pause_at: int | None, marker: str) 
     store = build_store(version)
     with Interruption(pause_at, Path(marker)).installed():
         store.persist(os.path.join(folder, STORE_FILE))
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> multiprocessing.context.BaseContext:
+    return forkserver_context()
 
 
 def test_sigkill_anywhere_in_persist_leaves_the_old_or_the_new_store(forkserver: Any, tmp_path: Path) -> None:
