@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -59,6 +61,8 @@ class _Default:
 
 
 INSTANCE_DEFAULT: Any = _Default()
+_TOKENIZER_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class FairEmbedder:
         self._transformer = hf_model(self.model)
         self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
         self._layer_of_module = install(self._transformer, self.model_name)
+        self._tokenizing = _tokenizer_lock(self.model)  # calls that set the tokenizer's truncation: one at a time
         self._warned_uncalibrated = False  # the "nothing was calibrated" warning is shown once per embedder
         self._keep_padding()
         self.max_length = self._resolve_max_length(max_length)
@@ -279,7 +284,10 @@ class FairEmbedder:
         prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
         if not texts:
             return []
-        encoded = self.tokenizer([prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False)
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                [prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False
+            )
         return [len(ids) for ids in encoded["input_ids"]]
 
     @property
@@ -515,9 +523,10 @@ class FairEmbedder:
         """Each text cut into (window text, content tokens) pairs that fit `max_length` once re-tokenized."""
         if not texts:
             return []
-        encoded = self.tokenizer(
-            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
-        )
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
         result: list[list[tuple[str, int]]] = []
         for text, offsets in zip(texts, encoded["offset_mapping"], strict=True):
             capacity = self.window_content_tokens
@@ -540,12 +549,13 @@ class FairEmbedder:
         """For each piece, whether `calibration` changes it (≥ min_content_tokens content tokens in the window)."""
         flags: list[bool] = []
         for start in range(0, len(pieces), self.batch_size):
-            features = self.model.preprocess(
-                pieces[start : start + self.batch_size],
-                prompt=self._document_prompt,
-                task="document",
-                max_length=self.max_length,
-            )
+            with self._tokenizing:
+                features = self.model.preprocess(
+                    pieces[start : start + self.batch_size],
+                    prompt=self._document_prompt,
+                    task="document",
+                    max_length=self.max_length,
+                )
             counts = content_token_counts(self._request(calibration, features))
             flags += [bool(n >= calibration.min_content_tokens) for n in counts.tolist()]
         return flags
@@ -674,7 +684,8 @@ class FairEmbedder:
         task: str,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Pooled (B, d) embeddings of one batch and (B,) bool: which of its texts were calibrated."""
-        features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
+        with self._tokenizing:  # a fast tokenizer's truncation settings are shared state: one call at a time
+            features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         if calibration is None or calibration.strength == 0.0:
             return self._run_modules(features, task), torch.zeros(len(texts), dtype=torch.bool)
@@ -704,6 +715,13 @@ class FairEmbedder:
         if "sentence_embedding" not in features:  # the model had no Pooling module
             features["sentence_embedding"] = _pool(self.pooling, features)
         return features["sentence_embedding"]  # type: ignore[no-any-return]
+
+
+def _tokenizer_lock(model: Any) -> threading.Lock:
+    """The lock of `model`'s tokenizer, shared by every FairEmbedder on that model: a fast tokenizer keeps its
+    truncation and padding settings as state that each call sets, so concurrent calls must not interleave."""
+    with _LOCKS_GUARD:
+        return _TOKENIZER_LOCKS.setdefault(model, threading.Lock())
 
 
 def _pool(pooling: Pooling, features: dict[str, Any]) -> torch.Tensor:

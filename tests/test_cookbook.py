@@ -30,7 +30,7 @@ EXPECTED_OUTPUT = {
         "same results: True",
         "refused: metadatas[0]['published'] is a date",
         "29 documents",
-        "FairEmbeddings                    30 chunks, 0% of chunk tokens never embedded",
+        "FairEmbeddings                     30 chunks, 0% of chunk tokens never embedded",
     ],
     "c_diagnose_position_bias": ["needle@512", "probes:python-docs: 150 queries, 60 documents"],
 }
