@@ -1,8 +1,10 @@
-"""The named evaluation datasets (`squad-v2`, `xquad:LANG`, `scifact`): where their files are, and fetching them.
+"""The named evaluation datasets (`squad-v2`, `reddit`, `xquad:LANG`, `scifact`): where their files are, and fetching them.
 
 Each dataset is a few files with a fixed place in a data folder:
 
     squad-v2     squad-v2-dev/dev-v2.0.json                       SQuAD 2.0 dev set (rajpurkar.github.io)
+    reddit       squadshifts-reddit/reddit_v1.0.json              SQuADShifts reddit: Reddit posts, SQuAD-style
+                                                                  questions (github.com/modestyachts/squadshifts-website)
     xquad:LANG   xquad/xquad.LANG.json                            XQuAD (github.com/google-deepmind/xquad)
     scifact      scifact/corpus.jsonl, queries.jsonl,             SciFact in BEIR form (BEIR's scifact.zip,
                  qrels/test.tsv                                   public.ukp.informatik.tu-darmstadt.de)
@@ -32,10 +34,11 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DATA_ENV = "FAIR_RETRIEVAL_DATA"
-NAMED_DATASETS = ("squad-v2", "xquad:LANG", "scifact")
+NAMED_DATASETS = ("squad-v2", "reddit", "xquad:LANG", "scifact")
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
 
 _SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v2.0.json"
+_REDDIT_URL = "https://raw.githubusercontent.com/modestyachts/squadshifts-website/master/datasets/reddit_v1.0.json"
 _XQUAD_URL = "https://raw.githubusercontent.com/google-deepmind/xquad/master/xquad.{language}.json"
 _BEIR_SCIFACT_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip"
 _TIMEOUT_S = 60
@@ -66,13 +69,15 @@ SCIFACT_CSV_FILES = ("scifact/corpus_train.csv", "scifact/claims_validation.csv"
 
 
 def dataset_files(name: str) -> tuple[RemoteFile, ...]:
-    """The files of the named dataset (`squad-v2`, `xquad:LANG` or `scifact`).
+    """The files of the named dataset (`squad-v2`, `reddit`, `xquad:LANG` or `scifact`).
 
     Raises:
         ValueError: for a name that is not one of them, or an unknown XQuAD language.
     """
     if name == "squad-v2":
         return (RemoteFile("squad-v2-dev/dev-v2.0.json", _SQUAD_URL),)
+    if name == "reddit":
+        return (RemoteFile("squadshifts-reddit/reddit_v1.0.json", _REDDIT_URL),)
     if name == "scifact":
         return SCIFACT_FILES
     if name.startswith("xquad:"):
@@ -84,8 +89,8 @@ def dataset_files(name: str) -> tuple[RemoteFile, ...]:
 
 
 def is_named_dataset(name: str) -> bool:
-    """True for the `--data` values this module serves (squad-v2, xquad:LANG, scifact)."""
-    return name in ("squad-v2", "scifact") or name.startswith("xquad:")
+    """True for the `--data` values this module serves (squad-v2, reddit, xquad:LANG, scifact)."""
+    return name in ("squad-v2", "reddit", "scifact") or name.startswith("xquad:")
 
 
 def default_data_dir() -> Path | None:

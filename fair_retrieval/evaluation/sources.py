@@ -3,9 +3,10 @@
 Accepted values:
     needle                      the synthetic benchmark over Python's own docs (no data needed)
     squad-v2                    SQuAD v2.0 dev, paragraphs joined to the token budget
+    reddit                      SQuADShifts reddit (a domain shift from Wikipedia), consecutive posts joined likewise
     xquad:LANG                  XQuAD in LANG (ar, de, el, en, es, hi, ro, ru, th, tr, vi, zh), same construction
     scifact                     SciFact claims → abstracts, BEIR test split
-                                (these three: local copies or downloaded on first use, see `evaluation.datasets`)
+                                (these four: local copies or downloaded on first use, see `evaluation.datasets`)
     PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a PosIR domain folder,
                                 a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
     hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN
@@ -64,6 +65,9 @@ def load_task(
         root = ensure_dataset(spec, data_dir)
         if spec == "squad-v2":
             return build_position_benchmark(root / "squad-v2-dev" / "dev-v2.0.json", count_tokens, max_tokens, spec)
+        if spec == "reddit":
+            path = root / "squadshifts-reddit" / "reddit_v1.0.json"
+            return build_position_benchmark(path, count_tokens, max_tokens, spec)
         if spec == "scifact":
             folder = root / "scifact"
             return load_scifact(folder) if (folder / "corpus_train.csv").is_file() else load_beir(folder, name=spec)
@@ -73,7 +77,7 @@ def load_task(
     if path.exists():
         return load_path(path, count_tokens, max_tokens)
     raise ValueError(
-        f"--data {spec!r} is neither a known dataset (needle, squad-v2, xquad:LANG, scifact, hub:…) nor an "
+        f"--data {spec!r} is neither a known dataset (needle, squad-v2, reddit, xquad:LANG, scifact, hub:…) nor an "
         "existing path."
     )
 

@@ -1,4 +1,4 @@
-"""The named datasets (squad-v2, xquad:LANG, scifact): local copies, the download cache, offline errors.
+"""The named datasets (squad-v2, reddit, xquad:LANG, scifact): local copies, the download cache, offline errors.
 
 Downloads are replaced by a fake `fetch` that copies fixture files, so these tests never use the network.
 """
@@ -52,6 +52,15 @@ def test_first_use_downloads_into_the_cache_then_reuses_it(online_user: Path, fi
     assert ensure_dataset("squad-v2", fetch=fetch) == online_user and len(fetch.asked) == 1  # cached
     task = load_task("squad-v2", count_tokens, max_tokens=128)
     assert task.name == "squad-v2@128" and "q1" in task.queries
+
+
+def test_reddit_is_squadshifts_reddit_in_squad_format(online_user: Path, fixtures: Path, count_tokens) -> None:
+    fetch = FakeFetch(fixtures)
+    [remote] = dataset_files("reddit")
+    assert remote.path == "squadshifts-reddit/reddit_v1.0.json" and remote.url.endswith("/datasets/reddit_v1.0.json")
+    assert ensure_dataset("reddit", fetch=fetch) == online_user and fetch.asked == [remote.url]
+    task = load_task("reddit", count_tokens, max_tokens=128)
+    assert task.name == "reddit@128" and "q1" in task.queries and task.positions
 
 
 def test_scifact_downloads_beirs_zip_once_and_extracts_its_files(
@@ -134,5 +143,5 @@ def test_shared_layout_is_a_valid_data_folder() -> None:
     from tests.evaluation.conftest import shared_data_or_skip
 
     root = shared_data_or_skip()
-    for name in ("squad-v2", "xquad:de", "scifact"):
+    for name in ("squad-v2", "reddit", "xquad:de", "scifact"):
         assert find_local(name, root) == root
