@@ -119,6 +119,12 @@ class Evaluator:
             "model": str(getattr(self.embedder, "model_name", type(self.embedder).__name__)),
             "pooling": getattr(self.embedder, "pooling", None),
             "max_length": getattr(self.embedder, "max_length", None),
+            # how documents longer than max_length are embedded (windows pooled, or truncated) changes their vectors
+            **(
+                {"long_documents": self.embedder.long_documents, "window_overlap": self.embedder.window_overlap}
+                if kind == "documents" and hasattr(self.embedder, "long_documents")
+                else {}
+            ),
             "texts": fingerprint,
             "count": len(self.task.corpus) if kind == "documents" else len(self.task.queries),
             "calibration": None if calibration is None else calibration.to_dict(),

@@ -57,6 +57,19 @@ def test_evaluator_runs_share_queries_and_use_the_cache(task, fake_embedder, tmp
     assert fake_embedder.document_calls == 3
 
 
+def test_the_cache_tells_windowed_from_truncated_documents(task, fake_embedder, tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "cache")
+    fake_embedder.long_documents, fake_embedder.window_overlap = "windows", 32
+    Evaluator(fake_embedder, task, cache=cache).run("plain", None)
+    Evaluator(fake_embedder, task, cache=cache).run("plain", None)
+    assert fake_embedder.document_calls == 1
+    fake_embedder.window_overlap = 0  # other windows are other vectors
+    Evaluator(fake_embedder, task, cache=cache).run("plain", None)
+    fake_embedder.long_documents = "truncate"
+    Evaluator(fake_embedder, task, cache=cache).run("plain", None)
+    assert fake_embedder.document_calls == 3
+
+
 def test_report_matches_its_schema_and_renders(task, fake_embedder, tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     evaluator = Evaluator(fake_embedder, task, n_bins=4)
