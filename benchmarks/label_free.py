@@ -1,188 +1,378 @@
-"""Validate label-free tuning: tune on probes built from a corpus with its questions hidden, score with the questions.
+"""Validate label-free tuning as shipped, and the configurations it may choose, on held-out position sets.
 
-    python benchmarks/label_free.py                           # SQuAD v2 dev and XQuAD-en at 512 tokens (MiniLM)
-    python benchmarks/label_free.py --datasets xquad:en --max-probes 300
+    python benchmarks/label_free.py                      # squad-v2, reddit (first 300 documents), needle; MiniLM
+    python benchmarks/label_free.py --datasets needle    # a quick run
 
-For each dataset the same configurations are scored twice over the same document embeddings (cached, so each is
-embedded once): with label-free probes (`fair_retrieval.tuning.probe_task_for`, never shown a question) and with the
-dataset's real questions. It reports
+Three position sets from three sources: SQuAD-v2 dev (Wikipedia), SQuADShifts reddit (posts) and the needle set
+(Python's documentation with planted facts), all at 512 tokens. For each one:
 
-* the configuration label-free tuning picks (highest probe harmonic mean with probe nDCG@10 ≥ plain), and what it
-  does on the real questions: PSI cut relative to plain, Δ overall nDCG@10 (with 95 % paired-bootstrap intervals);
-* the best labelled configuration (the same rule on the real questions) and its PSI cut;
-* the share of the best labelled PSI cut that the label-free choice achieves (target ≥ 0.8) and its ΔnDCG@10
-  (target ≥ −0.002);
-* Spearman's rank correlation between probe and question harmonic means over all configurations (scipy).
+1. **The pool**: plain, the paper's configuration, and the first round of the CLI's coordinate search — the library
+   default with one field changed to each value of `SearchSpace()` (the space `fair-retrieval tune` searches;
+   isolated="equal", which loses 0.14–0.42 nDCG@10, left out) — plus the configuration the unguarded tuner picked on
+   held-out data (strength 0.75, basket 64, all layers, proportional partial baskets). Every configuration embeds the
+   corpus once (cached) and is scored twice on those vectors: with label-free probes (`probe_task_for` with the CLI's
+   probe budget, never shown a question) and with the real questions. Per configuration: nDCG@10, PSI, harmonic mean,
+   the share of documents it calibrates, the per-question split (questions whose relevant document it calibrated vs
+   the others), how much higher calibrated documents score against the queries than their plain vectors (the two
+   score populations), and the stability of each document's 10 nearest documents (plain vs calibrated).
+2. **Leave one dataset out**: the trust region a labelled dev set supports (ΔnDCG@10 ≥ −0.002 on every labelled
+   set) is built from the *other two* datasets, label-free selection (probes) runs inside it, and the choice is
+   scored on the held-out one; next to it, the same selection without the trust region (probes alone).
+3. **As shipped**: `fair-retrieval tune --data docs.jsonl` (the CLI, in-process, with its own defaults) on the
+   corpus written as JSONL; its saved choice (or plain when it saves none) is scored with the real questions.
 
-Results go to --output (JSON) and a table on stdout.
+Spearman's ρ between probe and question harmonic means over the pool, per dataset (scipy). Results:
+runs/label_free/{results.json,label_free.md}. About 45 minutes on 2 CPU cores from an empty cache.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import logging
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.evaluation.bundled import bundled_model
+from fair_retrieval import Calibration
+from fair_retrieval.cli import build_parser
+from fair_retrieval.cli import main as cli_main
+from fair_retrieval.cli.common import make_embedder
+from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.cache import EmbeddingCache
-from fair_retrieval.evaluation.probes import DEFAULT_DROP, probe_task_for
-from fair_retrieval.evaluation.runner import PRIMARY, Evaluator
+from fair_retrieval.evaluation.probes import probe_task_for
+from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.sources import load_task
-from fair_retrieval.evaluation.squad import tokenizer_counter
-from fair_retrieval.tuning import Trial, describe, select_best, trial_from_run
+from fair_retrieval.evaluation.task import RetrievalTask
+from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace, Trial, describe, select_best
 
-PSI_SHARE_TARGET = 0.8
-NDCG_TOLERANCE = 0.002
+NDCG_TOLERANCE = 0.002  # the largest nDCG@10 loss a choice may cost on held-out data
+PSI_CUT_TARGET = 0.35  # … while cutting PSI by at least this share (or answering plain)
+DATASETS = ("squad-v2", "reddit", "needle")
+OUTPUT = Path("runs/label_free")
 
 
-def configurations() -> list[Calibration | None]:
-    """Plain and 16 calibrations: strength × special_tokens × basket size (layers 0.5)."""
-    configs: list[Calibration | None] = [None]
-    for strength, special, basket in itertools.product((0.25, 0.5, 0.75, 1.0), ("content", "preserve"), (128, 256)):
-        configs.append(
-            dataclasses.replace(Calibration.paper(), strength=strength, special_tokens=special, basket_size=basket)
-        )
+def pool() -> list[Calibration | None]:
+    """Plain, the paper, the default, its one-field neighbours over `SearchSpace()`, and the unguarded pick."""
+    default = Calibration()
+    configs: list[Calibration | None] = [None, Calibration.paper(), default]
+    space = SearchSpace()
+    for name in SEARCH_FIELDS:
+        for value in space.values(name):
+            if name == "isolated" and value == "equal":
+                continue  # costs 0.14–0.42 nDCG@10 on SQuAD and XQuAD (docs/quality_study.md): not a candidate
+            candidate = dataclasses.replace(default, **{name: value})
+            if candidate not in configs:
+                configs.append(candidate)
+    unguarded = dataclasses.replace(default, basket_size=64, layers=1.0, partial_basket="proportional")
+    if unguarded not in configs:
+        configs.append(unguarded)
     return configs
 
 
-def bootstrap(values: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile interval of the mean of per-query differences."""
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(rounds, len(values)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
-def psi_cut(plain: Trial, other: Trial) -> float:
-    assert plain.psi is not None and other.psi is not None
-    return (plain.psi - other.psi) / plain.psi
-
-
-def study(
-    dataset: str, embedder: FairEmbedder, cache: EmbeddingCache, max_probes: int, seed: int, drop: float
-) -> dict[str, Any]:
-    task = load_task(dataset, tokenizer_counter(embedder.tokenizer), max_tokens=512)
-    probes = probe_task_for(
-        task.corpus, embedder, max_probes=max_probes, seed=seed, name=f"probes:{dataset}", drop=drop
+def first_documents(task: RetrievalTask, n: int | None) -> RetrievalTask:
+    """The task restricted to its first `n` documents and the questions whose relevant documents are among them."""
+    if n is None or n >= len(task.corpus):
+        return task
+    kept = set(task.doc_ids[:n])
+    ids = [q for q in task.query_ids if set(task.qrels[q]) <= kept]
+    return RetrievalTask(
+        name=f"{task.name}[:{n}]",
+        corpus={d: task.corpus[d] for d in task.doc_ids[:n]},
+        queries={q: task.queries[q] for q in ids},
+        qrels={q: task.qrels[q] for q in ids},
+        positions={q: task.positions[q] for q in ids if q in task.positions},
+        labels={q: task.labels[q] for q in ids if q in task.labels},
+        doc_tokens={d: v for d, v in task.doc_tokens.items() if d in kept} if task.doc_tokens else task.doc_tokens,
+        info={**task.info, "first_documents": n},
     )
-    if probes.doc_ids != task.doc_ids:
-        raise ValueError(f"{dataset}: the probe corpus differs from the task corpus (empty documents?).")
+
+
+def neighbour_stability(plain: np.ndarray, other: np.ndarray, k: int = 10) -> float:
+    """Mean overlap of each document's k nearest documents (itself excluded) under two embeddings of the corpus."""
+
+    def top(x: np.ndarray) -> np.ndarray:
+        sims = x @ x.T
+        np.fill_diagonal(sims, -np.inf)
+        return np.argsort(-sims, axis=1)[:, :k]
+
+    a, b = top(plain), top(other)
+    return float(np.mean([len(set(a[i]) & set(b[i])) / k for i in range(len(a))]))
+
+
+def psi_cut(plain: float | None, other: float | None) -> float | None:
+    """Relative PSI reduction (positive = fairer)."""
+    return None if plain is None or other is None or plain == 0 else (plain - other) / plain
+
+
+def describe_run(
+    run: RunResult,
+    plain: RunResult,
+    task: RetrievalTask,
+    evaluator: Evaluator,
+    calibrated: list[bool] | None,
+    documents: np.ndarray,
+    plain_documents: np.ndarray,
+) -> dict[str, Any]:
+    """Scores, intervals, the calibrated/plain split and the score-population shift of one run against plain."""
+    base = {q: m[PRIMARY] for q, m in plain.per_query.items()}
+    mine = {q: m[PRIMARY] for q, m in run.per_query.items()}
+    row: dict[str, Any] = {
+        "ndcg": run.overall[PRIMARY],
+        "psi": run.psi,
+        "hm": run.harmonic_mean,
+        "groups": {g: m[PRIMARY] for g, m in run.groups.items()},
+        "delta": run.overall[PRIMARY] - plain.overall[PRIMARY],
+        "psi_cut": psi_cut(plain.psi, run.psi),
+        **paired_bootstrap(base, mine, evaluator.grouping),
+    }
+    if calibrated is not None:
+        flags = dict(zip(task.doc_ids, calibrated, strict=True))
+        row["calibrated_share"] = float(np.mean(calibrated))
+        split: dict[str, Any] = {}
+        for name, wanted in (("calibrated", True), ("plain", False)):
+            ids = [q for q in task.query_ids if any(flags[d] == wanted for d in task.qrels[q])]
+            split[name] = {
+                "questions": len(ids),
+                "delta": float(np.mean([mine[q] - base[q] for q in ids])) if ids else None,
+            }
+        row["split"] = split
+        mask = np.array(calibrated)
+        if mask.any():
+            queries = evaluator.query_embeddings()
+            shift = (documents[mask] - plain_documents[mask]).mean(axis=0)
+            row["score_shift"] = float(queries.mean(axis=0) @ shift)  # mean cosine gain of calibrated documents
+        row["stability"] = neighbour_stability(plain_documents, documents)
+    return row
+
+
+def study(dataset: str, args: argparse.Namespace, cache: EmbeddingCache, workdir: Path) -> dict[str, Any]:
+    """Pool scores (probes and questions) and the CLI's own choice on one dataset."""
+    cli_args = build_parser().parse_args(["tune", "--max-tokens", "512"])
+    embedder = make_embedder(cli_args)
+    task = load_task(dataset, embedder.token_lengths, 512, needle_documents=cli_args.needle_documents)
+    task = first_documents(task, args.reddit_documents if dataset == "reddit" else None)
+    probes = probe_task_for(task.corpus, embedder, max_probes=cli_args.max_probes, seed=cli_args.probe_seed)
     real = Evaluator(embedder, task, cache=cache, show_progress_bar=True)
     probe = Evaluator(embedder, probes, cache=cache, show_progress_bar=True)
+    plain_documents, _ = real.document_embeddings(None)
+    plain_real, plain_probe = real.score("plain", plain_documents), probe.score("plain", plain_documents)
+    texts = list(task.corpus.values())
     rows = []
-    for calibration in configurations():
-        documents, _ = real.document_embeddings(calibration)  # one embedding serves both (same corpus)
-        label = describe(calibration)
+    for calibration in pool():
+        documents, _ = real.document_embeddings(calibration)
+        calibrated = None if calibration is None else embedder.calibrated_texts(texts, calibration)
+        question = real.score(describe(calibration), documents, calibration)
+        probed = probe.score(describe(calibration), documents, calibration)
         rows.append(
-            (
-                label,
-                trial_from_run(probe.score(label, documents, calibration)),
-                real.score(label, documents, calibration),
-            )
+            {
+                "label": describe(calibration),
+                "calibration": None if calibration is None else calibration.to_dict(),
+                "questions": describe_run(question, plain_real, task, real, calibrated, documents, plain_documents),
+                "probes": describe_run(probed, plain_probe, probes, probe, None, documents, plain_documents),
+            }
         )
         logging.info(
-            "%s %s: probe HM %.4f, question HM %.4f",
+            "%s %s: questions nDCG %.4f PSI %s; probes nDCG %.4f HM %.4f",
             dataset,
-            label,
-            rows[-1][1].harmonic_mean or 0,
-            rows[-1][2].harmonic_mean or 0,
+            rows[-1]["label"],
+            question.overall[PRIMARY],
+            question.psi,
+            probed.overall[PRIMARY],
+            probed.harmonic_mean or 0,
         )
-    probe_trials = [r[1] for r in rows]
-    real_trials = [trial_from_run(r[2]) for r in rows]
-    chosen_index = probe_trials.index(select_best(probe_trials, probe_trials[0]))
-    best_index = real_trials.index(select_best(real_trials, real_trials[0]))
-    plain_real, chosen_real, best_real = real_trials[0], real_trials[chosen_index], real_trials[best_index]
-    per_query_delta = np.array(
-        [rows[chosen_index][2].per_query[q][PRIMARY] - rows[0][2].per_query[q][PRIMARY] for q in task.queries]
-    )
-    rho = spearmanr([t.harmonic_mean for t in probe_trials], [t.harmonic_mean for t in real_trials])
-    best_cut = psi_cut(plain_real, best_real)
-    chosen_cut = psi_cut(plain_real, chosen_real)
+    shipped = None if args.skip_cli else run_cli_tune(dataset, task, workdir, args.cache_dir)
+    if shipped is not None and all(r["calibration"] != shipped.to_dict() for r in rows):
+        documents, _ = real.document_embeddings(shipped)
+        run = real.score(describe(shipped), documents, shipped)
+        cal = embedder.calibrated_texts(texts, shipped)
+        rows.append(
+            {
+                "label": describe(shipped),
+                "calibration": shipped.to_dict(),
+                "questions": describe_run(run, plain_real, task, real, cal, documents, plain_documents),
+                "probes": describe_run(
+                    probe.score(describe(shipped), documents, shipped),
+                    plain_probe,
+                    probes,
+                    probe,
+                    None,
+                    documents,
+                    plain_documents,
+                ),
+            }
+        )
     return {
-        "dataset": dataset,
+        "dataset": task.name,
         "documents": len(task.corpus),
         "questions": len(task.queries),
         "probes": len(probes.queries),
-        "probe_info": probes.info,
-        "configurations": len(rows),
-        "chosen_by_probes": rows[chosen_index][0],
-        "chosen_real_psi_cut": chosen_cut,
-        "chosen_real_ndcg_delta": float(per_query_delta.mean()),
-        "chosen_real_ndcg_delta_ci95": bootstrap(per_query_delta),
-        "best_labelled": rows[best_index][0],
-        "best_labelled_psi_cut": best_cut,
-        "share_of_best_psi_cut": chosen_cut / best_cut if best_cut > 0 else None,
-        "spearman_probe_vs_question_hm": float(rho.statistic),
-        "spearman_p_value": float(rho.pvalue),
-        "meets_target": bool(
-            best_cut > 0 and chosen_cut / best_cut >= PSI_SHARE_TARGET and per_query_delta.mean() >= -NDCG_TOLERANCE
-        ),
-        "rows": [
-            {
-                "configuration": label,
-                "probe_ndcg": p.ndcg,
-                "probe_hm": p.harmonic_mean,
-                "probe_psi": p.psi,
-                "question_ndcg": r.overall[PRIMARY],
-                "question_hm": r.harmonic_mean,
-                "question_psi": r.psi,
-            }
-            for label, p, r in rows
-        ],
+        "shipped_choice": "not run" if args.skip_cli else "plain" if shipped is None else describe(shipped),
+        "rows": rows,
     }
+
+
+def run_cli_tune(dataset: str, task: RetrievalTask, workdir: Path, cache_dir: Path) -> Calibration | None:
+    """`fair-retrieval tune --data docs.jsonl` exactly as a user runs it; its saved choice, or None (plain)."""
+    corpus = workdir / f"{dataset}.jsonl"
+    with corpus.open("w", encoding="utf-8") as handle:
+        for doc_id, text in task.corpus.items():
+            handle.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
+    output = workdir / f"{dataset}-calibration.json"
+    argv = ["tune", "--data", str(corpus), "--max-tokens", "512", "--cache-dir", str(cache_dir)]
+    argv += ["--output", str(output), "--report-dir", str(workdir / "tune")]
+    code = cli_main(argv)
+    if code != 0:
+        raise RuntimeError(f"fair-retrieval tune exited with {code} on {dataset}.")
+    return Calibration.load(output) if output.exists() else None
+
+
+def trials(rows: Sequence[dict[str, Any]], side: str) -> list[Trial]:
+    """The rows as tuner `Trial`s scored on probes or questions."""
+    out = []
+    for row in rows:
+        scores = row[side]
+        calibration = None if row["calibration"] is None else Calibration(**row["calibration"])
+        out.append(Trial(calibration, scores["ndcg"], scores["hm"], scores["psi"], scores["groups"]))
+    return out
+
+
+def supported(results: Sequence[dict[str, Any]], label: str) -> bool:
+    """True when every labelled set in `results` loses at most NDCG_TOLERANCE with configuration `label`."""
+    for result in results:
+        row = next((r for r in result["rows"] if r["label"] == label), None)
+        if row is None or row["questions"]["delta"] < -NDCG_TOLERANCE:
+            return False
+    return True
+
+
+def choose_by_probes(rows: Sequence[dict[str, Any]], allowed: set[str] | None) -> dict[str, Any]:
+    """The tuner's rule on probes (highest probe harmonic mean with probe nDCG@10 ≥ plain), inside `allowed`."""
+    candidates = [r for r in rows if allowed is None or r["label"] in allowed or r["label"] == "plain"]
+    probe_trials = trials(candidates, "probes")
+    best = select_best(probe_trials, probe_trials[0])
+    return candidates[probe_trials.index(best)]
+
+
+def leave_one_out(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per held-out dataset: the trust region from the others, the guarded and unguarded choices, their outcome."""
+    out = []
+    for held in results:
+        others = [r for r in results if r is not held]
+        pool_rows = [r for r in held["rows"] if r["label"] in {x["label"] for x in others[0]["rows"]}]
+        region = {r["label"] for r in pool_rows if r["label"] != "plain" and supported(others, r["label"])}
+        for name, allowed in (("trust region", region), ("probes alone", None)):
+            choice = choose_by_probes(pool_rows, allowed)
+            q = choice["questions"]
+            out.append(
+                {
+                    "held_out": held["dataset"],
+                    "selection": name,
+                    "region": sorted(region) if allowed is not None else None,
+                    "choice": choice["label"],
+                    "delta": q["delta"],
+                    "ci": q["ndcg_delta_ci"],
+                    "psi_cut": q["psi_cut"],
+                    "meets": choice["label"] == "plain"
+                    or (q["delta"] >= -NDCG_TOLERANCE and (q["psi_cut"] or 0) >= PSI_CUT_TARGET),
+                }
+            )
+    return out
+
+
+def spearman(result: dict[str, Any]) -> dict[str, float]:
+    """ρ between probe and question harmonic means (and nDCG@10) over the pool."""
+    rows = result["rows"]
+    hm = spearmanr([r["probes"]["hm"] for r in rows], [r["questions"]["hm"] for r in rows])
+    ndcg = spearmanr([r["probes"]["ndcg"] for r in rows], [r["questions"]["ndcg"] for r in rows])
+    return {"hm": float(hm.statistic), "hm_p": float(hm.pvalue), "ndcg": float(ndcg.statistic)}
+
+
+def render(results: Sequence[dict[str, Any]], loo: Sequence[dict[str, Any]]) -> str:
+    """The Markdown tables of the study."""
+    lines = ["# Label-free tuning on held-out position sets", ""]
+    for result in results:
+        rho = spearman(result)
+        lines += [
+            f"## {result['dataset']}: {result['documents']} documents, {result['questions']} questions, "
+            f"{result['probes']} probes",
+            "",
+            f"`fair-retrieval tune --data docs.jsonl` (as shipped) chose: **{result['shipped_choice']}**. "
+            f"Spearman ρ(probe HM, question HM) = {rho['hm']:.2f} (p = {rho['hm_p']:.3f}); "
+            f"ρ(probe nDCG, question nDCG) = {rho['ndcg']:.2f}.",
+            "",
+            "| configuration | ΔnDCG@10 [95% CI] | PSI cut | calibrated docs | Δ calibrated-doc questions | Δ other "
+            "questions | score shift | kNN stability | probe ΔnDCG | probe HM |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in result["rows"]:
+            q, p = row["questions"], row["probes"]
+            split = q.get("split", {})
+
+            def part(name: str, split: dict[str, Any] = split) -> str:
+                s = split.get(name)
+                return "—" if not s or s["delta"] is None else f"{s['delta']:+.4f} ({s['questions']})"
+
+            lo, hi = q["ndcg_delta_ci"]
+            lines.append(
+                f"| {row['label']} | {q['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] | {_pct(q['psi_cut'])} | "
+                f"{_pct(q.get('calibrated_share'))} | {part('calibrated')} | {part('plain')} | "
+                f"{_num(q.get('score_shift'))} | {_num(q.get('stability'))} | {p['delta']:+.4f} | {_num(p['hm'])} |"
+            )
+        lines.append("")
+    lines += [
+        "## Leave one dataset out",
+        "",
+        f"Target on the held-out set: ΔnDCG@10 ≥ −{NDCG_TOLERANCE} and PSI ≥ {PSI_CUT_TARGET:.0%} below plain, or "
+        "plain. Trust region: configurations losing ≤ 0.002 nDCG@10 on both other sets.",
+        "",
+        "| held out | selection | chosen | ΔnDCG@10 [95% CI] | PSI cut | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in loo:
+        lo, hi = row["ci"]
+        lines.append(
+            f"| {row['held_out']} | {row['selection']} | {row['choice']} | {row['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
+            f"| {_pct(row['psi_cut'])} | {'✔' if row['meets'] else '✘'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="model (default: the bundled all-MiniLM-L6-v2)")
-    parser.add_argument("--datasets", default="squad-v2,xquad:en", help="comma-separated position datasets")
-    parser.add_argument("--max-probes", type=int, default=600, help="probe budget per dataset")
-    parser.add_argument("--seed", type=int, default=0, help="probe seed")
-    parser.add_argument(
-        "--drop", type=float, default=DEFAULT_DROP, help="share of a sentence's words left out of its probe"
-    )
-    parser.add_argument("--cache-dir", type=Path, default=Path(".fair_cache"), help="embedding cache")
-    parser.add_argument("--output", type=Path, default=Path("runs/label_free.json"), help="JSON results")
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated position sets")
+    parser.add_argument("--reddit-documents", type=int, default=300, help="first N reddit documents (default 300)")
+    parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache", help="embedding cache")
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="results folder")
+    parser.add_argument("--skip-cli", action="store_true", help="score the pool only (no `fair-retrieval tune` run)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    embedder = FairEmbedder(args.model or bundled_model(), max_length=512)
+    args.output.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(args.cache_dir)
-    results = [
-        study(d.strip(), embedder, cache, args.max_probes, args.seed, args.drop) for d in args.datasets.split(",")
-    ]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    for r in results:
-        print(
-            f"\n{r['dataset']}: {r['documents']} documents, {r['questions']} questions, {r['probes']} probes, "
-            f"{r['configurations']} configurations"
-        )
-        print(f"  {'configuration':42s} {'probe HM':>9s} {'quest. HM':>9s} {'probe PSI':>9s} {'quest. PSI':>10s}")
-        for row in r["rows"]:
-            print(
-                f"  {row['configuration']:42s} {row['probe_hm']:9.4f} {row['question_hm']:9.4f} "
-                f"{row['probe_psi']:9.4f} {row['question_psi']:10.4f}"
-            )
-        low, high = r["chosen_real_ndcg_delta_ci95"]
-        print(
-            f"  label-free choice: {r['chosen_by_probes']} → real PSI cut {r['chosen_real_psi_cut']:.1%}, "
-            f"ΔnDCG@10 {r['chosen_real_ndcg_delta']:+.4f} [{low:+.4f}, {high:+.4f}]"
-        )
-        print(f"  best labelled:     {r['best_labelled']} → PSI cut {r['best_labelled_psi_cut']:.1%}")
-        share = r["share_of_best_psi_cut"]
-        print(
-            f"  share of best cut: {'n/a' if share is None else f'{share:.2f}'}; Spearman ρ(probe HM, question HM) "
-            f"= {r['spearman_probe_vs_question_hm']:.2f} (p={r['spearman_p_value']:.3f}); "
-            f"target met: {r['meets_target']}"
-        )
-    print(f"\nresults: {args.output}")
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        for dataset in args.datasets.split(","):
+            results.append(study(dataset.strip(), args, cache, Path(work)))
+            (args.output / "results.json").write_text(json.dumps({"results": results}, indent=1) + "\n")
+    loo = leave_one_out(results) if len(results) >= 3 else []
+    payload = {"results": results, "leave_one_out": loo, "spearman": {r["dataset"]: spearman(r) for r in results}}
+    (args.output / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    text = render(results, loo)
+    (args.output / "label_free.md").write_text(text, encoding="utf-8")
+    print(text)
     return 0
 
 
