@@ -8,12 +8,14 @@ import pytest
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.tuning import (
+    TRUST_REGION,
     SearchSpace,
     Trial,
     calibration_search,
     describe,
     pareto_frontier,
     select_best,
+    trust_region,
 )
 
 
@@ -123,6 +125,23 @@ def test_search_returns_plain_when_nothing_is_feasible() -> None:
     )
     result = calibration_search(hurts, space, show_progress_bar=False)
     assert result.best is result.plain and not result.improved
+
+
+def test_trusted_search_tries_plain_and_the_trust_region_only() -> None:
+    seen: list[Calibration | None] = []
+
+    def record(calibration: Calibration | None) -> Trial:
+        seen.append(calibration)
+        return synthetic(calibration)
+
+    start = Calibration(basket_size=64)
+    region = trust_region(start)
+    assert len(region) == len(TRUST_REGION) and region[0] == start
+    assert all(dataclasses.replace(start, **change) in region for change in TRUST_REGION)
+    result = calibration_search(record, SearchSpace(), strategy="trusted", start=start, show_progress_bar=False)
+    assert seen == [None, *region]  # the wide space is not searched, whatever it holds
+    assert result.best.calibration in [None, *region]
+    assert result.best == select_best(result.trials, result.plain)
 
 
 def test_errors_and_labels() -> None:

@@ -9,7 +9,7 @@ import argparse
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from fair_retrieval.cli.common import dump_json, load_data, make_embedder, slug
 from fair_retrieval.cli.lpes_tune import add_lpes_arguments, run_lpes_tune
@@ -20,6 +20,7 @@ from fair_retrieval.cli.options import (
     calibration_from_args,
     parse_layers,
 )
+from fair_retrieval.tuning import SearchStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ def register(subparsers: Any) -> None:
     group = parser.add_argument_group("calibration search (--method calibration)")
     group.add_argument(
         "--strategy",
-        choices=["coordinate", "grid"],
-        default="coordinate",
-        help="coordinate: one field at a time from the start configuration; grid: every combination",
+        choices=list(get_args(SearchStrategy)),
+        default=None,
+        help="trusted: only the configurations labelled dev sets support (the default on your own corpus, "
+        "label-free); coordinate: one field at a time from the start configuration (the default on a labelled "
+        "benchmark); grid: every combination",
     )
     group.add_argument("--rounds", type=int, default=2, help="passes of the coordinate search (default 2)")
     group.add_argument("--strengths", help="comma-separated λ values (default 0.25,0.5,0.75,1.0)")
@@ -103,12 +106,18 @@ def search_space(args: argparse.Namespace) -> Any:
 def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
-    from fair_retrieval.tuning import tune_on_task
+    from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
+    from fair_retrieval.tuning import LABEL_FREE_WIDE_SEARCH, tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
+    label_free = task.info.get("source") == LABEL_FREE_SOURCE
+    if args.strategy is None:
+        args.strategy = "trusted" if label_free else "coordinate"
+    elif label_free and args.strategy != "trusted":
+        logger.warning(LABEL_FREE_WIDE_SEARCH)
     result = tune_on_task(
         embedder,
         task,
@@ -141,8 +150,12 @@ def run_calibration_search(args: argparse.Namespace) -> int:
         print(f"saved:  {args.output}  (use it with --config {args.output}, or Calibration.load)")
     else:
         print(
-            "No configuration beat plain embeddings within the nDCG@10 constraint; nothing saved. "
-            "Try --tolerance 0.005 or a wider search (--strategy grid)."
+            "No configuration beat plain embeddings within the nDCG@10 constraint; nothing saved."
+            + (
+                " On this corpus plain embeddings are the label-free choice."
+                if label_free
+                else " Try --tolerance 0.005 or a wider search (--strategy grid)."
+            )
         )
     report_path = args.report_dir / f"tune-{slug(task.name)}.json"
     dump_json(

@@ -1,10 +1,10 @@
-"""The named evaluation datasets (`squad-v2`, `reddit`, `xquad:LANG`, `scifact`): where their files are, and fetching them.
+"""The named evaluation datasets (`squad-v2`, `reddit`, `xquad:LANG`, `scifact`): where their files are, fetching them.
 
 Each dataset is a few files with a fixed place in a data folder:
 
     squad-v2     squad-v2-dev/dev-v2.0.json                       SQuAD 2.0 dev set (rajpurkar.github.io)
-    reddit       squadshifts-reddit/reddit_v1.0.json              SQuADShifts reddit: Reddit posts, SQuAD-style
-                                                                  questions (github.com/modestyachts/squadshifts-website)
+    reddit       squadshifts-reddit/reddit_v1.0.json              SQuADShifts reddit: posts, SQuAD-style questions
+                                                                  (github.com/modestyachts/squadshifts-website)
     xquad:LANG   xquad/xquad.LANG.json                            XQuAD (github.com/google-deepmind/xquad)
     scifact      scifact/corpus.jsonl, queries.jsonl,             SciFact in BEIR form (BEIR's scifact.zip,
                  qrels/test.tsv                                   public.ukp.informatik.tu-darmstadt.de)

@@ -41,6 +41,7 @@ LEAK_NGRAM = 3  # no 3 consecutive probe words may appear consecutively in the d
 MIN_DOCUMENTS = 10  # fewer documents make nDCG@10 meaningless (every document is in the top 10)
 MIN_PROBES_PER_GROUP = 10
 _SHUFFLE_TRIES = 20
+LABEL_FREE_SOURCE = "label-free probes"  # the `info["source"]` of every probe task: how tools tell probes from labels
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.MULTILINE)
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -214,7 +215,7 @@ def build_probe_task(
         qrels=qrels,
         positions=positions,
         info={
-            "source": "label-free probes",
+            "source": LABEL_FREE_SOURCE,
             "seed": seed,
             "max_probes": max_probes,
             "drop": drop,
