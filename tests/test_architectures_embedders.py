@@ -27,10 +27,8 @@ POOLINGS = {"cls": "cls", "mean": "mean", "last": "lasttoken"}  # FairEmbedder's
 # 5 words stay plain under every config below; 47, 95 and 70 words (~50–100 tokens) hold several baskets of 16.
 TEXTS = [make_text(5, 41), make_text(47, 42), make_text(95, 43), make_text(70, 44)]
 CONFIGS = [
-    Calibration(strength=1.0, basket_size=16),
-    Calibration(
-        strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional", special_tokens="preserve"
-    ),
+    Calibration(strength=1.0, basket_size=16, special_tokens="content", min_full_baskets=1),
+    Calibration(strength=0.5, basket_size=23, isolated="equal", partial_basket="proportional"),
     Calibration(strength=1.0, basket_size=16, layers=(0, -1), min_full_baskets=4),  # the 47-word text stays plain
 ]
 NUM_LAYERS = 4
@@ -146,7 +144,15 @@ def test_lpes_scales_each_layer_by_its_own_factor(embedders: dict[str, FairEmbed
 
 
 @pytest.mark.parametrize(
-    ("arch", "layer", "factor"), [(arch, 1 + i % 3, 1.0 + 0.4 * (i + 1)) for i, arch in enumerate(ARCHS)]
+    ("arch", "layer", "factor"),
+    [
+        ("nomic-bert", 1, 1.4),
+        ("gte", 2, 1.8),
+        ("jina-v3", 3, 2.2),
+        ("eurobert", 1, 0.6),
+        ("gemma3-bidirectional", 1, 2.5),  # a global layer (θ = 10⁶)
+        ("gemma3-bidirectional", 2, 1.5),  # a sliding-window layer (θ = 10⁴)
+    ],
 )
 def test_lpes_single_layer_matches_hand_computed_rope(
     embedders: dict[str, FairEmbedder], arch: str, layer: int, factor: float
