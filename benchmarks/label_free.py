@@ -15,9 +15,10 @@ Three position sets from three sources: SQuAD-v2 dev (Wikipedia), SQuADShifts re
    the share of documents it calibrates, the per-question split (questions whose relevant document it calibrated vs
    the others), how much higher calibrated documents score against the queries than their plain vectors (the two
    score populations), and the stability of each document's 10 nearest documents (plain vs calibrated).
-2. **Leave one dataset out**: the trust region a labelled dev set supports (ΔnDCG@10 ≥ −0.002 on every labelled
-   set) is built from the *other two* datasets, label-free selection (probes) runs inside it, and the choice is
-   scored on the held-out one; next to it, the same selection without the trust region (probes alone).
+2. **Leave one dataset out**: the trust region a labelled dev set supports (ΔnDCG@10 ≥ −0.002 on every labelled set,
+   having calibrated some of its documents) is built from the *other two* datasets, label-free selection (probes)
+   runs inside it, and the choice is scored on the held-out one; next to it, the same selection without the trust
+   region (probes alone).
 3. **As shipped**: `fair-retrieval tune --data docs.jsonl` (the CLI, in-process, with its own defaults) on the
    corpus written as JSONL; its saved choice (or plain when it saves none) is scored with the real questions.
 
@@ -57,9 +58,15 @@ DATASETS = ("squad-v2", "reddit", "needle")
 OUTPUT = Path("runs/label_free")
 
 
+# Centre of the pool: the library default when the study was run (λ = 0.75). Its strength neighbours include the
+# present default (λ = 0.5), which this study chose; centring on it keeps the cached embeddings valid.
+CENTRE = Calibration(strength=0.75)
+RULE_PSI_CUT = 0.40  # the default's rule: PSI ≥ 40 % below plain on squad-v2 and reddit, nDCG@10 ≥ plain on both
+
+
 def pool() -> list[Calibration | None]:
-    """Plain, the paper, the default, its one-field neighbours over `SearchSpace()`, and the unguarded pick."""
-    default = Calibration()
+    """Plain, the paper, the centre, its one-field neighbours over `SearchSpace()`, and the unguarded pick."""
+    default = CENTRE
     configs: list[Calibration | None] = [None, Calibration.paper(), default]
     space = SearchSpace()
     for name in SEARCH_FIELDS:
@@ -248,6 +255,8 @@ def supported(results: Sequence[dict[str, Any]], label: str) -> bool:
         row = next((r for r in result["rows"] if r["label"] == label), None)
         if row is None or row["questions"]["delta"] < -NDCG_TOLERANCE:
             return False
+        if not row["questions"].get("calibrated_share"):
+            return False  # it changed nothing here (texts too short for it): no evidence either way
     return True
 
 
@@ -283,6 +292,48 @@ def leave_one_out(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def rule_table(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The default's rule on squad-v2 and reddit: who qualifies, and the choice (with the fallback when none does).
+
+    Qualifies: PSI ≥ 40 % below plain and nDCG@10 ≥ plain on both (point estimates); the choice is the lowest mean
+    PSI among those. When none qualifies: among configurations losing at most NDCG_TOLERANCE on both (the tuner's
+    held-out tolerance), the largest smaller PSI cut of the two. SciFact (≥ plain − 0.005) is checked apart.
+    """
+    sets = [r for r in results if r["dataset"].split("@")[0] in ("squad-v2", "reddit")]
+    if len(sets) != 2:
+        return []
+    labels = [row["label"] for row in sets[0]["rows"] if row["label"] != "plain"]
+    table = []
+    for label in labels:
+        rows = [next((x for x in r["rows"] if x["label"] == label), None) for r in sets]
+        if any(row is None for row in rows):
+            continue
+        q = [row["questions"] for row in rows if row is not None]
+        cuts, deltas = [x["psi_cut"] or 0.0 for x in q], [x["delta"] for x in q]
+        table.append(
+            {
+                "label": label,
+                "cuts": cuts,
+                "deltas": deltas,
+                "mean_psi": float(np.mean([x["psi"] for x in q])),
+                "qualifies": min(cuts) >= RULE_PSI_CUT and min(deltas) >= 0,
+                "eligible": min(deltas) >= -NDCG_TOLERANCE,
+            }
+        )
+    qualified = [t for t in table if t["qualifies"]]
+    fallback = [t for t in table if t["eligible"]]
+    chosen = (
+        min(qualified, key=lambda t: t["mean_psi"])
+        if qualified
+        else max(fallback, key=lambda t: min(t["cuts"]))
+        if fallback
+        else None
+    )
+    for t in table:
+        t["chosen"] = t is chosen
+    return sorted(table, key=lambda t: t["mean_psi"])
 
 
 def spearman(result: dict[str, Any]) -> dict[str, float]:
@@ -340,6 +391,33 @@ def render(results: Sequence[dict[str, Any]], loo: Sequence[dict[str, Any]]) -> 
             f"| {row['held_out']} | {row['selection']} | {row['choice']} | {row['delta']:+.4f} [{lo:+.4f}, {hi:+.4f}] "
             f"| {_pct(row['psi_cut'])} | {'✔' if row['meets'] else '✘'} |"
         )
+    rule = rule_table(results)
+    if rule:
+        lines += [
+            "",
+            "## The default's rule (squad-v2 and reddit)",
+            "",
+            f"Qualifies: PSI ≥ {RULE_PSI_CUT:.0%} below plain and nDCG@10 ≥ plain on both; the lowest mean PSI of "
+            f"those is chosen. If none qualifies: among those losing ≤ {NDCG_TOLERANCE} on both, the largest "
+            "smaller PSI cut.",
+            "",
+            "| configuration | squad-v2 PSI cut / ΔnDCG@10 | reddit PSI cut / ΔnDCG@10 | mean PSI | rule |",
+            "|---|---|---|---|---|",
+        ]
+        for t in rule:
+            verdict = (
+                "**chosen**"
+                if t["chosen"]
+                else "qualifies"
+                if t["qualifies"]
+                else "≤ 0.002 loss"
+                if t["eligible"]
+                else ""
+            )
+            lines.append(
+                f"| {t['label']} | {_pct(t['cuts'][0])} / {t['deltas'][0]:+.4f} | {_pct(t['cuts'][1])} / "
+                f"{t['deltas'][1]:+.4f} | {t['mean_psi']:.4f} | {verdict} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -368,7 +446,12 @@ def main(argv: list[str] | None = None) -> int:
             results.append(study(dataset.strip(), args, cache, Path(work)))
             (args.output / "results.json").write_text(json.dumps({"results": results}, indent=1) + "\n")
     loo = leave_one_out(results) if len(results) >= 3 else []
-    payload = {"results": results, "leave_one_out": loo, "spearman": {r["dataset"]: spearman(r) for r in results}}
+    payload = {
+        "results": results,
+        "leave_one_out": loo,
+        "rule": rule_table(results),
+        "spearman": {r["dataset"]: spearman(r) for r in results},
+    }
     (args.output / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     text = render(results, loo)
     (args.output / "label_free.md").write_text(text, encoding="utf-8")

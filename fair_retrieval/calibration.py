@@ -31,7 +31,7 @@ class Calibration(FrozenJson):
     """How documents are calibrated at indexing time.
 
     The defaults are the library's, chosen on dev data by the rule in the README ("Quality and the choice of
-    defaults"): λ = 0.75 on the last half of the layers, baskets of 192 tokens, special tokens kept out of the baskets,
+    defaults"): λ = 0.5 on the last half of the layers, baskets of 192 tokens, special tokens kept out of the baskets,
     and only texts of at least two full baskets (384 content tokens) calibrated; shorter texts are embedded plainly.
     `Calibration.paper()` gives the published configuration.
 
@@ -54,7 +54,7 @@ class Calibration(FrozenJson):
 
     JSON_KEY: ClassVar[str] = "calibration"
 
-    strength: float = 0.75
+    strength: float = 0.5
     basket_size: int = 192
     layers: LayerSpec = 0.5
     isolated: IsolatedMode = "preserve"

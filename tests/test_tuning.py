@@ -134,10 +134,9 @@ def test_trusted_search_tries_plain_and_the_trust_region_only() -> None:
         seen.append(calibration)
         return synthetic(calibration)
 
-    start = Calibration(basket_size=64)
-    region = trust_region(start)
-    assert len(region) == len(TRUST_REGION) and region[0] == start
-    assert all(dataclasses.replace(start, **change) in region for change in TRUST_REGION)
+    region = trust_region()
+    assert region == list(TRUST_REGION) and region[0] == Calibration()  # the default is trusted
+    start = Calibration(basket_size=64)  # a start outside the region does not widen it
     result = calibration_search(record, SearchSpace(), strategy="trusted", start=start, show_progress_bar=False)
     assert seen == [None, *region]  # the wide space is not searched, whatever it holds
     assert result.best.calibration in [None, *region]
@@ -151,10 +150,10 @@ def test_errors_and_labels() -> None:
         calibration_search(synthetic, tolerance=-0.1, show_progress_bar=False)
     assert describe(None) == "plain"
     assert describe(Calibration.paper()) == "paper"
-    assert describe(Calibration()) == "strength=0.75 basket_size=192 special_tokens=preserve min_full_baskets=2"
+    assert describe(Calibration()) == "basket_size=192 special_tokens=preserve min_full_baskets=2"
     assert (
         describe(Calibration(layers=(4, 5)))
-        == "strength=0.75 basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
+        == "basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
     )
     assert (
         describe(dataclasses.replace(Calibration.paper(), strength=0.75, basket_size=64))
