@@ -49,6 +49,7 @@ from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.sources import load_task
+from fair_retrieval.evaluation.split import calibrated_split
 from fair_retrieval.evaluation.task import RetrievalTask
 from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace, Trial, describe, select_best
 
@@ -139,16 +140,9 @@ def describe_run(
         **paired_bootstrap(base, mine, evaluator.grouping),
     }
     if calibrated is not None:
-        flags = dict(zip(task.doc_ids, calibrated, strict=True))
         row["calibrated_share"] = float(np.mean(calibrated))
-        split: dict[str, Any] = {}
-        for name, wanted in (("calibrated", True), ("plain", False)):
-            ids = [q for q in task.query_ids if any(flags[d] == wanted for d in task.qrels[q])]
-            split[name] = {
-                "questions": len(ids),
-                "delta": float(np.mean([mine[q] - base[q] for q in ids])) if ids else None,
-            }
-        row["split"] = split
+        split = calibrated_split(base, mine, task.qrels, zip(task.doc_ids, calibrated, strict=True))
+        row["split"] = {name: side.to_dict() for name, side in split.items()}
         mask = np.array(calibrated)
         if mask.any():
             queries = evaluator.query_embeddings()

@@ -45,6 +45,7 @@ from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.sources import load_task
+from fair_retrieval.evaluation.split import calibrated_split
 from fair_retrieval.tuning import describe
 
 RULE_DATASETS = ("squad-v2", "xquad:en")
@@ -250,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             intervals: dict[str, Any] = {}
             if label != "plain" and "plain" in per_query[dataset]:
                 intervals = paired_bootstrap(per_query[dataset]["plain"], scores, evaluator.grouping)
+                if calibration is not None:  # where the change sits: calibrated documents' questions vs the others
+                    flags = zip(
+                        task.doc_ids, embedder.calibrated_texts(list(task.corpus.values()), calibration), strict=True
+                    )
+                    split = calibrated_split(per_query[dataset]["plain"], scores, task.qrels, flags)
+                    intervals["split"] = {name: side.to_dict() for name, side in split.items()}
             results[dataset]["runs"][label] = {
                 "ndcg@10": result.overall["ndcg@10"],
                 "recall@10": result.overall["recall@10"],
@@ -447,6 +454,7 @@ def _interval_table(report: dict[str, Any]) -> list[str]:
     datasets = list(results)
     header = ["configuration"] + [f"{d} ΔnDCG@10 [95% CI]" for d in datasets]
     header += [f"{d} ΔPSI [95% CI]" for d in datasets if d != "scifact"]
+    header += [f"{d} Δ calibrated-doc / other questions" for d in datasets]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label in report["configurations"]:
         if label == "plain":
@@ -468,9 +476,16 @@ def _interval_table(report: dict[str, Any]) -> list[str]:
                 cells.append(f"{(run['psi'] - plain['psi']) / plain['psi']:+.0%} [{lo:+.0%}, {hi:+.0%}]")
             else:
                 cells.append("—")
+        for dataset in datasets:
+            split = (results[dataset]["runs"].get(label) or {}).get("split")
+            cells.append(" / ".join(_split_cell(split[side]) for side in ("calibrated", "plain")) if split else "—")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     return lines
+
+
+def _split_cell(side: dict[str, Any]) -> str:
+    return "—" if side["delta"] is None else f"{side['delta']:+.4f} ({side['questions']})"
 
 
 if __name__ == "__main__":
