@@ -1,6 +1,6 @@
 """Index recall benchmark: recall@10 against exact search, bytes per vector, build time and ms/query.
 
-Compares flat (exact), hnsw, the sized `ivfpq` default (`fair_retrieval.index_plan`) and explicit faiss factory
+Compares flat (exact), hnsw, the sized `ivfpq` default (`fair_retrieval.index.plan`) and explicit faiss factory
 strings on two sets:
 
 - real: ≥ 50k all-MiniLM-L6-v2 embeddings of sentences from the evaluation data (SQuAD 2.0 dev and XQuAD
@@ -129,7 +129,7 @@ def synthetic_vectors(count: int, dim: int, clusters: int) -> np.ndarray:
 def configurations(count: int, dim: int, skip: set[str]) -> list[tuple[str, dict[str, Any], list[str]]]:
     """(name, FaissIndex arguments, search settings to sweep on the built index) per index compared."""
     from fair_retrieval.distributed import plan_index
-    from fair_retrieval.index_plan import default_nlist, default_subquantizers
+    from fair_retrieval.index.plan import default_nlist, default_subquantizers
 
     plan = plan_index(count, dim, "ivfpq")  # what build_index and `index --kind ivfpq` build for this corpus
     nlist, m, nprobe = default_nlist(count), default_subquantizers(dim), plan.params["nprobe"]

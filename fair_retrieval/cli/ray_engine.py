@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.gpu import GpuChoice
+from fair_retrieval.index.gpu import GpuChoice
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def index_on_ray(
     from fair_retrieval.distributed.runtime import ensure_ray
     from fair_retrieval.distributed.shards import ShardFolder
     from fair_retrieval.distributed.spec import EmbedderSpec
-    from fair_retrieval.index_plan import factory_plan
+    from fair_retrieval.index.plan import factory_plan
 
     kind = cast("PlanKind", args.kind or "auto")  # no --kind: flat up to --flat-limit documents, IVF-PQ above
     if kind not in (*RAY_KINDS, "auto"):

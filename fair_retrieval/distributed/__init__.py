@@ -25,7 +25,7 @@ from fair_retrieval.distributed.runtime import DistributedJobError
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.distributed.synthetic import clustered_vectors
-from fair_retrieval.index_plan import IndexPlan
+from fair_retrieval.index.plan import IndexPlan
 
 __all__ = [
     "BuiltIndex",

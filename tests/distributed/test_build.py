@@ -20,7 +20,7 @@ from fair_retrieval.distributed import (
 )
 from fair_retrieval.distributed.build import DOC_IDS_FILE
 from fair_retrieval.distributed.shards import embeddings_to_arrow
-from fair_retrieval.index_plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers
+from fair_retrieval.index.plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers
 
 
 def write_shards(folder: Path, ids: list | np.ndarray, vectors: np.ndarray, rows: int) -> ShardFolder:

@@ -166,6 +166,29 @@ def ivfpq_plan(count: int | None, dim: int, **params: int) -> IndexPlan | None:
     return sized_ivfpq(count, dim, **params)
 
 
+def requested_plan(kind: str | None, factory: str | None, params: dict[str, Any], dim: int) -> IndexPlan | None:
+    """The plan that FaissIndex's constructor arguments ask for: a factory string, or a kind (default "flat") with
+    its parameters; None for the sized ivfpq default while the training size is unknown.
+
+    Raises:
+        ValueError: both a kind (or parameters) and a factory, an unknown kind, or bad values.
+        TypeError: parameters the kind does not take.
+    """
+    if factory is not None:
+        if kind is not None or params:
+            raise ValueError(
+                "Pass either kind (with its parameters) or factory (with search=...), not both; got "
+                f"kind={kind!r}, factory={factory!r}, parameters {sorted(params)}."
+            )
+        return factory_plan(factory)
+    kind = kind or "flat"
+    if kind not in KIND_PARAMS:
+        raise ValueError(f"kind must be one of {tuple(KIND_PARAMS)}, got {kind!r} (or pass factory=...).")
+    if kind != "ivfpq":
+        return kind_plan(kind, dim, **params)
+    return ivfpq_plan(None, dim, **params)
+
+
 def factory_plan(factory: str, search: str | dict[str, float] | None = None) -> IndexPlan:
     """A plan from any faiss index-factory string, e.g. "OPQ48,IVF4096,PQ48x8,Refine(SQ8)".
 
