@@ -250,7 +250,7 @@ def test_compiled_filters_agree_with_a_direct_reading_of_the_grammar() -> None:
 faiss = pytest.importorskip("faiss")
 
 from fair_retrieval import FaissIndex  # noqa: E402
-from fair_retrieval.distributed.synthetic import clustered_vectors  # noqa: E402
+from fair_retrieval.index._synthetic import clustered_vectors  # noqa: E402
 
 DIM = 16
 COUNT = 3000

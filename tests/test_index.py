@@ -420,7 +420,7 @@ def test_gpu_path_multi_gpu_and_hnsw(monkeypatch: pytest.MonkeyPatch, data: np.n
 
 
 def clustered(count: int, seed: int = 0) -> np.ndarray:
-    from fair_retrieval.distributed.synthetic import clustered_vectors
+    from fair_retrieval.index._synthetic import clustered_vectors
 
     return clustered_vectors(count, DIM, clusters=20, seed=seed)
 
