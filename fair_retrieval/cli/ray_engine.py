@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.distributed.plan import FLAT_LIMIT
 from fair_retrieval.index.gpu import GpuChoice
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--flat-limit",
         type=int,
-        help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above (default: 1000000)",
+        help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above "
+        f"(default: {FLAT_LIMIT})",
     )
 
 

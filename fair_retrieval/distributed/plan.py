@@ -9,13 +9,10 @@ at least 10,000 (PQ codebooks: 256 centroids each), at most the corpus.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Literal
 
 from fair_retrieval.index.plan import POINTS_PER_CENTROID, IndexPlan, ivfpq_plan, kind_plan
-
-logger = logging.getLogger(__name__)
 
 PlanKind = Literal["auto", "flat", "ivfpq"]
 FLAT_LIMIT = 1_000_000

@@ -6,7 +6,7 @@ ids ≥ 0) or raise a TypeError / ValueError that says what to change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,8 @@ def as_ids(data: Any, name: str) -> np.ndarray:
     return array.astype(np.int64)
 
 
-def some(ids: np.ndarray, limit: int = 5) -> str:
-    """The first `limit` ids, for an error message ("3, 7, 9 … (12 more)")."""
-    shown = ", ".join(str(int(i)) for i in ids[:limit])
-    return shown + (f" … ({ids.size - limit} more)" if ids.size > limit else "")
+def some(items: Sequence[Any] | np.ndarray, limit: int = 5, show: Callable[[Any], str] = str) -> str:
+    """The first `limit` items for an error message, e.g. "3, 7, 9 … (12 more)"; `show` writes one (repr for
+    string ids)."""
+    shown = ", ".join(show(item) for item in items[:limit])
+    return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
