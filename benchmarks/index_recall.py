@@ -1,13 +1,13 @@
 """Index recall benchmark: recall@10 against exact search, bytes per vector, build time and ms/query.
 
-Compares flat (exact), hnsw, the sized `ivfpq` default (`fair_retrieval.index_plan`) and explicit faiss factory
+Compares flat (exact), hnsw, the sized `ivfpq` default (`fair_retrieval.index.plan`) and explicit faiss factory
 strings on two sets:
 
 - real: ≥ 50k all-MiniLM-L6-v2 embeddings of sentences from the evaluation data (SQuAD 2.0 dev and XQuAD
   paragraphs, SciFact abstracts), cut into sentences (long ones into 40-word pieces); a random held-out 1,000 of
   them are the queries, the rest the indexed vectors. Embedding is slow on a small CPU, so the vectors are cached
   in `.bench_cache/` (ignored by git) and later runs reuse them.
-- synthetic: clustered unit vectors (384-d like MiniLM; `fair_retrieval.distributed.clustered_vectors`), 1M by
+- synthetic: clustered unit vectors (384-d like MiniLM; `fair_retrieval.index._synthetic.clustered_vectors`), 1M by
   default, with 1,000 held-out queries.
 
 Every index is built through `FaissIndex` (trained on the sample `build_index` would take: 39·nlist vectors, at
@@ -121,7 +121,7 @@ def _model_path() -> str:
 
 def synthetic_vectors(count: int, dim: int, clusters: int) -> np.ndarray:
     """Clustered unit vectors (the same generator as the tests and benchmarks/scale.py)."""
-    from fair_retrieval.distributed import clustered_vectors
+    from fair_retrieval.index._synthetic import clustered_vectors
 
     return clustered_vectors(count, dim, clusters=clusters, seed=0)
 
@@ -129,7 +129,7 @@ def synthetic_vectors(count: int, dim: int, clusters: int) -> np.ndarray:
 def configurations(count: int, dim: int, skip: set[str]) -> list[tuple[str, dict[str, Any], list[str]]]:
     """(name, FaissIndex arguments, search settings to sweep on the built index) per index compared."""
     from fair_retrieval.distributed import plan_index
-    from fair_retrieval.index_plan import default_nlist, default_subquantizers
+    from fair_retrieval.index.plan import default_nlist, default_subquantizers
 
     plan = plan_index(count, dim, "ivfpq")  # what build_index and `index --kind ivfpq` build for this corpus
     nlist, m, nprobe = default_nlist(count), default_subquantizers(dim), plan.params["nprobe"]
@@ -158,7 +158,8 @@ def measure(
 ) -> list[dict[str, Any]]:
     """Build, save and search one index; one result row per search setting."""
     from fair_retrieval import FaissIndex
-    from fair_retrieval.distributed import plan_index, recall_at_k
+    from fair_retrieval.distributed import plan_index
+    from fair_retrieval.index.recall import knn_recall_at_k
 
     started = time.perf_counter()
     index = FaissIndex(base.shape[1], gpu=False, **arguments)
@@ -185,7 +186,7 @@ def measure(
                 "index": name,
                 "factory": index.factory,
                 "search": index.search_params,
-                "recall@10": round(recall_at_k(found, truth, K), 4),
+                "recall@10": round(knn_recall_at_k(found, truth, K), 4),
                 "bytes/vector": round(size / base.shape[0], 1),
                 "build_s": round(build_s, 1),
                 "ms/query": round(1000 * elapsed / queries.shape[0], 3),
@@ -217,7 +218,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import faiss
 
-    from fair_retrieval.distributed import exact_neighbours
+    from fair_retrieval.index.recall import exact_neighbours
 
     if args.threads:
         faiss.omp_set_num_threads(args.threads)

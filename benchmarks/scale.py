@@ -118,16 +118,10 @@ def recall(args: argparse.Namespace) -> dict[str, Any]:
     import faiss
     import pyarrow as pa
 
-    from fair_retrieval.distributed import (
-        ShardFolder,
-        build_index,
-        clustered_vectors,
-        exact_neighbours,
-        plan_index,
-        recall_at_k,
-        top1_in_k,
-    )
+    from fair_retrieval.distributed import ShardFolder, build_index, plan_index
     from fair_retrieval.distributed.shards import embeddings_to_arrow
+    from fair_retrieval.index._synthetic import clustered_vectors
+    from fair_retrieval.index.recall import exact_neighbours, knn_recall_at_k, top1_in_k
 
     faiss.omp_set_num_threads(args.cores or os.cpu_count() or 1)
     data = clustered_vectors(args.vectors + args.queries, args.dim, clusters=args.clusters, seed=0)
@@ -168,7 +162,7 @@ def recall(args: argparse.Namespace) -> dict[str, Any]:
                 "params": built.plan.params,
                 "on_gpu": built.index.on_gpu,
                 "build_seconds": build_seconds,
-                "recall_at_10": recall_at_k(found, truth, 10),
+                "recall_at_10": knn_recall_at_k(found, truth, 10),
                 "top1_in_10": top1_in_k(found, truth, 10),
                 "index_bytes": index_bytes,
                 "ms_per_query": search_ms,

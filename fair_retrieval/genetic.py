@@ -72,22 +72,82 @@ class GeneticSearchResult:
         return len(self.evaluated)
 
 
+@dataclass(frozen=True)
+class GeneticConfig:
+    """Settings of `genetic_search`, checked when made.
+
+    Attributes:
+        num_control_points: K, genes per genome (1 = one factor for every layer).
+        bounds: (s_min, s_max), the range of every control point and so of every factor. The default [1, 2] only
+            interpolates positions (never shows a layer positions beyond those the model was trained on).
+        population: individuals per generation.
+        generations: maximum number of generations.
+        seed: seeds every random choice; the same seed (and objective) gives the same search.
+        max_evaluations: budget of objective calls (None: population × generations). The search stops when it is
+            spent, even in the middle of a generation.
+        tournament_size: individuals drawn (with replacement) per tournament; the fittest becomes a parent.
+        crossover_rate: probability that a child blends two parents (else it copies the first).
+        mutation_rate: probability that each gene mutates (None: 1/K).
+        mutation_scale: standard deviation of a mutation, as a fraction of s_max − s_min.
+        elitism: the best individuals copied unchanged into the next generation.
+        decimals: genes are rounded to this many decimals, which makes re-visited genomes cache hits.
+        include_identity: put the unmodified model (all control points 1, when 1 lies in `bounds`) in the first
+            generation, so the result is never worse than no scaling on the objective.
+
+    Raises:
+        TypeError: a setting of the wrong type (e.g. a float number of generations, bounds that are not a pair).
+        ValueError: a setting out of range (the message names it and says what is allowed).
+    """
+
+    num_control_points: int = 4
+    bounds: tuple[float, float] = (1.0, 2.0)
+    population: int = 12
+    generations: int = 10
+    seed: int = 0
+    max_evaluations: int | None = None
+    tournament_size: int = 3
+    crossover_rate: float = 0.9
+    mutation_rate: float | None = None
+    mutation_scale: float = 0.1
+    elitism: int = 2
+    decimals: int = 3
+    include_identity: bool = True
+
+    def __post_init__(self) -> None:
+        _check_bounds(self.bounds)
+        _check_int("num_control_points", self.num_control_points, 1)
+        _check_int("population", self.population, 2)
+        _check_int("generations", self.generations, 1)
+        _check_int("tournament_size", self.tournament_size, 1)
+        _check_int("elitism", self.elitism, 0)
+        _check_int("decimals", self.decimals, 0)
+        _check_int("seed", self.seed, None)
+        if self.elitism >= self.population:
+            raise ValueError(f"elitism ({self.elitism}) must be smaller than population ({self.population}).")
+        _check_int("max_evaluations", self.budget, 1)
+        for name, value in (("crossover_rate", self.crossover_rate), ("mutation_rate", self.gene_mutation_rate)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}.")
+        scale = self.mutation_scale
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale < 0:
+            raise ValueError(f"mutation_scale must be ≥ 0 (a fraction of s_max − s_min), got {scale!r}.")
+
+    @property
+    def budget(self) -> int:
+        """The objective calls the search may make: `max_evaluations`, or population × generations."""
+        return self.population * self.generations if self.max_evaluations is None else self.max_evaluations
+
+    @property
+    def gene_mutation_rate(self) -> float:
+        """The probability that a gene mutates: `mutation_rate`, or 1/K."""
+        return 1.0 / self.num_control_points if self.mutation_rate is None else self.mutation_rate
+
+
 def genetic_search(
     objective: Objective,
     num_layers: int,
-    num_control_points: int = 4,
-    bounds: tuple[float, float] = (1.0, 2.0),
-    population: int = 12,
-    generations: int = 10,
-    seed: int = 0,
-    max_evaluations: int | None = None,
-    tournament_size: int = 3,
-    crossover_rate: float = 0.9,
-    mutation_rate: float | None = None,
-    mutation_scale: float = 0.1,
-    elitism: int = 2,
-    decimals: int = 3,
-    include_identity: bool = True,
+    config: GeneticConfig | None = None,
+    *,
     show_progress_bar: bool = False,
     on_generation: Callable[[GenerationRecord], None] | None = None,
 ) -> GeneticSearchResult:
@@ -97,22 +157,7 @@ def genetic_search(
         objective: scores a `PositionalScaling` (higher is better), e.g. the harmonic mean of nDCG@10 over answer
             position groups on a dev set. Must return a finite number.
         num_layers: the model's number of layers N (each genome yields N factors).
-        num_control_points: K, genes per genome (1 = one factor for every layer).
-        bounds: (s_min, s_max), the range of every control point and so of every factor. The default [1, 2] only
-            interpolates positions (never shows a layer positions beyond those the model was trained on).
-        population: individuals per generation.
-        generations: maximum number of generations.
-        seed: seeds every random choice; the same seed (and objective) gives the same search.
-        max_evaluations: budget of objective calls (default: population × generations). The search stops when it
-            is spent, even in the middle of a generation.
-        tournament_size: individuals drawn (with replacement) per tournament; the fittest becomes a parent.
-        crossover_rate: probability that a child blends two parents (else it copies the first).
-        mutation_rate: probability that each gene mutates (default 1/K).
-        mutation_scale: standard deviation of a mutation, as a fraction of s_max − s_min.
-        elitism: the best individuals copied unchanged into the next generation.
-        decimals: genes are rounded to this many decimals, which makes re-visited genomes cache hits.
-        include_identity: put the unmodified model (all control points 1, when 1 lies in `bounds`) in the first
-            generation, so the result is never worse than no scaling on the objective.
+        config: the search settings (None: `GeneticConfig()`, whose fields give the defaults).
         show_progress_bar: show a tqdm bar over the evaluation budget.
         on_generation: called with each generation's record (e.g. to print progress).
 
@@ -120,30 +165,23 @@ def genetic_search(
         The best scaling, its objective value, the per-generation history and every evaluation.
 
     Raises:
-        ValueError / TypeError: for invalid settings, or an objective value that is not a finite number.
+        TypeError: a `config` that is not a GeneticConfig, or an objective value that is not a number.
+        ValueError: a bad `num_layers`, or an objective value that is not finite.
     """
-    low, high = _check_bounds(bounds)
+    config = GeneticConfig() if config is None else config
+    if not isinstance(config, GeneticConfig):
+        raise TypeError(
+            f"config must be a GeneticConfig, e.g. GeneticConfig(population=16, generations=20), got "
+            f"{type(config).__name__}."
+        )
     _check_int("num_layers", num_layers, 1)
-    _check_int("num_control_points", num_control_points, 1)
-    _check_int("population", population, 2)
-    _check_int("generations", generations, 1)
-    _check_int("tournament_size", tournament_size, 1)
-    _check_int("elitism", elitism, 0)
-    _check_int("decimals", decimals, 0)
-    _check_int("seed", seed, None)
-    if elitism >= population:
-        raise ValueError(f"elitism ({elitism}) must be smaller than population ({population}).")
-    budget = population * generations if max_evaluations is None else max_evaluations
-    _check_int("max_evaluations", budget, 1)
-    rate = 1.0 / num_control_points if mutation_rate is None else mutation_rate
-    for name, value in (("crossover_rate", crossover_rate), ("mutation_rate", rate)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}.")
-    if isinstance(mutation_scale, bool) or not isinstance(mutation_scale, int | float) or mutation_scale < 0:
-        raise ValueError(f"mutation_scale must be ≥ 0 (a fraction of s_max − s_min), got {mutation_scale!r}.")
+    low, high = (float(bound) for bound in config.bounds)
+    num_control_points, population, generations = config.num_control_points, config.population, config.generations
+    budget, rate, decimals = config.budget, config.gene_mutation_rate, config.decimals
+    elitism, tournament_size, crossover_rate = config.elitism, config.tournament_size, config.crossover_rate
 
-    rng = random.Random(seed)
-    sigma = mutation_scale * (high - low)
+    rng = random.Random(config.seed)
+    sigma = config.mutation_scale * (high - low)
 
     def clip(gene: float) -> float:
         return round(min(high, max(low, gene)), decimals)
@@ -174,7 +212,7 @@ def genetic_search(
         return value
 
     individuals = [random_genome() for _ in range(population)]
-    if include_identity and low <= 1.0 <= high:
+    if config.include_identity and low <= 1.0 <= high:
         individuals[0] = tuple(clip(1.0) for _ in range(num_control_points))
 
     history: list[GenerationRecord] = []
@@ -260,7 +298,7 @@ def _call(objective: Objective, scaling: PositionalScaling, genome: Genome) -> f
     return number
 
 
-def _check_bounds(bounds: object) -> tuple[float, float]:
+def _check_bounds(bounds: object) -> None:
     if not isinstance(bounds, Sequence) or isinstance(bounds, str) or len(bounds) != 2:
         raise TypeError(f"bounds must be a pair (s_min, s_max), got {bounds!r}.")
     low, high = bounds
@@ -269,7 +307,6 @@ def _check_bounds(bounds: object) -> tuple[float, float]:
             raise TypeError(f"bounds must hold two finite numbers, got {bounds!r}.")
     if not 0.0 < low < high:
         raise ValueError(f"bounds must satisfy 0 < s_min < s_max (scaling factors are positive), got {bounds!r}.")
-    return float(low), float(high)
 
 
 def _check_int(name: str, value: object, minimum: int | None) -> None:

@@ -250,7 +250,7 @@ def test_compiled_filters_agree_with_a_direct_reading_of_the_grammar() -> None:
 faiss = pytest.importorskip("faiss")
 
 from fair_retrieval import FaissIndex  # noqa: E402
-from fair_retrieval.distributed.synthetic import clustered_vectors  # noqa: E402
+from fair_retrieval.index._synthetic import clustered_vectors  # noqa: E402
 
 DIM = 16
 COUNT = 3000
@@ -438,9 +438,9 @@ def test_an_ignored_selector_is_caught_and_the_search_still_restricted(
     queries: np.ndarray,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import fair_retrieval.index as index_module
+    import fair_retrieval.index.selection as selection
 
-    monkeypatch.setattr(index_module, "_selector_params", lambda *args: faiss.SearchParameters())  # no selector
+    monkeypatch.setattr(selection, "selector_params", lambda *args: faiss.SearchParameters())  # no selector
     selected = external_ids[100:1300:2]
     with caplog.at_level(logging.WARNING, logger="fair_retrieval.index"):
         _, found = indices["flat"].search(queries, K, ids=selected)
@@ -476,7 +476,7 @@ class FakeGpu:
 def test_gpu_index_takes_the_selector_or_its_cpu_copy_is_searched(
     monkeypatch: pytest.MonkeyPatch, vectors: np.ndarray, external_ids: np.ndarray, queries: np.ndarray
 ) -> None:
-    import fair_retrieval.index as index_module
+    import fair_retrieval.index.selection as selection
 
     fake = FakeGpu(monkeypatch)
     index = FaissIndex(DIM)
@@ -487,13 +487,13 @@ def test_gpu_index_takes_the_selector_or_its_cpu_copy_is_searched(
     np.testing.assert_array_equal(index.search(queries, K, ids=selected)[1], expected)
     assert fake.to_cpu == 0  # the live ("GPU") index took the selector
 
-    real = index_module._search_with_selector
+    real = selection.search_with_selector
     live = index._index
 
     def refused_on_gpu(faiss_module: Any, searched: Any, *args: Any) -> Any:
         return None if searched is live else real(faiss_module, searched, *args)
 
-    monkeypatch.setattr(index_module, "_search_with_selector", refused_on_gpu)
+    monkeypatch.setattr(selection, "search_with_selector", refused_on_gpu)
     np.testing.assert_array_equal(index.search(queries, K, ids=selected)[1], expected)
     np.testing.assert_array_equal(index.search(queries, K, ids=selected)[1], expected)
     assert fake.to_cpu == 1  # searched on the CPU copy, converted once and kept until the next change

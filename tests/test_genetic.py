@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fair_retrieval import PositionalScaling
-from fair_retrieval.genetic import GenerationRecord, GeneticSearchResult, genetic_search
+from fair_retrieval.genetic import GenerationRecord, GeneticConfig, GeneticSearchResult, genetic_search
 
 TARGET_POINTS = (1.2, 1.8, 1.4)
 TARGET = PositionalScaling.bezier(TARGET_POINTS, 8)
@@ -28,12 +29,16 @@ class Recorder:
         return -max(abs(a - b) for a, b in zip(scaling.factors, TARGET.factors, strict=True))
 
 
-def search(objective: Recorder, **overrides: object) -> GeneticSearchResult:
-    settings: dict[str, object] = dict(
-        num_layers=8, num_control_points=3, population=16, generations=25, seed=0, max_evaluations=300
-    )
+def search(
+    objective: Recorder,
+    show_progress_bar: bool = False,
+    on_generation: Callable[[GenerationRecord], None] | None = None,
+    **overrides: object,
+) -> GeneticSearchResult:
+    settings: dict[str, object] = dict(num_control_points=3, population=16, generations=25, seed=0, max_evaluations=300)
     settings.update(overrides)
-    return genetic_search(objective, **settings)  # type: ignore[arg-type]
+    config = GeneticConfig(**settings)  # type: ignore[arg-type]
+    return genetic_search(objective, 8, config, show_progress_bar=show_progress_bar, on_generation=on_generation)
 
 
 def test_finds_the_known_optimum_within_its_budget() -> None:
@@ -84,10 +89,10 @@ def test_identity_is_the_first_candidate_and_wins_when_best() -> None:
         calls.append(scaling.factors)
         return -sum((f - 1.0) ** 2 for f in scaling.factors)
 
-    result = genetic_search(prefers_plain, num_layers=5, bounds=(1.0, 3.0), population=6, generations=3, seed=3)
+    result = genetic_search(prefers_plain, 5, GeneticConfig(bounds=(1.0, 3.0), population=6, generations=3, seed=3))
     assert calls[0] == (1.0,) * 5
     assert result.best.is_identity and result.best_fitness == 0.0
-    with_plain_outside = genetic_search(prefers_plain, num_layers=5, bounds=(1.5, 3.0), population=6, generations=2)
+    with_plain_outside = genetic_search(prefers_plain, 5, GeneticConfig(bounds=(1.5, 3.0), population=6, generations=2))
     assert min(min(factors) for factors in calls[len(calls) - with_plain_outside.evaluations :]) >= 1.5
 
 
@@ -126,6 +131,13 @@ def test_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
 def test_invalid_settings(overrides: dict[str, object], error: type[Exception], fragment: str) -> None:
     with pytest.raises(error, match=fragment):
         search(Recorder(), **overrides)
+
+
+def test_a_config_of_another_type_is_refused() -> None:
+    with pytest.raises(TypeError, match="config must be a GeneticConfig"):
+        genetic_search(Recorder(), 8, {"population": 16})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_layers"):
+        genetic_search(Recorder(), 0)
 
 
 def test_bad_objective_values_are_reported() -> None:

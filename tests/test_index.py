@@ -420,13 +420,13 @@ def test_gpu_path_multi_gpu_and_hnsw(monkeypatch: pytest.MonkeyPatch, data: np.n
 
 
 def clustered(count: int, seed: int = 0) -> np.ndarray:
-    from fair_retrieval.distributed.synthetic import clustered_vectors
+    from fair_retrieval.index._synthetic import clustered_vectors
 
     return clustered_vectors(count, DIM, clusters=20, seed=seed)
 
 
 def test_sized_ivfpq_default_is_planned_from_the_training_count() -> None:
-    from fair_retrieval.index_plan import default_nlist
+    from fair_retrieval.index.plan import default_nlist
 
     vectors = clustered(4_000)
     index = FaissIndex(DIM, kind="ivfpq", gpu=False)
@@ -447,7 +447,7 @@ def test_sized_ivfpq_default_is_planned_from_the_training_count() -> None:
 
 
 def test_sized_plan_choices_for_realistic_sizes() -> None:
-    from fair_retrieval.index_plan import sized_ivfpq
+    from fair_retrieval.index.plan import sized_ivfpq
 
     plan = sized_ivfpq(60_000, 384)
     assert plan.factory == "IVF1024,PQ48x8,Refine(SQ8)" and plan.search == {"nprobe": 128, "k_factor_rf": 16}

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,6 @@ import numpy as np
 
 from fair_retrieval.cli.common import dump_json, make_embedder, slug
 from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args
-
-logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:

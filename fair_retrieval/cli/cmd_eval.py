@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,6 @@ from fair_retrieval.cli.options import (
     add_model_arguments,
     calibration_from_args,
 )
-
-logger = logging.getLogger(__name__)
 
 
 def register(subparsers: Any) -> None:

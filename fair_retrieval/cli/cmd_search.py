@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,6 @@ from fair_retrieval.cli.index_folder import (
 )
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.identity import check_identity
-
-logger = logging.getLogger(__name__)
 
 SNIPPET_CHARS = 100
 

@@ -20,6 +20,7 @@ from fair_retrieval.cli.options import (
     calibration_from_args,
     parse_layers,
 )
+from fair_retrieval.evaluation.runner import format_score as _fmt
 from fair_retrieval.tuning import SearchStrategy
 
 logger = logging.getLogger(__name__)
@@ -179,10 +180,6 @@ def format_trials(title: str, trials: list[Any], plain: Any) -> str:
         if index == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
 
 
 # Search methods selectable with --method; each takes the parsed arguments and returns an exit code.

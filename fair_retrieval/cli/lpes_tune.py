@@ -1,9 +1,7 @@
 """`fair-retrieval tune --method lpes`: search per-layer RoPE scaling factors (LPES) on a dev set.
 
-The objective is position fairness: the harmonic mean of nDCG@10 over the answer-position groups of a position
-benchmark (high only when answers at the start, middle *and* end of documents are all found). Queries are embedded
-once, plainly; every candidate re-embeds the dev corpus with its factors, which is what a search evaluation costs.
-The unmodified model is the first candidate, so the result never scores below it on the dev set.
+The search and its objective are the library's (`fair_retrieval.lpes.tune_lpes`, on `fair_retrieval.genetic`);
+this module parses the options into its calls, prints the progress and the outcome, and saves the record.
 
 The `tune` command owns the shared options (model, data, output); this module adds the LPES ones with
 `add_lpes_arguments` and runs the search with `run_lpes_tune(args)`.
@@ -12,9 +10,6 @@ The `tune` command owns the shared options (model, data, output); this module ad
 from __future__ import annotations
 
 import argparse
-import logging
-import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +17,11 @@ from tqdm.auto import tqdm
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.cli.common import data_spec, dump_json
-from fair_retrieval.genetic import GenerationRecord, genetic_search
-from fair_retrieval.positional import PositionalScaling, install_positional_scaling
+from fair_retrieval.genetic import GenerationRecord, GeneticConfig
+from fair_retrieval.lpes import check_position_task, tune_lpes
+from fair_retrieval.positional import install_positional_scaling
 
-logger = logging.getLogger(__name__)
-
+DEFAULTS = GeneticConfig()
 DEFAULT_OUTPUT = Path("lpes_scaling.json")
 # The tune command's --output default is the calibration search's file; LPES factors never go there by default.
 _CALIBRATION_OUTPUT = Path("calibration.json")
@@ -39,11 +34,21 @@ def add_lpes_arguments(parser: argparse.ArgumentParser) -> None:
         "per-layer RoPE scaling factors on a Bézier curve, found by a genetic search; saved to --output, or to "
         f"{DEFAULT_OUTPUT} when --output is left at {_CALIBRATION_OUTPUT}",
     )
-    group.add_argument("--control-points", type=int, default=4, help="Bézier control points K (default: 4)")
-    group.add_argument("--scale-min", type=float, default=1.0, help="smallest scaling factor (default: 1.0)")
-    group.add_argument("--scale-max", type=float, default=2.0, help="largest scaling factor (default: 2.0)")
-    group.add_argument("--population", type=int, default=12, help="individuals per generation (default: 12)")
-    group.add_argument("--generations", type=int, default=10, help="maximum generations (default: 10)")
+    low, high = DEFAULTS.bounds
+    group.add_argument(
+        "--control-points",
+        type=int,
+        default=DEFAULTS.num_control_points,
+        help="Bézier control points K (default: %(default)s)",
+    )
+    group.add_argument("--scale-min", type=float, default=low, help="smallest scaling factor (default: %(default)s)")
+    group.add_argument("--scale-max", type=float, default=high, help="largest scaling factor (default: %(default)s)")
+    group.add_argument(
+        "--population", type=int, default=DEFAULTS.population, help="individuals per generation (default: %(default)s)"
+    )
+    group.add_argument(
+        "--generations", type=int, default=DEFAULTS.generations, help="maximum generations (default: %(default)s)"
+    )
     group.add_argument(
         "--max-evaluations", type=int, help="budget of dev-set evaluations (default: population × generations)"
     )
@@ -94,20 +99,15 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
         grouping=getattr(args, "grouping", None),
         cache=EmbeddingCache(cache_dir) if cache_dir is not None else None,
     )
-    if len(evaluator.grouping) < 2:
-        raise ValueError(
-            f"{task.name} gives {len(evaluator.grouping)} position group(s); the LPES objective compares at least "
-            "two. Use a position benchmark (needle, squad-v2, xquad:LANG, …) and a position grouping."
-        )
-    documents = list(task.corpus.values())
-    runs: dict[tuple[float, ...], Any] = {}
-
-    def objective(scaling: PositionalScaling) -> float:
-        embeddings = embedder.embed_documents(documents, calibration=calibration, positional_scaling=scaling)
-        result = evaluator.score("lpes", embeddings, calibration)
-        runs[scaling.factors] = result
-        return float(result.harmonic_mean or 0.0)
-
+    check_position_task(evaluator)
+    tuning_config = GeneticConfig(
+        num_control_points=args.control_points,
+        bounds=(args.scale_min, args.scale_max),
+        population=args.population,
+        generations=args.generations,
+        seed=seed,
+        max_evaluations=args.max_evaluations,
+    )
     summary = task.summary()
     print(
         f"LPES search on {task.name}: {summary.get('documents', len(task.corpus))} documents, "
@@ -129,53 +129,13 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
             f"{record.evaluations} evaluations"
         )
 
-    start = time.perf_counter()
-    result = genetic_search(
-        objective,
-        embedder.num_layers,
-        num_control_points=args.control_points,
-        bounds=(args.scale_min, args.scale_max),
-        population=args.population,
-        generations=args.generations,
-        seed=seed,
-        max_evaluations=args.max_evaluations,
-        show_progress_bar=True,
-        on_generation=report,
-    )
-    seconds = time.perf_counter() - start
-    best = result.best
-    plain = runs.get(PositionalScaling.identity(embedder.num_layers).factors)
-    if plain is None:  # 1.0 lay outside the bounds, so the search never scored the unmodified model
-        plain = evaluator.score("plain", embedder.embed_documents(documents, calibration=calibration), calibration)
-    tuned = runs[best.factors]
+    tuning = tune_lpes(embedder, evaluator, calibration, tuning_config, show_progress_bar=True, on_generation=report)
+    best = tuning.best
     print(f"best factors per layer: [{', '.join(f'{f:.4f}' for f in best.factors)}]")
     print(f"best control points: {list(best.control_points or ())}")
-    _print_comparison(plain, tuned)
-    print(f"{result.evaluations} evaluations in {seconds:.1f} s")
-
-    payload = {
-        "method": "lpes",
-        "positional_scaling": best.to_dict(),
-        "model": embedder.model_name,
-        "calibration": None if calibration is None else calibration.to_dict(),
-        "task": summary,
-        "grouping": evaluator.grouping_name,
-        "objective": "harmonic mean of nDCG@10 over position groups",
-        "search": {
-            "control_points": args.control_points,
-            "bounds": [args.scale_min, args.scale_max],
-            "population": args.population,
-            "generations": args.generations,
-            "max_evaluations": args.max_evaluations,
-            "seed": seed,
-            "evaluations": result.evaluations,
-            "seconds": round(seconds, 2),
-        },
-        "plain": plain.to_dict(),
-        "best": tuned.to_dict(),
-        "history": [asdict(record) for record in result.history],
-    }
-    dump_json(payload, output)
+    _print_comparison(tuning.plain, tuning.tuned)
+    print(f"{tuning.search.evaluations} evaluations in {tuning.seconds:.1f} s")
+    dump_json(tuning.to_dict(evaluator, calibration), output)
     print(f"saved {output} (load it with PositionalScaling.load)")
     return 0
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.gpu import GpuChoice
+from fair_retrieval.distributed.plan import FLAT_LIMIT
+from fair_retrieval.index.gpu import GpuChoice
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--flat-limit",
         type=int,
-        help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above (default: 1000000)",
+        help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above "
+        f"(default: {FLAT_LIMIT})",
     )
 
 
@@ -81,7 +83,7 @@ def index_on_ray(
     from fair_retrieval.distributed.runtime import ensure_ray
     from fair_retrieval.distributed.shards import ShardFolder
     from fair_retrieval.distributed.spec import EmbedderSpec
-    from fair_retrieval.index_plan import factory_plan
+    from fair_retrieval.index.plan import factory_plan
 
     kind = cast("PlanKind", args.kind or "auto")  # no --kind: flat up to --flat-limit documents, IVF-PQ above
     if kind not in (*RAY_KINDS, "auto"):

@@ -12,20 +12,18 @@ Needs the optional extra: pip install 'fair-retrieval[ray]' (Ray is imported onl
 Modules: `spec` (what each worker loads), `source` (input and its checks), `documents` (a folder or JSONL file
 read by Ray tasks with the reader of `fair_retrieval.inputs`, for `index --engine ray`), `worker` (the Ray callable
 class), `shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size; OPQ and
-refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `recall` and `synthetic`
-(measuring compressed indices), `runtime` (Ray connection and errors). The CLI's Ray engine,
-`fair_retrieval.cli.ray_engine`, turns the command's arguments into calls of these.
+refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `runtime` (Ray connection and
+errors). The CLI's Ray engine, `fair_retrieval.cli.ray_engine`, turns the command's arguments into calls of these.
+Recall against exact neighbours, to measure the compressed indices, is `fair_retrieval.index.recall`'s.
 """
 
 from fair_retrieval.distributed.build import BuiltIndex, build_index
 from fair_retrieval.distributed.embed import EmbedResult, embed_to_shards, texts_key
 from fair_retrieval.distributed.plan import plan_index
-from fair_retrieval.distributed.recall import exact_neighbours, recall_at_k, top1_in_k
 from fair_retrieval.distributed.runtime import DistributedJobError
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.distributed.spec import EmbedderSpec
-from fair_retrieval.distributed.synthetic import clustered_vectors
-from fair_retrieval.index_plan import IndexPlan
+from fair_retrieval.index.plan import IndexPlan
 
 __all__ = [
     "BuiltIndex",
@@ -35,11 +33,7 @@ __all__ = [
     "IndexPlan",
     "ShardFolder",
     "build_index",
-    "clustered_vectors",
     "embed_to_shards",
-    "exact_neighbours",
     "plan_index",
-    "recall_at_k",
     "texts_key",
-    "top1_in_k",
 ]

@@ -24,7 +24,7 @@ from fair_retrieval.distributed.plan import PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.index import FaissIndex, GpuChoice, Metric
-from fair_retrieval.index_plan import IndexPlan
+from fair_retrieval.index.plan import IndexPlan
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def build_index(
     Args:
         shards: the shard folder (or a ShardFolder).
         kind: "auto" (flat up to `flat_limit` vectors, the sized compressed index above), "flat", "ivfpq", or a
-            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index_plan.factory_plan`).
+            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index.plan.factory_plan`).
         metric: "ip" (cosine for the normalised embeddings) or "l2".
         gpu: as for FaissIndex: "auto" uses faiss' GPU(s) when present for training, adding and search.
         gpu_shards: with several GPUs, shard the vectors across them (True) or replicate the index (False).

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import zlib
 from collections.abc import Iterator
 from functools import partial
@@ -39,8 +38,6 @@ from fair_retrieval.inputs import (
     repeated_id_error,
     text_file_names,
 )
-
-logger = logging.getLogger(__name__)
 
 RANGE_BYTES = 4 << 20
 """JSONL bytes per read task."""

@@ -9,7 +9,6 @@ behind its own wrappers).
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.distributed.runtime import import_pyarrow, import_ray
-
-logger = logging.getLogger(__name__)
 
 PARQUET_SUFFIXES = (".parquet",)
 JSONL_SUFFIXES = (".jsonl", ".json")

@@ -11,7 +11,6 @@ FairEmbedder, and every run says which share of the documents' tokens it never e
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,8 +24,6 @@ from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.report import build_report
 from fair_retrieval.evaluation.runner import Evaluator, RunResult
 from fair_retrieval.evaluation.task import RetrievalTask
-
-logger = logging.getLogger(__name__)
 
 
 def position_report(

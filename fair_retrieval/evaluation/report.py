@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.evaluation.runner import PRIMARY, RunResult
+from fair_retrieval.evaluation.runner import PRIMARY, RunResult, format_score
 from fair_retrieval.evaluation.task import RetrievalTask
 
 SCHEMA_VERSION = 1
@@ -216,7 +216,7 @@ def format_table(report: dict[str, Any]) -> str:
     headers = ["", *labels, *(["Δ"] if show_delta else [])]
     body = []
     for name, values in rows:
-        cells = [name, *(_num(v) for v in values)]
+        cells = [name, *(format_score(v) for v in values)]
         if show_delta:
             a, b = values[0], values[-1]
             cells.append("" if a is None or b is None else f"{b - a:+.4f}")
@@ -297,10 +297,6 @@ def _row(cells: Sequence[Any], widths: list[int]) -> str:
     return "  ".join(
         str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
     )
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _jsonable(value: Any) -> Any:

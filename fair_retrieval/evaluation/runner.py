@@ -206,9 +206,12 @@ class Evaluator:
         """Embed the corpus with `calibration` (None = plain) and score it."""
         documents, seconds = self.document_embeddings(calibration)
         result = self.score(label, documents, calibration, seconds)
-        logger.info("%s on %s: nDCG@10 %.4f, PSI %s", label, self.task.name, result.overall[PRIMARY], _fmt(result.psi))
+        logger.info(
+            "%s on %s: nDCG@10 %.4f, PSI %s", label, self.task.name, result.overall[PRIMARY], format_score(result.psi)
+        )
         return result
 
 
-def _fmt(value: float | None) -> str:
+def format_score(value: float | None) -> str:
+    """A score for tables and logs: four decimals, or "n/a" where it is undefined (e.g. PSI with one group)."""
     return "n/a" if value is None else f"{value:.4f}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -144,8 +143,3 @@ class RetrievalTask:
             "has_positions": bool(self.positions),
             "info": dict(self.info),
         }
-
-
-def relevant_documents(qrels: Mapping[str, int]) -> set[str]:
-    """The judged documents with relevance > 0."""
-    return {doc for doc, rel in qrels.items() if rel > 0}

@@ -9,18 +9,12 @@ import pyarrow as pa
 import pytest
 
 from fair_retrieval import FaissIndex
-from fair_retrieval.distributed import (
-    ShardFolder,
-    build_index,
-    clustered_vectors,
-    exact_neighbours,
-    plan_index,
-    recall_at_k,
-    top1_in_k,
-)
+from fair_retrieval.distributed import ShardFolder, build_index, plan_index
 from fair_retrieval.distributed.build import DOC_IDS_FILE
 from fair_retrieval.distributed.shards import embeddings_to_arrow
-from fair_retrieval.index_plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers
+from fair_retrieval.index._synthetic import clustered_vectors
+from fair_retrieval.index.plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers
+from fair_retrieval.index.recall import exact_neighbours, knn_recall_at_k, top1_in_k
 
 
 def write_shards(folder: Path, ids: list | np.ndarray, vectors: np.ndarray, rows: int) -> ShardFolder:
@@ -142,7 +136,7 @@ def test_ivfpq_recall_at_10_on_clustered_vectors(tmp_path: Path) -> None:
     assert built.index.kind == "ivfpq" and len(built.index) == 10_000
     truth = exact_neighbours(vectors, queries, 10)
     _, found = built.index.search(queries, 10)
-    assert recall_at_k(found, truth, 10) >= 0.95
+    assert knn_recall_at_k(found, truth, 10) >= 0.95
     assert top1_in_k(found, truth, 10) >= 0.95
     # compressed: 4 bytes of PQ code + 32 of SQ8 per vector instead of 128 bytes of float32 (plus ids in both)
     compressed = built.save(tmp_path / "ivfpq") / "index.faiss"
@@ -161,7 +155,7 @@ def test_opq_index_loads_back_as_a_faiss_index(tmp_path: Path) -> None:
     assert built.plan.factory.startswith("OPQ") and isinstance(built.index._index, faiss.IndexPreTransform)
     truth = exact_neighbours(vectors, queries, 10)
     scores, found = built.index.search(queries, 10)
-    assert recall_at_k(found, truth) > 0.5  # 4-bit codes: coarse, but far above chance (10/3000)
+    assert knn_recall_at_k(found, truth) > 0.5  # 4-bit codes: coarse, but far above chance (10/3000)
     loaded = FaissIndex.load(built.save(tmp_path / "index"), gpu=False)
     loaded_scores, loaded_found = loaded.search(queries, 10)
     np.testing.assert_array_equal(loaded_found, found)
@@ -174,9 +168,9 @@ def test_building_from_an_empty_folder_fails_clearly(tmp_path: Path) -> None:
         build_index(tmp_path)
 
 
-def test_recall_at_k_counts_overlap() -> None:
+def test_knn_recall_at_k_counts_overlap() -> None:
     truth = np.array([[1, 2, 3], [4, 5, 6]])
-    assert recall_at_k(np.array([[3, 2, 1], [4, 9, -1]]), truth, 3) == pytest.approx((3 + 1) / 6)
+    assert knn_recall_at_k(np.array([[3, 2, 1], [4, 9, -1]]), truth, 3) == pytest.approx((3 + 1) / 6)
     assert top1_in_k(np.array([[3, 2, 1], [9, 5, 6]]), truth, 3) == 0.5
     with pytest.raises(ValueError, match="at most the number of columns"):
-        recall_at_k(truth, truth, 4)
+        knn_recall_at_k(truth, truth, 4)

@@ -154,7 +154,7 @@ def test_fair_faiss_vector_store_keeps_a_gpu_index_and_persists_a_cpu_copy(
     from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
     from llama_index.embeddings.fair import FairFaissVectorStore
 
-    from fair_retrieval.gpu import faiss_gpu_count
+    from fair_retrieval.index import faiss_gpu_count
 
     if faiss_gpu_count() == 0:
         with pytest.raises(ValueError, match="gpu=True but faiss sees no GPU"):

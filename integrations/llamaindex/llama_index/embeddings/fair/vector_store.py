@@ -71,9 +71,9 @@ from llama_index.core.vector_stores.types import (
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.filters import Predicate, compile_filter
-from fair_retrieval.gpu import GpuChoice, gpu_count, import_faiss
 from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.index import META_FILE as INDEX_RECORD
+from fair_retrieval.index.gpu import GpuChoice, gpu_count, import_faiss
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     Publication,

@@ -1,7 +1,8 @@
 """Where faiss indices run: importing faiss, counting its GPUs, and the one rule for `gpu="auto" | True | False`.
 
-`FaissIndex` and the LlamaIndex store both place indices with these helpers, so the choice and its error messages
-are written once:
+`FaissIndex` places its indices with these helpers (the LlamaIndex store only checks its own `gpu` argument with
+`gpu_count`, and reads legacy index files with `import_faiss`), so the choice and its error messages are written
+once:
 
 - `gpu_count(gpu)`: how many GPUs a `gpu` argument means here (0 for CPU), refusing `gpu=True` without a GPU;
 - `index_to_gpus(index, count)`: a CPU index cloned onto those GPUs (replicated or sharded), with float16 lookup

@@ -1,5 +1,8 @@
 """clustered_vectors: random but clustered unit vectors, a stand-in for a document-embedding corpus.
 
+Private: a fixture of the index tests and the recall benchmarks (benchmarks/index_recall.py, benchmarks/scale.py),
+not part of the library's API.
+
 Real embeddings are not uniform on the sphere: they gather around topics and vary along few directions within a
 topic. Recall measured on uniform random vectors (where every neighbour is about as far as any other) says little
 about a real corpus, so benchmarks and tests of compressed indices use this generator: each vector is a topic centre

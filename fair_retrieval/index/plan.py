@@ -10,12 +10,15 @@ One plan serves `FaissIndex` and `fair_retrieval.distributed.build_index`:
   recall@10 back to ≥ 0.95 of exact search (measured in benchmarks/index_recall.py) while the stored index stays
   near 30% of a flat float32 one.
 
-Sizing rules of the default (common faiss guidance, checked by the benchmark):
-- nlist: the power of two nearest 4·√n, at most n/39 so every list gets the 39 training points k-means asks for;
-- nprobe: nlist/8, at least 16 (lists visited per query);
-- m: about dim/8 PQ sub-quantizers (8 dimensions per byte code) dividing dim, from the sizes faiss' GPU IVF-PQ runs
-  (384-d → 48 bytes);
-- k_factor: 16 candidates per wanted result go to the refinement.
+Sizing rules of the default (common faiss guidance, checked by the benchmark; the numbers are the constants below):
+- nlist: the power of two nearest 4·√n, at most n/POINTS_PER_CENTROID so every list gets the training points
+  k-means asks for;
+- nprobe: nlist/NPROBE_SHARE, at least MIN_NPROBE (lists visited per query);
+- m: about dim/DIMENSIONS_PER_CODE PQ sub-quantizers (one byte code each) dividing dim, from the sizes faiss' GPU
+  IVF-PQ runs (GPU_PQ_SUBQUANTIZERS; 384-d → 48 bytes);
+- k_factor: REFINE_K_FACTOR candidates per wanted result go to the refinement.
+
+The named kinds' default parameters are KIND_PARAMS.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ KIND_PARAMS: dict[str, dict[str, int]] = {
     "ivfpq": {"nlist": 100, "nprobe": 8, "m": 8, "nbits": 8},  # used only for what an explicit plan leaves out
 }
 STRUCTURAL_IVFPQ = ("nlist", "m", "nbits")
-SEARCH_NAMES = {"nprobe": "nprobe", "ef_search": "efSearch", "k_factor": "k_factor_rf"}  # ours → ParameterSpace
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,29 @@ def ivfpq_plan(count: int | None, dim: int, **params: int) -> IndexPlan | None:
     return sized_ivfpq(count, dim, **params)
 
 
+def requested_plan(kind: str | None, factory: str | None, params: dict[str, Any], dim: int) -> IndexPlan | None:
+    """The plan that FaissIndex's constructor arguments ask for: a factory string, or a kind (default "flat") with
+    its parameters; None for the sized ivfpq default while the training size is unknown.
+
+    Raises:
+        ValueError: both a kind (or parameters) and a factory, an unknown kind, or bad values.
+        TypeError: parameters the kind does not take.
+    """
+    if factory is not None:
+        if kind is not None or params:
+            raise ValueError(
+                "Pass either kind (with its parameters) or factory (with search=...), not both; got "
+                f"kind={kind!r}, factory={factory!r}, parameters {sorted(params)}."
+            )
+        return factory_plan(factory)
+    kind = kind or "flat"
+    if kind not in KIND_PARAMS:
+        raise ValueError(f"kind must be one of {tuple(KIND_PARAMS)}, got {kind!r} (or pass factory=...).")
+    if kind != "ivfpq":
+        return kind_plan(kind, dim, **params)
+    return ivfpq_plan(None, dim, **params)
+
+
 def factory_plan(factory: str, search: str | dict[str, float] | None = None) -> IndexPlan:
     """A plan from any faiss index-factory string, e.g. "OPQ48,IVF4096,PQ48x8,Refine(SQ8)".
 
@@ -207,7 +232,7 @@ def parse_search(search: str | dict[str, float] | None) -> dict[str, float]:
 
 
 def default_nlist(count: int) -> int:
-    """The power of two nearest 4·√count, at most count/39 (≥ 1)."""
+    """The power of two nearest 4·√count, at most count/POINTS_PER_CENTROID (≥ 1)."""
     nlist = 2 ** round(math.log2(4 * math.sqrt(max(count, 1))))
     while nlist > 1 and nlist * POINTS_PER_CENTROID > count:
         nlist //= 2
@@ -215,18 +240,13 @@ def default_nlist(count: int) -> int:
 
 
 def default_subquantizers(dim: int) -> int:
-    """About dim/8 PQ sub-quantizers: the largest GPU-supported m ≤ max(1, dim/8) dividing dim; else the largest
-    divisor of dim ≤ dim/8."""
+    """About dim/DIMENSIONS_PER_CODE PQ sub-quantizers: the largest GPU-supported m ≤ max(1, dim/DIMENSIONS_PER_CODE)
+    dividing dim; else the largest divisor of dim below that."""
     target = max(1, dim // DIMENSIONS_PER_CODE)
     for m in sorted(GPU_PQ_SUBQUANTIZERS, reverse=True):
         if m <= target and dim % m == 0 and dim // m in GPU_PQ_SUBDIMENSIONS:
             return m
     return max(m for m in range(1, target + 1) if dim % m == 0)
-
-
-def search_values(params: dict[str, Any]) -> dict[str, float]:
-    """FaissIndex search parameters (nprobe, ef_search, k_factor) as ParameterSpace values."""
-    return {SEARCH_NAMES[key]: value for key, value in params.items() if key in SEARCH_NAMES}
 
 
 def _resolve(kind: str, given: dict[str, Any]) -> dict[str, int]:

@@ -1,10 +1,14 @@
-"""How close a compressed index comes to exact search: recall@k against brute-force neighbours."""
+"""How close an approximate index comes to exact search: nearest-neighbour recall against brute-force neighbours.
+
+Not to be confused with `fair_retrieval.evaluation.metrics.recall_at_k`, the retrieval metric against relevance
+judgements: `knn_recall_at_k` compares an index's results with the exact nearest neighbours of the same vectors.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fair_retrieval.index import FaissIndex
+from fair_retrieval.index.faiss_index import FaissIndex
 
 
 def exact_neighbours(vectors: np.ndarray, queries: np.ndarray, k: int, metric: str = "ip") -> np.ndarray:
@@ -14,7 +18,7 @@ def exact_neighbours(vectors: np.ndarray, queries: np.ndarray, k: int, metric: s
     return index.search(queries, k)[1]
 
 
-def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
+def knn_recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
     """Mean over queries of |found top-k ∩ exact top-k| / k (the strict "k-recall@k" of ANN benchmarks).
 
     Args:

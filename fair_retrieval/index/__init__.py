@@ -1,0 +1,23 @@
+"""The FAISS vector index of fair-retrieval and what it is made of.
+
+Modules: `faiss_index` (the `FaissIndex` class), `plan` (which faiss index to build and how to search it: the named
+kinds, their default parameters and the sized IVF-PQ default), `building` (faiss indices from plans), `persistence`
+(index folders on disk: atomic saves, checked loads, format migration), `gpu` (importing faiss and placing indices
+on GPUs), `selection` (searching among some ids inside faiss), `inspection` (reading faiss' index structures),
+`ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes to exact
+search: `knn_recall_at_k`, `top1_in_k`).
+
+    from fair_retrieval.index import FaissIndex
+
+    index = FaissIndex(384, kind="ivfpq")
+    index.add(vectors)
+    scores, ids = index.search(queries, 10)
+    index.save("index/")
+"""
+
+from fair_retrieval.index.faiss_index import FaissIndex, Kind
+from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, import_faiss
+from fair_retrieval.index.inspection import Metric
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE
+
+__all__ = ["INDEX_FILE", "META_FILE", "FaissIndex", "GpuChoice", "Kind", "Metric", "faiss_gpu_count", "import_faiss"]

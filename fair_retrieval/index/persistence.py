@@ -1,0 +1,237 @@
+"""An index folder on disk: `index.faiss` and `index.json`, written atomically, read back checked, old formats
+migrated.
+
+A folder holds `index.faiss` (faiss' own binary format, which also records dim, metric, structure and search
+parameters) and `index.json` (format name and version, the faiss version, factory string, id policy, search values
+and count): nothing is pickled, so loading cannot execute code. Files on disk are always CPU indices, so a folder
+saved on a GPU machine loads on a CPU one and the other way round.
+
+Saving is atomic as a whole (`fair_retrieval.jsonio.Publication`): index.faiss is written under a temporary name,
+then index.json, written last and read first, commits it with its size and CRC-32, and the file is renamed into
+place. A save killed at any point (even by SIGKILL) leaves the previous index or the new one, a load running
+meanwhile returns one of them, and a truncated or corrupted file is refused by a `DamagedFileError` (a ValueError)
+that names it. Stores that embed an index folder publish their own files in the same commit (`companions`).
+
+Format versions: 2 records the factory string and the search values; folders of version 1 (kind parameters only,
+no factory, no sizes or CRC-32) still load: their structure is described from the faiss file and their search
+values are taken from the kind parameters (`migrated_search`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from fair_retrieval.index.gpu import import_faiss
+from fair_retrieval.index.inspection import Metric, describe_structure, kind_of, metric_name, native_ivf, stored_ids
+from fair_retrieval.index.plan import IndexPlan, parse_search
+from fair_retrieval.jsonio import (
+    ChangedWhileReadingError,
+    DamagedFileError,
+    Publication,
+    Snapshot,
+    retry_while_changing,
+)
+
+INDEX_FILE = "index.faiss"
+META_FILE = "index.json"
+FORMAT_NAME = "fair-retrieval-faiss-index"
+FORMAT_VERSION = 2
+_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StoredIndex:
+    """A trained or flat index read from a folder and checked against its index.json.
+
+    Attributes:
+        index: the CPU faiss index (IVF lists with a hash-table direct map, for lookups by id).
+        dim: vector size.
+        metric: "ip" or "l2".
+        plan: its kind, factory string (described from the structure for format version 1) and search values.
+        ids: the stored ids, int64, unique.
+        uses_id_map: whether faiss' IDMap2 keeps the ids (False: the IVF lists do).
+    """
+
+    index: Any
+    dim: int
+    metric: Metric
+    plan: IndexPlan
+    ids: np.ndarray
+    uses_id_map: bool
+
+
+@dataclass(frozen=True)
+class UntrainedIvfpq:
+    """A sized ivfpq index saved before it trained: no faiss file, only what its constructor was given."""
+
+    dim: int
+    metric: Metric
+    search: str | None
+    params: dict[str, Any]
+
+
+def write_folder(
+    folder: str | os.PathLike[str],
+    record: Mapping[str, Any],
+    index: Any | None,
+    companions: Mapping[str, str | os.PathLike[str]] | None = None,
+) -> Path:
+    """Publish `index` (a CPU faiss index, or None for an untrained sized ivfpq) and index.json in one commit.
+
+    Args:
+        folder: the index folder (created if needed).
+        record: what index.json records about this index (factory, ids, search, count, …), after the format
+            name, version and faiss version.
+        index: the CPU faiss index to write; None removes index.faiss.
+        companions: files of an enclosing format to publish in the same commit: name relative to `folder` →
+            a finished file on the same file system, which is moved (see `FaissIndex.save`).
+
+    Returns:
+        The folder path.
+    """
+    faiss = import_faiss()
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "faiss_version": getattr(faiss, "__version__", None),
+        **record,
+    }
+    extra = {name: Path(source) for name, source in (companions or {}).items()}
+    with Publication(path / META_FILE, [INDEX_FILE, *extra], keep=extra.values()) as publication:
+        for name, source in extra.items():
+            publication.add(name, source)
+        if index is None:  # nothing for faiss to write yet
+            publication.commit(meta, remove=[INDEX_FILE])
+        else:
+            faiss.write_index(index, str(publication.stage(INDEX_FILE)))
+            publication.commit(meta)
+    return path
+
+
+def read_folder(folder: str | os.PathLike[str], restore: Callable[[StoredIndex | UntrainedIvfpq], T]) -> T:
+    """Read an index folder (either format version) and hand what it holds to `restore`, e.g. FaissIndex's
+    constructor.
+
+    index.json is read first and index.faiss checked against the size and CRC-32 it records (folders of earlier
+    releases record none); a save that replaces the folder meanwhile, `restore` included, makes the read start
+    again, so the result is the index before or after that save.
+
+    Raises:
+        FileNotFoundError: if the folder lacks index.faiss or index.json.
+        DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
+            this faiss; the message names the file.
+        ValueError: if index.json is malformed or disagrees with index.faiss.
+    """
+    path = Path(folder)
+    return retry_while_changing(path / META_FILE, lambda: _read_snapshot(path, restore))
+
+
+def migrated_search(meta: Mapping[str, Any]) -> dict[str, float]:
+    """The search values an index.json records: its "search" string, or for format version 1, which kept them as
+    kind parameters only, nprobe or efSearch from its "params"."""
+    if meta.get("version", 1) >= 2:
+        return parse_search(meta.get("search") or None)
+    kind_params = meta.get("params") or {}
+    search: dict[str, float] = {"nprobe": kind_params["nprobe"]} if "nprobe" in kind_params else {}
+    if "ef_search" in kind_params:
+        search = {"efSearch": kind_params["ef_search"]}
+    return search
+
+
+def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq], T]) -> T:
+    """One consistent read of the folder; ChangedWhileReadingError when a save replaced index.json meanwhile."""
+    snapshot = Snapshot.read(
+        path / META_FILE,
+        format_name=FORMAT_NAME,
+        max_version=FORMAT_VERSION,
+        writer="FaissIndex.save()",
+        remedy=_REMEDY,
+    )
+    try:
+        result = restore(_from_snapshot(snapshot, path))
+    except (OSError, ValueError, RuntimeError) as error:
+        if not snapshot.is_current():
+            raise ChangedWhileReadingError from error
+        raise
+    if snapshot.files is None and not snapshot.is_current():  # an earlier release's folder: nothing is checked
+        raise ChangedWhileReadingError
+    return result
+
+
+def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvfpq:
+    meta, index_path = snapshot.value, path / INDEX_FILE
+    listed = snapshot.files
+    has_file = INDEX_FILE in listed if listed is not None else index_path.is_file()
+    if not has_file:
+        if meta.get("version") == FORMAT_VERSION and meta.get("factory") is None and meta.get("kind") == "ivfpq":
+            return UntrainedIvfpq(
+                int(meta["dim"]), meta["metric"], meta.get("search") or None, dict(meta.get("params") or {})
+            )
+        raise FileNotFoundError(f"{index_path} not found: is {path} a folder written by FaissIndex.save()?")
+    faiss = import_faiss()
+    index = _read_faiss(faiss, snapshot, index_path)
+    metric = metric_name(faiss, index, index_path)
+    for key, value in (("dim", int(index.d)), ("metric", metric)):
+        if key in meta and meta[key] != value:
+            raise ValueError(f"{index_path} holds {key}={value!r} but {META_FILE} says {meta[key]!r}.")
+    kind = kind_of(faiss, index)
+    if "kind" in meta and meta["kind"] != kind:
+        raise ValueError(f"{index_path} does not hold a {meta['kind']!r} index as {META_FILE} says.")
+    plan = IndexPlan(kind, meta.get("factory") or describe_structure(faiss, index), search=migrated_search(meta))
+    ids = stored_ids(faiss, index)
+    if ids is None:
+        raise ValueError(
+            f"{index_path} stores no ids (neither IVF lists nor an IDMap2); it was not written by FaissIndex."
+        )
+    if np.unique(ids).size != ids.size:
+        raise ValueError(f"{index_path} holds duplicate ids; it was not written by FaissIndex.")
+    count = meta.get("count")
+    if count is not None and int(count) != int(index.ntotal):
+        raise ValueError(f"{index_path} holds {index.ntotal} vectors but {META_FILE} says {count}.")
+    return StoredIndex(index, int(index.d), metric, plan, ids, uses_id_map=not native_ivf(faiss, index))
+
+
+def _read_faiss(faiss: Any, snapshot: Snapshot, index_path: Path) -> Any:
+    """The faiss index of index.faiss as `snapshot` lists it: checked against the recorded size and CRC-32 first,
+    then parsed from the same open file (so a concurrent rename cannot slip another file in between)."""
+    try:
+        handle = snapshot.open(INDEX_FILE)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{index_path} not found: is {index_path.parent} a folder written by FaissIndex.save()?"
+        ) from None
+    with handle:
+        problem = snapshot.mismatch(INDEX_FILE, handle)
+        if problem is not None:
+            if not snapshot.is_current():
+                raise ChangedWhileReadingError
+            raise DamagedFileError(index_path, f"{problem} (truncated, corrupted or replaced)", _REMEDY)
+        try:
+            return faiss.read_index(faiss.PyCallbackIOReader(handle.read))
+        except RuntimeError as error:
+            written = snapshot.value.get("faiss_version")
+            by = f" (written by faiss {written})" if written else ""
+            raise DamagedFileError(
+                index_path,
+                f"faiss {getattr(faiss, '__version__', '')} cannot read it{by}: {_faiss_reason(error)}",
+                f"{_REMEDY} If it was written by a newer faiss, upgrade faiss.",
+            ) from None
+
+
+def _faiss_reason(error: RuntimeError) -> str:
+    """The useful end of a faiss error ("Index type … not recognized", "read error …"), without its C++ location."""
+    text = " ".join(str(error).split())
+    found = re.search(r"\bat \S+:\d+: (.*)$", text)
+    reason = found.group(1) if found else text
+    return reason.removeprefix("Error: ")[:200]
