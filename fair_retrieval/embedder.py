@@ -6,7 +6,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -23,6 +23,7 @@ from fair_retrieval.attention import (
     install,
 )
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.loading import (
     configured_pooling,
@@ -34,9 +35,9 @@ from fair_retrieval.loading import (
     query_prompt,
     resolve_model,
     transformer_module,
-    validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
+from fair_retrieval.validate import in_words
 from fair_retrieval.windows import (
     LongDocuments,
     default_overlap,
@@ -48,19 +49,12 @@ from fair_retrieval.windows import (
 
 logger = logging.getLogger(__name__)
 
-Precision = Literal["auto", "float32", "float16", "bfloat16"]
+__all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "EmbeddingReport", "FairEmbedder", "Precision"]
+
 _PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class _Default:
-    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
-
-    def __repr__(self) -> str:
-        return "<instance default>"
-
-
-INSTANCE_DEFAULT: Any = _Default()
 _TOKENIZER_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
@@ -137,6 +131,9 @@ class FairEmbedder:
     Documents are what calibration is for: their vectors represent the end of a passage as well as its start.
     Queries are short and stay plain, so search latency and query vectors are exactly the model's own.
 
+    The options after `model` are those of `EmbedderOptions`, which declares their defaults and validates them
+    before the model is loaded.
+
     Args:
         model: a Hub id, a local folder, or a loaded `sentence_transformers.SentenceTransformer`. The default
             model's Hub id ("sentence-transformers/all-MiniLM-L6-v2") falls back to the copy installed by the
@@ -145,13 +142,13 @@ class FairEmbedder:
         pooling: "cls", "mean" or "last"; None takes it from the sentence-transformers config (required when the
             model has none, or when its pooling is not one of these three).
         max_length: the model's window: tokens per text or per window; None uses the model's configured limit.
-        long_documents: what happens to a document longer than the window. "windows" (the default) cuts it into
+        long_documents: what happens to a document longer than the window. "windows" cuts it into
             windows of `max_length` tokens, embeds (and calibrates) each, and returns their token-weighted mean,
             L2-normalised, so every token counts; "truncate" cuts it off at the window (what sentence-transformers,
             llama-index's HuggingFaceEmbedding and langchain's HuggingFaceEmbeddings do). Queries are never
             windowed: they are truncated, with a logged warning.
-        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the
-            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window).
+        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None is
+            an eighth of a window's content tokens (32 for MiniLM's 256-token window).
         batch_size: texts per forward pass (texts are sorted by length, so batches pad little).
         device: "cpu", "cuda", "mps", …; None picks cuda, then mps, then cpu.
         precision: "auto" (float32 on CPU/MPS; bfloat16, else float16, on CUDA for models loaded here),
@@ -166,56 +163,45 @@ class FairEmbedder:
     def __init__(
         self,
         model: Any,
-        calibration: Calibration | None = Calibration(),  # noqa: B008 - frozen, so sharing it is safe
-        pooling: Pooling | None = None,
-        max_length: int | None = None,
-        batch_size: int = 32,
-        device: str | torch.device | None = None,
-        precision: Precision = "auto",
-        show_progress_bar: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
-        positional_scaling: PositionalScaling | None = None,
-        long_documents: LongDocuments = "windows",
-        window_overlap: int | None = None,
+        calibration: Calibration | None = DEFAULTS.calibration,
+        pooling: Pooling | None = DEFAULTS.pooling,
+        max_length: int | None = DEFAULTS.max_length,
+        batch_size: int = DEFAULTS.batch_size,
+        device: str | torch.device | None = DEFAULTS.device,
+        precision: Precision = DEFAULTS.precision,
+        show_progress_bar: bool = DEFAULTS.show_progress_bar,
+        model_kwargs: Mapping[str, Any] | None = DEFAULTS.model_kwargs,
+        positional_scaling: PositionalScaling | None = DEFAULTS.positional_scaling,
+        long_documents: LongDocuments = DEFAULTS.long_documents,
+        window_overlap: int | None = DEFAULTS.window_overlap,
     ) -> None:
-        if long_documents not in get_args(LongDocuments):
-            raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {long_documents!r}.")
-        if window_overlap is not None and (
-            isinstance(window_overlap, bool) or not isinstance(window_overlap, int) or window_overlap < 0
-        ):
-            raise ValueError(f"window_overlap must be an int ≥ 0 (tokens shared by windows), got {window_overlap!r}.")
-        if calibration is not None and not isinstance(calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
-        if precision not in ("auto", *_DTYPES):
-            raise ValueError(f"precision must be 'auto', 'float32', 'float16' or 'bfloat16', got {precision!r}.")
-        if pooling is not None:
-            validate_pooling(pooling)
-        self.device = pick_device(device)
-        self.model_name, self.model, loaded_here, has_st_config = self._load(model, model_kwargs)
-        self.pooling = self._resolve_pooling(pooling, has_st_config)
-        self._pool_here = pooling is not None and pooling != configured_pooling(self.model)[0]
-        self._apply_precision(precision, loaded_here)
+        options = EmbedderOptions.from_arguments(locals())  # first: validates every option before any loading
+        calibration = options.calibration
+        self.device = pick_device(options.device)
+        self.model_name, self.model, loaded_here, has_st_config = self._load(model, options.model_kwargs)
+        self.pooling = self._resolve_pooling(options.pooling, has_st_config)
+        self._pool_here = options.pooling is not None and options.pooling != configured_pooling(self.model)[0]
+        self._apply_precision(options.precision, loaded_here)
         self._transformer = hf_model(self.model)
         self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
         self._layer_of_module = install(self._transformer, self.model_name)
         self._tokenizing = _tokenizer_lock(self.model)  # calls that set the tokenizer's truncation: one at a time
         self._warned_uncalibrated = False  # the "nothing was calibrated" warning is shown once per embedder
         self._keep_padding()
-        self.max_length = self._resolve_max_length(max_length)
-        self.batch_size = batch_size
-        self.show_progress_bar = bool(show_progress_bar)
+        self.max_length = self._resolve_max_length(options.max_length)
+        self.batch_size = options.batch_size
+        self.show_progress_bar = options.show_progress_bar
         self.calibration = calibration
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)
         self._rope: RopeLayers | None = None
-        self.positional_scaling = positional_scaling
-        self._check_scaling(positional_scaling)  # a non-RoPE model or a wrong factor count fails now
+        self.positional_scaling = options.positional_scaling
+        self._check_scaling(options.positional_scaling)  # a non-RoPE model or a wrong factor count fails now
         self._document_prompt = document_prompt(self.model)
         self._query_prompt = query_prompt(self.model)
-        self.long_documents: LongDocuments = long_documents
-        self.window_overlap = default_overlap(self.window_content_tokens) if window_overlap is None else window_overlap
+        self.long_documents: LongDocuments = options.long_documents
+        overlap = options.window_overlap
+        self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
         self._check_windows()
         self.last_report: EmbeddingReport | None = None
         self._warn_if_never_calibrated(calibration)
@@ -375,7 +361,7 @@ class FairEmbedder:
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _load(self, model: Any, model_kwargs: dict[str, Any] | None) -> tuple[str, Any, bool, bool]:
+    def _load(self, model: Any, model_kwargs: Mapping[str, Any] | None) -> tuple[str, Any, bool, bool]:
         """Return (name, SentenceTransformer, loaded here?, pooling comes from a sentence-transformers config?)."""
         from sentence_transformers import SentenceTransformer
 
@@ -390,7 +376,8 @@ class FairEmbedder:
             )
         name = resolve_model(model)
         has_config = has_sentence_transformers_config(name)
-        return name, load_sentence_transformer(name, self.device, model_kwargs), True, has_config
+        kwargs = dict(model_kwargs) if model_kwargs is not None else None
+        return name, load_sentence_transformer(name, self.device, kwargs), True, has_config
 
     def _resolve_pooling(self, pooling: Pooling | None, has_st_config: bool) -> Pooling:
         configured, raw = configured_pooling(self.model)
@@ -401,8 +388,8 @@ class FairEmbedder:
         if configured is None:
             detail = f"its pooling mode is {raw!r}" if raw else "it has no sentence-transformers pooling config"
             raise ValueError(
-                f"Cannot tell how {self.model_name} pools token vectors ({detail}). Pass pooling='cls', 'mean' "
-                "or 'last' to FairEmbedder."
+                f"Cannot tell how {self.model_name} pools token vectors ({detail}). Pass "
+                f"pooling={in_words(get_args(Pooling))} to FairEmbedder."
             )
         return configured
 
@@ -433,8 +420,6 @@ class FairEmbedder:
             if configured is None:
                 raise ValueError(f"{self.model_name} declares no length limit; pass max_length explicitly.")
             return int(configured)
-        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(f"max_length must be a positive int, got {max_length!r}.")
         if limit is not None and max_length > int(limit):
             raise ValueError(
                 f"max_length={max_length} exceeds what {self.model_name} supports ({limit} positions); "

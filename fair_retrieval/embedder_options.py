@@ -1,11 +1,15 @@
-"""EmbedderOptions: the FairEmbedder settings as one value, and the "model or embedder" rule of the adapters.
+"""EmbedderOptions: the FairEmbedder settings, declared, defaulted and validated in this one place.
 
-Everything that builds a `FairEmbedder` from settings (the LlamaIndex and LangChain adapters, the Ray spec, the
-commands) describes them with `EmbedderOptions` and calls `build(model)`, so an option is declared, validated and
-forwarded in one place. `resolve_embedder` is the rule the adapters share: a caller gives either a model to load or
-a ready `FairEmbedder`, never both, and options that only matter when loading cannot come with a ready embedder.
-Both may also set the model's prompts (`PROMPT_NAMES`: a text put before every query or every document, as an
-instruct model expects), which a `FairEmbedder` reads from the model when it is built.
+Every surface that takes these settings (`FairEmbedder` itself, the Ray `EmbedderSpec`, the LlamaIndex and LangChain
+adapters, the command line) describes them with `EmbedderOptions`: its fields are the option names, its defaults the
+defaults (`DEFAULTS`), its `__post_init__` the validation, and the allowed values of a Literal option are that
+Literal's `typing.get_args`. A surface forwards what it was given with `EmbedderOptions.from_arguments` and builds
+with `build(model)`, so adding or changing an option touches this module and the signatures that expose it.
+
+`resolve_embedder` is the rule the adapters share: a caller gives either a model to load or a ready `FairEmbedder`,
+never both, and options that only matter when loading cannot come with a ready embedder. Both may also set the
+model's prompts (`PROMPT_NAMES`: a text put before every query or every document, as an instruct model expects),
+which a `FairEmbedder` reads from the model when it is built.
 """
 
 from __future__ import annotations
@@ -14,13 +18,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import torch
 
 from fair_retrieval.attention import Pooling
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.embedder import INSTANCE_DEFAULT, FairEmbedder, Precision
 from fair_retrieval.loading import (
     has_sentence_transformers_config,
     load_sentence_transformer,
@@ -29,16 +32,38 @@ from fair_retrieval.loading import (
     validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.validate import in_words, int_at_least, one_of, positive_int
 from fair_retrieval.windows import LongDocuments
 
+if TYPE_CHECKING:
+    from fair_retrieval.embedder import FairEmbedder
+
 __all__ = [
+    "DEFAULTS",
     "INSTANCE_DEFAULT",
     "LOADING_OPTIONS",
     "PROMPT_NAMES",
     "EmbedderOptions",
+    "Precision",
     "as_calibration",
     "resolve_embedder",
 ]
+
+Precision = Literal["auto", "float32", "float16", "bfloat16"]
+"""Numeric precision of the model weights; "auto" is float32 on CPU/MPS and, for a model loaded here, bfloat16 (else
+float16) on CUDA."""
+
+
+class _Default:
+    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
+
+    def __repr__(self) -> str:
+        return "<instance default>"
+
+
+INSTANCE_DEFAULT: Any = _Default()
+"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it, and
+`EmbedderOptions.from_arguments` the option's default."""
 
 LOADING_OPTIONS: tuple[str, ...] = (
     "pooling",
@@ -58,29 +83,34 @@ PROMPT_NAMES: tuple[str, ...] = ("query", "document")
 
 @dataclass(frozen=True)
 class EmbedderOptions:
-    """Every `FairEmbedder` argument except the model, validated when created (names and defaults as there).
+    """Every `FairEmbedder` argument except the model, validated when created; the defaults of every surface.
 
     Validation happens here, before any model is loaded, so a wrong value fails where it was written (on a Ray
     driver rather than on each worker, in an adapter's constructor rather than at the first embedding). Change one
     option of a value with `dataclasses.replace(options, max_length=256)`.
 
     Args:
-        calibration: the default document `Calibration`; None embeds documents plainly.
-        pooling: "cls", "mean" or "last"; None takes it from the model's sentence-transformers config.
-        max_length: token limit per text; None uses the model's.
-        batch_size: texts per forward pass.
-        device: "cpu", "cuda", "mps", … (or a `torch.device`); None picks cuda, then mps, then cpu.
-        precision: "auto", "float32", "float16" or "bfloat16".
-        show_progress_bar: default for the per-call flag of the same name.
+        calibration: the default document `Calibration`; None embeds documents plainly. Default: `Calibration()`.
+        pooling: "cls", "mean" or "last" (`Pooling`); None (the default) takes it from the model's
+            sentence-transformers config.
+        max_length: token limit per text or window; None (the default) uses the model's.
+        batch_size: texts per forward pass. Default: 32.
+        device: "cpu", "cuda", "mps", … (or a `torch.device`); None (the default) picks cuda, then mps, then cpu.
+        precision: "auto" (the default), "float32", "float16" or "bfloat16" (`Precision`).
+        show_progress_bar: default for the per-call flag of the same name. Default: False.
         model_kwargs: extra keyword arguments for the transformers model when loading by name (kept read-only).
-        positional_scaling: the default LPES `PositionalScaling` for documents; None leaves positions unchanged.
-        long_documents: "windows" (split documents longer than the window, embed each window, pool) or "truncate".
-        window_overlap: tokens consecutive windows share; None = an eighth of a window.
+            Default: None.
+        positional_scaling: the default LPES `PositionalScaling` for documents; None (the default) leaves positions
+            unchanged.
+        long_documents: "windows" (the default: split documents longer than the window, embed each window, pool)
+            or "truncate" (`LongDocuments`).
+        window_overlap: tokens consecutive windows share; None (the default) = an eighth of a window.
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
             positional_scaling).
-        ValueError: for an unknown pooling or precision, or a max_length or batch_size that is not a positive int.
+        ValueError: for a pooling, precision or long_documents that is not one of its Literal's values, a
+            max_length or batch_size that is not a positive int, or a window_overlap that is not an int ≥ 0.
     """
 
     calibration: Calibration | None = Calibration()  # noqa: RUF009 - frozen, so sharing it is safe
@@ -100,14 +130,11 @@ class EmbedderOptions:
             raise TypeError(f"calibration must be a Calibration or None, got {type(self.calibration).__name__}.")
         if self.pooling is not None:
             validate_pooling(self.pooling)
-        if self.max_length is not None and not _positive_int(self.max_length):
-            raise ValueError(f"max_length must be a positive int or None, got {self.max_length!r}.")
-        if not _positive_int(self.batch_size):
-            raise ValueError(f"batch_size must be a positive int, got {self.batch_size!r}.")
+        positive_int(self.max_length, "max_length", or_none=True)
+        positive_int(self.batch_size, "batch_size")
         if self.device is not None and not isinstance(self.device, str | torch.device):
             raise TypeError(f"device must be a str, a torch.device or None, got {type(self.device).__name__}.")
-        if self.precision not in get_args(Precision):
-            raise ValueError(f"precision must be 'auto', 'float32', 'float16' or 'bfloat16', got {self.precision!r}.")
+        one_of(self.precision, "precision", get_args(Precision), words=True)
         if not isinstance(self.show_progress_bar, bool):
             raise TypeError(f"show_progress_bar must be a bool, got {type(self.show_progress_bar).__name__}.")
         if self.model_kwargs is not None:
@@ -118,11 +145,39 @@ class EmbedderOptions:
             raise TypeError(
                 f"positional_scaling must be a PositionalScaling or None, got {type(self.positional_scaling).__name__}."
             )
-        if self.long_documents not in get_args(LongDocuments):
-            raise ValueError(f"long_documents must be one of {get_args(LongDocuments)}, got {self.long_documents!r}.")
-        overlap = self.window_overlap
-        if overlap is not None and (isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0):
-            raise ValueError(f"window_overlap must be an int ≥ 0 or None (an eighth of a window), got {overlap!r}.")
+        one_of(self.long_documents, "long_documents", get_args(LongDocuments))
+        int_at_least(self.window_overlap, "window_overlap", 0, or_none=True, note="an eighth of a window")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The option names, in declaration order (the keyword arguments of `FairEmbedder` after the model)."""
+        return tuple(field.name for field in fields(cls))
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], renamed: Mapping[str, str] | None = None) -> EmbedderOptions:
+        """The options among `arguments`: a function's parameters (`locals()`), parsed flags (`vars(args)`), a
+        model's fields. Why: a surface forwards everything it was given in one call instead of option by option.
+
+        Args:
+            arguments: values by name; names that are not options are ignored. An option that is missing, or whose
+                value is `INSTANCE_DEFAULT`, keeps its default.
+            renamed: the name an option has in `arguments` where it differs, e.g. {"batch_size": "embed_batch_size"}.
+
+        Raises:
+            ValueError, TypeError: as `EmbedderOptions` does for an invalid value.
+        """
+        renamed = renamed or {}
+        given = {
+            name: arguments[renamed.get(name, name)] for name in cls.names() if renamed.get(name, name) in arguments
+        }
+        return cls(**{name: value for name, value in given.items() if value is not INSTANCE_DEFAULT})
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The options as keyword arguments for `FairEmbedder` (model_kwargs as a plain dict of their own)."""
+        kwargs = {name: getattr(self, name) for name in self.names()}
+        if self.model_kwargs is not None:
+            kwargs["model_kwargs"] = dict(self.model_kwargs)
+        return kwargs
 
     def build(self, model: Any, prompts: Mapping[str, str] | None = None) -> FairEmbedder:
         """Load `model` (a Hub id, a local folder or a `SentenceTransformer`) as a `FairEmbedder` with these options.
@@ -139,9 +194,9 @@ class EmbedderOptions:
             ValueError, TypeError: as `FairEmbedder` does for the model (unknown pooling, too long a max_length, …),
                 and for prompts that are not str values under `PROMPT_NAMES`, or come with a loaded model.
         """
-        kwargs = {field.name: getattr(self, field.name) for field in fields(self)}
-        if self.model_kwargs is not None:
-            kwargs["model_kwargs"] = dict(self.model_kwargs)
+        from fair_retrieval.embedder import FairEmbedder  # the embedder's own signature refers to these options
+
+        kwargs = self.to_kwargs()
         if prompts is not None:
             model, kwargs = self._load_with_prompts(model, dict(prompts), kwargs)
         return FairEmbedder(model, **kwargs)
@@ -167,7 +222,7 @@ class EmbedderOptions:
         if self.pooling is None and not has_sentence_transformers_config(name):  # as FairEmbedder refuses it
             raise ValueError(
                 f"Cannot tell how {name} pools token vectors (it has no sentence-transformers pooling config). Pass "
-                "pooling='cls', 'mean' or 'last' to FairEmbedder."
+                f"pooling={in_words(get_args(Pooling))} to FairEmbedder."
             )
         device = pick_device(self.device)
         loaded = load_sentence_transformer(name, device, kwargs["model_kwargs"])
@@ -182,10 +237,11 @@ class EmbedderOptions:
 
     def non_default(self) -> frozenset[str]:
         """Names of the options whose value differs from the default: what a caller set, as far as values tell."""
-        defaults = EmbedderOptions()
-        return frozenset(
-            field.name for field in fields(self) if getattr(self, field.name) != getattr(defaults, field.name)
-        )
+        return frozenset(name for name in self.names() if getattr(self, name) != getattr(DEFAULTS, name))
+
+
+DEFAULTS = EmbedderOptions()
+"""The default of every option (`DEFAULTS.batch_size`, …): what a surface that exposes an option defaults it to."""
 
 
 def as_calibration(value: Any) -> Calibration | None:
@@ -233,6 +289,8 @@ def resolve_embedder(
         return (options or EmbedderOptions()).build(model, prompts=prompts)
     if model is not None:
         raise ValueError(f"Pass either model or embedder to {owner}, not both.")
+    from fair_retrieval.embedder import FairEmbedder
+
     if not isinstance(embedder, FairEmbedder):
         raise TypeError(f"embedder must be a fair_retrieval.FairEmbedder, got {type(embedder).__name__}.")
     given = set(explicitly_set)
@@ -248,7 +306,3 @@ def resolve_embedder(
             "already; pass model= to load one here with these prompts."
         )
     return embedder
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, cast, get_args
 
 import torch
 
-from fair_retrieval.attention import POOLING_MODES, Pooling
+from fair_retrieval.attention import Pooling
+from fair_retrieval.validate import one_of
 
 logger = logging.getLogger(__name__)
 
@@ -156,10 +157,8 @@ def configured_pooling(model: Any) -> tuple[Pooling | None, str | None]:
 
 
 def validate_pooling(pooling: object) -> Pooling:
-    """Return `pooling` if it is one of cls/mean/last, else raise a ValueError saying what is accepted."""
-    if pooling not in POOLING_MODES:
-        raise ValueError(f"pooling must be one of {POOLING_MODES} (or None to use the model's), got {pooling!r}.")
-    return pooling  # type: ignore[return-value]
+    """Return `pooling` if it is one of the `Pooling` modes, else raise a ValueError saying what is accepted."""
+    return cast("Pooling", one_of(pooling, "pooling", get_args(Pooling), note="or None to use the model's"))
 
 
 def transformer_module(model: Any) -> Any:
