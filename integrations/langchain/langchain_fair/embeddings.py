@@ -9,41 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import Self
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.embedder_options import EmbedderOptions, as_calibration, resolve_embedder
-from fair_retrieval.windows import chunk_plan
+from fair_retrieval.attention import Pooling
+from fair_retrieval.embedder_options import DEFAULTS, EmbedderOptions, Precision, as_calibration, resolve_embedder
+from fair_retrieval.windows import LongDocuments, chunk_plan
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
 
 logger = logging.getLogger(__name__)
 
-# The fields that are FairEmbedder options (same names), passed on through EmbedderOptions.
-_OPTION_FIELDS = (
-    "calibration",
-    "pooling",
-    "max_length",
-    "long_documents",
-    "window_overlap",
-    "batch_size",
-    "device",
-    "precision",
-    "show_progress_bar",
-    "model_kwargs",
-)
-
 
 class FairEmbeddings(BaseModel, Embeddings):
     """Calibrated document embeddings and plain query embeddings from one model, for LangChain.
 
     Give either `model` (a Hub id or local folder, loaded here) or `embedder` (a ready `FairEmbedder`, to share
-    one loaded model between several objects, e.g. a calibrated and a plain one for comparison).
+    one loaded model between several objects, e.g. a calibrated and a plain one for comparison). The other fields
+    are `FairEmbedder` options of the same names: their defaults, allowed values and checks are `EmbedderOptions`'.
 
     Example:
         .. code-block:: python
@@ -55,8 +43,11 @@ class FairEmbeddings(BaseModel, Embeddings):
             query = embeddings.embed_query("what is said at the end?")
 
     Raises:
-        pydantic.ValidationError (a ValueError): unknown arguments, both or neither of `model` and `embedder`,
-            or loading options (pooling, max_length, device, precision, model_kwargs) together with `embedder`.
+        pydantic.ValidationError (a ValueError): unknown arguments, an option value `EmbedderOptions` refuses (with
+            its message), both or neither of `model` and `embedder`, or loading options (pooling, max_length,
+            device, precision, model_kwargs, …) together with `embedder`.
+        TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
+            Calibration, a dict or None).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
@@ -66,45 +57,52 @@ class FairEmbeddings(BaseModel, Embeddings):
         default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
     )
     calibration: Calibration | None = Field(
-        default_factory=Calibration,
+        default=DEFAULTS.calibration,
         description="How documents are calibrated; None embeds them plainly. With `embedder` and no value given, "
         "the embedder's own calibration.",
     )
-    pooling: Literal["cls", "mean", "last"] | None = Field(
-        default=None, description="Token pooling; None takes it from the model (loading only)."
+    pooling: Pooling | None = Field(
+        default=DEFAULTS.pooling, description="Token pooling; None takes it from the model (loading only)."
     )
     max_length: int | None = Field(
-        default=None,
+        default=DEFAULTS.max_length,
         description="The model's window in tokens; None uses the model's (loading only).",
     )
-    long_documents: Literal["windows", "truncate"] = Field(
-        default="windows",
+    long_documents: LongDocuments = Field(
+        default=DEFAULTS.long_documents,
         description="A document longer than the window: split into windows that are embedded and pooled "
         "(windows), or cut off as HuggingFaceEmbeddings does (truncate) (loading only).",
     )
     window_overlap: int | None = Field(
-        default=None, ge=0, description="Tokens consecutive windows share; None = an eighth of a window (loading only)."
+        default=DEFAULTS.window_overlap,
+        description="Tokens consecutive windows share; None = an eighth of a window (loading only).",
     )
-    batch_size: int = Field(default=32, ge=1, description="Texts per forward pass (loading only).")
+    batch_size: int = Field(default=DEFAULTS.batch_size, description="Texts per forward pass (loading only).")
     device: str | None = Field(default=None, description="cpu, cuda, mps…; None picks the best (loading only).")
-    precision: Literal["auto", "float32", "float16", "bfloat16"] = Field(
-        default="auto", description="Weight precision (loading only)."
+    precision: Precision = Field(default=DEFAULTS.precision, description="Weight precision (loading only).")
+    show_progress_bar: bool = Field(
+        default=DEFAULTS.show_progress_bar, description="Show a progress bar while embedding documents."
     )
-    show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding documents.")
     model_kwargs: dict[str, Any] | None = Field(
         default=None, description="Extra keyword arguments for the transformers model (loading only)."
     )
 
     _embedder: FairEmbedder = PrivateAttr()
 
-    @field_validator("calibration", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _calibration_from_dict(cls, value: Any) -> Any:
-        return as_calibration(value)
+    def _check_options(cls, data: Any) -> Any:
+        """Check the option values as `EmbedderOptions` does, before pydantic converts or checks them its own way,
+        so a bad value is refused here with the same message as by every other surface (FairEmbedder, …)."""
+        if isinstance(data, dict):
+            if "calibration" in data:  # a dict (from Calibration.to_dict()) becomes a Calibration
+                data = {**data, "calibration": as_calibration(data["calibration"])}
+            EmbedderOptions.from_arguments(data)
+        return data
 
     @model_validator(mode="after")
     def _load_embedder(self) -> Self:
-        options = EmbedderOptions(**{name: getattr(self, name) for name in _OPTION_FIELDS})
+        options = EmbedderOptions.from_arguments(dict(self))
         self._embedder = resolve_embedder(
             "FairEmbeddings",
             model=self.model,

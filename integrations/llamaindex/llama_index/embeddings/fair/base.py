@@ -17,6 +17,7 @@ import asyncio
 import difflib
 import inspect
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -25,12 +26,20 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.node_parser import SentenceSplitter
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.embedder_options import INSTANCE_DEFAULT, EmbedderOptions, as_calibration, resolve_embedder
-from fair_retrieval.windows import chunk_plan
+from fair_retrieval.attention import Pooling
+from fair_retrieval.embedder_options import (
+    DEFAULTS,
+    INSTANCE_DEFAULT,
+    EmbedderOptions,
+    Precision,
+    as_calibration,
+    resolve_embedder,
+)
+from fair_retrieval.windows import LongDocuments, chunk_plan
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_EMBED_BATCH_SIZE = 32
+DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
 # BaseEmbedding fields that are not parameters of FairEmbedding.__init__, passed on through **kwargs (to_dict()
 # writes them, so from_dict() gives them back): model_name, num_workers, embeddings_cache, …
 _BASE_FIELDS = tuple(sorted(set(BaseEmbedding.model_fields) - {"embed_batch_size", "callback_manager"}))
@@ -40,7 +49,9 @@ class FairEmbedding(BaseEmbedding):
     """Embed nodes with attention calibration and queries plainly, through `fair_retrieval.FairEmbedder`.
 
     Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
-    loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison).
+    loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
+    `FairEmbedder` options (calibration … model_kwargs, `embed_batch_size` for batch_size) take their defaults,
+    allowed values and checks from `EmbedderOptions`.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
@@ -49,9 +60,9 @@ class FairEmbedding(BaseEmbedding):
             library default) when loading a model, and to the embedder's own calibration when given one.
         pooling: "cls", "mean" or "last"; None takes it from the model (loading only).
         max_length: the model's window in tokens; None uses the model's limit (loading only).
-        long_documents: "windows" (default): a node longer than the window is split into windows that are
-            embedded and pooled, so every token counts; "truncate": cut off at the window, as
-            `HuggingFaceEmbedding` does (loading only).
+        long_documents: "windows": a node longer than the window is split into windows that are embedded and
+            pooled, so every token counts; "truncate": cut off at the window, as `HuggingFaceEmbedding` does
+            (loading only).
         window_overlap: tokens consecutive windows share; None = an eighth of a window (loading only).
         device: "cpu", "cuda", …; None picks the best available (loading only).
         precision: "auto", "float32", "float16" or "bfloat16" (loading only).
@@ -74,23 +85,28 @@ class FairEmbedding(BaseEmbedding):
             embeddings_cache. Any other name is refused.
 
     Raises:
-        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), for
-            normalize=False, a cache_folder or trust_remote_code=True, if both or neither of `model` and `embedder`
-            are given, or loading options or instructions come with an `embedder`.
-        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, or an
-            instruction not a str or None.
+        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
+            value `EmbedderOptions` refuses (with its message), for normalize=False, a cache_folder or
+            trust_remote_code=True, if both or neither of `model` and `embedder` are given, or loading options or
+            instructions come with an `embedder`.
+        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
+            the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
     """
 
     calibration: Calibration | None = Field(
-        default=None, description="Calibration applied to documents (nodes); None embeds them plainly."
+        default=DEFAULTS.calibration, description="Calibration applied to documents (nodes); None embeds them plainly."
     )
-    pooling: str | None = Field(default=None, description="How token vectors are pooled: cls, mean or last.")
-    max_length: int | None = Field(default=None, description="The model's window in tokens.")
-    long_documents: str = Field(default="windows", description="windows (split, embed, pool) or truncate.")
-    window_overlap: int | None = Field(default=None, description="Tokens consecutive windows share.")
+    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description="How token vectors are pooled.")
+    max_length: int | None = Field(default=DEFAULTS.max_length, description="The model's window in tokens.")
+    long_documents: LongDocuments = Field(
+        default=DEFAULTS.long_documents, description="windows (split, embed, pool) or truncate."
+    )
+    window_overlap: int | None = Field(default=DEFAULTS.window_overlap, description="Tokens consecutive windows share.")
     device: str | None = Field(default=None, description="Device the model runs on.")
-    precision: str = Field(default="auto", description="Numeric precision of the model weights.")
-    show_progress_bar: bool = Field(default=False, description="Show a progress bar while embedding.")
+    precision: Precision = Field(default=DEFAULTS.precision, description="Numeric precision of the model weights.")
+    show_progress_bar: bool = Field(
+        default=DEFAULTS.show_progress_bar, description="Show a progress bar while embedding."
+    )
     query_instruction: str | None = Field(
         default=None, description="Text put before every query (the model's query prompt); None: the model's own."
     )
@@ -106,15 +122,15 @@ class FairEmbedding(BaseEmbedding):
         *,
         embedder: FairEmbedder | None = None,
         calibration: Calibration | dict[str, Any] | None = INSTANCE_DEFAULT,
-        pooling: str | None = None,
-        max_length: int | None = None,
-        long_documents: str = "windows",
-        window_overlap: int | None = None,
-        device: str | None = None,
-        precision: str = "auto",
+        pooling: Pooling | None = DEFAULTS.pooling,
+        max_length: int | None = DEFAULTS.max_length,
+        long_documents: LongDocuments = DEFAULTS.long_documents,
+        window_overlap: int | None = DEFAULTS.window_overlap,
+        device: str | None = None,  # DEFAULTS.device, typed as a str here (it is stored as one)
+        precision: Precision = DEFAULTS.precision,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
-        show_progress_bar: bool = False,
-        model_kwargs: dict[str, Any] | None = None,
+        show_progress_bar: bool = DEFAULTS.show_progress_bar,
+        model_kwargs: Mapping[str, Any] | None = DEFAULTS.model_kwargs,
         query_instruction: str | None = None,
         text_instruction: str | None = None,
         normalize: bool = True,
@@ -123,6 +139,7 @@ class FairEmbedding(BaseEmbedding):
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
+        arguments = dict(locals())  # first, before any local is assigned: the options as given, by name
         _refuse_unknown(kwargs)
         _refuse_unsupported(normalize, cache_folder, trust_remote_code)
         prompts = _prompts(query_instruction, text_instruction)
@@ -133,25 +150,16 @@ class FairEmbedding(BaseEmbedding):
                 "from a SentenceTransformer whose prompts you set (model.prompts = {'query': ..., 'document': ...})."
             )
         model = _model_argument(model, kwargs.pop("model_name", None))
-        given: dict[str, Any] = {} if calibration is INSTANCE_DEFAULT else {"calibration": as_calibration(calibration)}
-        options = EmbedderOptions(
-            pooling=pooling,  # type: ignore[arg-type]
-            max_length=max_length,
-            long_documents=long_documents,  # type: ignore[arg-type]
-            window_overlap=window_overlap,
-            batch_size=embed_batch_size,
-            device=device,
-            precision=precision,  # type: ignore[arg-type]
-            show_progress_bar=show_progress_bar,
-            model_kwargs=model_kwargs,
-            **given,
-        )
+        if calibration is not INSTANCE_DEFAULT:  # a dict (from to_dict()) becomes a Calibration
+            arguments["calibration"] = calibration = as_calibration(calibration)
+        options = EmbedderOptions.from_arguments(arguments, renamed={"batch_size": "embed_batch_size"})
         # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
         loading = options.non_default() - {"batch_size"}
         embedder = resolve_embedder(
             "FairEmbedding", model=model, embedder=embedder, options=options, explicitly_set=loading, prompts=prompts
         )
-        calibration = given.get("calibration", embedder.calibration)
+        if calibration is INSTANCE_DEFAULT:
+            calibration = embedder.calibration
         fields: dict[str, Any] = {
             # The model as the user named it (a Hub id stays a Hub id even when it was loaded from a local copy),
             # so that to_dict() / from_dict() load the same model elsewhere; a shared embedder's own name otherwise.
