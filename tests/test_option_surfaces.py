@@ -1,0 +1,172 @@
+"""Every surface that takes the FairEmbedder options (FairEmbedder, the Ray EmbedderSpec, the LlamaIndex and
+LangChain adapters, the command line) names them as `EmbedderOptions` does, defaults them to `DEFAULTS`, and refuses
+a bad value with the error and message of `EmbedderOptions`, before any model is loaded."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+from typing import Any, get_args
+
+import pytest
+
+from fair_retrieval import FairEmbedder, PositionalScaling
+from fair_retrieval.attention import Pooling
+from fair_retrieval.cli.options import add_model_arguments, embedder_options
+from fair_retrieval.distributed.spec import EmbedderSpec
+from fair_retrieval.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.windows import LongDocuments
+
+llama_fair = pytest.importorskip("llama_index.embeddings.fair")
+langchain_fair = pytest.importorskip("langchain_fair")
+
+MODEL = "org/not-loaded"  # every bad value must fail before a model is looked for
+
+# What each surface leaves out of EmbedderOptions, and why (everything else it must take, under the same name).
+LEFT_OUT: dict[str, set[str]] = {
+    "FairEmbedder": set(),
+    "EmbedderSpec": {"model_kwargs"},  # not shipped to Ray workers (refused with a TypeError)
+    "FairEmbedding": {"positional_scaling"},  # the adapters expose no LPES
+    "FairEmbeddings": {"positional_scaling"},
+    "cli": {"calibration", "precision", "show_progress_bar", "model_kwargs", "positional_scaling"},  # own flags
+}
+LLAMA_NAMES = {"batch_size": "embed_batch_size"}  # LlamaIndex's own name for the batch size
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    return parser
+
+
+def _cli_flag_names() -> set[str]:
+    return {action.dest for action in _parser()._actions} - {"help", "model"}
+
+
+def _int_flags() -> set[str]:
+    return {action.dest for action in _parser()._actions if action.type is int}
+
+
+def _build(surface: str, name: str, value: Any) -> None:
+    """Give `name=value` to `surface` (no model is loaded: the value is refused first)."""
+    if surface == "FairEmbedder":
+        FairEmbedder(MODEL, **{name: value})
+    elif surface == "EmbedderSpec":
+        EmbedderSpec(MODEL, **{name: value})
+    elif surface == "FairEmbedding":
+        llama_fair.FairEmbedding(MODEL, **{LLAMA_NAMES.get(name, name): value})
+    elif surface == "FairEmbeddings":
+        langchain_fair.FairEmbeddings(model=MODEL, **{name: value})
+    else:
+        flag = "--" + name.replace("_", "-")
+        embedder_options(_parser().parse_args([flag, str(value)]))
+
+
+BAD_VALUES: list[tuple[str, Any, type[Exception], str]] = [
+    (
+        "pooling",
+        "max",
+        ValueError,
+        "pooling must be one of ('cls', 'mean', 'last') (or None to use the model's), got 'max'.",
+    ),
+    ("max_length", 0, ValueError, "max_length must be a positive int or None, got 0."),
+    ("max_length", True, ValueError, "max_length must be a positive int or None, got True."),
+    ("max_length", 12.0, ValueError, "max_length must be a positive int or None, got 12.0."),
+    ("batch_size", 0, ValueError, "batch_size must be a positive int, got 0."),
+    ("batch_size", True, ValueError, "batch_size must be a positive int, got True."),
+    ("precision", "fp16", ValueError, "precision must be 'auto', 'float32', 'float16' or 'bfloat16', got 'fp16'."),
+    ("long_documents", "split", ValueError, "long_documents must be one of ('truncate', 'windows'), got 'split'."),
+    ("window_overlap", -1, ValueError, "window_overlap must be an int ≥ 0 or None (an eighth of a window), got -1."),
+    (
+        "window_overlap",
+        True,
+        ValueError,
+        "window_overlap must be an int ≥ 0 or None (an eighth of a window), got True.",
+    ),
+    ("device", 0, TypeError, "device must be a str, a torch.device or None, got int."),
+    ("show_progress_bar", "yes", TypeError, "show_progress_bar must be a bool, got str."),
+    ("model_kwargs", ["eager"], TypeError, "model_kwargs must be a dict or None, got list."),
+    ("positional_scaling", (1.0,), TypeError, "positional_scaling must be a PositionalScaling or None, got tuple."),
+]
+SURFACES = list(LEFT_OUT)
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for surface in SURFACES:
+        for name, value, error, message in BAD_VALUES:
+            if name in LEFT_OUT[surface]:
+                continue
+            if surface == "cli" and (name not in _int_flags() or type(value) is not int):
+                continue  # a flag's value is text: what reaches EmbedderOptions is an int from type=int, or a str
+            cases.append(pytest.param(surface, name, value, error, message, id=f"{surface}-{name}={value!r}"))
+    return cases
+
+
+@pytest.mark.parametrize(("surface", "name", "value", "error", "message"), _cases())
+def test_every_surface_refuses_a_bad_value_with_the_options_message(
+    surface: str, name: str, value: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        EmbedderOptions(**{name: value})  # the one place that words it
+    with pytest.raises(error, match=re.escape(message)):
+        _build(surface, name, value)
+
+
+def _accepted_defaults(surface: str) -> dict[str, Any]:
+    """The option names `surface` takes (in EmbedderOptions' spelling) with the default it gives each."""
+    if surface == "FairEmbedder":
+        parameters = inspect.signature(FairEmbedder.__init__).parameters
+        return {name: p.default for name, p in parameters.items() if name not in ("self", "model")}
+    if surface == "EmbedderSpec":
+        options = EmbedderSpec(MODEL).options()
+        return {name: getattr(options, name) for name in EmbedderOptions.names() if name not in LEFT_OUT[surface]}
+    if surface == "FairEmbedding":
+        spelled = {value: key for key, value in LLAMA_NAMES.items()}
+        parameters = inspect.signature(llama_fair.FairEmbedding.__init__).parameters
+        found = {spelled.get(name, name): p.default for name, p in parameters.items()}
+        found["calibration"] = DEFAULTS.calibration if found["calibration"] is INSTANCE_DEFAULT else None
+        return {name: value for name, value in found.items() if name in EmbedderOptions.names()}
+    if surface == "FairEmbeddings":
+        model_fields = langchain_fair.FairEmbeddings.model_fields
+        return {name: f.default for name, f in model_fields.items() if name in EmbedderOptions.names()}
+    defaults = vars(_parser().parse_args([]))
+    return {
+        name: defaults[name] if defaults[name] is not None else getattr(DEFAULTS, name) for name in _cli_flag_names()
+    }
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_every_surface_takes_the_option_names_with_their_defaults(surface: str) -> None:
+    accepted = _accepted_defaults(surface)
+    assert set(accepted) == set(EmbedderOptions.names()) - LEFT_OUT[surface]
+    assert accepted == {name: getattr(DEFAULTS, name) for name in accepted}
+
+
+def test_what_a_surface_leaves_out_it_refuses_or_lacks() -> None:
+    with pytest.raises(TypeError, match="does not forward model_kwargs to Ray workers"):
+        EmbedderSpec(MODEL, model_kwargs={"attn_implementation": "eager"})
+    with pytest.raises(ValueError, match="unknown option 'positional_scaling'"):
+        llama_fair.FairEmbedding(MODEL, positional_scaling=PositionalScaling(factors=(1.0,)))
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        langchain_fair.FairEmbeddings(model=MODEL, positional_scaling=PositionalScaling(factors=(1.0,)))
+
+
+@pytest.mark.parametrize(("flag", "literal"), [("--pooling", Pooling), ("--long-documents", LongDocuments)])
+def test_the_cli_offers_the_literal_values_as_choices(flag: str, literal: Any) -> None:
+    (action,) = [a for a in _parser()._actions if flag in a.option_strings]
+    assert tuple(action.choices) == get_args(literal)
+    with pytest.raises(SystemExit):
+        _parser().parse_args([flag, "no-such-value"])
+
+
+@pytest.mark.parametrize(
+    ("name", "literal"), [("pooling", Pooling), ("precision", Precision), ("long_documents", LongDocuments)]
+)
+def test_the_literal_options_allow_exactly_their_literal_values(name: str, literal: Any) -> None:
+    for value in get_args(literal):
+        assert getattr(EmbedderOptions(**{name: value}), name) == value
+    for value in (get_args(literal)[0].upper(), True):
+        with pytest.raises(ValueError, match=f"{name} must be"):
+            EmbedderOptions(**{name: value})
