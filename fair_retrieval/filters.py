@@ -47,6 +47,8 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from fair_retrieval.validate import is_number
+
 __all__ = ["FILTER_OPERATORS", "FilterSpec", "Predicate", "compile_filter"]
 
 Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
@@ -282,7 +284,7 @@ def _ordering(field: str, compare: Callable[[Any, Any], bool], operand: Any) -> 
 
 def _orderable(value: Any) -> bool:
     """A number (not a bool) or a string: what the ordering operators compare."""
-    return isinstance(value, str) or (isinstance(value, int | float) and not isinstance(value, bool))
+    return isinstance(value, str) or is_number(value)
 
 
 def _same(value: Any, expected: Any) -> bool:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from fair_retrieval.validate import is_int
+
 logger = logging.getLogger(__name__)
 
 
@@ -249,7 +251,7 @@ def parse_jsonl_line(
             )
         raise ValueError(f"{where}: {text_field!r} must be a string, got {type(text).__name__}.")
     doc_id = record.get(id_field, f"line-{number}")
-    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+    if not (isinstance(doc_id, str) or is_int(doc_id)):
         raise ValueError(f"{where}: {id_field!r} must be a string or an integer, got {type(doc_id).__name__}.")
     metadata = {key: value for key, value in record.items() if key not in (text_field, id_field, "metadata")}
     nested = record.get("metadata")

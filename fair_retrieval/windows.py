@@ -16,6 +16,8 @@ from typing import Literal
 
 import numpy as np
 
+from fair_retrieval.validate import is_int, is_positive_int
+
 LongDocuments = Literal["truncate", "windows"]
 """What happens to a document longer than the window: cut off ("truncate") or split and pooled ("windows")."""
 
@@ -123,9 +125,9 @@ def chunk_plan(
         ValueError: for a chunk size < 1 or an overlap outside [0, chunk size).
     """
     size = window_tokens if chunk_tokens is None else chunk_tokens
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if not is_positive_int(size):
         raise ValueError(f"chunk size must be a positive number of tokens, got {chunk_tokens!r}.")
     overlap = default_overlap(size) if chunk_overlap is None else chunk_overlap
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < size:
+    if not is_int(overlap) or not 0 <= overlap < size:
         raise ValueError(f"chunk overlap must be an int in [0, {size}) tokens, got {chunk_overlap!r}.")
     return size, overlap

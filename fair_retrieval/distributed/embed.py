@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.distributed.source import as_dataset, scan
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.distributed.worker import EmbedWorker
+from fair_retrieval.validate import is_positive_int, number_in, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -231,17 +231,14 @@ def _check_arguments(
     sizes = list(workers) if isinstance(workers, tuple) else [workers]
     if (
         len(sizes) not in (1, 2)
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes)
+        or not all(is_positive_int(s) for s in sizes)
         or (len(sizes) == 2 and sizes[0] > sizes[1])
     ):
         raise ValueError(f"workers must be a positive int or a (min, max) pair with min ≤ max, got {workers!r}.")
     for name, value, low in (("cpus_per_worker", cpus_per_worker, 0.0), ("gpus_per_worker", gpus_per_worker, 0.0)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < low or math.isnan(value):
-            raise ValueError(f"{name} must be a number ≥ {low:g}, got {value!r}.")
+        number_in(value, name, low)
     if cpus_per_worker <= 0:
         raise ValueError(f"cpus_per_worker must be > 0, got {cpus_per_worker!r}.")
     for name, count in (("batch_rows", batch_rows), ("shard_rows", shard_rows)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{name} must be a positive int, got {count!r}.")
-    if max_shards is not None and (isinstance(max_shards, bool) or not isinstance(max_shards, int) or max_shards < 1):
-        raise ValueError(f"max_shards must be a positive int or None, got {max_shards!r}.")
+        positive_int(count, name)
+    positive_int(max_shards, "max_shards", or_none=True)

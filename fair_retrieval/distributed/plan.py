@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Literal
 
 from fair_retrieval.index.plan import POINTS_PER_CENTROID, IndexPlan, ivfpq_plan, kind_plan
+from fair_retrieval.validate import is_int, is_positive_int
 
 PlanKind = Literal["auto", "flat", "ivfpq"]
 FLAT_LIMIT = 1_000_000
@@ -45,7 +46,7 @@ def plan_index(
         ValueError: bad counts or kinds, parameters for a flat index, or IVF-PQ parameters that cannot work.
     """
     for name, value in (("count", count), ("dim", dim), ("flat_limit", flat_limit)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name != "dim" else 1):
+        if not is_int(value) or value < (0 if name != "dim" else 1):
             raise ValueError(f"{name} must be a non-negative int, got {value!r}.")
     if kind not in ("auto", "flat", "ivfpq"):
         raise ValueError(f"kind must be 'auto', 'flat' or 'ivfpq', got {kind!r}.")
@@ -68,7 +69,7 @@ def plan_index(
     nlist, nbits = plan.params["nlist"], plan.params["nbits"]
     needed = max(nlist, 2**nbits)
     size = train_size if train_size is not None else max(POINTS_PER_CENTROID * nlist, MIN_TRAIN_SIZE)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if not is_positive_int(size):
         raise ValueError(f"train_size must be a positive int, got {train_size!r}.")
     size = min(size, count)
     if size < needed:

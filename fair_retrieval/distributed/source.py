@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.distributed.runtime import import_pyarrow, import_ray
+from fair_retrieval.validate import is_int
 
 PARQUET_SUFFIXES = (".parquet",)
 JSONL_SUFFIXES = (".jsonl", ".json")
@@ -142,7 +143,7 @@ def normalise_ids(column: Any) -> Any:
     if _is_string(pa, column.type):
         return column.cast(pa.string())
     values = column.to_pylist()
-    if all(isinstance(value, int) and not isinstance(value, bool) for value in values):
+    if all(is_int(value) for value in values):
         return pa.array(values, type=pa.int64())
     if all(isinstance(value, str) for value in values):
         return pa.array(values, type=pa.string())

@@ -26,6 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.validate import is_positive_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ class ForeignEmbedder:
             getattr(self._model, "max_seq_length", None),
             getattr(self.wrapped, "max_length", None),
         ):
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if is_positive_int(value):
                 return value
         return None
 
@@ -285,8 +286,7 @@ def huggingface_anchor(
     """
     from fair_retrieval.loading import load_sentence_transformer, pick_device, resolve_model
 
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise ValueError(f"max_length must be a positive int or None (the model's own), got {max_length!r}.")
+    positive_int(max_length, "max_length", or_none=True, note="the model's own")
     name = resolve_model(model)
     loaded = load_sentence_transformer(name, pick_device(device), None)
     if max_length is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from fair_retrieval.validate import positive_int
+
 Run = Mapping[str, Sequence[str]]  # query id → ranked document ids
 Qrels = Mapping[str, Mapping[str, int]]
 
@@ -93,5 +95,4 @@ def harmonic_mean(values: Sequence[float]) -> float:
 
 
 def _check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}.")
+    positive_int(k, "k")
