@@ -70,7 +70,7 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
-from fair_retrieval.stores.arguments import id_strings, positive_int, preview
+from fair_retrieval.stores.arguments import id_strings, positive_int, preview, repeated
 from fair_retrieval.stores.records import IndexedRecords
 
 logger = logging.getLogger(__name__)
@@ -269,9 +269,9 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
             return []
         records = [stored_node(node, position) for position, node in enumerate(node_list)]
         node_ids = [record.key for record in records]
-        if len(set(node_ids)) != len(node_ids):
-            repeated = sorted({node_id for node_id in node_ids if node_ids.count(node_id) > 1})
-            raise ValueError(f"node ids repeat within this add: {preview(repeated)}; pass each node once.")
+        doubled = repeated(node_ids)
+        if doubled:
+            raise ValueError(f"node ids repeat within this add: {preview(doubled)}; pass each node once.")
         matrix = node_embeddings(node_list)
         index = self._records.index
         if index is not None and matrix.shape[1] != index.dim:
