@@ -1,0 +1,70 @@
+"""Checks of the arguments the stores' calls share, and the short lists of offending values their messages show."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fair_retrieval.inputs import ensure_text_list
+
+__all__ = ["id_strings", "new_ids", "positive_int", "preview", "repeated"]
+
+PREVIEW_LIMIT = 5
+
+
+def preview(items: Sequence[Any], limit: int = PREVIEW_LIMIT) -> str:
+    """The first `limit` items as a comma-separated list of reprs, and how many more there are.
+
+    Error messages list some offending ids rather than all of them (there may be millions).
+    """
+    shown = ", ".join(repr(item) for item in items[:limit])
+    return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def repeated(keys: Iterable[str]) -> list[str]:
+    """The keys that occur more than once, sorted (empty when all are unique)."""
+    return sorted(key for key, times in Counter(keys).items() if times > 1)
+
+
+def positive_int(value: Any, name: str) -> int:
+    """`value` if it is a positive int (not a bool).
+
+    Raises:
+        ValueError: otherwise, naming the argument.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+def new_ids(ids: Any, count: int) -> list[str]:
+    """One unique str id for each of `count` new texts; `ids=None`, or a None entry, means a new UUID.
+
+    Raises:
+        TypeError: a single string, or an id that is not a str (`ensure_text_list`).
+        ValueError: another number of ids than texts, or an id repeated within the call.
+    """
+    if ids is None:
+        ids = [None] * count
+    if not isinstance(ids, str):  # a single str is refused by ensure_text_list
+        ids = [str(uuid.uuid4()) if id_ is None else id_ for id_ in ids]
+    id_list = ensure_text_list(ids, "ids")
+    if len(id_list) != count:
+        raise ValueError(f"Got {count} texts but {len(id_list)} ids; pass one id per text (or ids=None).")
+    doubled = repeated(id_list)
+    if doubled:
+        raise ValueError(f"ids repeat within this call: {preview(doubled)}; every id must be unique.")
+    return id_list
+
+
+def id_strings(values: Any, name: str) -> list[str]:
+    """A list of ids as strings; a single string (a common slip for a list of one) is refused.
+
+    Raises:
+        TypeError: `values` is a string or not iterable.
+    """
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a list of ids, got {type(values).__name__} {values!r}; wrap one id: [id].")
+    return [str(value) for value in values]

@@ -1,0 +1,71 @@
+"""LlamaIndex nodes as `FairFaissVectorStore` keeps them: a record per node (its ids and JSON form), and back.
+
+A node is kept as LlamaIndex serialises it (`BaseNode.to_dict()`, the docstore's JSON form) without its embedding,
+which lives in the index; `stored_node` checks that the node survives JSON (what `persist` writes), and
+`restored_node` makes a new node object from a record, so callers cannot change the store through what they get.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+from llama_index.core.constants import DATA_KEY, TYPE_KEY
+from llama_index.core.schema import BaseNode
+from llama_index.core.storage.docstore.utils import json_to_doc
+
+__all__ = ["StoredNode", "node_embeddings", "node_metadata", "restored_node", "stored_node"]
+
+
+class StoredNode(NamedTuple):
+    """A stored node: its ids and its JSON form (`doc_to_json` without the embedding, which is in the index)."""
+
+    key: str  # the node id
+    doc_id: str  # the node's ref_doc_id, or its own id when it has no source document
+    node: dict[str, Any]
+
+
+def stored_node(node: Any, position: int) -> StoredNode:
+    """A node's record: its JSON form without the embedding, checked to survive JSON (what persist writes)."""
+    if not isinstance(node, BaseNode):
+        raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
+    data = node.to_dict()
+    data["embedding"] = None  # the vector lives in the index
+    try:
+        payload = json.loads(json.dumps({DATA_KEY: data, TYPE_KEY: node.get_type()}, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"Node {node.node_id!r} cannot be stored as JSON ({error}). FairFaissVectorStore keeps and persists nodes "
+            "as JSON, never pickle: make its metadata values str, int, float, bool, None, lists or dicts (a date as "
+            ".isoformat(), no NaN)."
+        ) from None
+    return StoredNode(node.node_id, node.ref_doc_id or node.node_id, payload)
+
+
+def node_embeddings(nodes: list[BaseNode]) -> np.ndarray:
+    """The nodes' embeddings as a float32 (n, dim) matrix, or a ValueError naming the first bad node."""
+    vectors = []
+    for position, node in enumerate(nodes):
+        if node.embedding is None:
+            raise ValueError(
+                f"nodes[{position}] ({node.node_id!r}) has no embedding. Embed nodes before adding them "
+                "(VectorStoreIndex and an IngestionPipeline with an embed model do), or set node.embedding."
+            )
+        vectors.append(node.embedding)
+    sizes = sorted({len(vector) for vector in vectors})
+    if len(sizes) > 1 or sizes[0] == 0:
+        raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def node_metadata(record: StoredNode) -> Mapping[str, Any]:
+    """The metadata of a stored node (what filters see)."""
+    return record.node[DATA_KEY].get("metadata") or {}
+
+
+def restored_node(record: StoredNode) -> BaseNode:
+    """A new node object from a record's JSON form (without its embedding)."""
+    return json_to_doc(copy.deepcopy(record.node))

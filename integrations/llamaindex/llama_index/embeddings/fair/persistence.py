@@ -1,0 +1,258 @@
+"""Persisting a `FairFaissVectorStore`: the JSON store file, the index folder next to it, and loading both back.
+
+Persisting writes two things, neither pickled, so loading cannot execute code: at `persist_path` (by default
+`./storage/default__vector_store.json`) a JSON file with the id map and the nodes (format
+"llama-index-fair-faiss-store", version 1), and next to it a FaissIndex folder (`default__vector_store.index/`:
+faiss' own binary format plus JSON). Writing them together and reading them back consistently is
+`fair_retrieval.stores.files`' job; this module says where the files are and what the JSON file holds, and checks
+the recorded embed model (`fair_retrieval.identity`). `StorePersistence` is the store's base class that gives it
+`persist`, `from_persist_path` and `from_persist_dir`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
+from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
+from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
+from llama_index.embeddings.fair.legacy import legacy_message
+from llama_index.embeddings.fair.nodes import StoredNode
+from typing_extensions import Self
+
+from fair_retrieval import FaissIndex
+from fair_retrieval.identity import check_identity, embedder_identity
+from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.jsonio import json_bytes, parse_versioned_json
+from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
+from fair_retrieval.stores.records import IndexedRecords
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_PERSIST_PATH", "StorePersistence"]
+
+DEFAULT_PERSIST_PATH = os.path.join(
+    DEFAULT_PERSIST_DIR, f"{DEFAULT_VECTOR_STORE}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}"
+)
+INDEX_SUFFIX = ".index"  # the FaissIndex folder next to the store file: default__vector_store.index/
+FORMAT_NAME = "llama-index-fair-faiss-store"
+FORMAT_VERSION = 1
+MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
+MISMATCH_REMEDY = (
+    "Load it with the embed model it was built with (same model and options), or rebuild the index with this one."
+)
+
+
+class StorePersistence:
+    """`persist`, `from_persist_path` and `from_persist_dir` of `FairFaissVectorStore`, its base class.
+
+    The store class provides its records and settings, the embed model it was told about, and `_persisted(...)`.
+    """
+
+    _records: IndexedRecords[StoredNode]
+    _metric: str
+    _kind: str
+    _index_params: dict[str, int]
+    _embed_model: Any
+    _recorded_identity: dict[str, Any] | None
+
+    @property
+    def embedder_identity(self) -> dict[str, Any] | None:
+        """The identity `persist` records for the vectors (`fair_retrieval.identity.embedder_identity`): that of the
+        embed model the store was told about, else the one read from the persisted store, else None (unknown)."""
+        if self._embed_model is not None:
+            return embedder_identity(self._embed_model)
+        return copy.deepcopy(self._recorded_identity)
+
+    @classmethod
+    def _persisted(cls, metric: str, kind: str, gpu: GpuChoice, index_params: Mapping[str, int]) -> Self:
+        """An empty store of the settings a persisted store records (the store's constructor checks them)."""
+        raise NotImplementedError
+
+    def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None) -> None:
+        """Write the store: a JSON file at `persist_path` and the FaissIndex folder next to it (`<name>.index/`).
+
+        `StorageContext.persist(persist_dir)` calls this with `persist_dir/default__vector_store.json`. A GPU
+        index is written as a CPU copy (FaissIndex.save); nothing is pickled. The two change together: the JSON
+        file is written under a temporary name and published in the commit of the index folder
+        (`FaissIndex.save(companions=...)`), so a persist killed at any point (even by SIGKILL) leaves the previous
+        store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
+        model).
+
+        Args:
+            persist_path: the JSON file to write (its folder is created if needed).
+            fs: None or a local fsspec filesystem; faiss writes local files only.
+
+        Raises:
+            NotImplementedError: a non-local `fs`.
+            ValueError: node metadata that stopped being JSON (e.g. NaN put in after adding).
+        """
+        _require_local(fs)
+        path = Path(persist_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = _index_folder(path)
+        state = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "metric": self._metric,
+            "kind": self._kind,
+            "index_params": self._index_params,
+            "index_folder": folder.name if self._records.index is not None else None,
+            "next_int_id": self._records.next_int_id,
+            "embedder": self.embedder_identity,
+            "nodes": [
+                {"int_id": int_id, "node_id": record.key, "doc_id": record.doc_id, "node": record.node}
+                for int_id, record in self._records.records.items()
+            ],
+        }
+        save_store_file(path, json_bytes(state, indent=None), self._records.index, folder)
+        logger.info("Persisted %d nodes to %s (vectors in %s)", len(self._records), path, folder.name)
+
+    @classmethod
+    def from_persist_path(
+        cls,
+        persist_path: str = DEFAULT_PERSIST_PATH,
+        fs: Any | None = None,
+        gpu: GpuChoice = "auto",
+        *,
+        embed_model: Any | None = None,
+        allow_embedder_mismatch: bool = False,
+    ) -> Self:
+        """Load a store written by `persist` (on a CPU or a GPU machine); `gpu` as in the constructor.
+
+        The index folder's index.json is read first and names the JSON file of the same persist, so a load running
+        while the store is persisted again returns the store before or after that persist.
+
+        Args:
+            persist_path: the JSON file `persist` wrote.
+            fs: None or a local fsspec filesystem.
+            gpu: as in the constructor.
+            embed_model: the embed model you will query (and add nodes) with; when given, it is checked against the
+                identity the store recorded and becomes the one the next `persist` records. None checks nothing
+                and keeps the recorded identity.
+            allow_embedder_mismatch: load even when `embed_model` differs from the recorded one (a WARNING lists
+                the differences).
+
+        Raises:
+            FileNotFoundError: no store at `persist_path`, or its index folder is missing.
+            ValueError: a folder written by the earlier FairFaissVectorStore / llama-index's FaissVectorStore (a
+                raw faiss file; the message says how to convert it with `from_legacy_persist_dir`), files that
+                are malformed or disagree with each other, or an `embed_model` other than the one the store was
+                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`.
+            NotImplementedError: a non-local `fs`.
+        """
+        _require_local(fs)
+        path = Path(persist_path)
+        store = load_store_file(
+            path,
+            _index_folder(path),
+            lambda raw: cls._restore(path, raw, gpu),
+            missing=(
+                f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
+                "or store.persist(path)), and pass that folder to from_persist_dir."
+            ),
+        )
+        if embed_model is not None:
+            check_identity(
+                store._recorded_identity,
+                embedder_identity(embed_model),
+                source=str(path),
+                allow_mismatch=allow_embedder_mismatch,
+                override=MISMATCH_OVERRIDE,
+                remedy=MISMATCH_REMEDY,
+            )
+            store._embed_model = embed_model
+        elif store._recorded_identity is not None:
+            logger.info("%s records its embed model; pass embed_model= to from_persist_dir to check it.", path)
+        logger.info("Loaded %d nodes from %s", len(store._records), path)
+        return store
+
+    @classmethod
+    def _restore(cls, path: Path, raw: bytes, gpu: GpuChoice) -> Self:
+        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked."""
+        if looks_like_raw_faiss(raw[:4]):  # a folder of the earlier store: say how to convert it
+            raise ValueError(legacy_message(path))
+        state = parse_versioned_json(
+            path,
+            raw,
+            format_name=FORMAT_NAME,
+            max_version=FORMAT_VERSION,
+            required=("metric", "kind", "next_int_id", "nodes"),
+            writer="FairFaissVectorStore.persist()",
+            upgrade="llama-index-embeddings-fair",
+        )
+        store = cls._persisted(state["metric"], state["kind"], gpu, state.get("index_params", {}))
+        identity = state.get("embedder")
+        if identity is not None and not isinstance(identity, dict):
+            raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
+        store._recorded_identity = identity
+        index, folder_name = None, state.get("index_folder")
+        if folder_name is not None:
+            if not isinstance(folder_name, str) or Path(folder_name).name != folder_name or folder_name in ("", ".."):
+                raise ValueError(f"{path} names a malformed index folder {folder_name!r}; rebuild the store.")
+            folder = path.parent / folder_name
+            if not folder.is_dir():
+                raise FileNotFoundError(
+                    f"{path} keeps its vectors in {folder}, which is missing: copy the whole persist folder."
+                )
+            index = FaissIndex.load(folder, gpu=gpu)
+        entries = [
+            (int(entry["int_id"]), StoredNode(str(entry["node_id"]), str(entry["doc_id"]), entry["node"]))
+            for entry in state["nodes"]
+        ]
+        store._records.restore(index, entries, int(state["next_int_id"]))
+        held = store._records.index_mismatch()
+        if held is not None:
+            raise ValueError(
+                f"{path} lists {len(state['nodes'])} nodes but its index folder holds {held} vectors under "
+                "other ids: the folder was modified or written partially. Persist the store again, or rebuild it."
+            )
+        return store
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str = DEFAULT_PERSIST_DIR,
+        fs: Any | None = None,
+        gpu: GpuChoice = "auto",
+        namespace: str = DEFAULT_VECTOR_STORE,
+        *,
+        embed_model: Any | None = None,
+        allow_embedder_mismatch: bool = False,
+    ) -> Self:
+        """Load the store `StorageContext.persist(persist_dir)` wrote (`persist_dir/default__vector_store.json`).
+
+        Args:
+            persist_dir: the folder given to `StorageContext.persist`.
+            fs: None or a local fsspec filesystem.
+            gpu: as in the constructor.
+            namespace: the vector store's name in the storage context ("default" unless you named it).
+            embed_model: as in `from_persist_path`: checked against the recorded embed model when given.
+            allow_embedder_mismatch: as in `from_persist_path`.
+
+        Raises:
+            As `from_persist_path`.
+        """
+        _require_local(fs)
+        persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
+        return cls.from_persist_path(
+            persist_path, gpu=gpu, embed_model=embed_model, allow_embedder_mismatch=allow_embedder_mismatch
+        )
+
+
+def _require_local(fs: Any | None) -> None:
+    if fs is not None and not isinstance(fs, LocalFileSystem):
+        raise NotImplementedError(
+            f"FairFaissVectorStore persists to local folders only (faiss writes local files), got {type(fs).__name__}."
+        )
+
+
+def _index_folder(path: Path) -> Path:
+    """The FaissIndex folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
+    return path.with_name(path.stem + INDEX_SUFFIX)
