@@ -168,7 +168,7 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
     """
     import torch
 
-    from fair_retrieval import attention
+    from fair_retrieval import kernels
 
     def compare(dtype: torch.dtype) -> str:
         if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -184,11 +184,11 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
         details = []
         for masked in (False, True):
             m = mask if masked else None
-            expected = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel="explicit")
-            chosen = attention._kernels_for(query, masked)[0]
+            expected = kernels.attention_with_logsumexp(query, key, value, m, 0.2, kernel="explicit")
+            chosen = kernels.kernels_for(query, masked)[0]
             expect(chosen != "explicit", f"{dtype} masked={masked}: no fused kernel is available")
-            for kernel in attention._kernels_for(query, masked)[:-1]:
-                output, lse = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel=kernel)
+            for kernel in kernels.kernels_for(query, masked)[:-1]:
+                output, lse = kernels.attention_with_logsumexp(query, key, value, m, 0.2, kernel=kernel)
                 out_diff = float((output.float() - expected[0].float()).abs().max())
                 lse_diff = float((lse.float() - expected[1].float()).abs().max())
                 expect(tuple(lse.shape) == (4, 12, 512), f"{kernel}: log-sum-exp shape {tuple(lse.shape)}")
@@ -214,7 +214,7 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
 
     import torch
 
-    from fair_retrieval import Calibration, FairEmbedder, attention
+    from fair_retrieval import Calibration, FairEmbedder, kernels
 
     texts = long_texts(SPEED_DOCS if device == "cuda" else 8, words=450)
 
@@ -226,7 +226,7 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
         if precision == "bfloat16" and not torch.cuda.is_bf16_supported():
             return "SKIP: this GPU has no bfloat16"
         embedder = FairEmbedder(model, device=device, precision=precision, max_length=MAX_LENGTH, batch_size=32)
-        attention._BROKEN_KERNELS.clear()
+        kernels.BROKEN_KERNELS.clear()
         for mode in (None, calibration):  # warm-up
             embedder.embed_documents(texts, calibration=mode)
         ratios = []
@@ -239,7 +239,7 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
                 synchronize()
                 seconds[mode is None] = time.perf_counter() - start
             ratios.append(seconds[False] / seconds[True])
-        expect(not attention._BROKEN_KERNELS, f"fused kernels fell back: {sorted(attention._BROKEN_KERNELS)}")
+        expect(not kernels.BROKEN_KERNELS, f"fused kernels fell back: {sorted(kernels.BROKEN_KERNELS)}")
         ratio = statistics.median(ratios)
         met = "met" if ratio <= 1.05 else "NOT met"
         spread = f"{min(ratios):.2f}–{max(ratios):.2f}"

@@ -11,9 +11,9 @@ The math (docs/method.md)
     `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
     attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
     rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
-    on models whose every row sees the same keys, `_calibrate_every_row_by_baskets` applies it to all rows from one
-    fused attention call per basket and that call's log-sum-exp (`_attention_with_logsumexp`: PyTorch's CPU flash
-    kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
+    on models whose every row sees the same keys, `calibrate_every_row` applies it to all rows from one fused
+    attention call per basket and that call's log-sum-exp (fair_retrieval.kernels: PyTorch's CPU flash kernel; on
+    CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from fair_retrieval import kernels
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.layers import UnsupportedModelError, layer_of_module
 
@@ -39,10 +40,8 @@ POOLING_MODES: tuple[str, ...] = ("cls", "mean", "last")
 
 _PREFIX = "fair_"
 _REGISTER_LOCK = threading.Lock()
-# Upper bound on the elements of one (batch, heads, rows, keys) score tile in the row-wise path.
-_TILE_ELEMENTS = 1 << 24
 # Mean pooling keeps at most this many basket outputs (B, H, L, D) before folding them in as they come.
-_HELD_BASKETS = 16
+HELD_BASKETS = 16
 
 
 @dataclass
@@ -227,7 +226,7 @@ def _calibrate_layer(
             content = padding & ~isolated_positions[:, 0]  # (B, L)
             if int(content.sum(dim=1).max().item()) < cal.min_content_tokens:
                 return base()  # no text in the batch is long enough to be calibrated
-            blended = _calibrate_every_row_by_baskets(
+            blended = calibrate_every_row(
                 query, key, value, content, isolated_positions[:, 0], scale, cal
             )  # (B, L, H, D)
             return blended.to(query.dtype), None
@@ -239,7 +238,7 @@ def _calibrate_layer(
     # extra memory stays O(batch·heads·rows·L) per tile (for cls/last pooling, one row per text).
     output, weights = base()  # (B, L, H, D)
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
-    tile = max(1, _TILE_ELEMENTS // max(1, batch * heads * seq))
+    tile = max(1, kernels.TILE_ELEMENTS // max(1, batch * heads * seq))
     for start in range(0, rows.shape[1], tile):
         row_tile = rows[:, start : start + tile]  # (B, T)
         allowed = _allowed_keys(attention_mask, row_tile, padding, causal, sliding_window)  # (B, T, L)
@@ -483,7 +482,7 @@ def _rows_times_values(weights: torch.Tensor, value: torch.Tensor, group: int) -
     return out.view(batch, heads, rows, head_dim)
 
 
-def _calibrate_every_row_by_baskets(
+def calibrate_every_row(
     query: torch.Tensor,  # (B, H, L, D)
     key: torch.Tensor,  # (B, Hkv, L, D)
     value: torch.Tensor,  # (B, Hkv, L, D)
@@ -514,10 +513,10 @@ def _calibrate_every_row_by_baskets(
     # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
     k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
     sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
-    # Up to _HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
+    # Up to HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
     # texts) they are folded in as they come, so memory stays a few (B, H, L, D) buffers: the calibrated part as
     # A = Σ_b fraction_b·ô_b and the plain part as P = Σ_b exp(λ_b − m)·ô_b with a running max m (online softmax).
-    online = max_baskets > _HELD_BASKETS
+    online = max_baskets > HELD_BASKETS
     if online:
         fraction = basket_fraction(sizes, n_content, cal, work)  # (B, n)
         calibrated_sum = torch.zeros(batch, heads, seq, head_dim, dtype=work, device=query.device)  # A
@@ -531,7 +530,7 @@ def _calibrate_every_row_by_baskets(
         if end > fewest:
             in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
             mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
-        local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
+        local, log_mass = kernels.attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
         log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
         if not online:
             outputs.append(local)
@@ -607,133 +606,3 @@ def _content_run(
     order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices[:, : min(width, seq)]  # (B,W)
     index = order[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # (B, Hkv, W, D)
     return _repeat_kv(key.gather(2, index), heads), _repeat_kv(value.gather(2, index), heads)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Basket-local attention with its log-sum-exp: fused kernels where PyTorch has one, explicit tiles otherwise
-# ----------------------------------------------------------------------------------------------------------------
-
-Kernel = Literal["cpu_flash", "cuda_flash", "cuda_efficient", "explicit"]
-_BROKEN_KERNELS: set[tuple[str, str, torch.dtype]] = set()  # (kernel, device type, dtype) that raised once
-
-
-def _kernels_for(query: torch.Tensor, masked: bool) -> list[Kernel]:
-    """Fused kernels to try, best first, for these inputs; `explicit` (always correct) ends every list."""
-    kernels: list[Kernel] = []
-    if query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64):
-        kernels.append("cpu_flash")
-    elif query.device.type == "cuda":
-        half = query.dtype in (torch.float16, torch.bfloat16)
-        if half and not masked and query.shape[-1] % 8 == 0 and query.shape[-1] <= 256:
-            kernels.append("cuda_flash")  # FlashAttention-2 takes no mask, so only for baskets full in every text
-        if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
-            kernels.append("cuda_efficient")
-    usable = [k for k in kernels if (k, query.device.type, query.dtype) not in _BROKEN_KERNELS]
-    return [*usable, "explicit"]
-
-
-def _attention_with_logsumexp(
-    query: torch.Tensor,  # (B, H, L, D)
-    key: torch.Tensor,  # (B, H, S, D)
-    value: torch.Tensor,  # (B, H, S, D)
-    mask: torch.Tensor | None,  # (B, 1, 1, S) bool, True = attend; None = every key
-    scale: float,
-    kernel: Kernel | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention output (B, H, L, D) and the log-sum-exp of its scores (B, H, L) over S keys (S = one basket).
-
-    Uses a fused kernel that returns both where PyTorch has one (CPU flash attention; on CUDA FlashAttention-2 for
-    unmasked fp16/bf16 baskets, else the memory-efficient kernel, which takes a mask), else the explicit tiles: the
-    scores of one basket, (B, H, T, S) in tiles of T rows, never L×L. A fused kernel that raises (an unsupported
-    head size or GPU) is logged once and not tried again for that device and dtype. `kernel` forces one path.
-    """
-    candidates: list[Kernel] = [kernel] if kernel is not None else _kernels_for(query, mask is not None)
-    for name in candidates:
-        if name == "explicit":
-            return _explicit_attention_with_logsumexp(query, key, value, mask, scale)
-        try:
-            return _FUSED[name](query, key, value, mask, scale)
-        except RuntimeError as error:
-            if kernel is not None or isinstance(error, torch.OutOfMemoryError):
-                raise  # a forced kernel, or memory (not the kernel) ran out
-            _BROKEN_KERNELS.add((name, query.device.type, query.dtype))
-            logger.warning("Attention kernel %s failed (%s); using the next one for %s.", name, error, query.dtype)
-    raise AssertionError("unreachable: 'explicit' ends every kernel list")
-
-
-def _cpu_flash(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch's CPU flash-attention kernel: output (B, H, L, D) and log-sum-exp (B, H, L)."""
-    bias = None if mask is None else _additive_bias(mask, query.dtype)  # (B, 1, 1, S)
-    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, False, attn_mask=bias, scale=scale
-    )
-    return output, lse
-
-
-def _cuda_flash(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashAttention-2 (fp16/bf16, no mask): output (B, H, L, D) and float32 log-sum-exp (B, H, L)."""
-    if mask is not None:
-        raise RuntimeError("FlashAttention takes no mask")
-    result = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scale)
-    return result[0], result[1]
-
-
-def _cuda_efficient(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The memory-efficient kernel: output (B, H, L, D) and float32 log-sum-exp (B, H, L).
-
-    Its bias must have a 16-element-aligned row stride (so it is allocated padded and sliced, as SDPA itself does)
-    and the full (B, H, L, S) shape (a broadcast view, no copy). Its log-sum-exp may come padded along L.
-    """
-    batch, heads, seq, _ = query.shape
-    bias = None
-    if mask is not None:
-        width = mask.shape[-1]
-        padded = torch.zeros(batch, 1, 1, -(-width // 16) * 16, dtype=query.dtype, device=query.device)
-        padded[..., :width].masked_fill_(~mask, float("-inf"))
-        bias = padded[..., :width].expand(batch, heads, seq, width)  # (B, H, L, S), stride 0 over H and L
-    result = torch.ops.aten._scaled_dot_product_efficient_attention(
-        query, key, value, bias, True, 0.0, False, scale=scale
-    )
-    return result[0], result[1][:, :, :seq]
-
-
-_FUSED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
-    "cpu_flash": _cpu_flash,
-    "cuda_flash": _cuda_flash,
-    "cuda_efficient": _cuda_efficient,
-}
-
-
-def _additive_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """0 where `mask` is True, −inf where False."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
-
-
-def _explicit_attention_with_logsumexp(
-    query: torch.Tensor,  # (B, H, L, D)
-    key: torch.Tensor,  # (B, H, S, D)
-    value: torch.Tensor,  # (B, H, S, D)
-    mask: torch.Tensor | None,  # (B, 1, 1, S) bool
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fallback: float32 scores of one basket in tiles of rows, (B, H, T, S) each, never L×L."""
-    batch, heads, seq, _ = query.shape
-    width = key.shape[2]
-    rows = max(1, _TILE_ELEMENTS // max(1, batch * heads * width))
-    work = torch.float64 if query.dtype == torch.float64 else torch.float32
-    keys, values = key.to(work).transpose(-1, -2), value.to(work)  # (B, H, D, S), (B, H, S, D)
-    outputs, lses = [], []
-    for start in range(0, seq, rows):
-        scores = torch.matmul(query[:, :, start : start + rows].to(work), keys) * scale  # (B, H, T, S)
-        if mask is not None:
-            scores.masked_fill_(~mask, float("-inf"))
-        lse = torch.logsumexp(scores, dim=-1)  # (B, H, T)
-        outputs.append(torch.matmul(scores.sub_(lse[..., None]).exp_(), values).to(query.dtype))
-        lses.append(lse)
-    return torch.cat(outputs, dim=2), torch.cat(lses, dim=2)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fair_retrieval import Calibration, attention
+from fair_retrieval import Calibration, attention, kernels
 from tests.reference import _reference_probs
 
 CONFIGS = [
@@ -67,9 +67,9 @@ def test_every_row_path_equals_reference(
     """Both accumulation modes (basket outputs held, or folded in as they come) and both kernels."""
     data = random_batch(0)
     isolated = data["isolated"] & data["padding"] if with_isolated else torch.zeros_like(data["padding"])
-    monkeypatch.setattr(attention, "_kernels_for", lambda query, masked: [kernel])
-    monkeypatch.setattr(attention, "_HELD_BASKETS", held)
-    out = attention._calibrate_every_row_by_baskets(
+    monkeypatch.setattr(kernels, "kernels_for", lambda query, masked: [kernel])
+    monkeypatch.setattr(attention, "HELD_BASKETS", held)
+    out = attention.calibrate_every_row(
         data["query"],
         data["key"],
         data["value"],
@@ -91,7 +91,7 @@ def test_row_wise_path_equals_every_row_path(cal: Calibration) -> None:
     isolated = isolated & padding
     batch, _, seq, _ = query.shape
     scale = query.shape[-1] ** -0.5
-    every = attention._calibrate_every_row_by_baskets(query, key, value, padding & ~isolated, isolated, scale, cal)
+    every = attention.calibrate_every_row(query, key, value, padding & ~isolated, isolated, scale, cal)
     allowed = padding[:, None, :].expand(batch, seq, seq)  # (B, T, L), every row sees the text
     plain = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=padding[:, None, None, :])
     rows = attention.calibrated_rows(query, key, value, allowed, isolated[:, None, :] & allowed, scale, cal, plain)
@@ -113,14 +113,14 @@ def test_cpu_flash_kernel_equals_explicit_tiles(
     monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, masked: bool
 ) -> None:
     query, key, value, mask = kernel_inputs(dtype)
-    fused = attention._attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="cpu_flash")
-    monkeypatch.setattr(attention, "_TILE_ELEMENTS", 2 * 3 * 13 * 7)  # several row tiles
-    explicit = attention._attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="explicit")
+    fused = kernels.attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="cpu_flash")
+    monkeypatch.setattr(kernels, "TILE_ELEMENTS", 2 * 3 * 13 * 7)  # several row tiles
+    explicit = kernels.attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="explicit")
     tolerance = 1e-5 if dtype == torch.float32 else 1e-10
     torch.testing.assert_close(explicit[0], fused[0], atol=tolerance, rtol=tolerance)
     torch.testing.assert_close(explicit[1], fused[1], atol=tolerance, rtol=tolerance)
     if masked:  # the mask matters: the second text's last keys are ignored
-        assert not torch.allclose(fused[1][1], attention._attention_with_logsumexp(query, key, value, None, 0.3)[1][1])
+        assert not torch.allclose(fused[1][1], kernels.attention_with_logsumexp(query, key, value, None, 0.3)[1][1])
 
 
 def test_cuda_efficient_kernel_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,16 +130,16 @@ def test_cuda_efficient_kernel_arguments(monkeypatch: pytest.MonkeyPatch) -> Non
 
     def efficient(q, k, v, bias, compute_log_sumexp, dropout_p, is_causal, *, scale):  # type: ignore[no-untyped-def]
         seen.update(shape=tuple(bias.shape), strides=bias.stride(), lse=compute_log_sumexp, causal=is_causal)
-        output, lse = attention._explicit_attention_with_logsumexp(q, k, v, bias[:, :1, :1] == 0, scale)
+        output, lse = kernels.explicit_attention_with_logsumexp(q, k, v, bias[:, :1, :1] == 0, scale)
         padded = torch.full((*lse.shape[:2], 64), float("nan"))  # the CUDA kernel pads L to a multiple of 32
         padded[..., : lse.shape[2]] = lse
         return output, padded, torch.tensor(0), torch.tensor(0)
 
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention", efficient, raising=False)
-    output, lse = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_efficient")
+    output, lse = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_efficient")
     # (B, H, L, S) broadcast from one padded row per text: strides (16, 0, 0, 1), aligned to 16 elements.
     assert seen == {"shape": (2, 3, 40, 13), "strides": (16, 0, 0, 1), "lse": True, "causal": False}
-    expected = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
+    expected = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
     assert lse.shape == (2, 3, 40)
     torch.testing.assert_close(output, expected[0])
     torch.testing.assert_close(lse, expected[1])
@@ -149,16 +149,16 @@ def test_cuda_flash_kernel_takes_only_unmasked_baskets(monkeypatch: pytest.Monke
     query, key, value, mask = kernel_inputs()
 
     def flash(q, k, v, dropout_p, is_causal, return_debug_mask, *, scale):  # type: ignore[no-untyped-def]
-        output, lse = attention._explicit_attention_with_logsumexp(q, k, v, None, scale)
+        output, lse = kernels.explicit_attention_with_logsumexp(q, k, v, None, scale)
         return (output, lse, None, None, 40, 13, None, None, None)
 
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention", flash, raising=False)
-    output, lse = attention._attention_with_logsumexp(query, key, value, None, 0.3, kernel="cuda_flash")
-    expected = attention._attention_with_logsumexp(query, key, value, None, 0.3, kernel="explicit")
+    output, lse = kernels.attention_with_logsumexp(query, key, value, None, 0.3, kernel="cuda_flash")
+    expected = kernels.attention_with_logsumexp(query, key, value, None, 0.3, kernel="explicit")
     torch.testing.assert_close(output, expected[0])
     torch.testing.assert_close(lse, expected[1])
     with pytest.raises(RuntimeError, match="no mask"):
-        attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_flash")
+        kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_flash")
 
 
 def test_a_failing_kernel_falls_back_to_the_next(
@@ -171,20 +171,20 @@ def test_a_failing_kernel_falls_back_to_the_next(
         calls.append(1)
         raise RuntimeError("no kernel image for this GPU")
 
-    monkeypatch.setitem(attention._FUSED, "cpu_flash", broken)
-    monkeypatch.setattr(attention, "_BROKEN_KERNELS", set())
-    expected = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
+    monkeypatch.setitem(kernels.FUSED_KERNELS, "cpu_flash", broken)
+    monkeypatch.setattr(kernels, "BROKEN_KERNELS", set())
+    expected = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
     for _ in range(2):
-        output, lse = attention._attention_with_logsumexp(query, key, value, mask, 0.3)
+        output, lse = kernels.attention_with_logsumexp(query, key, value, mask, 0.3)
         torch.testing.assert_close(output, expected[0])
         torch.testing.assert_close(lse, expected[1])
     assert calls == [1], "a kernel that failed once is not tried again"
     assert "cpu_flash failed" in caplog.text
     with pytest.raises(RuntimeError, match="no kernel image"):
-        attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cpu_flash")
+        kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cpu_flash")
 
 
 def test_kernel_choice() -> None:
     query = torch.zeros(1, 1, 4, 8)
-    assert attention._kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
-    assert attention._kernels_for(query.half(), masked=False) == ["explicit"]
+    assert kernels.kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
+    assert kernels.kernels_for(query.half(), masked=False) == ["explicit"]
