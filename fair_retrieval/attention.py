@@ -11,9 +11,10 @@ The math (docs/method.md)
     `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
     attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
     rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
-    on models whose every row sees the same keys, `calibrate_every_row` applies it to all rows from one fused
-    attention call per basket and that call's log-sum-exp (fair_retrieval.kernels: PyTorch's CPU flash kernel; on
-    CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
+    on models whose every row sees the same keys, `calibrate_every_row` applies it to all rows from every basket's
+    attention output and log-sum-exp, all baskets of a layer in one fused-kernel call (fair_retrieval.kernels:
+    PyTorch's CPU flash kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the
+    fallback).
 """
 
 from __future__ import annotations
@@ -248,14 +249,6 @@ def _calibrate_layer(
         new_rows = calibrated_rows(q_rows, key, value, allowed, isolated, scale, cal, original)
         output[items, row_tile] = new_rows.permute(0, 2, 1, 3).to(output.dtype)
     return output, weights
-
-
-def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, L', D) → (B, H, L', D) for grouped-query attention (used on basket slices only); no-op if Hkv == H."""
-    kv_heads = states.shape[1]
-    if kv_heads == heads:
-        return states
-    return states.repeat_interleave(heads // kv_heads, dim=1)
 
 
 def isolated_keys(request: CalibrationRequest, device: torch.device | None = None) -> torch.Tensor:
@@ -494,115 +487,100 @@ def calibrate_every_row(
     """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
-    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. The row's full
-    log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated key's
-    probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the output is
-    Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the base
-    attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
+    local output ô_b and log-sum-exp λ_b (B, H, L) — all baskets in one fused-kernel call (`kernels.attention_per_
+    block`; a second call for a last basket narrower than the others); the isolated keys' scores s_k are one
+    matmul. The row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each
+    isolated key's probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the
+    output is Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the
+    base attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
     (float64 for float64 inputs).
     """
     batch, heads, seq, head_dim = query.shape
+    kv_heads = key.shape[1]
+    group = heads // kv_heads  # G query heads per key head
     basket = cal.basket_size
     work = torch.float64 if query.dtype == torch.float64 else torch.float32
-    positions = torch.arange(seq, device=query.device)
-    items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     n_content = content.sum(dim=1)  # (B,)
     max_baskets = int(((n_content + basket - 1) // basket).max().item())
-    fewest, most = int(n_content.min().item()), int(n_content.max().item())
-
-    # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
-    k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
+    rows = query.contiguous()  # (B, H, L, D): the folded kernel call repeats it per basket as a stride-0 view
+    run_k, run_v = kernels.content_runs(key, value, content, n_content, max_baskets * basket)  # (B·Hkv,n·B,D)
     sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
+    present = sizes > 0  # (B, n) baskets with keys
+
     # Up to HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
-    # texts) they are folded in as they come, so memory stays a few (B, H, L, D) buffers: the calibrated part as
+    # texts) they are folded in call by call, so memory stays a few (B, H, L, D) buffers: the calibrated part as
     # A = Σ_b fraction_b·ô_b and the plain part as P = Σ_b exp(λ_b − m)·ô_b with a running max m (online softmax).
     online = max_baskets > HELD_BASKETS
+    grouped = (batch, kv_heads, group, seq)  # a (B, H, L) quantity seen per key head: (B, Hkv, G, L)
     if online:
         fraction = basket_fraction(sizes, n_content, cal, work)  # (B, n)
-        calibrated_sum = torch.zeros(batch, heads, seq, head_dim, dtype=work, device=query.device)  # A
+        calibrated_sum = torch.zeros(*grouped, head_dim, dtype=work, device=query.device)  # A (B, Hkv, G, L, D)
         plain_sum = torch.zeros_like(calibrated_sum)  # P
-        running_max = torch.full((batch, heads, seq, 1), -1e30, dtype=work, device=query.device)  # m
-    outputs, log_masses = [], []
-    for b in range(max_baskets):
-        end = min((b + 1) * basket, most)  # the basket's S slots: as many as its longest text fills
-        k_b, v_b = k_run[:, :, b * basket : end], v_run[:, :, b * basket : end]
-        mask = None  # (B, 1, 1, S) bool, only when some text has fewer than S keys in this basket
-        if end > fewest:
-            in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
-            mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
-        local, log_mass = kernels.attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
-        log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
+        running_max = torch.full((*grouped, 1), -1e30, dtype=work, device=query.device)  # m (B, Hkv, G, L, 1)
+    outputs, log_masses = [], []  # per call: (c, B, Hkv, G, L, D) basket outputs; (B, H, L, c) log-sum-exps
+    for first, count, width in kernels.block_calls(max_baskets, int(n_content.max().item()), basket, HELD_BASKETS):
+        k_blocks, v_blocks = (kernels.block_views(run, batch, basket, first, count, width) for run in (run_k, run_v))
+        mask = kernels.block_mask(n_content, basket, first, count, width)  # (c, B, S) or None
+        local, log_mass = kernels.attention_per_block(rows, k_blocks, v_blocks, mask, scale)
+        log_mass = log_mass.to(work).reshape(count, batch, heads, seq).permute(1, 2, 3, 0)  # (B, H, L, c)
+        log_masses.append(log_mass.masked_fill(~present[:, None, None, first : first + count], float("-inf")))
         if not online:
             outputs.append(local)
             continue
-        calibrated_sum.addcmul_(fraction[:, b, None, None, None], local)
-        new_max = torch.maximum(running_max, log_masses[-1][..., None])  # (B, H, L, 1)
-        plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
-        running_max = new_max
+        for j in range(count):
+            b = first + j
+            calibrated_sum.addcmul_(fraction[:, b, None, None, None, None], local[j])
+            log_b = log_masses[-1][..., j].reshape(*grouped, 1)  # (B, Hkv, G, L, 1)
+            new_max = torch.maximum(running_max, log_b)
+            plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_b - new_max), local[j])
+            running_max = new_max
 
     # Isolated keys: their scores directly, one matmul with |I| columns (|I| is a handful per text).
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
-    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+    positions = torch.arange(seq, device=query.device)
+    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]  # (B,|I|)
     valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
-    k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
-    v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = torch.matmul(query, k_iso.transpose(-1, -2)).to(work)  # (B, H, L, |I|) unscaled q·k_k
-    iso_scores = iso_scores.mul_(scale).masked_fill_(~valid[:, None, None, :], float("-inf"))
+    items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
+    k_iso = key[items, :, order].permute(0, 2, 3, 1)  # (B, Hkv, D, |I|)
+    v_iso = value[items, :, order].permute(0, 2, 1, 3).to(work)  # (B, Hkv, |I|, D)
+    iso_scores = torch.matmul(rows.view(batch, kv_heads, group * seq, head_dim), k_iso)  # (B, Hkv, G·L, |I|) q·k_k
+    iso_scores = iso_scores.to(work).view(batch, heads, seq, max_isolated).mul_(scale)  # (B, H, L, |I|)
+    iso_scores.masked_fill_(~valid[:, None, None, :], float("-inf"))
 
     # Exact masses from the log-sum-exps, then the one blend.
-    stacked = torch.cat([torch.stack(log_masses, dim=-1), iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b+lse, s_k
+    stacked = torch.cat([*log_masses, iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b + lse, s_k
     lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
     stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+|I|) M_b, then p_k
     masses, iso_probs = stacked[..., :max_baskets], stacked[..., max_baskets:]
     iso_mass = iso_probs.sum(dim=-1, keepdim=True)  # (B, H, L, 1) Σ_k p_k
-    present = (sizes > 0)[:, None, None, :]  # (B, 1, 1, n) baskets with keys
     blend = basket_blend(
-        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
+        masses,
+        iso_mass,
+        n_isolated[:, None, None],
+        sizes[:, None, None, :],
+        n_content[:, None, None],
+        cal,
+        present[:, None, None, :],
     )
-    # Σ_b p''_b·ô_b, then the isolated keys, accumulated in place: into the first basket's output when it is already
-    # in the working precision (the fused kernels return it in the (B, L, H, D) memory layout the caller wants).
-    if outputs and outputs[0].dtype == work:
-        view = outputs[0].mul_(blend.baskets[..., 0:1])  # (B, H, L, D)
+
+    # Σ_b p''_b·ô_b + Σ_k p''_k·v_k, accumulated per key head (B, Hkv, G, L, D) in the (B, L, H, D) memory layout
+    # the caller wants: the isolated keys first (one matmul), then one pass per basket output.
+    out = torch.empty(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
+    view = out.transpose(1, 2).view(*grouped, head_dim)  # (B, Hkv, G, L, D)
+    if max_isolated:
+        iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|) p''_k
+        iso_weights = iso_weights.view(batch, kv_heads, group * seq, max_isolated)  # (B, Hkv, G·L, |I|)
+        view.copy_(torch.matmul(iso_weights, v_iso).view(*grouped, head_dim))  # unused slots have weight 0
     else:
-        view = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device).transpose(1, 2)
-        if outputs:
-            view.addcmul_(blend.baskets[..., 0:1], outputs[0])
-    for b, local in enumerate(outputs[1:], start=1):
-        view.addcmul_(blend.baskets[..., b : b + 1], local)
+        view.zero_()
+    weights = blend.baskets.reshape(*grouped, max_baskets)  # (B, Hkv, G, L, n) p''_b
+    for b, local in enumerate(basket_output for call in outputs for basket_output in call):  # (B, Hkv, G, L, D)
+        view.addcmul_(weights[..., b : b + 1], local)
     if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
-        view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
-            blend.mass_scale * torch.exp(running_max - lse), plain_sum
+        share_scale, mass_scale = (
+            factor.expand_as(lse).reshape(*grouped, 1) for factor in (blend.share_scale, blend.mass_scale)
         )
-    iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|) p''_k
-    for k in range(max_isolated):  # p''_k·v_k; a text's unused slots (fewer isolated keys) have weight 0
-        view.addcmul_(iso_weights[..., k : k + 1], v_iso[:, :, k : k + 1])
-    return view.transpose(1, 2)  # (B, L, H, D)
-
-
-def _content_run(
-    key: torch.Tensor,  # (B, Hkv, L, D)
-    value: torch.Tensor,  # (B, Hkv, L, D)
-    content: torch.Tensor,  # (B, L) bool
-    n_content: torch.Tensor,  # (B,)
-    width: int,
-    heads: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every text's content keys and values in order, (B, H, ≤ width, D) each; slot s of text i is its s-th content
-    key (slots past n_content[i] hold anything, masked by the caller).
-
-    When every text's content is the same run of positions from one start (right padding, with or without isolated
-    [CLS]/[SEP] around it) this is a slice of K and V; otherwise one gather.
-    """
-    seq = content.shape[1]
-    positions = torch.arange(seq, device=content.device)
-    first = torch.where(content, positions, seq).amin(dim=1)  # (B,)
-    last = torch.where(content, positions, -1).amax(dim=1)  # (B,)
-    start = int(first[0].item())
-    if bool(((last - first + 1 == n_content) & (first == start)).all()):
-        return _repeat_kv(key[:, :, start : start + width], heads), _repeat_kv(
-            value[:, :, start : start + width], heads
-        )
-    order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices[:, : min(width, seq)]  # (B,W)
-    index = order[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # (B, Hkv, W, D)
-    return _repeat_kv(key.gather(2, index), heads), _repeat_kv(value.gather(2, index), heads)
+        view.addcmul_(share_scale, calibrated_sum)
+        view.addcmul_(mass_scale * torch.exp(running_max - lse.view(*grouped, 1)), plain_sum)
+    return out

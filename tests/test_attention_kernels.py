@@ -188,3 +188,75 @@ def test_kernel_choice() -> None:
     query = torch.zeros(1, 1, 4, 8)
     assert kernels.kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
     assert kernels.kernels_for(query.half(), masked=False) == ["explicit"]
+
+
+def test_block_calls_fold_every_basket_into_one_call() -> None:
+    """One call for up to `held` baskets; a last basket that no text fills gets a call of its own, as wide as needed."""
+    assert kernels.block_calls(3, 3 * 192, 192, 16) == [(0, 3, 192)]
+    assert kernels.block_calls(3, 487, 192, 16) == [(0, 2, 192), (2, 1, 103)]
+    assert kernels.block_calls(1, 100, 192, 16) == [(0, 1, 100)]
+    assert kernels.block_calls(16, 16 * 32, 32, 16) == [(0, 16, 32)]
+    assert kernels.block_calls(20, 20 * 8 - 3, 8, 16) == [(0, 16, 8), (16, 3, 8), (19, 1, 5)]
+
+
+def test_block_mask_marks_each_texts_slots() -> None:
+    n_content = torch.tensor([10, 4, 7])
+    assert kernels.block_mask(n_content, 4, 0, 1, 4) is None  # every text fills the first basket
+    mask = kernels.block_mask(n_content, 4, 1, 2, 4)  # baskets 1 and 2
+    assert mask is not None and mask.shape == (2, 3, 4)
+    assert mask[0].tolist() == [[True] * 4, [True] * 4, [True, True, True, False]]  # text 1 has no key: all slots
+    assert mask[1].tolist() == [[True, True, False, False], [True] * 4, [True] * 4]
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+@pytest.mark.parametrize("gathered", [False, True], ids=["slice", "gather"])
+def test_attention_per_block_equals_one_call_per_basket(kv_heads: int, gathered: bool) -> None:
+    """The folded call (baskets as the kernel's batch, query rows of one key head stacked) gives every basket's
+    output and log-sum-exp exactly as attending to that basket alone, for grouped-query attention too."""
+    data = random_batch(2, kv_heads=kv_heads)
+    query, key, value, padding = (data[k].float() if k != "padding" else data[k] for k in data if k != "isolated")
+    content = padding.clone()
+    if gathered:  # content that is not one run from a common start (left padding)
+        content = content.flip(1)
+        key, value = key.flip(2), value.flip(2)
+    n_content = content.sum(dim=1)
+    size, batch, heads = 7, query.shape[0], query.shape[1]
+    run_k, run_v = kernels.content_runs(key, value, content, n_content, 5 * size)
+    calls = kernels.block_calls(5, int(n_content.max()), size, 16)
+    assert len(calls) == 2
+    for first, count, width in calls:
+        k_blocks, v_blocks = (kernels.block_views(run, batch, size, first, count, width) for run in (run_k, run_v))
+        mask = kernels.block_mask(n_content, size, first, count, width)
+        output, lse = kernels.attention_per_block(query, k_blocks, v_blocks, mask, 0.3)
+        assert output.shape == (count, batch, kv_heads, heads // kv_heads, query.shape[2], query.shape[3])
+        for j in range(count):
+            positions = [torch.flatten(torch.nonzero(content[i]))[(first + j) * size :][:width] for i in range(batch)]
+            for i in range(batch):
+                if not len(positions[i]):
+                    continue  # a text with no key in this basket: its mass is zeroed by the caller
+                keys = key[i : i + 1, :, positions[i]].repeat_interleave(heads // kv_heads, dim=1)
+                values = value[i : i + 1, :, positions[i]].repeat_interleave(heads // kv_heads, dim=1)
+                expected = kernels.attention_with_logsumexp(query[i : i + 1], keys, values, None, 0.3)
+                torch.testing.assert_close(output[j, i].reshape(heads, *query.shape[2:]), expected[0][0])
+                torch.testing.assert_close(lse[j, i].reshape(heads, -1), expected[1][0])
+
+
+def test_a_calibrated_layer_makes_the_same_kernel_calls_for_any_basket_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call when the longest text fills its last basket, two when it does not, for 2 baskets as for 15."""
+    data = random_batch(3)
+    counted = []
+    flash = kernels.FUSED_KERNELS["cpu_flash"]
+
+    def counting(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
+        counted.append(1)
+        return flash(*args)
+
+    monkeypatch.setitem(kernels.FUSED_KERNELS, "cpu_flash", counting)
+    padding = data["padding"]  # 30, 23 and 9 content keys
+    calls = {}
+    for basket in (15, 13, 5, 4, 2):
+        counted.clear()
+        cal = Calibration(strength=1.0, basket_size=basket, min_full_baskets=1)
+        attention.calibrate_every_row(data["query"], data["key"], data["value"], padding, padding & False, 0.3, cal)
+        calls[basket] = len(counted)
+    assert calls == {15: 1, 13: 2, 5: 1, 4: 2, 2: 1}
