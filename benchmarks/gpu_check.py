@@ -9,10 +9,12 @@ What it checks, each as PASS / FAIL / SKIP with the measured numbers:
    calibrated and plain vectors as SDPA in float16.
 3. The engine's basket-attention kernels on CUDA (FlashAttention-2 and the memory-efficient kernel, each returning
    its log-sum-exp) agree with the explicit fallback in float32/float16/bfloat16, and the automatic choice uses a
-   fused kernel (none fell back).
+   fused kernel (none fell back); the one-pass path (every basket of a layer folded into one call, grouped-query
+   heads, a ragged mask) agrees with each basket attended to alone.
 4. Speed: plain vs calibrated document encoding on CUDA in float16 and bfloat16 (MiniLM, 64 documents of 512
    tokens, mean pooling; the default and the paper's configuration), alternating rounds, median ratio with its spread
-   (the target is ≤ 1.05×; a ratio above it is reported, not failed — a kernel fallback is a failure).
+   (the target is ≤ 1.05×; a ratio above it is reported, not failed — a kernel fallback is a failure); then every
+   option value of the tuning search space in float16 (benchmarks/calibration_speed.py's list).
 5. Windows: documents of ~2,000 tokens windowed (`long_documents="windows"`, MiniLM's 256-token window) give the
    same vectors on CUDA float32 as on CPU, and what windowing costs on CUDA: documents/s of windows vs truncation
    and vs the same windows embedded as separate texts (the ratio windows/pieces should be ≈ 1).
@@ -20,10 +22,11 @@ What it checks, each as PASS / FAIL / SKIP with the measured numbers:
    get_vectors work on GPU; a GPU index saves (as a CPU index) and loads back on GPU and CPU with equal results;
    with several GPUs, sharded and replicated indices agree with CPU.
 
-Without a CUDA GPU it prints why and exits 0. Exit code 1 when any check fails. Runs in well under 5 minutes
+Without a CUDA GPU it prints why and exits 0; `--dry-run` instead runs checks 3 and 4 on the CPU (float32/float64,
+2 documents, one round) to test the script itself. Exit code 1 when any check fails. Runs in about 5 minutes
 (MiniLM, 16 documents; 20,000 random vectors).
 
-    python benchmarks/gpu_check.py [--model PATH_OR_ID] [--json report.json]
+    python benchmarks/gpu_check.py [--model PATH_OR_ID] [--json report.json] [--dry-run]
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
     """
     import torch
 
-    from fair_retrieval import attention
+    from fair_retrieval import kernels
 
     def compare(dtype: torch.dtype) -> str:
         if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -184,11 +187,11 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
         details = []
         for masked in (False, True):
             m = mask if masked else None
-            expected = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel="explicit")
-            chosen = attention._kernels_for(query, masked)[0]
+            expected = kernels.attention_with_logsumexp(query, key, value, m, 0.2, kernel="explicit")
+            chosen = kernels.kernels_for(query, masked)[0]
             expect(chosen != "explicit", f"{dtype} masked={masked}: no fused kernel is available")
-            for kernel in attention._kernels_for(query, masked)[:-1]:
-                output, lse = attention._attention_with_logsumexp(query, key, value, m, 0.2, kernel=kernel)
+            for kernel in kernels.kernels_for(query, masked)[:-1]:
+                output, lse = kernels.attention_with_logsumexp(query, key, value, m, 0.2, kernel=kernel)
                 out_diff = float((output.float() - expected[0].float()).abs().max())
                 lse_diff = float((lse.float() - expected[1].float()).abs().max())
                 expect(tuple(lse.shape) == (4, 12, 512), f"{kernel}: log-sum-exp shape {tuple(lse.shape)}")
@@ -204,6 +207,50 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
     for dtype in dtypes:
         run_check(results, f"engine: basket kernels {str(dtype)[6:]}", functools.partial(compare, dtype))
 
+    def one_pass(dtype: torch.dtype) -> str:
+        """Every basket of a layer in one folded call (`kernels.attention_per_block`, grouped-query heads, a ragged
+        mask) against the explicit kernel on each basket alone, with each fused kernel forced in turn."""
+        if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+            return "SKIP: this GPU has no bfloat16"
+        generator = torch.Generator(device=device).manual_seed(1)
+        batch, heads, kv_heads, seq, size = 4, 12, 4, 512, 128
+        query = torch.randn(batch, heads, seq, 32, device=device, dtype=dtype, generator=generator)
+        key, value = (
+            torch.randn(batch, kv_heads, seq, 32, device=device, dtype=dtype, generator=generator) for _ in range(2)
+        )
+        n_content = torch.tensor([510, 400, 300, 129], device=device)
+        content = torch.arange(seq, device=device)[None, :] < n_content[:, None]
+        run_k, run_v = kernels.content_runs(key, value, content, n_content, 4 * size)
+        tolerance = {torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+        worst: dict[str, float] = {}
+        for first, count, width in kernels.block_calls(4, 510, size, 16):
+            k_blocks, v_blocks = (kernels.block_views(run, batch, size, first, count, width) for run in (run_k, run_v))
+            mask = kernels.block_mask(n_content, size, first, count, width)
+            folded_mask = None if mask is None else mask[:, :, None, None, :].expand(-1, -1, kv_heads, -1, -1)
+            fused = kernels.kernels_for(query, mask is not None)[:-1]
+            expect(bool(fused), f"{dtype}: no fused kernel for the folded call (masked={mask is not None})")
+            for kernel in fused:
+                output, lse = kernels.attention_per_block(query, k_blocks, v_blocks, mask, 0.2, kernel=kernel)
+                for j in range(count):
+                    for i in range(batch):
+                        keys = k_blocks[j, i : i + 1].repeat_interleave(heads // kv_heads, dim=1)
+                        values = v_blocks[j, i : i + 1].repeat_interleave(heads // kv_heads, dim=1)
+                        m = None if folded_mask is None else folded_mask[j, i : i + 1, :1]
+                        expected = kernels.attention_with_logsumexp(
+                            query[i : i + 1], keys, values, m, 0.2, kernel="explicit"
+                        )
+                        out_diff = float(
+                            (output[j, i].reshape(heads, seq, 32).float() - expected[0][0].float()).abs().max()
+                        )
+                        lse_diff = float((lse[j, i].reshape(heads, seq).float() - expected[1][0].float()).abs().max())
+                        worst[kernel] = max(worst.get(kernel, 0.0), out_diff, lse_diff)
+        detail = ", ".join(f"{kernel} {diff:.0e}" for kernel, diff in worst.items())
+        expect(max(worst.values()) <= tolerance, f"one-pass {dtype}: {detail} > {tolerance}")
+        return f"folded calls = per-basket explicit: {detail}"
+
+    for dtype in dtypes:
+        run_check(results, f"engine: one-pass baskets {str(dtype)[6:]}", functools.partial(one_pass, dtype))
+
 
 def speed_checks(results: list[Result], model: str, device: str = "cuda") -> None:
     """Plain vs calibrated encoding time on CUDA in float16 and bfloat16, alternating, median ratio (target ≤ 1.05).
@@ -214,9 +261,9 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
 
     import torch
 
-    from fair_retrieval import Calibration, FairEmbedder, attention
+    from fair_retrieval import Calibration, FairEmbedder, kernels
 
-    texts = long_texts(SPEED_DOCS if device == "cuda" else 8, words=450)
+    texts = long_texts(SPEED_DOCS if device == "cuda" else 2, words=450)
 
     def synchronize() -> None:
         if device == "cuda":
@@ -226,7 +273,7 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
         if precision == "bfloat16" and not torch.cuda.is_bf16_supported():
             return "SKIP: this GPU has no bfloat16"
         embedder = FairEmbedder(model, device=device, precision=precision, max_length=MAX_LENGTH, batch_size=32)
-        attention._BROKEN_KERNELS.clear()
+        kernels.BROKEN_KERNELS.clear()
         for mode in (None, calibration):  # warm-up
             embedder.embed_documents(texts, calibration=mode)
         ratios = []
@@ -239,7 +286,7 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
                 synchronize()
                 seconds[mode is None] = time.perf_counter() - start
             ratios.append(seconds[False] / seconds[True])
-        expect(not attention._BROKEN_KERNELS, f"fused kernels fell back: {sorted(attention._BROKEN_KERNELS)}")
+        expect(not kernels.BROKEN_KERNELS, f"fused kernels fell back: {sorted(kernels.BROKEN_KERNELS)}")
         ratio = statistics.median(ratios)
         met = "met" if ratio <= 1.05 else "NOT met"
         spread = f"{min(ratios):.2f}–{max(ratios):.2f}"
@@ -255,6 +302,26 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
                 f"speed: {precision} calibrated/plain, {label}",
                 functools.partial(timed, precision, calibration),
             )
+
+    def matrix() -> str:
+        """Every option value of the tuning search space (benchmarks/calibration_speed.py's list), float16 on CUDA
+        (float32 on CPU): the median ratio of each; the ones above 1.05× are named, not failed."""
+        sys.path.insert(0, str(Path(__file__).parent))
+        from calibration_speed import option_values
+
+        precision = "float16" if device == "cuda" else "float32"
+        options = option_values(Calibration())
+        if device == "cpu":
+            options = dict(list(options.items())[:2])  # a dry run checks the plumbing only
+        ratios = {}
+        for name, calibration in options.items():
+            detail = timed(precision, calibration)
+            ratios[name] = float(detail.split("median ")[1].split("×")[0])
+        above = {name: ratio for name, ratio in ratios.items() if ratio > 1.05}
+        listed = ", ".join(f"{name} {ratio:.3f}" for name, ratio in ratios.items())
+        return f"{len(ratios)} options, {len(above)} above 1.05× ({', '.join(above) or 'none'}): {listed}"
+
+    run_check(results, "speed: every option, calibrated/plain", matrix)
 
 
 def reduced_precision(
@@ -457,16 +524,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="sentence-transformers model (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="without a GPU: run the engine's kernel, one-pass and speed checks on the CPU (a few documents)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
 
     import torch
 
+    if args.dry_run:
+        global SPEED_ROUNDS
+        SPEED_ROUNDS = 1
+        results: list[Result] = []
+        kernel_checks(results, device="cpu")
+        speed_checks(results, args.model or default_model(), device="cpu")
+        failed = [r for r in results if r.status == "FAIL"]
+        print(f"gpu_check --dry-run: {len(results) - len(failed)} of {len(results)} CPU checks passed")
+        return 1 if failed else 0
     if not torch.cuda.is_available():
         print("gpu_check: SKIP — no CUDA GPU visible to torch; nothing to check on this machine.")
         return 0
     print(f"gpu_check on {torch.cuda.get_device_name(0)} (torch {torch.__version__}, CUDA {torch.version.cuda})")
-    results: list[Result] = []
+    results = []
     start = time.perf_counter()
     model = args.model or default_model()
     embedding_checks(results, model)

@@ -36,24 +36,11 @@ def timed(run: Any) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def main(argv: list[str] | None = None) -> int:
-    import logging
+def measure(windows: Any, truncate: Any, texts: list[str], rounds: int) -> dict[str, Any]:
+    """Time truncate / windows / pieces on `texts` in alternating rounds; documents/s and the median ratios.
 
-    from calibration_speed import long_texts, minilm_path
-
-    from fair_retrieval import FairEmbedder
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=int, default=48)
-    parser.add_argument("--tokens", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    logging.getLogger("fair_retrieval").setLevel(logging.ERROR)  # truncation is on purpose here
-
-    windows = FairEmbedder(minilm_path(), calibration=None)
-    truncate = FairEmbedder(windows.model, calibration=None, long_documents="truncate")
-    texts = long_texts(args.docs, args.tokens, windows.tokenizer)
+    `windows` embeds with long_documents="windows", `truncate` is the same model with "truncate"; both uncalibrated.
+    """
     pieces = windows.plan_documents(texts).pieces
     modes = {
         "truncate": lambda: truncate.embed_documents(texts),
@@ -62,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     modes["windows"]()  # warm-up
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in modes}
-    for round_index in range(args.rounds):
+    for round_index in range(rounds):
         order = list(modes) if round_index % 2 == 0 else list(reversed(modes))
         for name in order:
             times[name].append(timed(modes[name]))
@@ -83,6 +70,27 @@ def main(argv: list[str] | None = None) -> int:
             "wall_range": [min(wall), max(wall)],
             "cpu_median": statistics.median(cpu),
         }
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    from calibration_speed import long_texts, minilm_path
+
+    from fair_retrieval import FairEmbedder
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=48)
+    parser.add_argument("--tokens", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    logging.getLogger("fair_retrieval").setLevel(logging.ERROR)  # truncation is on purpose here
+
+    windows = FairEmbedder(minilm_path(), calibration=None)
+    truncate = FairEmbedder(windows.model, calibration=None, long_documents="truncate")
+    result = measure(windows, truncate, long_texts(args.docs, args.tokens, windows.tokenizer), args.rounds)
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

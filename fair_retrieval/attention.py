@@ -11,9 +11,10 @@ The math (docs/method.md)
     `basket_blend` is the one definition of the redistribution: from a row's basket masses and its isolated keys'
     attention it gives every basket's and isolated key's blended mass. `calibrated_rows` applies it to a few query
     rows whose attention probabilities it forms explicitly (O(heads·L) memory per row, never L×L). For mean pooling
-    on models whose every row sees the same keys, `_calibrate_every_row_by_baskets` applies it to all rows from one
-    fused attention call per basket and that call's log-sum-exp (`_attention_with_logsumexp`: PyTorch's CPU flash
-    kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the fallback).
+    on models whose every row sees the same keys, `calibrate_every_row` applies it to all rows from every basket's
+    attention output and log-sum-exp, all baskets of a layer in one fused-kernel call (fair_retrieval.kernels:
+    PyTorch's CPU flash kernel; on CUDA FlashAttention-2 or the memory-efficient kernel; explicit tiles only as the
+    fallback).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from fair_retrieval import kernels
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.layers import UnsupportedModelError, layer_of_module
 
@@ -39,10 +41,8 @@ POOLING_MODES: tuple[str, ...] = ("cls", "mean", "last")
 
 _PREFIX = "fair_"
 _REGISTER_LOCK = threading.Lock()
-# Upper bound on the elements of one (batch, heads, rows, keys) score tile in the row-wise path.
-_TILE_ELEMENTS = 1 << 24
 # Mean pooling keeps at most this many basket outputs (B, H, L, D) before folding them in as they come.
-_HELD_BASKETS = 16
+HELD_BASKETS = 16
 
 
 @dataclass
@@ -227,7 +227,7 @@ def _calibrate_layer(
             content = padding & ~isolated_positions[:, 0]  # (B, L)
             if int(content.sum(dim=1).max().item()) < cal.min_content_tokens:
                 return base()  # no text in the batch is long enough to be calibrated
-            blended = _calibrate_every_row_by_baskets(
+            blended = calibrate_every_row(
                 query, key, value, content, isolated_positions[:, 0], scale, cal
             )  # (B, L, H, D)
             return blended.to(query.dtype), None
@@ -239,7 +239,7 @@ def _calibrate_layer(
     # extra memory stays O(batch·heads·rows·L) per tile (for cls/last pooling, one row per text).
     output, weights = base()  # (B, L, H, D)
     items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
-    tile = max(1, _TILE_ELEMENTS // max(1, batch * heads * seq))
+    tile = max(1, kernels.TILE_ELEMENTS // max(1, batch * heads * seq))
     for start in range(0, rows.shape[1], tile):
         row_tile = rows[:, start : start + tile]  # (B, T)
         allowed = _allowed_keys(attention_mask, row_tile, padding, causal, sliding_window)  # (B, T, L)
@@ -249,14 +249,6 @@ def _calibrate_layer(
         new_rows = calibrated_rows(q_rows, key, value, allowed, isolated, scale, cal, original)
         output[items, row_tile] = new_rows.permute(0, 2, 1, 3).to(output.dtype)
     return output, weights
-
-
-def _repeat_kv(states: torch.Tensor, heads: int) -> torch.Tensor:
-    """(B, Hkv, L', D) → (B, H, L', D) for grouped-query attention (used on basket slices only); no-op if Hkv == H."""
-    kv_heads = states.shape[1]
-    if kv_heads == heads:
-        return states
-    return states.repeat_interleave(heads // kv_heads, dim=1)
 
 
 def isolated_keys(request: CalibrationRequest, device: torch.device | None = None) -> torch.Tensor:
@@ -483,7 +475,7 @@ def _rows_times_values(weights: torch.Tensor, value: torch.Tensor, group: int) -
     return out.view(batch, heads, rows, head_dim)
 
 
-def _calibrate_every_row_by_baskets(
+def calibrate_every_row(
     query: torch.Tensor,  # (B, H, L, D)
     key: torch.Tensor,  # (B, Hkv, L, D)
     value: torch.Tensor,  # (B, Hkv, L, D)
@@ -495,245 +487,100 @@ def _calibrate_every_row_by_baskets(
     """(λ·p' + (1 − λ)·p)·V for every row at once (mean pooling, all rows see all real tokens), never L×L.
 
     Equivalent to `calibrated_rows` on every row. Each basket b of content keys is attended to alone, giving its
-    local output ô_b and log-sum-exp λ_b (B, H, L); the isolated keys' scores s_k are formed directly. The row's full
-    log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each isolated key's
-    probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the output is
-    Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the base
-    attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
+    local output ô_b and log-sum-exp λ_b (B, H, L) — all baskets in one fused-kernel call (`kernels.attention_per_
+    block`; a second call for a last basket narrower than the others); the isolated keys' scores s_k are one
+    matmul. The row's full log-sum-exp is logsumexp(λ_b, s_k), so each basket's mass M_b = exp(λ_b − lse) and each
+    isolated key's probability p_k = exp(s_k − lse) are exact; `basket_blend` turns them into blended masses, and the
+    output is Σ_b p''_b·ô_b + Σ_k p''_k·v_k (the plain output p·V is the same sum with the masses, which is why the
+    base attention need not run). Returns the attention output in the model's layout, (B, L, H, D), float32
     (float64 for float64 inputs).
     """
     batch, heads, seq, head_dim = query.shape
+    kv_heads = key.shape[1]
+    group = heads // kv_heads  # G query heads per key head
     basket = cal.basket_size
     work = torch.float64 if query.dtype == torch.float64 else torch.float32
-    positions = torch.arange(seq, device=query.device)
-    items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
     n_content = content.sum(dim=1)  # (B,)
     max_baskets = int(((n_content + basket - 1) // basket).max().item())
-    fewest, most = int(n_content.min().item()), int(n_content.max().item())
-
-    # The content keys of every text, in order, as one run (B, H, W, D): basket b is the slice [b·B, (b+1)·B).
-    k_run, v_run = _content_run(key, value, content, n_content, max_baskets * basket, heads)
+    rows = query.contiguous()  # (B, H, L, D): the folded kernel call repeats it per basket as a stride-0 view
+    run_k, run_v = kernels.content_runs(key, value, content, n_content, max_baskets * basket)  # (B·Hkv,n·B,D)
     sizes = (n_content[:, None] - basket * torch.arange(max_baskets, device=query.device)).clamp(0, basket)  # (B,n)
-    # Up to _HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
-    # texts) they are folded in as they come, so memory stays a few (B, H, L, D) buffers: the calibrated part as
+    present = sizes > 0  # (B, n) baskets with keys
+
+    # Up to HELD_BASKETS basket outputs are kept and summed once their weights are known; beyond that (long
+    # texts) they are folded in call by call, so memory stays a few (B, H, L, D) buffers: the calibrated part as
     # A = Σ_b fraction_b·ô_b and the plain part as P = Σ_b exp(λ_b − m)·ô_b with a running max m (online softmax).
-    online = max_baskets > _HELD_BASKETS
+    online = max_baskets > HELD_BASKETS
+    grouped = (batch, kv_heads, group, seq)  # a (B, H, L) quantity seen per key head: (B, Hkv, G, L)
     if online:
         fraction = basket_fraction(sizes, n_content, cal, work)  # (B, n)
-        calibrated_sum = torch.zeros(batch, heads, seq, head_dim, dtype=work, device=query.device)  # A
+        calibrated_sum = torch.zeros(*grouped, head_dim, dtype=work, device=query.device)  # A (B, Hkv, G, L, D)
         plain_sum = torch.zeros_like(calibrated_sum)  # P
-        running_max = torch.full((batch, heads, seq, 1), -1e30, dtype=work, device=query.device)  # m
-    outputs, log_masses = [], []
-    for b in range(max_baskets):
-        end = min((b + 1) * basket, most)  # the basket's S slots: as many as its longest text fills
-        k_b, v_b = k_run[:, :, b * basket : end], v_run[:, :, b * basket : end]
-        mask = None  # (B, 1, 1, S) bool, only when some text has fewer than S keys in this basket
-        if end > fewest:
-            in_basket = b * basket + torch.arange(k_b.shape[2], device=query.device)[None, :] < n_content[:, None]
-            mask = (in_basket | ~in_basket.any(dim=1, keepdim=True))[:, None, None, :]  # no keys: any, mass −inf
-        local, log_mass = _attention_with_logsumexp(query, k_b, v_b, mask, scale)  # (B,H,L,D), (B,H,L)
-        log_masses.append(torch.where((b * basket < n_content)[:, None, None], log_mass.to(work), float("-inf")))
+        running_max = torch.full((*grouped, 1), -1e30, dtype=work, device=query.device)  # m (B, Hkv, G, L, 1)
+    outputs, log_masses = [], []  # per call: (c, B, Hkv, G, L, D) basket outputs; (B, H, L, c) log-sum-exps
+    for first, count, width in kernels.block_calls(max_baskets, int(n_content.max().item()), basket, HELD_BASKETS):
+        k_blocks, v_blocks = (kernels.block_views(run, batch, basket, first, count, width) for run in (run_k, run_v))
+        mask = kernels.block_mask(n_content, basket, first, count, width)  # (c, B, S) or None
+        local, log_mass = kernels.attention_per_block(rows, k_blocks, v_blocks, mask, scale)
+        log_mass = log_mass.to(work).reshape(count, batch, heads, seq).permute(1, 2, 3, 0)  # (B, H, L, c)
+        log_masses.append(log_mass.masked_fill(~present[:, None, None, first : first + count], float("-inf")))
         if not online:
             outputs.append(local)
             continue
-        calibrated_sum.addcmul_(fraction[:, b, None, None, None], local)
-        new_max = torch.maximum(running_max, log_masses[-1][..., None])  # (B, H, L, 1)
-        plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_masses[-1][..., None] - new_max), local)
-        running_max = new_max
+        for j in range(count):
+            b = first + j
+            calibrated_sum.addcmul_(fraction[:, b, None, None, None, None], local[j])
+            log_b = log_masses[-1][..., j].reshape(*grouped, 1)  # (B, Hkv, G, L, 1)
+            new_max = torch.maximum(running_max, log_b)
+            plain_sum.mul_(torch.exp(running_max - new_max)).addcmul_(torch.exp(log_b - new_max), local[j])
+            running_max = new_max
 
     # Isolated keys: their scores directly, one matmul with |I| columns (|I| is a handful per text).
     n_isolated = isolated.sum(dim=1)  # (B,)
     max_isolated = int(n_isolated.max().item()) if isolated.numel() else 0
-    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]
+    positions = torch.arange(seq, device=query.device)
+    order = torch.sort(torch.where(isolated, positions, positions + seq), dim=1).indices[:, :max_isolated]  # (B,|I|)
     valid = torch.arange(max_isolated, device=query.device)[None, :] < n_isolated[:, None]  # (B, |I|)
-    k_iso = _repeat_kv(key[items, :, order].permute(0, 2, 1, 3), heads)  # (B, H, |I|, D)
-    v_iso = _repeat_kv(value[items, :, order].permute(0, 2, 1, 3), heads).to(work)
-    iso_scores = torch.matmul(query, k_iso.transpose(-1, -2)).to(work)  # (B, H, L, |I|) unscaled q·k_k
-    iso_scores = iso_scores.mul_(scale).masked_fill_(~valid[:, None, None, :], float("-inf"))
+    items = torch.arange(batch, device=query.device)[:, None]  # (B, 1)
+    k_iso = key[items, :, order].permute(0, 2, 3, 1)  # (B, Hkv, D, |I|)
+    v_iso = value[items, :, order].permute(0, 2, 1, 3).to(work)  # (B, Hkv, |I|, D)
+    iso_scores = torch.matmul(rows.view(batch, kv_heads, group * seq, head_dim), k_iso)  # (B, Hkv, G·L, |I|) q·k_k
+    iso_scores = iso_scores.to(work).view(batch, heads, seq, max_isolated).mul_(scale)  # (B, H, L, |I|)
+    iso_scores.masked_fill_(~valid[:, None, None, :], float("-inf"))
 
     # Exact masses from the log-sum-exps, then the one blend.
-    stacked = torch.cat([torch.stack(log_masses, dim=-1), iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b+lse, s_k
+    stacked = torch.cat([*log_masses, iso_scores], dim=-1)  # (B, H, L, n+|I|) log M_b + lse, s_k
     lse = torch.logsumexp(stacked, dim=-1, keepdim=True)  # (B, H, L, 1)
     stacked = stacked.sub_(lse).exp_()  # (B, H, L, n+|I|) M_b, then p_k
     masses, iso_probs = stacked[..., :max_baskets], stacked[..., max_baskets:]
     iso_mass = iso_probs.sum(dim=-1, keepdim=True)  # (B, H, L, 1) Σ_k p_k
-    present = (sizes > 0)[:, None, None, :]  # (B, 1, 1, n) baskets with keys
     blend = basket_blend(
-        masses, iso_mass, n_isolated[:, None, None], sizes[:, None, None, :], n_content[:, None, None], cal, present
+        masses,
+        iso_mass,
+        n_isolated[:, None, None],
+        sizes[:, None, None, :],
+        n_content[:, None, None],
+        cal,
+        present[:, None, None, :],
     )
-    # Σ_b p''_b·ô_b, then the isolated keys, accumulated in place: into the first basket's output when it is already
-    # in the working precision (the fused kernels return it in the (B, L, H, D) memory layout the caller wants).
-    if outputs and outputs[0].dtype == work:
-        view = outputs[0].mul_(blend.baskets[..., 0:1])  # (B, H, L, D)
+
+    # Σ_b p''_b·ô_b + Σ_k p''_k·v_k, accumulated per key head (B, Hkv, G, L, D) in the (B, L, H, D) memory layout
+    # the caller wants: the isolated keys first (one matmul), then one pass per basket output.
+    out = torch.empty(batch, seq, heads, head_dim, dtype=work, device=query.device)  # (B, L, H, D)
+    view = out.transpose(1, 2).view(*grouped, head_dim)  # (B, Hkv, G, L, D)
+    if max_isolated:
+        iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|) p''_k
+        iso_weights = iso_weights.view(batch, kv_heads, group * seq, max_isolated)  # (B, Hkv, G·L, |I|)
+        view.copy_(torch.matmul(iso_weights, v_iso).view(*grouped, head_dim))  # unused slots have weight 0
     else:
-        view = torch.zeros(batch, seq, heads, head_dim, dtype=work, device=query.device).transpose(1, 2)
-        if outputs:
-            view.addcmul_(blend.baskets[..., 0:1], outputs[0])
-    for b, local in enumerate(outputs[1:], start=1):
-        view.addcmul_(blend.baskets[..., b : b + 1], local)
+        view.zero_()
+    weights = blend.baskets.reshape(*grouped, max_baskets)  # (B, Hkv, G, L, n) p''_b
+    for b, local in enumerate(basket_output for call in outputs for basket_output in call):  # (B, Hkv, G, L, D)
+        view.addcmul_(weights[..., b : b + 1], local)
     if online:  # Σ_b p''_b·ô_b = share_scale·A + mass_scale·exp(m − lse)·P
-        view.addcmul_(blend.share_scale, calibrated_sum).addcmul_(
-            blend.mass_scale * torch.exp(running_max - lse), plain_sum
+        share_scale, mass_scale = (
+            factor.expand_as(lse).reshape(*grouped, 1) for factor in (blend.share_scale, blend.mass_scale)
         )
-    iso_weights = (blend.own * iso_probs + blend.flat) * valid[:, None, None, :].to(work)  # (B, H, L, |I|) p''_k
-    for k in range(max_isolated):  # p''_k·v_k; a text's unused slots (fewer isolated keys) have weight 0
-        view.addcmul_(iso_weights[..., k : k + 1], v_iso[:, :, k : k + 1])
-    return view.transpose(1, 2)  # (B, L, H, D)
-
-
-def _content_run(
-    key: torch.Tensor,  # (B, Hkv, L, D)
-    value: torch.Tensor,  # (B, Hkv, L, D)
-    content: torch.Tensor,  # (B, L) bool
-    n_content: torch.Tensor,  # (B,)
-    width: int,
-    heads: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every text's content keys and values in order, (B, H, ≤ width, D) each; slot s of text i is its s-th content
-    key (slots past n_content[i] hold anything, masked by the caller).
-
-    When every text's content is the same run of positions from one start (right padding, with or without isolated
-    [CLS]/[SEP] around it) this is a slice of K and V; otherwise one gather.
-    """
-    seq = content.shape[1]
-    positions = torch.arange(seq, device=content.device)
-    first = torch.where(content, positions, seq).amin(dim=1)  # (B,)
-    last = torch.where(content, positions, -1).amax(dim=1)  # (B,)
-    start = int(first[0].item())
-    if bool(((last - first + 1 == n_content) & (first == start)).all()):
-        return _repeat_kv(key[:, :, start : start + width], heads), _repeat_kv(
-            value[:, :, start : start + width], heads
-        )
-    order = torch.sort(torch.where(content, positions, positions + seq), dim=1).indices[:, : min(width, seq)]  # (B,W)
-    index = order[:, None, :, None].expand(-1, key.shape[1], -1, key.shape[3])  # (B, Hkv, W, D)
-    return _repeat_kv(key.gather(2, index), heads), _repeat_kv(value.gather(2, index), heads)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Basket-local attention with its log-sum-exp: fused kernels where PyTorch has one, explicit tiles otherwise
-# ----------------------------------------------------------------------------------------------------------------
-
-Kernel = Literal["cpu_flash", "cuda_flash", "cuda_efficient", "explicit"]
-_BROKEN_KERNELS: set[tuple[str, str, torch.dtype]] = set()  # (kernel, device type, dtype) that raised once
-
-
-def _kernels_for(query: torch.Tensor, masked: bool) -> list[Kernel]:
-    """Fused kernels to try, best first, for these inputs; `explicit` (always correct) ends every list."""
-    kernels: list[Kernel] = []
-    if query.device.type == "cpu" and query.dtype in (torch.float32, torch.float64):
-        kernels.append("cpu_flash")
-    elif query.device.type == "cuda":
-        half = query.dtype in (torch.float16, torch.bfloat16)
-        if half and not masked and query.shape[-1] % 8 == 0 and query.shape[-1] <= 256:
-            kernels.append("cuda_flash")  # FlashAttention-2 takes no mask, so only for baskets full in every text
-        if query.dtype in (torch.float16, torch.bfloat16, torch.float32):
-            kernels.append("cuda_efficient")
-    usable = [k for k in kernels if (k, query.device.type, query.dtype) not in _BROKEN_KERNELS]
-    return [*usable, "explicit"]
-
-
-def _attention_with_logsumexp(
-    query: torch.Tensor,  # (B, H, L, D)
-    key: torch.Tensor,  # (B, H, S, D)
-    value: torch.Tensor,  # (B, H, S, D)
-    mask: torch.Tensor | None,  # (B, 1, 1, S) bool, True = attend; None = every key
-    scale: float,
-    kernel: Kernel | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention output (B, H, L, D) and the log-sum-exp of its scores (B, H, L) over S keys (S = one basket).
-
-    Uses a fused kernel that returns both where PyTorch has one (CPU flash attention; on CUDA FlashAttention-2 for
-    unmasked fp16/bf16 baskets, else the memory-efficient kernel, which takes a mask), else the explicit tiles: the
-    scores of one basket, (B, H, T, S) in tiles of T rows, never L×L. A fused kernel that raises (an unsupported
-    head size or GPU) is logged once and not tried again for that device and dtype. `kernel` forces one path.
-    """
-    candidates: list[Kernel] = [kernel] if kernel is not None else _kernels_for(query, mask is not None)
-    for name in candidates:
-        if name == "explicit":
-            return _explicit_attention_with_logsumexp(query, key, value, mask, scale)
-        try:
-            return _FUSED[name](query, key, value, mask, scale)
-        except RuntimeError as error:
-            if kernel is not None or isinstance(error, torch.OutOfMemoryError):
-                raise  # a forced kernel, or memory (not the kernel) ran out
-            _BROKEN_KERNELS.add((name, query.device.type, query.dtype))
-            logger.warning("Attention kernel %s failed (%s); using the next one for %s.", name, error, query.dtype)
-    raise AssertionError("unreachable: 'explicit' ends every kernel list")
-
-
-def _cpu_flash(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """PyTorch's CPU flash-attention kernel: output (B, H, L, D) and log-sum-exp (B, H, L)."""
-    bias = None if mask is None else _additive_bias(mask, query.dtype)  # (B, 1, 1, S)
-    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, False, attn_mask=bias, scale=scale
-    )
-    return output, lse
-
-
-def _cuda_flash(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashAttention-2 (fp16/bf16, no mask): output (B, H, L, D) and float32 log-sum-exp (B, H, L)."""
-    if mask is not None:
-        raise RuntimeError("FlashAttention takes no mask")
-    result = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, 0.0, False, False, scale=scale)
-    return result[0], result[1]
-
-
-def _cuda_efficient(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The memory-efficient kernel: output (B, H, L, D) and float32 log-sum-exp (B, H, L).
-
-    Its bias must have a 16-element-aligned row stride (so it is allocated padded and sliced, as SDPA itself does)
-    and the full (B, H, L, S) shape (a broadcast view, no copy). Its log-sum-exp may come padded along L.
-    """
-    batch, heads, seq, _ = query.shape
-    bias = None
-    if mask is not None:
-        width = mask.shape[-1]
-        padded = torch.zeros(batch, 1, 1, -(-width // 16) * 16, dtype=query.dtype, device=query.device)
-        padded[..., :width].masked_fill_(~mask, float("-inf"))
-        bias = padded[..., :width].expand(batch, heads, seq, width)  # (B, H, L, S), stride 0 over H and L
-    result = torch.ops.aten._scaled_dot_product_efficient_attention(
-        query, key, value, bias, True, 0.0, False, scale=scale
-    )
-    return result[0], result[1][:, :, :seq]
-
-
-_FUSED: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
-    "cpu_flash": _cpu_flash,
-    "cuda_flash": _cuda_flash,
-    "cuda_efficient": _cuda_efficient,
-}
-
-
-def _additive_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """0 where `mask` is True, −inf where False."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
-
-
-def _explicit_attention_with_logsumexp(
-    query: torch.Tensor,  # (B, H, L, D)
-    key: torch.Tensor,  # (B, H, S, D)
-    value: torch.Tensor,  # (B, H, S, D)
-    mask: torch.Tensor | None,  # (B, 1, 1, S) bool
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fallback: float32 scores of one basket in tiles of rows, (B, H, T, S) each, never L×L."""
-    batch, heads, seq, _ = query.shape
-    width = key.shape[2]
-    rows = max(1, _TILE_ELEMENTS // max(1, batch * heads * width))
-    work = torch.float64 if query.dtype == torch.float64 else torch.float32
-    keys, values = key.to(work).transpose(-1, -2), value.to(work)  # (B, H, D, S), (B, H, S, D)
-    outputs, lses = [], []
-    for start in range(0, seq, rows):
-        scores = torch.matmul(query[:, :, start : start + rows].to(work), keys) * scale  # (B, H, T, S)
-        if mask is not None:
-            scores.masked_fill_(~mask, float("-inf"))
-        lse = torch.logsumexp(scores, dim=-1)  # (B, H, T)
-        outputs.append(torch.matmul(scores.sub_(lse[..., None]).exp_(), values).to(query.dtype))
-        lses.append(lse)
-    return torch.cat(outputs, dim=2), torch.cat(lses, dim=2)
+        view.addcmul_(share_scale, calibrated_sum)
+        view.addcmul_(mass_scale * torch.exp(running_max - lse.view(*grouped, 1)), plain_sum)
+    return out

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fair_retrieval import Calibration, attention
+from fair_retrieval import Calibration, attention, kernels
 from tests.reference import _reference_probs
 
 CONFIGS = [
@@ -67,9 +67,9 @@ def test_every_row_path_equals_reference(
     """Both accumulation modes (basket outputs held, or folded in as they come) and both kernels."""
     data = random_batch(0)
     isolated = data["isolated"] & data["padding"] if with_isolated else torch.zeros_like(data["padding"])
-    monkeypatch.setattr(attention, "_kernels_for", lambda query, masked: [kernel])
-    monkeypatch.setattr(attention, "_HELD_BASKETS", held)
-    out = attention._calibrate_every_row_by_baskets(
+    monkeypatch.setattr(kernels, "kernels_for", lambda query, masked: [kernel])
+    monkeypatch.setattr(attention, "HELD_BASKETS", held)
+    out = attention.calibrate_every_row(
         data["query"],
         data["key"],
         data["value"],
@@ -91,7 +91,7 @@ def test_row_wise_path_equals_every_row_path(cal: Calibration) -> None:
     isolated = isolated & padding
     batch, _, seq, _ = query.shape
     scale = query.shape[-1] ** -0.5
-    every = attention._calibrate_every_row_by_baskets(query, key, value, padding & ~isolated, isolated, scale, cal)
+    every = attention.calibrate_every_row(query, key, value, padding & ~isolated, isolated, scale, cal)
     allowed = padding[:, None, :].expand(batch, seq, seq)  # (B, T, L), every row sees the text
     plain = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=padding[:, None, None, :])
     rows = attention.calibrated_rows(query, key, value, allowed, isolated[:, None, :] & allowed, scale, cal, plain)
@@ -113,14 +113,14 @@ def test_cpu_flash_kernel_equals_explicit_tiles(
     monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, masked: bool
 ) -> None:
     query, key, value, mask = kernel_inputs(dtype)
-    fused = attention._attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="cpu_flash")
-    monkeypatch.setattr(attention, "_TILE_ELEMENTS", 2 * 3 * 13 * 7)  # several row tiles
-    explicit = attention._attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="explicit")
+    fused = kernels.attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="cpu_flash")
+    monkeypatch.setattr(kernels, "TILE_ELEMENTS", 2 * 3 * 13 * 7)  # several row tiles
+    explicit = kernels.attention_with_logsumexp(query, key, value, mask if masked else None, 0.3, kernel="explicit")
     tolerance = 1e-5 if dtype == torch.float32 else 1e-10
     torch.testing.assert_close(explicit[0], fused[0], atol=tolerance, rtol=tolerance)
     torch.testing.assert_close(explicit[1], fused[1], atol=tolerance, rtol=tolerance)
     if masked:  # the mask matters: the second text's last keys are ignored
-        assert not torch.allclose(fused[1][1], attention._attention_with_logsumexp(query, key, value, None, 0.3)[1][1])
+        assert not torch.allclose(fused[1][1], kernels.attention_with_logsumexp(query, key, value, None, 0.3)[1][1])
 
 
 def test_cuda_efficient_kernel_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,16 +130,16 @@ def test_cuda_efficient_kernel_arguments(monkeypatch: pytest.MonkeyPatch) -> Non
 
     def efficient(q, k, v, bias, compute_log_sumexp, dropout_p, is_causal, *, scale):  # type: ignore[no-untyped-def]
         seen.update(shape=tuple(bias.shape), strides=bias.stride(), lse=compute_log_sumexp, causal=is_causal)
-        output, lse = attention._explicit_attention_with_logsumexp(q, k, v, bias[:, :1, :1] == 0, scale)
+        output, lse = kernels.explicit_attention_with_logsumexp(q, k, v, bias[:, :1, :1] == 0, scale)
         padded = torch.full((*lse.shape[:2], 64), float("nan"))  # the CUDA kernel pads L to a multiple of 32
         padded[..., : lse.shape[2]] = lse
         return output, padded, torch.tensor(0), torch.tensor(0)
 
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_efficient_attention", efficient, raising=False)
-    output, lse = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_efficient")
+    output, lse = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_efficient")
     # (B, H, L, S) broadcast from one padded row per text: strides (16, 0, 0, 1), aligned to 16 elements.
     assert seen == {"shape": (2, 3, 40, 13), "strides": (16, 0, 0, 1), "lse": True, "causal": False}
-    expected = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
+    expected = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
     assert lse.shape == (2, 3, 40)
     torch.testing.assert_close(output, expected[0])
     torch.testing.assert_close(lse, expected[1])
@@ -149,16 +149,16 @@ def test_cuda_flash_kernel_takes_only_unmasked_baskets(monkeypatch: pytest.Monke
     query, key, value, mask = kernel_inputs()
 
     def flash(q, k, v, dropout_p, is_causal, return_debug_mask, *, scale):  # type: ignore[no-untyped-def]
-        output, lse = attention._explicit_attention_with_logsumexp(q, k, v, None, scale)
+        output, lse = kernels.explicit_attention_with_logsumexp(q, k, v, None, scale)
         return (output, lse, None, None, 40, 13, None, None, None)
 
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention", flash, raising=False)
-    output, lse = attention._attention_with_logsumexp(query, key, value, None, 0.3, kernel="cuda_flash")
-    expected = attention._attention_with_logsumexp(query, key, value, None, 0.3, kernel="explicit")
+    output, lse = kernels.attention_with_logsumexp(query, key, value, None, 0.3, kernel="cuda_flash")
+    expected = kernels.attention_with_logsumexp(query, key, value, None, 0.3, kernel="explicit")
     torch.testing.assert_close(output, expected[0])
     torch.testing.assert_close(lse, expected[1])
     with pytest.raises(RuntimeError, match="no mask"):
-        attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_flash")
+        kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cuda_flash")
 
 
 def test_a_failing_kernel_falls_back_to_the_next(
@@ -171,20 +171,92 @@ def test_a_failing_kernel_falls_back_to_the_next(
         calls.append(1)
         raise RuntimeError("no kernel image for this GPU")
 
-    monkeypatch.setitem(attention._FUSED, "cpu_flash", broken)
-    monkeypatch.setattr(attention, "_BROKEN_KERNELS", set())
-    expected = attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
+    monkeypatch.setitem(kernels.FUSED_KERNELS, "cpu_flash", broken)
+    monkeypatch.setattr(kernels, "BROKEN_KERNELS", set())
+    expected = kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="explicit")
     for _ in range(2):
-        output, lse = attention._attention_with_logsumexp(query, key, value, mask, 0.3)
+        output, lse = kernels.attention_with_logsumexp(query, key, value, mask, 0.3)
         torch.testing.assert_close(output, expected[0])
         torch.testing.assert_close(lse, expected[1])
     assert calls == [1], "a kernel that failed once is not tried again"
     assert "cpu_flash failed" in caplog.text
     with pytest.raises(RuntimeError, match="no kernel image"):
-        attention._attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cpu_flash")
+        kernels.attention_with_logsumexp(query, key, value, mask, 0.3, kernel="cpu_flash")
 
 
 def test_kernel_choice() -> None:
     query = torch.zeros(1, 1, 4, 8)
-    assert attention._kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
-    assert attention._kernels_for(query.half(), masked=False) == ["explicit"]
+    assert kernels.kernels_for(query, masked=True) == ["cpu_flash", "explicit"]
+    assert kernels.kernels_for(query.half(), masked=False) == ["explicit"]
+
+
+def test_block_calls_fold_every_basket_into_one_call() -> None:
+    """One call for up to `held` baskets; a last basket that no text fills gets a call of its own, as wide as needed."""
+    assert kernels.block_calls(3, 3 * 192, 192, 16) == [(0, 3, 192)]
+    assert kernels.block_calls(3, 487, 192, 16) == [(0, 2, 192), (2, 1, 103)]
+    assert kernels.block_calls(1, 100, 192, 16) == [(0, 1, 100)]
+    assert kernels.block_calls(16, 16 * 32, 32, 16) == [(0, 16, 32)]
+    assert kernels.block_calls(20, 20 * 8 - 3, 8, 16) == [(0, 16, 8), (16, 3, 8), (19, 1, 5)]
+
+
+def test_block_mask_marks_each_texts_slots() -> None:
+    n_content = torch.tensor([10, 4, 7])
+    assert kernels.block_mask(n_content, 4, 0, 1, 4) is None  # every text fills the first basket
+    mask = kernels.block_mask(n_content, 4, 1, 2, 4)  # baskets 1 and 2
+    assert mask is not None and mask.shape == (2, 3, 4)
+    assert mask[0].tolist() == [[True] * 4, [True] * 4, [True, True, True, False]]  # text 1 has no key: all slots
+    assert mask[1].tolist() == [[True, True, False, False], [True] * 4, [True] * 4]
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+@pytest.mark.parametrize("gathered", [False, True], ids=["slice", "gather"])
+def test_attention_per_block_equals_one_call_per_basket(kv_heads: int, gathered: bool) -> None:
+    """The folded call (baskets as the kernel's batch, query rows of one key head stacked) gives every basket's
+    output and log-sum-exp exactly as attending to that basket alone, for grouped-query attention too."""
+    data = random_batch(2, kv_heads=kv_heads)
+    query, key, value, padding = (data[k].float() if k != "padding" else data[k] for k in data if k != "isolated")
+    content = padding.clone()
+    if gathered:  # content that is not one run from a common start (left padding)
+        content = content.flip(1)
+        key, value = key.flip(2), value.flip(2)
+    n_content = content.sum(dim=1)
+    size, batch, heads = 7, query.shape[0], query.shape[1]
+    run_k, run_v = kernels.content_runs(key, value, content, n_content, 5 * size)
+    calls = kernels.block_calls(5, int(n_content.max()), size, 16)
+    assert len(calls) == 2
+    for first, count, width in calls:
+        k_blocks, v_blocks = (kernels.block_views(run, batch, size, first, count, width) for run in (run_k, run_v))
+        mask = kernels.block_mask(n_content, size, first, count, width)
+        output, lse = kernels.attention_per_block(query, k_blocks, v_blocks, mask, 0.3)
+        assert output.shape == (count, batch, kv_heads, heads // kv_heads, query.shape[2], query.shape[3])
+        for j in range(count):
+            positions = [torch.flatten(torch.nonzero(content[i]))[(first + j) * size :][:width] for i in range(batch)]
+            for i in range(batch):
+                if not len(positions[i]):
+                    continue  # a text with no key in this basket: its mass is zeroed by the caller
+                keys = key[i : i + 1, :, positions[i]].repeat_interleave(heads // kv_heads, dim=1)
+                values = value[i : i + 1, :, positions[i]].repeat_interleave(heads // kv_heads, dim=1)
+                expected = kernels.attention_with_logsumexp(query[i : i + 1], keys, values, None, 0.3)
+                torch.testing.assert_close(output[j, i].reshape(heads, *query.shape[2:]), expected[0][0])
+                torch.testing.assert_close(lse[j, i].reshape(heads, -1), expected[1][0])
+
+
+def test_a_calibrated_layer_makes_the_same_kernel_calls_for_any_basket_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call when the longest text fills its last basket, two when it does not, for 2 baskets as for 15."""
+    data = random_batch(3)
+    counted = []
+    flash = kernels.FUSED_KERNELS["cpu_flash"]
+
+    def counting(*args: object) -> tuple[torch.Tensor, torch.Tensor]:
+        counted.append(1)
+        return flash(*args)
+
+    monkeypatch.setitem(kernels.FUSED_KERNELS, "cpu_flash", counting)
+    padding = data["padding"]  # 30, 23 and 9 content keys
+    calls = {}
+    for basket in (15, 13, 5, 4, 2):
+        counted.clear()
+        cal = Calibration(strength=1.0, basket_size=basket, min_full_baskets=1)
+        attention.calibrate_every_row(data["query"], data["key"], data["value"], padding, padding & False, 0.3, cal)
+        calls[basket] = len(counted)
+    assert calls == {15: 1, 13: 2, 5: 1, 4: 2, 2: 1}

@@ -4,7 +4,7 @@ Rules:
 - no `fair_retrieval/cli/cmd_*.py` imports another command module (shared code lives in cli/common.py,
   cli/options.py and the other non-command modules of cli/);
 - nothing under `fair_retrieval/` outside `cli/` imports `fair_retrieval.cli` (the library never reaches up);
-- the engine (attention.py, calibration.py, positional.py) imports no other fair_retrieval module than the
+- the engine (attention.py, kernels.py, calibration.py, positional.py) imports no other fair_retrieval module than the
   engine's own and `jsonio`.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "fair_retrieval"
 ENGINE = {
     "fair_retrieval.attention",
+    "fair_retrieval.kernels",
     "fair_retrieval.calibration",
     "fair_retrieval.positional",
     "fair_retrieval.layers",
