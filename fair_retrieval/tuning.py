@@ -244,6 +244,8 @@ def calibration_search(
     Returns:
         A `SearchResult`; its `best` is plain when no configuration is feasible and better.
     """
+    from fair_retrieval.evaluation.runner import format_score
+
     space = space or SearchSpace()
     if strategy not in get_args(SearchStrategy):
         raise ValueError(f"strategy must be one of {', '.join(get_args(SearchStrategy))}; got {strategy!r}.")
@@ -258,7 +260,7 @@ def calibration_search(
         if key not in memo:
             memo[key] = evaluate(calibration)
             bar.update(1)
-            bar.set_postfix_str(f"{describe(calibration)}: HM {_fmt(memo[key].harmonic_mean)}")
+            bar.set_postfix_str(f"{describe(calibration)}: HM {format_score(memo[key].harmonic_mean)}")
         return memo[key]
 
     try:
@@ -302,10 +304,6 @@ def _better(trial: Trial, incumbent: Trial, plain: Trial, tolerance: float) -> b
     if not a:  # both infeasible: prefer the smaller loss, so the search walks towards feasibility
         return trial.ndcg > incumbent.ndcg
     return objective(trial) > objective(incumbent)
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
 
 
 # ==================================================================================================================
