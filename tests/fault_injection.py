@@ -105,3 +105,29 @@ def run_child(context: Any, target: Callable[..., None], *args: Any, marker: Pat
     process.join()
     assert process.exitcode == 0, f"the child failed (exit code {process.exitcode})"
     return "finished"
+
+
+def load_while_saving(
+    context: Any, save_repeatedly: Callable[[str, str], None], folder: Path, version: Callable[[Path], int]
+) -> tuple[int, dict[int, int]]:
+    """Load `folder` again and again for 3 s while a child saves versions 1 and 2 into it in turn.
+
+    `save_repeatedly(folder, stop)` runs in the child until the file `stop` appears, then writes its save count into
+    it; `version(folder)` loads the folder and says which version it holds (it must never fail). Returns the child's
+    save count and how often each version was seen; loading goes on past 3 s (up to 30 s more) until each version was
+    seen three times.
+    """
+    stop = folder.parent / f"{folder.name}.stop"
+    writer = context.Process(target=save_repeatedly, args=(str(folder), str(stop)))
+    writer.start()
+    seen: dict[int, int] = {1: 0, 2: 0}
+    try:
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline or min(seen.values()) < 3:
+            seen[version(folder)] += 1  # every load succeeds, and holds one version whole
+            assert time.monotonic() < deadline + 30, seen
+    finally:
+        stop.write_text("")
+        writer.join(timeout=30)
+    assert writer.exitcode == 0
+    return int(stop.read_text() or 0), seen

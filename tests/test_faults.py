@@ -33,7 +33,13 @@ from fair_retrieval.cli import main  # noqa: E402
 from fair_retrieval.cli.common import dump_json  # noqa: E402
 from fair_retrieval.cli.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
 from fair_retrieval.inputs import Document  # noqa: E402
-from tests.fault_injection import CHILD_TIMEOUT_S, Interruption, forkserver_context, run_child  # noqa: E402
+from tests.fault_injection import (  # noqa: E402
+    CHILD_TIMEOUT_S,
+    Interruption,
+    forkserver_context,
+    load_while_saving,
+    run_child,
+)
 
 DIM = 16
 QUERIES = np.random.default_rng(99).standard_normal((4, DIM)).astype(np.float32)
@@ -345,19 +351,7 @@ def test_a_copied_or_hand_edited_folder_still_loads(tmp_path: Path) -> None:
 
 
 def test_loads_during_repeated_saves_see_one_version_or_the_other(forkserver: Any, tmp_path: Path) -> None:
-    folder, stop = tmp_path / "index", tmp_path / "stop"
+    folder = tmp_path / "index"
     build_index(1).save(folder)
-    writer = forkserver.Process(target=save_repeatedly, args=(str(folder), str(stop)))
-    writer.start()
-    seen: dict[int, int] = {1: 0, 2: 0}
-    try:
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline or min(seen.values()) < 3:
-            seen[index_version(folder)] += 1  # every load succeeds, and holds one version whole
-            assert time.monotonic() < deadline + 30, seen
-    finally:
-        stop.write_text("")
-        writer.join(timeout=30)
-    assert writer.exitcode == 0
-    saves = int(stop.read_text() or 0)
+    saves, seen = load_while_saving(forkserver, save_repeatedly, folder, index_version)
     assert saves > 10 and min(seen.values()) >= 3, (saves, seen)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_fair import FaissVectorStore
 
-from tests.fault_injection import Interruption, forkserver_context, run_child
+from tests.fault_injection import Interruption, forkserver_context, load_while_saving, run_child
 
 faiss = pytest.importorskip("faiss")
 
@@ -166,19 +165,7 @@ def test_an_edited_store_file_is_still_read_and_checked(tmp_path: Path) -> None:
 
 
 def test_loads_during_repeated_saves_see_one_store_or_the_other(forkserver: Any, tmp_path: Path) -> None:
-    folder, stop = tmp_path / "store", tmp_path / "stop"
+    folder = tmp_path / "store"
     build_store(1).save_local(folder)
-    writer = forkserver.Process(target=save_repeatedly, args=(str(folder), str(stop)))
-    writer.start()
-    seen: dict[int, int] = {1: 0, 2: 0}
-    try:
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline or min(seen.values()) < 3:
-            seen[store_version(folder)] += 1  # every load succeeds, and holds one store whole
-            assert time.monotonic() < deadline + 30, seen
-    finally:
-        stop.write_text("")
-        writer.join(timeout=30)
-    assert writer.exitcode == 0
-    saves = int(stop.read_text() or 0)
+    saves, seen = load_while_saving(forkserver, save_repeatedly, folder, store_version)
     assert saves > 10 and min(seen.values()) >= 3, (saves, seen)
