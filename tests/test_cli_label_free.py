@@ -68,7 +68,7 @@ def test_label_free_tune_on_a_folder_saves_a_loadable_choice(
 def test_label_free_tune_stays_in_the_trust_region_unless_told_and_then_warns(
     minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from fair_retrieval.tuning import trust_region
+    from fair_retrieval.tuning import TRUST_REGION
 
     corpus = write_corpus(tmp_path / "notes")
     reports = tmp_path / "reports"
@@ -76,11 +76,11 @@ def test_label_free_tune_stays_in_the_trust_region_unless_told_and_then_warns(
     argv += ["--report-dir", str(reports), "--cache-dir", str(tmp_path / "cache")]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"{len(trust_region()) + 1} configurations evaluated (trusted search)" in out
+    assert f"{len(TRUST_REGION) + 1} configurations evaluated (trusted search)" in out
     trials = json.loads((reports / "tune-probes-notes.json").read_text(encoding="utf-8"))
     assert trials["strategy"] == "trusted"
     tried = [t["calibration"] for t in trials["trials"][1:]]
-    assert tried == [c.to_dict() for c in trust_region()]
+    assert tried == [c.to_dict() for c in TRUST_REGION]
     assert not any("outside the trust region" in r.getMessage() for r in caplog.records)
     assert main([*argv, *TINY_SPACE]) == 0  # a wide search on probes is allowed, with a warning
     assert any("outside the trust region" in r.getMessage() for r in caplog.records)

@@ -108,17 +108,17 @@ def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
-    from fair_retrieval.tuning import LABEL_FREE_WIDE_SEARCH, tune_on_task
+    from fair_retrieval.tuning import label_free_strategy, tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
     label_free = task.info.get("source") == LABEL_FREE_SOURCE
-    if args.strategy is None:
-        args.strategy = "trusted" if label_free else "coordinate"
-    elif label_free and args.strategy != "trusted":
-        logger.warning(LABEL_FREE_WIDE_SEARCH)
+    if label_free:
+        args.strategy = label_free_strategy(args.strategy)
+    elif args.strategy is None:
+        args.strategy = "coordinate"
     result = tune_on_task(
         embedder,
         task,
