@@ -16,18 +16,18 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval.cli.common import dump_json, make_embedder, slug
-from fair_retrieval.cli.options import add_calibration_arguments, add_model_arguments, calibration_from_args
+from fair_retrieval.cli.options import add_calibration_arguments, add_command, calibration_from_args
 
 
 def register(subparsers: Any) -> None:
     """Add the `demo` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "demo",
         help="offline demo: position bias of plain embeddings, what calibration removes, a plot, a FAISS query",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_model_arguments(parser)
     parser.add_argument("--max-tokens", type=int, default=512, help="document length in tokens (default 512)")
     parser.add_argument("--needle-documents", type=int, default=45, help="needle benchmark size (default 45)")
     parser.add_argument("--no-squad", action="store_true", help="skip SQuAD v2 dev even when the data is present")

@@ -11,38 +11,38 @@ what is run today next to ours, with the share of document tokens each never emb
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from fair_retrieval.cli.common import make_embedder, probe_corpus, write_report
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
+    add_command,
     add_document_arguments,
-    add_model_arguments,
+    add_input_argument,
     add_probe_arguments,
+    add_report_arguments,
     calibration_from_args,
 )
 
 
 def register(subparsers: Any) -> None:
     """Add the `diagnose` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "diagnose",
         help="measure position bias on your own documents (no queries needed): plain vs calibrated",
         description="Draw probe queries from your documents' own sentences at known depths, then report how well "
         "plain and calibrated document embeddings retrieve them by depth (nDCG@10, PSI, harmonic mean): a "
         "terminal table (or --json), a JSON report and a PNG plot in --output-dir.",
     )
-    add_model_arguments(parser)
-    parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
+    add_input_argument(parser)
     add_document_arguments(parser)
     add_probe_arguments(parser)
     parser.add_argument(
         "--max-tokens", type=int, default=512, help="the model's max length unless --max-length (default 512)"
     )
     parser.add_argument("--bins", type=int, default=10, help="depth bins in the plot (default 10)")
-    parser.add_argument("--output-dir", type=Path, default=Path("runs/diagnose"), help="where the report and plot go")
-    parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
+    add_report_arguments(parser, "diagnose")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     parser.add_argument(
         "--compare-with",

@@ -3,31 +3,30 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from fair_retrieval.cli.common import load_data, make_embedder, write_report
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
+    add_command,
     add_data_arguments,
-    add_model_arguments,
+    add_report_arguments,
     calibration_from_args,
 )
 
 
 def register(subparsers: Any) -> None:
     """Add the `eval` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "eval",
         help="measure position bias: plain vs calibrated documents, same queries and corpus",
         description="Embed a benchmark's corpus plainly and calibrated, retrieve with the same plain queries, and "
         "report nDCG@10 / Recall@k overall and by answer position (PSI, harmonic mean): a terminal table, a JSON "
         "report and a PNG plot.",
     )
-    add_model_arguments(parser)
     add_data_arguments(parser)
-    parser.add_argument("--output-dir", type=Path, default=Path("runs/eval"), help="where the report and plot go")
-    parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
+    add_report_arguments(parser, "eval")
     add_calibration_arguments(parser)
     parser.set_defaults(func=run)
 

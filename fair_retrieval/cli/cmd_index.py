@@ -41,8 +41,9 @@ from fair_retrieval.cli.index_folder import (
 )
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
+    add_command,
     add_document_arguments,
-    add_model_arguments,
+    add_input_argument,
     calibration_from_args,
     embedder_options,
 )
@@ -62,15 +63,15 @@ _OWN_FILES = ("index.faiss", "index.json", DOCUMENTS_FILE, MANIFEST_FILE)
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `index` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "index",
         help="embed documents (calibrated) into a FAISS index folder",
         description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a FAISS index "
         "folder (index files, documents.jsonl, manifest.json) for `fair-retrieval search`. One vector per "
         "document, or per chunk with --chunk-tokens.",
     )
-    add_model_arguments(parser)
-    parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
+    add_input_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="folder to write the index into")
     parser.add_argument(
         "--kind",

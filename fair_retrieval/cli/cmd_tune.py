@@ -15,8 +15,8 @@ from fair_retrieval.cli.common import dump_json, load_data, make_embedder, slug
 from fair_retrieval.cli.lpes_tune import add_lpes_arguments, run_lpes_tune
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
+    add_command,
     add_data_arguments,
-    add_model_arguments,
     calibration_from_args,
     parse_layers,
 )
@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 
 def register(subparsers: Any) -> None:
     """Add the `tune` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "tune",
         help="search calibration settings on a dev set or, label-free, on your own corpus; save the best as JSON",
         description="Search settings on a dev set, or on your own corpus with no queries (--data FOLDER of "
@@ -37,7 +38,6 @@ def register(subparsers: Any) -> None:
         "groups, among configurations whose overall nDCG@10 is not below plain. Embeddings are cached, so a "
         "re-run (or a wider search) does not recompute plain or already-tried configurations.",
     )
-    add_model_arguments(parser)
     add_data_arguments(parser)
     parser.add_argument("--method", choices=sorted(METHODS), default="calibration", help="what to search")
     parser.add_argument(

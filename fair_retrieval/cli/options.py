@@ -51,6 +51,35 @@ def _model_flags() -> dict[str, dict[str, Any]]:
     }
 
 
+def add_command(subparsers: Any, name: str, *, help: str, description: str, **settings: Any) -> argparse.ArgumentParser:
+    """Add the subcommand `name` with the model options every embedding command takes (`add_model_arguments`).
+
+    Args:
+        subparsers: what `ArgumentParser.add_subparsers` returned.
+        name: the subcommand (e.g. "eval").
+        help: the one-line summary in `fair-retrieval --help`.
+        description: the text at the top of `fair-retrieval NAME --help`.
+        **settings: further `add_parser` settings (e.g. formatter_class).
+
+    Returns:
+        The subcommand's parser, for its own options.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, description=description, **settings)
+    add_model_arguments(parser)
+    return parser
+
+
+def add_input_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the required --input: your own documents, as `fair_retrieval.inputs` reads them."""
+    parser.add_argument("--input", required=True, type=Path, help="a folder of .txt/.md files, or a JSONL file")
+
+
+def add_report_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add --output-dir (default runs/COMMAND) for the JSON report and plot, and --cache-dir for embeddings."""
+    parser.add_argument("--output-dir", type=Path, default=Path("runs") / command, help="where the report and plot go")
+    parser.add_argument("--cache-dir", type=Path, help="reuse embeddings across runs (e.g. .fair_cache)")
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Add --model (default: all-MiniLM-L6-v2) and the flags of the `EmbedderOptions` options --pooling,
     --max-length, --batch-size, --device, --long-documents and --window-overlap (read back by `embedder_options`)."""
