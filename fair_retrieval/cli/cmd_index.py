@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             _check_ray_options(args, options)
             index, count = index_on_ray(
                 args,
-                calibration,
+                options,
                 params,
                 staging / DOCUMENTS_FILE,
                 model=model_reference(args.model),

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from fair_retrieval.distributed.plan import PlanKind, plan_index
+from fair_retrieval.distributed.plan import MIN_TRAIN_SIZE, PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.index import FaissIndex, GpuChoice, Metric
@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 DOC_IDS_FILE = "doc_ids.parquet"
 ADD_ROWS = 200_000  # vectors per FaissIndex.add call: few calls, bounded memory
+FACTORY_TRAIN_SIZE = MIN_TRAIN_SIZE * 10
+"""Training sample of a factory-string plan that names no size: 100,000 vectors (or the corpus, if smaller)."""
 
 
 @dataclass
@@ -75,7 +77,8 @@ def build_index(
     Args:
         shards: the shard folder (or a ShardFolder).
         kind: "auto" (flat up to `flat_limit` vectors, the sized compressed index above), "flat", "ivfpq", or a
-            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index.plan.factory_plan`).
+            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index.plan.factory_plan`); a plan that
+            needs training but names no `train_size` is trained on `FACTORY_TRAIN_SIZE` sampled vectors.
         metric: "ip" (cosine for the normalised embeddings) or "l2".
         gpu: as for FaissIndex: "auto" uses faiss' GPU(s) when present for training, adding and search.
         gpu_shards: with several GPUs, shard the vectors across them (True) or replicate the index (False).
@@ -96,7 +99,14 @@ def build_index(
         raise ValueError(f"{folder.path} holds no embedded rows; run embed_to_shards first.")
     dim = folder.dimension()
     if isinstance(kind, IndexPlan):
+        if params or opq or flat_limit is not None or train_size is not None:
+            raise ValueError(
+                f"A ready IndexPlan ({kind.factory!r}) carries its own settings; pass kind='auto'/'ivfpq' to use "
+                "opq, flat_limit, train_size or IVF-PQ parameters, or put them into the plan's factory string."
+            )
         plan = kind
+        if plan.needs_training and not plan.train_size:  # a factory plan: train on a sample of the corpus
+            plan = replace(plan, train_size=min(count, FACTORY_TRAIN_SIZE))
     else:
         limit = {} if flat_limit is None else {"flat_limit": flat_limit}
         plan = plan_index(count, dim, kind, opq=opq, train_size=train_size, **limit, **params)

@@ -13,7 +13,7 @@ from fair_retrieval.distributed import ShardFolder, build_index, plan_index
 from fair_retrieval.distributed.build import DOC_IDS_FILE
 from fair_retrieval.distributed.shards import embeddings_to_arrow
 from fair_retrieval.index._synthetic import clustered_vectors
-from fair_retrieval.index.plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers
+from fair_retrieval.index.plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers, factory_plan
 from fair_retrieval.index.recall import exact_neighbours, knn_recall_at_k, top1_in_k
 
 
@@ -160,6 +160,19 @@ def test_opq_index_loads_back_as_a_faiss_index(tmp_path: Path) -> None:
     loaded_scores, loaded_found = loaded.search(queries, 10)
     np.testing.assert_array_equal(loaded_found, found)
     np.testing.assert_allclose(loaded_scores, scores, atol=1e-5)
+
+
+def test_a_factory_plan_is_trained_on_a_sample_and_takes_no_other_settings(tmp_path: Path) -> None:
+    vectors = clustered_vectors(600, 8, clusters=4, seed=3)
+    shards = write_shards(tmp_path / "s", np.arange(600), vectors, rows=200)
+    built = build_index(shards, factory_plan("IVF4,Flat", "nprobe=4"), show_progress_bar=False)
+    assert built.plan.train_size == 600  # FACTORY_TRAIN_SIZE, capped at the corpus
+    assert built.index.factory == "IVF4,Flat" and len(built.index) == 600
+    _, found = built.index.search(vectors[:5], 1)
+    np.testing.assert_array_equal(found[:, 0], np.arange(5))  # nprobe = nlist: exact
+    for settings in ({"opq": True}, {"nprobe": 2}, {"flat_limit": 10}, {"train_size": 100}):
+        with pytest.raises(ValueError, match="carries its own settings"):
+            build_index(shards, factory_plan("IVF4,Flat"), show_progress_bar=False, **settings)
 
 
 def test_building_from_an_empty_folder_fails_clearly(tmp_path: Path) -> None:

@@ -75,6 +75,8 @@ def test_ray_engine_options_are_checked(ray_index: dict, capsys: pytest.CaptureF
     command = [*ray_index["command"], "--kind", "hnsw", "--overwrite"]
     assert main(command) == 2
     assert "--engine ray builds flat/ivfpq indices, not 'hnsw'" in capsys.readouterr().err
+    assert main([*ray_index["command"], "--factory", "IVF4,Flat", "--opq", "--overwrite"]) == 2
+    assert "--factory names the whole index: drop --opq" in capsys.readouterr().err
     other = [*ray_index["command"][:-6], "--basket-size", "16", "--workers", "1", "--shard-size", "5"]
     for name in OWN_FILES:
         (ray_index["output"] / name).unlink(missing_ok=True)
