@@ -12,8 +12,8 @@ Needs the optional extra: pip install 'fair-retrieval[ray]' (Ray is imported onl
 Modules: `spec` (what each worker loads), `source` (input and its checks), `documents` (a folder or JSONL file
 read by Ray tasks with the reader of `fair_retrieval.inputs`, for `index --engine ray`), `worker` (the Ray callable
 class), `shards` (the Parquet shard folder), `embed` (the Ray Data job), `plan` (which index for which size; OPQ and
-refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `indexing` (the whole job: input → documents file, shards
-and FaissIndex, which `index --engine ray` runs), `runtime` (Ray connection and errors).
+refinement are parts of its faiss factory string), `build` (shards → FaissIndex), `indexing` (the whole job that
+`index --engine ray` runs: input → documents file, shards and FaissIndex), `runtime` (Ray connection and errors).
 Recall against exact neighbours, to measure the compressed indices, is `fair_retrieval.index.recall`'s.
 """
 
