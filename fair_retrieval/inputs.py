@@ -120,6 +120,21 @@ def read_folder(folder: Path) -> list[Document]:
     return [read_text_file(folder, name) for name in text_file_names(folder)]
 
 
+def visible_files(folder: Path) -> list[Path]:
+    """Every file under `folder`, recursively, sorted by relative POSIX path; hidden paths are skipped: a file whose
+    name, or the name of a folder between `folder` and it, starts with "." (.git, .DS_Store, editor backups).
+
+    The one walk of an input folder: the document reader and the format checks of the Ray input and of `--data`
+    all see the same files.
+    """
+    found = []
+    for file in folder.rglob("*"):
+        relative = file.relative_to(folder)
+        if file.is_file() and not any(part.startswith(".") for part in relative.parts):
+            found.append((relative.as_posix(), file))
+    return [file for _, file in sorted(found)]
+
+
 def text_file_names(folder: Path) -> list[str]:
     """The .txt/.md files under `folder` (recursively, hidden paths skipped) as relative POSIX paths, sorted.
 
@@ -129,10 +144,8 @@ def text_file_names(folder: Path) -> list[str]:
     """
     names: list[str] = []
     skipped: Counter[str] = Counter()
-    for file in sorted((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.relative_to(folder).as_posix()):
+    for file in visible_files(folder):
         relative = file.relative_to(folder)
-        if any(part.startswith(".") for part in relative.parts):
-            continue
         if file.suffix.lower() not in TEXT_SUFFIXES:
             skipped[file.suffix.lower() or "(no extension)"] += 1
             continue

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.distributed.runtime import import_pyarrow, import_ray
+from fair_retrieval.inputs import visible_files
 from fair_retrieval.validate import is_int
 
 PARQUET_SUFFIXES = (".parquet",)
@@ -197,7 +198,7 @@ def _format_of(path: str) -> str:
     """ "parquet" or "jsonl" from a file's suffix, or from the files inside a local folder."""
     local = Path(path) if "://" not in path else None
     if local is not None and local.is_dir():
-        suffixes = {p.suffix.lower() for p in local.rglob("*") if p.is_file() and not p.name.startswith(".")}
+        suffixes = {p.suffix.lower() for p in visible_files(local)}
         found = {"parquet" for s in suffixes if s in PARQUET_SUFFIXES} | {
             "jsonl" for s in suffixes if s in JSONL_SUFFIXES
         }
