@@ -145,7 +145,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 "fair_retrieval.FaissIndex. Use FairFaissVectorStore.create(dim=..., metric='ip' or 'l2'), or pass "
                 "index=FaissIndex(dim, ...)."
             )
-        super().__init__()
+        super().__init__(stores_text=True)
         if index is not None:
             if not isinstance(index, FaissIndex):
                 raise TypeError(
@@ -201,7 +201,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         Raises:
             ValueError: bad dim, metric or kind, or gpu=True without a GPU.
         """
-        return cls(dim=dim, metric=metric, gpu=gpu, kind=kind, embed_model=embed_model, **index_params)
+        return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, embed_model=embed_model, **index_params)
 
     @classmethod
     def class_name(cls) -> str:
@@ -455,7 +455,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         """
         folder = Path(persist_dir)
         nodes, metric = legacy_nodes(folder, namespace)
-        store = cls(metric=metric, kind=kind, gpu=gpu, **index_params)
+        store = cls(None, metric=metric, kind=kind, gpu=gpu, **index_params)
         store.add(nodes)
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
         return store
