@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 from fair_retrieval.frozen_json import FrozenJson, check_fields
+from fair_retrieval.validate import is_int, is_number
 
 IsolatedMode = Literal["preserve", "equal"]
 PartialBasketMode = Literal["equal", "proportional"]
@@ -151,21 +152,21 @@ class Calibration(FrozenJson):
 
 
 def _check_strength(strength: object) -> None:
-    if isinstance(strength, bool) or not isinstance(strength, int | float):
+    if not is_number(strength):
         raise TypeError(f"strength must be a number in [0, 1], got {type(strength).__name__}.")
     if not 0.0 <= float(strength) <= 1.0 or math.isnan(float(strength)):
         raise ValueError(f"strength must lie in [0, 1] (0 = plain, 1 = fully calibrated), got {strength}.")
 
 
 def _check_min_full_baskets(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise TypeError(f"min_full_baskets must be an int ≥ 1, got {type(value).__name__}.")
     if value < 1:
         raise ValueError(f"min_full_baskets must be ≥ 1 (1 = calibrate every text with one full basket), got {value}.")
 
 
 def _check_basket_size(basket_size: object) -> None:
-    if isinstance(basket_size, bool) or not isinstance(basket_size, int):
+    if not is_int(basket_size):
         raise TypeError(f"basket_size must be an int ≥ 1, got {type(basket_size).__name__}.")
     if basket_size < 1:
         raise ValueError(f"basket_size must be ≥ 1 token, got {basket_size}.")
@@ -187,7 +188,7 @@ def _normalise_layers(layers: object) -> LayerSpec:
         if not indices:
             raise ValueError("layers must name at least one layer; use calibration=None for plain embeddings.")
         for index in indices:
-            if isinstance(index, bool) or not isinstance(index, int):
+            if not is_int(index):
                 raise TypeError(f"Layer indices must be ints, got {index!r}.")
         if len(set(indices)) != len(indices):
             raise ValueError(f"Layer indices must be unique, got {list(indices)}.")

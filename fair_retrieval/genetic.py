@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.validate import is_int, is_number
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +127,10 @@ class GeneticConfig:
             raise ValueError(f"elitism ({self.elitism}) must be smaller than population ({self.population}).")
         _check_int("max_evaluations", self.budget, 1)
         for name, value in (("crossover_rate", self.crossover_rate), ("mutation_rate", self.gene_mutation_rate)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+            if not is_number(value) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}.")
         scale = self.mutation_scale
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale < 0:
+        if not is_number(scale) or scale < 0:
             raise ValueError(f"mutation_scale must be ≥ 0 (a fraction of s_max − s_min), got {scale!r}.")
 
     @property
@@ -303,14 +304,14 @@ def _check_bounds(bounds: object) -> None:
         raise TypeError(f"bounds must be a pair (s_min, s_max), got {bounds!r}.")
     low, high = bounds
     for value in (low, high):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if not is_number(value) or not math.isfinite(value):
             raise TypeError(f"bounds must hold two finite numbers, got {bounds!r}.")
     if not 0.0 < low < high:
         raise ValueError(f"bounds must satisfy 0 < s_min < s_max (scaling factors are positive), got {bounds!r}.")
 
 
 def _check_int(name: str, value: object, minimum: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be ≥ {minimum}, got {value}.")

@@ -32,6 +32,7 @@ from torch import nn
 
 from fair_retrieval.frozen_json import FrozenJson, check_fields
 from fair_retrieval.layers import UnsupportedModelError, layer_stack
+from fair_retrieval.validate import is_int, is_number
 
 # --------------------------------------------------------------------------------------------------------------
 # The configuration
@@ -69,7 +70,7 @@ class PositionalScaling(FrozenJson):
             ValueError: for no control points, a non-positive or non-finite point, or num_layers < 1.
         """
         points = _positive_floats(control_points, "control_points")
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int):
+        if not is_int(num_layers):
             raise TypeError(f"num_layers must be an int ≥ 1, got {type(num_layers).__name__}.")
         if num_layers < 1:
             raise ValueError(f"num_layers must be ≥ 1, got {num_layers}.")
@@ -121,7 +122,7 @@ def _positive_floats(values: object, name: str) -> tuple[float, ...]:
         raise ValueError(f"{name} must hold at least one value.")
     result = []
     for index, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if not is_number(value):
             raise TypeError(f"{name}[{index}] must be a number, got {type(value).__name__}.")
         if not math.isfinite(float(value)) or float(value) <= 0.0:
             raise ValueError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 __all__ = [
     "in_words",
@@ -29,18 +29,18 @@ __all__ = [
 T = TypeVar("T")
 
 
-def is_int(value: object, *, numpy: bool = False) -> bool:
+def is_int(value: object, *, numpy: bool = False) -> TypeGuard[int]:
     """True for an int that is not a bool (with `numpy`, also a NumPy integer such as `np.int64`)."""
     kinds = numbers.Integral if numpy else int
     return isinstance(value, kinds) and not isinstance(value, bool)
 
 
-def is_positive_int(value: object, *, numpy: bool = False) -> bool:
+def is_positive_int(value: object, *, numpy: bool = False) -> TypeGuard[int]:
     """True for an int ≥ 1 that is not a bool (with `numpy`, also a NumPy integer)."""
-    return is_int(value, numpy=numpy) and value >= 1  # type: ignore[operator]
+    return is_int(value, numpy=numpy) and value >= 1
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
     """True for an int or a float that is not a bool (NaN and infinities included: check them with `number_in`)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -80,7 +80,8 @@ def number_in(value: T, name: str, low: float, high: float | None = None, *, not
     Raises:
         ValueError: for anything else.
     """
-    if is_number(value) and low <= value and (high is None or value <= high):  # type: ignore[operator]
+    number: object = value
+    if is_number(number) and low <= number and (high is None or number <= high):
         return value
     bounds = f"≥ {low:g}" if high is None else f"in [{low:g}, {high:g}]"
     raise ValueError(f"{name} must be a number {bounds}{_note(note)}, got {value!r}.")

@@ -5,7 +5,7 @@ Rules:
   cli/options.py and the other non-command modules of cli/);
 - nothing under `fair_retrieval/` outside `cli/` imports `fair_retrieval.cli` (the library never reaches up);
 - the engine (attention.py, kernels.py, calibration.py, positional.py) imports no other fair_retrieval module than the
-  engine's own and `jsonio`.
+  engine's own, `jsonio` and `validate` (leaves that import nothing of fair_retrieval).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ ENGINE = {
     "fair_retrieval.layers",
     "fair_retrieval.frozen_json",
 }
-ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.jsonio", "fair_retrieval"}
+ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.jsonio", "fair_retrieval.validate", "fair_retrieval"}
 ENTRY_POINT = "fair_retrieval.__main__"  # `python -m fair_retrieval` runs the CLI (the top of the stack)
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fair_retrieval.validate import positive_int
+
 
 def clustered_vectors(
     count: int,
@@ -36,8 +38,7 @@ def clustered_vectors(
         ValueError: non-positive sizes or a negative noise.
     """
     for name, value in (("count", count), ("dim", dim), ("clusters", clusters), ("latent_dim", latent_dim)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        positive_int(value, name)
     if noise < 0:
         raise ValueError(f"noise must be ≥ 0, got {noise!r}.")
     rng = np.random.default_rng(seed)

@@ -43,6 +43,7 @@ from fair_retrieval.index.plan import (
     sized_ivfpq,
 )
 from fair_retrieval.index.selection import Searchable, search_among, stored_selection
+from fair_retrieval.validate import is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class FaissIndex:
         **params: int,
     ) -> None:
         self._faiss = import_faiss()
-        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+        if not is_positive_int(dim, numpy=True):
             raise ValueError(f"dim must be a positive int (the embedding size), got {dim!r}.")
         if metric not in _METRICS:
             raise ValueError(f"metric must be 'ip' (inner product / cosine) or 'l2', got {metric!r}.")
@@ -185,7 +186,7 @@ class FaissIndex:
         return len(self._ids)
 
     def __contains__(self, id_: object) -> bool:
-        if isinstance(id_, bool) or not isinstance(id_, int | np.integer):
+        if not is_int(id_, numpy=True):
             return False
         return int(id_) in self._ids
 
@@ -312,7 +313,7 @@ class FaissIndex:
                 are not stored (the message lists some of them).
             TypeError: non-numeric queries or non-integer ids.
         """
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        if not is_positive_int(k, numpy=True):
             raise ValueError(f"k must be a positive int, got {k!r}.")
         if self._on_gpu and k > GPU_MAX_K:
             raise ValueError(f"faiss on GPU returns at most k={GPU_MAX_K} results; ask for fewer, or use gpu=False.")

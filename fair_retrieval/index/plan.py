@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from fair_retrieval.validate import is_positive_int
 
 POINTS_PER_CENTROID = 39  # faiss' k-means warns below this many training points per centroid
 PQ_CODEBOOK_BITS = 8
@@ -261,7 +261,7 @@ def _resolve(kind: str, given: dict[str, Any]) -> dict[str, int]:
 
 def _check_positive(params: dict[str, Any]) -> None:
     for key, value in params.items():
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        if not is_positive_int(value, numpy=True):
             raise ValueError(f"{key} must be a positive int, got {value!r}.")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_retrieval.index.faiss_index import FaissIndex
+from fair_retrieval.validate import is_positive_int
 
 
 def exact_neighbours(vectors: np.ndarray, queries: np.ndarray, k: int, metric: str = "ip") -> np.ndarray:
@@ -34,7 +35,7 @@ def knn_recall_at_k(found: np.ndarray, truth: np.ndarray, k: int = 10) -> float:
         raise ValueError(
             f"found and truth must be (queries, k) arrays of one height, got {found.shape}, {truth.shape}."
         )
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or found.shape[1] < k or truth.shape[1] < k:
+    if not is_positive_int(k) or found.shape[1] < k or truth.shape[1] < k:
         raise ValueError(f"k must be ≥ 1 and at most the number of columns ({found.shape[1]}, {truth.shape[1]}).")
     if found.shape[0] == 0:
         raise ValueError("recall needs at least one query.")

@@ -9,7 +9,7 @@ from typing import Any
 
 from fair_retrieval.inputs import ensure_text_list
 
-__all__ = ["id_strings", "new_ids", "positive_int", "preview", "repeated"]
+__all__ = ["id_strings", "new_ids", "preview", "repeated"]
 
 PREVIEW_LIMIT = 5
 
@@ -26,17 +26,6 @@ def preview(items: Sequence[Any], limit: int = PREVIEW_LIMIT) -> str:
 def repeated(keys: Iterable[str]) -> list[str]:
     """The keys that occur more than once, sorted (empty when all are unique)."""
     return sorted(key for key, times in Counter(keys).items() if times > 1)
-
-
-def positive_int(value: Any, name: str) -> int:
-    """`value` if it is a positive int (not a bool).
-
-    Raises:
-        ValueError: otherwise, naming the argument.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}.")
-    return value
 
 
 def new_ids(ids: Any, count: int) -> list[str]:

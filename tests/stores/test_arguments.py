@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from fair_retrieval.stores.arguments import id_strings, new_ids, positive_int, preview, repeated
+from fair_retrieval.stores.arguments import id_strings, new_ids, preview, repeated
 
 
 def test_preview_shows_five_and_counts_the_rest() -> None:
@@ -17,16 +17,6 @@ def test_preview_shows_five_and_counts_the_rest() -> None:
 def test_repeated_lists_each_doubled_key_once_sorted() -> None:
     assert repeated(["b", "a", "b", "c", "a", "b"]) == ["a", "b"]
     assert repeated(["x", "y"]) == []
-
-
-@pytest.mark.parametrize("value", [0, -1, 1.5, True, "3", None])
-def test_positive_int_refuses_everything_else(value: object) -> None:
-    with pytest.raises(ValueError, match="k must be a positive int"):
-        positive_int(value, "k")
-
-
-def test_positive_int_returns_the_value() -> None:
-    assert positive_int(4, "k") == 4
 
 
 def test_new_ids_fill_none_with_uuids_and_refuse_bad_lists() -> None:

@@ -44,11 +44,12 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.inputs import ensure_text_list
-from fair_retrieval.stores.arguments import new_ids, positive_int, preview
+from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.records import IndexedRecords
 from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
+from fair_retrieval.validate import positive_int
 from langchain_fair.persistence import LocalFolderPersistence, StoredDocument
 
 logger = logging.getLogger(__name__)

@@ -70,8 +70,9 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
-from fair_retrieval.stores.arguments import id_strings, positive_int, preview, repeated
+from fair_retrieval.stores.arguments import id_strings, preview, repeated
 from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
 
