@@ -5,7 +5,8 @@ Rules:
   cli/options.py and the other non-command modules of cli/);
 - nothing under `fair_retrieval/` outside `cli/` imports `fair_retrieval.cli` (the library never reaches up);
 - the engine (attention.py, kernels.py, calibration.py, positional.py) imports no other fair_retrieval module than the
-  engine's own, `jsonio` and `validate` (leaves that import nothing of fair_retrieval).
+  engine's own, `validate` and the `jsonio` package (its modules included); these leaves import nothing else of
+  fair_retrieval.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ ENGINE = {
     "fair_retrieval.layers",
     "fair_retrieval.frozen_json",
 }
-ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.jsonio", "fair_retrieval.validate", "fair_retrieval"}
+JSONIO = "fair_retrieval.jsonio"  # the engine may import this package and its modules (`_in_jsonio`)
+ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.validate", "fair_retrieval"}
 ENTRY_POINT = "fair_retrieval.__main__"  # `python -m fair_retrieval` runs the CLI (the top of the stack)
 
 
@@ -70,8 +72,18 @@ def violations() -> list[str]:
         elif not name.startswith("fair_retrieval.cli") and name != ENTRY_POINT:
             found += [f"{name} (library) imports {i}" for i in sorted(imports) if i.startswith("fair_retrieval.cli")]
         if name in ENGINE:
-            found += [f"{name} (engine) imports {i}" for i in sorted(imports - ENGINE_MAY_IMPORT)]
+            found += [f"{name} (engine) imports {i}" for i in sorted(imports - ENGINE_MAY_IMPORT) if not _in_jsonio(i)]
+        if name == "fair_retrieval.validate":
+            found += [f"{name} (a leaf the engine imports) imports {i}" for i in sorted(imports)]
+        if _in_jsonio(name):
+            found += [
+                f"{name} (jsonio, which the engine imports) imports {i}" for i in sorted(imports) if not _in_jsonio(i)
+            ]
     return found
+
+
+def _in_jsonio(name: str) -> bool:
+    return name == JSONIO or name.startswith(f"{JSONIO}.")
 
 
 def test_imports_run_one_way() -> None:

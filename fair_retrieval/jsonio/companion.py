@@ -1,0 +1,51 @@
+"""A store file published with the index folder beside it (`FaissIndex.save(companions=...)`): its name in the index
+folder's record, and reading it as that record has it, so a store and its index are loaded from one generation."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from fair_retrieval.jsonio.snapshot import ChangedWhileReadingError, Snapshot
+
+logger = logging.getLogger(__name__)
+
+
+def companion_name(store_file: Path) -> str:
+    """A store file's name as the record of the index folder beside it lists it (`FaissIndex.save(companions=...)`)."""
+    return f"../{store_file.name}"
+
+
+def index_record(path: Path) -> Snapshot | None:
+    """An index folder's record (its index.json at `path`), which names the files saved with the index; None when
+    there is none (a store without vectors, or one of an earlier release) or it is unreadable (`FaissIndex.load`
+    then says why)."""
+    try:
+        return Snapshot.read(path)
+    except (OSError, ValueError):
+        return None
+
+
+def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
+    """The bytes of `store_file` as `record` names it (its temporary file while a save is being finished); None when
+    the record does not name it, so the caller reads the file itself (or says it is missing).
+
+    A store file that differs from what an unchanged record says was rewritten without its index (a store without
+    vectors saved over one with vectors) or edited by hand: it is read as it is, and checked afterwards.
+
+    Raises:
+        ChangedWhileReadingError: when a save replaced the record meanwhile.
+    """
+    name = companion_name(store_file)
+    if record is None or not record.lists(name):
+        return None
+    try:
+        with record.open(name) as handle:
+            problem, raw = record.mismatch(name, handle), handle.read()
+    except FileNotFoundError:
+        problem, raw = "it is missing", None
+    if problem is not None and not record.is_current():
+        raise ChangedWhileReadingError
+    if problem is not None:
+        logger.debug("%s differs from what %s records (%s); reading it as it is.", store_file, record.path, problem)
+    return raw

@@ -1,0 +1,181 @@
+"""Publishing several files that must change together atomically as a whole (a FaissIndex's index.faiss +
+index.json; a LangChain store's index/ + store.json; the CLI's index folder).
+
+The protocol of `Publication` keeps every file under its usual name (so folders look as they always did) and makes
+one small JSON file, the *record* (index.json for the formats above), the commit point: written last, read first.
+
+1. A writer locks the record's folder (`flock` on the folder itself, where the OS has it), so saves into one folder
+   run one after the other. It finishes the publication of a writer that was killed after its commit (step 4), then
+   deletes the temporary files that killed writers left.
+2. It writes every new file under a temporary name next to its final one, `<name>.<token>.tmp` (the token: 32 hex
+   digits, new for each save), and fsyncs it. Nothing published has changed yet: readers, and a kill, see the
+   previous generation.
+3. It commits by replacing the record atomically. The record carries, under the key "publication", the token and
+   the size and CRC-32 of every file of the new generation.
+4. It renames every temporary file to its final name, and fsyncs the folders.
+
+Readers use `fair_retrieval.jsonio.snapshot.Snapshot`, which says how the files of a generation are found and
+checked.
+
+Renaming over a file that a reader has open is POSIX behaviour (the reader keeps the old content); on Windows a
+save fails while a load holds the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fair_retrieval.jsonio.atomic import (
+    TEMPORARY_SUFFIX,
+    file_entry,
+    sync_folder,
+    temporary_path,
+    write_json_atomically,
+)
+from fair_retrieval.jsonio.locks import lock_folder
+from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, Snapshot
+
+logger = logging.getLogger(__name__)
+
+
+class Publication:
+    """Publish files that belong together atomically as a whole, committed by one record file (module docstring).
+
+    Usage::
+
+        with Publication(folder / "index.json", ["index.faiss"]) as publication:
+            write_the_index(publication.stage("index.faiss"))  # the temporary file to write
+            publication.add("../store.json", finished_file)  # a finished file, moved in
+            publication.commit({"format": ..., "version": ...})  # the record; then the files move into place
+
+    Leaving the block without `commit` (an exception) deletes the temporary files and changes nothing. The lock is
+    not reentrant: do not open a second Publication on the same folder inside the first.
+
+    Args:
+        record: the record file (written last, read first); its folder is created.
+        names: every file (relative to the record's folder) the format may write, so that the temporary files of
+            killed writers are found and removed.
+        keep: files the caller will `add` that look like such leftovers (its own temporary files): not removed.
+    """
+
+    def __init__(self, record: Path, names: Iterable[str] = (), keep: Iterable[Path] = ()) -> None:
+        self.record = Path(record)
+        self.folder = self.record.parent
+        self.token = uuid.uuid4().hex
+        self._names = list(dict.fromkeys([*names, self.record.name]))
+        self._keep = {os.path.abspath(path) for path in keep}
+        self._staged: dict[str, Path] = {}
+        self._lock: int | None = None
+        self._committed = False
+
+    def __enter__(self) -> Publication:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_folder(self.folder)
+        try:
+            self._finish_interrupted()
+            self._remove_leftovers()
+        except BaseException:
+            self._unlock()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if not self._committed:
+                for staged in self._staged.values():
+                    _remove(staged)
+        finally:
+            self._unlock()
+
+    def stage(self, name: str) -> Path:
+        """The temporary file to write the new `name` to (relative to the record's folder)."""
+        staged = temporary_path(self.folder / name, self.token)
+        self._staged[name] = staged
+        return staged
+
+    def add(self, name: str, source: Path) -> None:
+        """Move the finished file (or folder) `source`, on the same file system, to the temporary name of `name`."""
+        os.replace(source, self.stage(name))
+
+    def commit(
+        self,
+        value: Mapping[str, Any],
+        *,
+        entries: Mapping[str, Mapping[str, Any]] | None = None,
+        remove: Iterable[str] = (),
+    ) -> None:
+        """Write the record (`value` plus the publication entry): the new generation replaces the old one here. Then
+        rename the temporary files into place and delete the `remove` files, which the new generation lacks.
+
+        Args:
+            value: the record's JSON content (its own format, version, …).
+            entries: sizes and CRC-32s already known (by name), so large files are not read again.
+            remove: files of the previous generation that this one does not have.
+        """
+        given = entries or {}
+        files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
+        record = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
+        record[PUBLICATION_KEY] = {"token": self.token, "files": files}
+        write_json_atomically(self.record, record)
+        self._committed = True
+        for name, staged in self._staged.items():
+            _move_into_place(staged, self.folder / name)
+        for name in remove:
+            if name not in self._staged:
+                _remove(self.folder / name)
+        for folder in {(self.folder / name).parent for name in self._names}:
+            sync_folder(folder)
+
+    def _finish_interrupted(self) -> None:
+        """Rename into place the files of a committed publication whose writer was killed before it did."""
+        try:
+            snapshot = Snapshot.read(self.record)
+        except (OSError, ValueError):
+            return  # no record yet, or one that this save replaces anyway
+        block = snapshot.value.get(PUBLICATION_KEY)
+        if block is None:
+            return
+        for name in block["files"]:
+            staged = temporary_path(self.folder / name, block["token"])
+            if staged.exists():
+                logger.info("Finishing the interrupted save of %s: moving %s into place.", self.record, staged)
+                _move_into_place(staged, self.folder / name)
+
+    def _remove_leftovers(self) -> None:
+        """Delete the temporary files of saves that were killed before their commit (and of earlier releases)."""
+        for name in self._names:
+            final = self.folder / name
+            if not final.parent.is_dir():
+                continue
+            pattern = re.compile(re.escape(final.name) + r"\.(?:[0-9a-f]{32}\.)?" + re.escape(TEMPORARY_SUFFIX[1:]))
+            for entry in final.parent.iterdir():
+                if pattern.fullmatch(entry.name) and os.path.abspath(entry) not in self._keep:
+                    logger.info("Removing %s, left by an interrupted save.", entry)
+                    _remove(entry)
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def _move_into_place(staged: Path, final: Path) -> None:
+    """Rename `staged` to `final`, replacing a folder there (folders cannot be renamed over non-empty ones)."""
+    if staged.is_dir() and final.is_dir():
+        shutil.rmtree(final)
+    os.replace(staged, final)
+
+
+def _remove(path: Path) -> None:
+    """Delete the file or folder `path`, if it exists (a symlink is unlinked, never followed)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
