@@ -31,7 +31,7 @@ import numpy as np
 
 from fair_retrieval.index.building import ID_MAP_PREFIX, apply_search, new_cpu_index, rebuilt_with
 from fair_retrieval.index.gpu import GpuChoice, gpu_count, import_faiss, index_to_cpu, index_to_gpus
-from fair_retrieval.index.ids import IdSet, as_ids, as_vectors, some
+from fair_retrieval.index.ids import IdSet, as_ids, as_vectors
 from fair_retrieval.index.inspection import Metric, native_ivf, params_of, reconstruct
 from fair_retrieval.index.persistence import StoredIndex, UntrainedIvfpq, read_folder, write_folder
 from fair_retrieval.index.plan import (
@@ -269,7 +269,7 @@ class FaissIndex:
         """
         matrix = as_vectors(vectors, "vectors", self._dim)
         count = matrix.shape[0]
-        new_ids = self._new_ids(ids, count)
+        new_ids = self._ids.new_ids(ids, count)
         if count == 0:
             return new_ids
         if not self.is_trained:
@@ -360,7 +360,7 @@ class FaissIndex:
         targets = np.unique(as_ids(ids, "ids"))
         if targets.size == 0:
             return 0
-        self._require_known(targets)
+        self._ids.require_known(targets)
         index = self._cpu_index()
         try:
             removed = int(index.remove_ids(targets))
@@ -383,7 +383,7 @@ class FaissIndex:
         wanted = as_ids(ids, "ids")
         if wanted.size == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
-        self._require_known(np.unique(wanted))
+        self._ids.require_known(np.unique(wanted))
         return reconstruct(self._cpu_index(), wanted, self._dim)
 
     def save(
@@ -580,28 +580,3 @@ class FaissIndex:
         rebuilt = rebuilt_with(self._faiss, index, keep, self._dim, search)
         logger.info("Rebuilt the %s index without %d ids (%d vectors remain).", self.kind, targets.size, keep.size)
         return rebuilt
-
-    def _new_ids(self, ids: Any, count: int) -> np.ndarray:
-        """Validate caller ids (or allocate new ones after the largest stored id); O(count)."""
-        if ids is None:
-            start = self._ids.largest + 1
-            return np.arange(start, start + count, dtype=np.int64)
-        new_ids = as_ids(ids, "ids")
-        if new_ids.size != count:
-            raise ValueError(f"Got {count} vectors but {new_ids.size} ids; pass one id per vector.")
-        unique, counts = np.unique(new_ids, return_counts=True)
-        if unique.size != new_ids.size:
-            repeated = unique[counts > 1]
-            raise ValueError(f"ids repeat within this call: {some(repeated)}; every id must be unique.")
-        clash = new_ids[self._ids.present(new_ids)]
-        if clash.size:
-            raise ValueError(
-                f"ids already in the index: {some(clash)}. Remove them first to replace their vectors, "
-                "or pass ids=None for new ones."
-            )
-        return new_ids
-
-    def _require_known(self, unique_ids: np.ndarray) -> None:
-        unknown = unique_ids[~self._ids.present(unique_ids)]
-        if unknown.size:
-            raise ValueError(f"{unknown.size} id(s) are not in the index: {some(unknown)}.")

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from fair_retrieval.validate import is_int
+
 
 class IdSet:
     """The stored ids, with membership checks that cost O(batch) (a hash set), not O(stored).
@@ -54,6 +56,37 @@ class IdSet:
             self._largest = max(self._set, default=-1)
         self._sorted = None
 
+    def new_ids(self, ids: Any, count: int) -> np.ndarray:
+        """`ids` checked to be `count` unique ids none of which is stored, or (ids=None) the next `count` ids after
+        the largest stored one; O(count).
+
+        Raises:
+            TypeError: ids that are not integers (`as_ids`).
+            ValueError: another number of ids than vectors, an id repeated within the call, or one already stored.
+        """
+        if ids is None:
+            start = self._largest + 1
+            return np.arange(start, start + count, dtype=np.int64)
+        new_ids = as_ids(ids, "ids")
+        if new_ids.size != count:
+            raise ValueError(f"Got {count} vectors but {new_ids.size} ids; pass one id per vector.")
+        unique, counts = np.unique(new_ids, return_counts=True)
+        if unique.size != new_ids.size:
+            raise ValueError(f"ids repeat within this call: {some(unique[counts > 1])}; every id must be unique.")
+        clash = new_ids[self.present(new_ids)]
+        if clash.size:
+            raise ValueError(
+                f"ids already in the index: {some(clash)}. Remove them first to replace their vectors, "
+                "or pass ids=None for new ones."
+            )
+        return new_ids
+
+    def require_known(self, unique_ids: np.ndarray) -> None:
+        """Raise a ValueError naming the ids of `unique_ids` that are not stored."""
+        unknown = unique_ids[~self.present(unique_ids)]
+        if unknown.size:
+            raise ValueError(f"{unknown.size} id(s) are not in the index: {some(unknown)}.")
+
     @property
     def largest(self) -> int:
         """The largest stored id (-1 when empty)."""
@@ -96,7 +129,7 @@ def as_vectors(data: Any, name: str, dim: int) -> np.ndarray:
 
 def as_ids(data: Any, name: str) -> np.ndarray:
     """`data` as a 1-D int64 array of non-negative ids, or a clear error."""
-    if isinstance(data, int | np.integer) and not isinstance(data, bool):
+    if is_int(data, numpy=True):
         raise TypeError(f"{name} must be a list or array of ints; wrap a single id in a list: [{data}].")
     array = np.asarray(list(data) if isinstance(data, Iterable) and not isinstance(data, np.ndarray) else data)
     if array.size == 0:
