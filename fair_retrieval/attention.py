@@ -217,8 +217,6 @@ def _calibrate_layer(
     sliding_window = kwargs.get("sliding_window")
     cal = request.calibration
     positions = torch.arange(seq, device=query.device)
-    first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
-    last_valid = torch.where(padding, positions, -1).amax(dim=1)  # (B,)
 
     isolated_positions = isolated_keys(request, padding.device)[:, None, :]  # (B, 1, L)
     if request.pooling == "mean":
@@ -233,7 +231,7 @@ def _calibrate_layer(
             return blended.to(query.dtype), None
         rows = positions.expand(batch, seq)  # (B, L): every row
     else:
-        rows = (first_valid if request.pooling == "cls" else last_valid).clamp(0, seq - 1)[:, None]  # (B, 1)
+        rows = pooled_token(padding, request.pooling)[:, None]  # (B, 1)
 
     # The base output is a fresh tensor owned by this call: calibrated rows are written into it in place, so the
     # extra memory stays O(batch·heads·rows·L) per tile (for cls/last pooling, one row per text).
@@ -259,14 +257,21 @@ def isolated_keys(request: CalibrationRequest, device: torch.device | None = Non
     positions = torch.arange(seq, device=padding.device)[None, :]  # (1, L)
     isolated = torch.zeros_like(padding)
     if request.pooling != "mean":
-        first_valid = torch.where(padding, positions, seq).amin(dim=1)  # (B,)
-        isolated = positions == first_valid[:, None]
+        isolated = positions == pooled_token(padding, "cls")[:, None]
         if request.pooling == "last":
-            last_valid = torch.where(padding, positions, -1).amax(dim=1)  # (B,)
-            isolated = isolated | (positions == last_valid[:, None])
+            isolated = isolated | (positions == pooled_token(padding, "last")[:, None])
     if request.calibration.special_tokens == "preserve" and request.special_mask is not None:
         isolated = isolated | request.special_mask.to(padding.device)
     return isolated & padding
+
+
+def pooled_token(padding: torch.Tensor, pooling: Literal["cls", "last"]) -> torch.Tensor:
+    """(B,) the position of the token whose vector "cls" (first real token) or "last" (last real token) pooling
+    reads, from a (B, L) bool mask of real tokens; kept inside [0, L) for a row without real tokens."""
+    positions = torch.arange(padding.shape[1], device=padding.device)
+    if pooling == "cls":
+        return torch.where(padding, positions, padding.shape[1]).amin(dim=1).clamp(max=padding.shape[1] - 1)
+    return torch.where(padding, positions, -1).amax(dim=1).clamp(min=0)
 
 
 def content_token_counts(request: CalibrationRequest) -> torch.Tensor:

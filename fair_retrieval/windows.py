@@ -5,13 +5,16 @@ never embedded (the position bias users meet most often). With `long_documents="
 tokens are cut into windows that each fit the model, every window is embedded as a text of its own, and the
 window vectors are combined into one L2-normalised vector: their mean weighted by the tokens each window holds.
 
-This module holds the two pure steps (where to cut, how to combine); `FairEmbedder` runs the model in between.
+This module holds the steps around the model: the `DocumentPlan` of the pieces a list of documents becomes under
+either policy, whether windows can be cut for a model and window, where to cut (at word starts, re-checked against
+the tokenizer), and how to combine; `FairEmbedder` tokenizes and runs the model in between.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -20,6 +23,66 @@ from fair_retrieval.validate import is_int, is_positive_int
 
 LongDocuments = Literal["truncate", "windows"]
 """What happens to a document longer than the window: cut off ("truncate") or split and pooled ("windows")."""
+
+
+@dataclass(frozen=True)
+class DocumentPlan:
+    """What the model will read for a list of documents: the pieces (whole texts or their windows) and their owners.
+
+    Attributes:
+        pieces: the texts run through the model, one per window (a text that fits is its own single window).
+        owners: for each piece, the index of the document it belongs to.
+        weights: for each piece, its content tokens (the weight of its vector in the document's mean).
+        tokens: for each document, its tokens as the model sees them (prompt and special tokens included).
+        cut_tokens: for each document, the content tokens that are never embedded (past the window, when truncated).
+    """
+
+    pieces: list[str]
+    owners: list[int]
+    weights: list[int]
+    tokens: list[int]
+    cut_tokens: list[int]
+
+    @property
+    def windowed(self) -> int:
+        """Documents split into two or more windows."""
+        counts = np.bincount(np.asarray(self.owners, dtype=np.int64), minlength=len(self.tokens))
+        return int((counts > 1).sum())
+
+    @property
+    def truncated(self) -> int:
+        """Documents whose end is cut off (never embedded)."""
+        return sum(n > 0 for n in self.cut_tokens)
+
+    @classmethod
+    def truncating(cls, texts: list[str], lengths: list[int], max_length: int, overhead: int) -> DocumentPlan:
+        """Every text is its own piece, cut off at `max_length` tokens (`long_documents="truncate"`).
+
+        Args:
+            texts: the documents.
+            lengths: their tokens as the model sees them (prompt and special tokens included).
+            max_length: the model's window.
+            overhead: the prompt and special tokens of a window (`max_length` minus its content tokens).
+        """
+        cut = [max(0, n - max_length) for n in lengths]
+        kept = [min(n, max_length) - overhead for n in lengths]
+        return cls(list(texts), list(range(len(texts))), kept, lengths, cut)
+
+    @classmethod
+    def windowing(
+        cls, texts: list[str], lengths: list[int], windows: Mapping[int, list[tuple[str, int]]], overhead: int
+    ) -> DocumentPlan:
+        """The documents in `windows` (index → its (window text, content tokens) pairs) become their windows, every
+        other document its own single piece (`long_documents="windows"`); arguments as in `truncating`."""
+        pieces: list[str] = []
+        owners: list[int] = []
+        weights: list[int] = []
+        for i, text in enumerate(texts):
+            for piece, weight in windows.get(i, [(text, lengths[i] - overhead)]):
+                pieces.append(piece)
+                owners.append(i)
+                weights.append(max(1, weight))
+        return cls(pieces, owners, weights, lengths, [0] * len(texts))
 
 
 def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int, int]]:
@@ -81,6 +144,68 @@ def snap_to_words(spans: list[tuple[int, int]], starts: Sequence[bool], margin: 
             snapped[-1] = (snapped[-1][0], new_start)
         snapped.append((new_start, end))
     return snapped
+
+
+def fitting_windows(
+    text: str,
+    offsets: Sequence[tuple[int, int]],
+    capacity: int,
+    overlap: int,
+    max_length: int,
+    token_lengths: Callable[[list[str]], list[int]],
+) -> list[tuple[str, int]]:
+    """`text` cut into (window text, content tokens) pairs that each fit `max_length` tokens once re-tokenized.
+
+    Windows start at word starts where one lies close by, so a word is not cut in two; a window text that
+    re-tokenizes to more tokens than its span had shrinks every window by the excess, and the cut is tried again.
+
+    Args:
+        text: the document.
+        offsets: character offsets of its content tokens (its tokenization without special tokens).
+        capacity: the most content tokens one window holds (`FairEmbedder.window_content_tokens`).
+        overlap: tokens consecutive windows share (at most half a window).
+        max_length: the model's window in tokens, prompt and special tokens included.
+        token_lengths: tokens of each text as the model sees it (`FairEmbedder.token_lengths`).
+    """
+    starts = word_starts(text, offsets)
+    while True:
+        margin = min(16, capacity // 8)  # room to move a window's start back to the start of a word
+        spans = window_spans(len(offsets), capacity - margin, min(overlap, (capacity - margin) // 2))
+        spans = snap_to_words(spans, starts, margin)
+        pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
+        longest = max(token_lengths([piece for piece, _ in pieces]))
+        if longest <= max_length or capacity <= 1:
+            return pieces
+        capacity -= longest - max_length  # a piece re-tokenized to more tokens than it had
+
+
+def check_window_settings(capacity: int, overlap: int, max_length: int, fast_tokenizer: bool, model_name: str) -> None:
+    """Fail now, not at the first long document, when windows cannot be cut for this model and window.
+
+    Args:
+        capacity: content tokens one window holds (`max_length` minus the prompt and special tokens).
+        overlap: the asked-for `window_overlap`.
+        max_length: the model's window in tokens.
+        fast_tokenizer: whether the tokenizer gives token offsets (a fast tokenizer), which cutting needs.
+        model_name: how the model is named in the error.
+
+    Raises:
+        ValueError: for a window with no room for content, an overlap over half a window, or a slow tokenizer.
+    """
+    if capacity < 1:
+        raise ValueError(
+            f"max_length={max_length} leaves no room for content after the prompt and special tokens; raise max_length."
+        )
+    if overlap > capacity // 2:
+        raise ValueError(
+            f"window_overlap={overlap} must be at most half of the {capacity} content tokens of a "
+            f"window (max_length={max_length}), i.e. ≤ {capacity // 2}; use a smaller overlap."
+        )
+    if not fast_tokenizer:
+        raise ValueError(
+            f"long_documents='windows' cuts documents at token offsets, which {model_name}'s slow "
+            "tokenizer does not give; use a model with a fast tokenizer or long_documents='truncate'."
+        )
 
 
 def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[float], count: int) -> np.ndarray:
