@@ -407,8 +407,8 @@ def test_search_loads_manifests_from_before_windows_as_truncating(
 ) -> None:
     import shutil
 
-    from fair_retrieval.cli.index_folder import query_embedder_options
     from fair_retrieval.embedder_options import EmbedderOptions
+    from fair_retrieval.index_folder import query_embedder_options
 
     old = tmp_path / "old-index"
     shutil.copytree(jsonl_index, old)

@@ -23,22 +23,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.chunking import chunk_documents
-from fair_retrieval.cli.common import dump_json, gpu_choice, model_reference, plural, require_faiss
-from fair_retrieval.cli.index_folder import (
-    DOCUMENTS_FILE,
-    MANIFEST_FILE,
-    MANIFEST_FORMAT,
-    MANIFEST_VERSION,
-    publish,
-    staging_folder,
-    write_documents,
-)
+from fair_retrieval.cli.common import gpu_choice, model_reference, plural, require_faiss
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
     add_command,
@@ -49,6 +40,15 @@ from fair_retrieval.cli.options import (
 )
 from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
 from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.index_folder import (
+    DOCUMENTS_FILE,
+    MANIFEST_FILE,
+    index_manifest,
+    publish,
+    staging_folder,
+    write_documents,
+    write_manifest,
+)
 from fair_retrieval.inputs import Document, read_documents
 from fair_retrieval.windows import chunk_plan
 
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
     an interrupted run leaves no half-written index.
     """
-    from fair_retrieval import FaissIndex, __version__
+    from fair_retrieval import FaissIndex
 
     require_faiss()
     output: Path = args.output
@@ -153,8 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 model=model_reference(args.model),
                 gpu=gpu_choice(args.gpu),
             )
-            pooling, max_length = args.pooling, args.max_length  # None means the model's own, as in search
-            window_overlap = options.window_overlap
+            recorded = options  # pooling and max_length None mean the model's own, as search reads them
         else:
             documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
             logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
@@ -165,32 +164,19 @@ def run(args: argparse.Namespace) -> int:
             shape = {"factory": args.factory, "search": args.search} if args.factory else {"kind": args.kind or "flat"}
             index = FaissIndex(vectors.shape[1], metric="ip", gpu=gpu_choice(args.gpu), **shape, **params)
             index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
-            pooling, max_length = embedder.pooling, embedder.max_length
-            window_overlap = embedder.window_overlap
+            recorded = replace(
+                options,
+                pooling=embedder.pooling,
+                max_length=embedder.max_length,
+                window_overlap=embedder.window_overlap,
+            )
             write_documents(rows, staging / DOCUMENTS_FILE)
             count = len(rows)
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "version": MANIFEST_VERSION,
-            "model": model_reference(args.model),
-            "pooling": pooling,
-            "max_length": max_length,
-            "long_documents": options.long_documents,
-            "window_overlap": window_overlap,
-            "calibration": calibration.to_dict() if calibration is not None else None,
-            "chunking": chunking,
-            "dim": index.dim,
-            "count": count,
-            "kind": index.kind,
-            "metric": "ip",
-            "params": index.params,
-            "documents": DOCUMENTS_FILE,
-            "engine": args.engine,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "fair_retrieval_version": __version__,
-        }
+        manifest = index_manifest(
+            index, recorded, model=model_reference(args.model), count=count, chunking=chunking, engine=args.engine
+        )
         index.save(staging)
-        dump_json(manifest, staging / MANIFEST_FILE)
+        write_manifest(staging, manifest)
         publish(staging, output)
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""

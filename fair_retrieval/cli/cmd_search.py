@@ -20,15 +20,15 @@ from typing import Any, get_args
 
 from fair_retrieval.attention import Pooling
 from fair_retrieval.cli.common import gpu_choice, model_reference, require_faiss
-from fair_retrieval.cli.index_folder import (
+from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.identity import check_identity
+from fair_retrieval.index_folder import (
     DOCUMENTS_FILE,
     manifest_identity,
     query_embedder_options,
     read_manifest,
     read_rows,
 )
-from fair_retrieval.embedder_options import EmbedderOptions
-from fair_retrieval.identity import check_identity
 
 SNIPPET_CHARS = 100
 

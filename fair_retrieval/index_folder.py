@@ -1,4 +1,5 @@
-"""The index folder that `index` writes and `search` reads, published atomically as a whole.
+"""The index folder that `fair-retrieval index` writes and `fair-retrieval search` reads, published atomically as a
+whole: its files, its manifest (written by `index_manifest`, read by `read_manifest`) and its documents.
 
 A folder holds the FaissIndex files (`index.faiss`, `index.json`), `documents.jsonl` (row i = the document, or
 chunk, of vector id i) and `manifest.json` (how the vectors were made: model, pooling, max length, long-document
@@ -22,8 +23,9 @@ import json
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.inputs import Document
@@ -36,7 +38,11 @@ from fair_retrieval.jsonio import (
     held_folder,
     parse_versioned_json,
     remove_abandoned,
+    write_json_atomically,
 )
+
+if TYPE_CHECKING:
+    from fair_retrieval.index import FaissIndex
 
 MANIFEST_FILE = "manifest.json"
 DOCUMENTS_FILE = "documents.jsonl"
@@ -92,6 +98,56 @@ def publish(staging: Path, output: Path) -> None:
         for name in names:
             publication.add(name, staging / name)
         publication.commit(staged.value, entries=staged.files, remove=[name for name in known if name not in names])
+
+
+def index_manifest(
+    index: FaissIndex,
+    options: EmbedderOptions,
+    *,
+    model: str,
+    count: int,
+    chunking: dict[str, int] | None,
+    engine: str,
+) -> dict[str, Any]:
+    """The manifest of a folder holding `index`: how its vectors were made, so that queries are embedded alike.
+
+    Args:
+        index: the built FaissIndex (its dimension, kind, metric and parameters are recorded).
+        options: the embedder's options as resolved for the documents (pooling and max_length None mean the
+            model's own, as `search` reads them).
+        model: the model reference queries are embedded with (a Hub id, or an absolute folder).
+        count: the vectors, = rows of documents.jsonl.
+        chunking: the chunk settings (`chunk_tokens`, `chunk_overlap`, `documents`), or None for one vector per
+            document.
+        engine: "local" or "ray".
+    """
+    from fair_retrieval import __version__
+
+    return {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "model": model,
+        "pooling": options.pooling,
+        "max_length": options.max_length,
+        "long_documents": options.long_documents,
+        "window_overlap": options.window_overlap,
+        "calibration": options.calibration.to_dict() if options.calibration is not None else None,
+        "chunking": chunking,
+        "dim": index.dim,
+        "count": count,
+        "kind": index.kind,
+        "metric": index.metric,
+        "params": index.params,
+        "documents": DOCUMENTS_FILE,
+        "engine": engine,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "fair_retrieval_version": __version__,
+    }
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Write `manifest` (from `index_manifest`) as the folder's manifest.json (strict JSON, atomically)."""
+    write_json_atomically(folder / MANIFEST_FILE, manifest)
 
 
 def write_documents(documents: Iterable[Document], path: Path) -> None:
