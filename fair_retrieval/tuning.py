@@ -135,6 +135,7 @@ class SearchResult:
         frontier: the Pareto frontier of (overall nDCG@10, harmonic mean), best nDCG first.
         best: the chosen trial: the highest harmonic mean among trials with nDCG@10 ≥ plain − tolerance.
         tolerance: the allowed nDCG@10 loss used for feasibility.
+        strategy: the search strategy that ran.
     """
 
     plain: Trial
@@ -142,6 +143,7 @@ class SearchResult:
     frontier: list[Trial]
     best: Trial
     tolerance: float
+    strategy: SearchStrategy = "coordinate"
 
     @property
     def improved(self) -> bool:
@@ -151,6 +153,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-compatible form."""
         return {
+            "strategy": self.strategy,
             "tolerance": self.tolerance,
             "plain": self.plain.to_dict(),
             "best": self.best.to_dict(),
@@ -288,6 +291,7 @@ def calibration_search(
         frontier=pareto_frontier(trials),
         best=select_best(trials, plain, tolerance),
         tolerance=tolerance,
+        strategy=strategy,
     )
 
 
@@ -324,7 +328,7 @@ def tune_on_task(
     task: Any,
     *,
     space: SearchSpace | None = None,
-    strategy: SearchStrategy = "coordinate",
+    strategy: SearchStrategy | None = None,
     start: Calibration | None = None,
     tolerance: float = 0.0,
     max_rounds: int = 2,
@@ -337,7 +341,9 @@ def tune_on_task(
     Args:
         embedder: a `FairEmbedder`.
         task: a `fair_retrieval.evaluation.RetrievalTask` with answer positions (labelled or probes).
-        space, strategy, start, tolerance, max_rounds: as in `calibration_search`.
+        strategy: as in `calibration_search`; None chooses by task (`task_strategy`): "trusted" on probes,
+            "coordinate" on labelled questions.
+        space, start, tolerance, max_rounds: as in `calibration_search`.
         grouping: position grouping name (None: the task's default, the thirds).
         cache: an `EmbeddingCache`, so re-runs and wider searches reuse embeddings.
         show_progress_bar: tqdm bars.
@@ -357,7 +363,7 @@ def tune_on_task(
     return calibration_search(
         evaluate,
         space,
-        strategy=strategy,
+        strategy=task_strategy(task, strategy),
         start=start,
         tolerance=tolerance,
         max_rounds=max_rounds,
@@ -394,8 +400,17 @@ def tune_unlabelled(
     from fair_retrieval.evaluation.probes import probe_task_for
 
     task = probe_task_for(documents, embedder, max_probes=max_probes, seed=seed)
-    search["strategy"] = label_free_strategy(search.get("strategy"))
     return tune_on_task(embedder, task, **search)
+
+
+def task_strategy(task: Any, strategy: SearchStrategy | None = None) -> SearchStrategy:
+    """The search strategy `tune_on_task` runs on `task`: `label_free_strategy` on a label-free (probe) task,
+    else `strategy` ("coordinate" when None)."""
+    from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
+
+    if task.info.get("source") == LABEL_FREE_SOURCE:
+        return label_free_strategy(strategy)
+    return strategy or "coordinate"
 
 
 def label_free_strategy(strategy: SearchStrategy | None) -> SearchStrategy:

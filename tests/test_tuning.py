@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 
@@ -15,6 +16,7 @@ from fair_retrieval.tuning import (
     describe,
     pareto_frontier,
     select_best,
+    task_strategy,
 )
 
 
@@ -140,6 +142,21 @@ def test_trusted_search_tries_plain_and_the_trust_region_only() -> None:
     assert seen == [None, *region]  # the wide space is not searched, whatever it holds
     assert result.best.calibration in [None, *region]
     assert result.best == select_best(result.trials, result.plain)
+    assert result.strategy == "trusted" and result.to_dict()["strategy"] == "trusted"
+
+
+def test_the_strategy_follows_the_task_unless_asked(caplog: pytest.LogCaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
+
+    probes = SimpleNamespace(info={"source": LABEL_FREE_SOURCE})
+    labelled = SimpleNamespace(info={"source": "squad-v2"})
+    assert task_strategy(probes) == "trusted" and task_strategy(labelled) == "coordinate"
+    assert task_strategy(labelled, "grid") == "grid" and not caplog.records
+    with caplog.at_level(logging.WARNING, logger="fair_retrieval.tuning"):
+        assert task_strategy(probes, "coordinate") == "coordinate"  # runs, with the warning
+    assert "outside the trust region" in caplog.text
 
 
 def test_errors_and_labels() -> None:

@@ -108,17 +108,13 @@ def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
-    from fair_retrieval.tuning import label_free_strategy, tune_on_task
+    from fair_retrieval.tuning import tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
     label_free = task.info.get("source") == LABEL_FREE_SOURCE
-    if label_free:
-        args.strategy = label_free_strategy(args.strategy)
-    elif args.strategy is None:
-        args.strategy = "coordinate"
     result = tune_on_task(
         embedder,
         task,
@@ -132,7 +128,7 @@ def run_calibration_search(args: argparse.Namespace) -> int:
     )
     print(
         f"{task.name}: {len(task.queries)} queries, {len(task.corpus)} documents; "
-        f"{len(result.trials)} configurations evaluated ({args.strategy} search)"
+        f"{len(result.trials)} configurations evaluated ({result.strategy} search)"
     )
     print(
         format_trials(
@@ -159,9 +155,7 @@ def run_calibration_search(args: argparse.Namespace) -> int:
             )
         )
     report_path = args.report_dir / f"tune-{slug(task.name)}.json"
-    dump_json(
-        {"task": task.summary(), "method": "calibration", "strategy": args.strategy, **result.to_dict()}, report_path
-    )
+    dump_json({"task": task.summary(), "method": "calibration", **result.to_dict()}, report_path)
     print(f"trials: {report_path}")
     return 0
 
