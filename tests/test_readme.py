@@ -94,3 +94,40 @@ def test_readme_block_runs_as_written(
     exec(compile(code, f"README.md ({section})", "exec"), namespace)
     if section in CHECKS:
         CHECKS[section](namespace)
+
+
+def layout_entries() -> dict[str, set[str]]:
+    """The names the README's Layout block lists under `fair_retrieval/`, by folder ("" for the package itself):
+    a line indented two spaces is a top-level entry, four spaces an entry of the folder above it."""
+    text = README.read_text(encoding="utf-8")
+    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    assert block is not None, "README.md has no Layout block"
+    entries: dict[str, set[str]] = {"": set()}
+    folder = ""
+    for line in block.group(1).splitlines():
+        match = re.match(r"^( {2}| {4})([A-Za-z_][\w.]*/?)(?: |$)", line)
+        if match is None or (line.startswith("    ") and line[4] == " "):  # not an entry: a continued description
+            continue
+        name = match.group(2)
+        if match.group(1) == "  ":
+            entries[""].add(name)
+            folder = name.rstrip("/")
+        elif name.endswith((".py", "/")):
+            entries.setdefault(folder, set()).add(name)
+    return entries
+
+
+def package_entries(folder: Path) -> set[str]:
+    """The public modules and subpackages of `folder` as the Layout names them (`x.py`, `sub/`): no dunder files,
+    no private `_x.py` (test helpers)."""
+    names = {p.name for p in folder.glob("*.py") if not p.name.startswith("_")}
+    return names | {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_the_readme_layout_lists_every_module_and_subpackage() -> None:
+    listed = layout_entries()
+    package = REPO / "fair_retrieval"
+    assert listed[""] == package_entries(package)
+    for folder, names in listed.items():
+        if folder:  # a folder whose modules the block lists one by one: all of them, and no others
+            assert names == package_entries(package / folder), folder
