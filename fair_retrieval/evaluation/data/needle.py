@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fair_retrieval.evaluation.squad import TokenCounter
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.squad import TokenCounter
+from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
 
 _FIRST = (
     "Amelia",

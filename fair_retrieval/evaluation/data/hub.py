@@ -23,9 +23,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.evaluation.records import data_files, read_records
-from fair_retrieval.evaluation.squad import TokenCounter
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.records import data_files, read_records
+from fair_retrieval.evaluation.data.squad import TokenCounter
+from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
 
 logger = logging.getLogger(__name__)
 

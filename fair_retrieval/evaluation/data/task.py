@@ -1,7 +1,8 @@
 """The retrieval task every benchmark builds: a corpus, queries, relevance judgements and answer positions.
 
-Every loader in `fair_retrieval.evaluation` returns a `RetrievalTask`, so metrics, grouping, the CLI and the tuner
-work the same on SQuAD-style position benchmarks, BEIR tasks, the synthetic needle benchmark and Hub datasets.
+Every loader in `fair_retrieval.evaluation.data` (and the label-free probes) returns a `RetrievalTask`, so metrics,
+grouping, the CLI and the tuner work the same on SQuAD-style position benchmarks, BEIR tasks, the synthetic needle
+benchmark, Hub datasets and probes of a user's own corpus.
 """
 
 from __future__ import annotations
