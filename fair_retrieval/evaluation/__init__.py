@@ -14,8 +14,9 @@ from fair_retrieval.evaluation.data import hub
 from fair_retrieval.evaluation.data.beir import load_beir, load_scifact
 from fair_retrieval.evaluation.data.load import load_task
 from fair_retrieval.evaluation.data.needle import build_needle_benchmark
-from fair_retrieval.evaluation.data.squad import build_position_benchmark, tokenizer_counter
+from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.tokens import tokenizer_counter
 from fair_retrieval.evaluation.groups import (
     length_by_position,
     length_quartiles,

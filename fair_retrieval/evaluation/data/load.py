@@ -28,8 +28,9 @@ from fair_retrieval.evaluation.data.named import (
     is_named_dataset,
 )
 from fair_retrieval.evaluation.data.needle import build_needle_benchmark
-from fair_retrieval.evaluation.data.squad import TokenCounter, build_position_benchmark
+from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.data.task import RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 from fair_retrieval.inputs import TEXT_SUFFIXES
 
 __all__ = ["DATA_ENV", "XQUAD_LANGUAGES", "default_data_dir", "load_path", "load_task"]
