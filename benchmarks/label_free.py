@@ -46,11 +46,11 @@ from fair_retrieval.cli import main as cli_main
 from fair_retrieval.cli.common import make_embedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.load import load_task
+from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
-from fair_retrieval.evaluation.sources import load_task
 from fair_retrieval.evaluation.split import calibrated_split
-from fair_retrieval.evaluation.task import RetrievalTask
 from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace, Trial, describe, select_best
 
 NDCG_TOLERANCE = 0.002  # the largest nDCG@10 loss a choice may cost on held-out data

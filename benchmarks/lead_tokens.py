@@ -30,8 +30,8 @@ from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.embedder import FairEmbedder as _Embedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.load import load_task
 from fair_retrieval.evaluation.runner import Evaluator
-from fair_retrieval.evaluation.sources import load_task
 
 BASE = dataclasses.replace(Calibration.paper(), strength=0.75, special_tokens="preserve", min_full_baskets=3)
 

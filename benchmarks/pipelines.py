@@ -51,9 +51,9 @@ import numpy as np
 from fair_retrieval import FairEmbedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.bundled import bundled_model
+from fair_retrieval.evaluation.data.needle import build_needle_benchmark
+from fair_retrieval.evaluation.data.squad import read_squad
 from fair_retrieval.evaluation.metrics import per_query_metrics, position_sensitivity_index
-from fair_retrieval.evaluation.needle import build_needle_benchmark
-from fair_retrieval.evaluation.squad import read_squad
 from fair_retrieval.windows import pool_windows
 
 DATA = Path(os.environ.get("FAIR_RETRIEVAL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -471,7 +471,7 @@ def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], sa
     embedded per candidate; every candidate embeds the others exactly as truncation does (no window, no cut, and
     too short to calibrate: checked on a sample), so their vectors are shared.
     """
-    from fair_retrieval.evaluation.beir import load_scifact
+    from fair_retrieval.evaluation.data.beir import load_scifact
 
     task = load_scifact(DATA / "scifact")
     ids = list(task.corpus)

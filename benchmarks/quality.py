@@ -42,9 +42,9 @@ from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.load import load_task
 from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
-from fair_retrieval.evaluation.sources import load_task
 from fair_retrieval.evaluation.split import calibrated_split
 from fair_retrieval.tuning import describe
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fair_retrieval.cli import main
-from fair_retrieval.evaluation.needle import haystack_sentences
+from fair_retrieval.evaluation.data.needle import haystack_sentences
 from fair_retrieval.evaluation.report import REPORT_SCHEMA
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.cli import main
-from fair_retrieval.evaluation.needle import haystack_sentences
+from fair_retrieval.evaluation.data.load import is_document_corpus
+from fair_retrieval.evaluation.data.needle import haystack_sentences
 from fair_retrieval.evaluation.report import REPORT_SCHEMA
-from fair_retrieval.evaluation.sources import is_document_corpus
 
 TINY_SPACE = [
     "--strategy", "grid", "--strengths", "0.5,1.0", "--basket-sizes", "32", "--layer-shares", "0.5",

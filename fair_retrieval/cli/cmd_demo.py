@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"calibration: {calibration.to_json()}\n")
 
-    from fair_retrieval.evaluation.needle import build_needle_benchmark
+    from fair_retrieval.evaluation.data.needle import build_needle_benchmark
 
     tasks = [build_needle_benchmark(embedder.token_lengths, args.max_tokens, num_documents=args.needle_documents)]
     squad = None if args.no_squad else _squad_task(args, embedder)
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _squad_task(args: argparse.Namespace, embedder: Any) -> Any:
-    from fair_retrieval.evaluation.datasets import find_local
-    from fair_retrieval.evaluation.squad import build_position_benchmark
+    from fair_retrieval.evaluation.data.named import find_local
+    from fair_retrieval.evaluation.data.squad import build_position_benchmark
 
     root = find_local("squad-v2", args.data_dir)
     if root is None:

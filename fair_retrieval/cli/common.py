@@ -40,7 +40,7 @@ def load_data(args: argparse.Namespace, embedder: Any) -> Any:
 
     A corpus with no queries (a folder of .txt/.md files, or a JSONL of documents) becomes a label-free probe task.
     """
-    from fair_retrieval.evaluation.sources import is_document_corpus, load_task
+    from fair_retrieval.evaluation.data.load import is_document_corpus, load_task
 
     spec = data_spec(args)
     if is_document_corpus(spec, text_field=args.text_field):

@@ -72,8 +72,8 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     """
     from fair_retrieval.cli.options import embedder_options
     from fair_retrieval.evaluation.cache import EmbeddingCache
+    from fair_retrieval.evaluation.data.load import load_task
     from fair_retrieval.evaluation.runner import Evaluator
-    from fair_retrieval.evaluation.sources import load_task
     from fair_retrieval.loading import hf_model
 
     seed = int(getattr(args, "seed", None) or 0)

@@ -18,12 +18,12 @@ import numpy as np
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.foreign import ForeignEmbedder, evaluated_embedder, token_coverage
 from fair_retrieval.evaluation.metrics import metric_names
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.report import build_report
 from fair_retrieval.evaluation.runner import Evaluator, RunResult
-from fair_retrieval.evaluation.task import RetrievalTask
 
 
 def position_report(

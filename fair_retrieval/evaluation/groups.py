@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fair_retrieval.evaluation.task import RetrievalTask
+from fair_retrieval.evaluation.data.task import RetrievalTask
 
 Grouping = dict[str, list[str]]
 

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter, tokenizer_counter
 from fair_retrieval.evaluation.groups import THIRDS, position_bin
-from fair_retrieval.evaluation.squad import TokenCounter, tokenizer_counter
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
 from fair_retrieval.inputs import ensure_text_list
 
 logger = logging.getLogger(__name__)

@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fair_retrieval.calibration import Calibration
+from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.runner import PRIMARY, RunResult, format_score
-from fair_retrieval.evaluation.task import RetrievalTask
 
 SCHEMA_VERSION = 1
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.groups import Grouping, default_grouping, make_grouping, position_bins
 from fair_retrieval.evaluation.metrics import (
     harmonic_mean,
@@ -23,7 +24,6 @@ from fair_retrieval.evaluation.metrics import (
     position_sensitivity_index,
 )
 from fair_retrieval.evaluation.retrieval import ranked_ids
-from fair_retrieval.evaluation.task import RetrievalTask
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ def count_tokens(minilm: str):  # type: ignore[no-untyped-def]
     """MiniLM's token counter (special tokens included), as the builders get it from FairEmbedder."""
     from transformers import AutoTokenizer
 
-    from fair_retrieval.evaluation.squad import tokenizer_counter
+    from fair_retrieval.evaluation.data.tokens import tokenizer_counter
 
     return tokenizer_counter(AutoTokenizer.from_pretrained(minilm))
 

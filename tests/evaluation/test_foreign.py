@@ -17,8 +17,8 @@ from fair_retrieval import FairEmbedder
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.compare import diagnose_corpus
+from fair_retrieval.evaluation.data.needle import haystack_sentences
 from fair_retrieval.evaluation.foreign import ForeignEmbedder, token_coverage
-from fair_retrieval.evaluation.needle import haystack_sentences
 from fair_retrieval.evaluation.report import REPORT_SCHEMA, format_table
 
 PROBES = 30  # the smallest probe budget: 10 per depth third

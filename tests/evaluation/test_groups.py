@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
 from fair_retrieval.evaluation.groups import (
     bin_centers,
     char_offset_buckets,
@@ -15,7 +16,6 @@ from fair_retrieval.evaluation.groups import (
     position_thirds,
     preset_labels,
 )
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
 
 
 def make_task(relatives: list[float], lengths: list[int] | None = None) -> RetrievalTask:

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
+from fair_retrieval.evaluation.data.needle import haystack_sentences
 from fair_retrieval.evaluation.groups import THIRDS, position_bin, position_thirds
-from fair_retrieval.evaluation.needle import haystack_sentences
 from fair_retrieval.evaluation.probes import (
     LEAK_NGRAM,
     MIN_SENTENCE_WORDS,

@@ -11,12 +11,12 @@ import pytest
 
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
+from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.metrics import metric_names
 from fair_retrieval.evaluation.plot import plot_by_position
 from fair_retrieval.evaluation.report import REPORT_SCHEMA, build_report, display_name, format_table
 from fair_retrieval.evaluation.retrieval import ranked_ids, top_k
 from fair_retrieval.evaluation.runner import Evaluator
-from fair_retrieval.evaluation.squad import build_position_benchmark
 
 
 def test_top_k_is_exact_and_breaks_ties_by_corpus_order() -> None:
@@ -105,7 +105,7 @@ def test_report_matches_its_schema_and_renders(task, fake_embedder, tmp_path: Pa
 
 
 def test_plot_refuses_tasks_without_positions(fake_embedder, fixtures: Path, tmp_path: Path) -> None:
-    from fair_retrieval.evaluation.beir import load_beir
+    from fair_retrieval.evaluation.data.beir import load_beir
 
     task = load_beir(fixtures / "beir_tiny")
     evaluator = Evaluator(fake_embedder, task)

@@ -14,7 +14,7 @@ from fair_retrieval import FairEmbedder
 
 @pytest.fixture(scope="module")
 def long_text() -> str:
-    from fair_retrieval.evaluation.needle import haystack_sentences
+    from fair_retrieval.evaluation.data.needle import haystack_sentences
 
     return " ".join(haystack_sentences()[:300])
 

@@ -17,7 +17,7 @@ from fair_retrieval import FairEmbedder
 @pytest.fixture(scope="module")
 def long_document() -> Document:
     """About 3,000 tokens of Python's own docs: SentenceSplitter() cuts it into chunks of ~1,000 tokens."""
-    from fair_retrieval.evaluation.needle import haystack_sentences
+    from fair_retrieval.evaluation.data.needle import haystack_sentences
 
     sentences = haystack_sentences()[:300]
     return Document(text=" ".join(sentences), id_="pydoc")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fair_retrieval.evaluation import hub
-from fair_retrieval.evaluation.beir import load_beir, load_scifact
+from fair_retrieval.evaluation.data import hub
+from fair_retrieval.evaluation.data.beir import load_beir, load_scifact
+from fair_retrieval.evaluation.data.load import load_path, load_task
+from fair_retrieval.evaluation.data.records import read_records
+from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.groups import make_grouping
-from fair_retrieval.evaluation.records import read_records
-from fair_retrieval.evaluation.sources import load_path, load_task
-from fair_retrieval.evaluation.task import RetrievalTask
 from tests.evaluation.conftest import shared_data_or_skip
 
 # The Hub-format fixtures (SQuAD-PosQ, PosIR, NanoBEIR) are Parquet files, as on the Hub.

@@ -10,8 +10,8 @@ import csv
 import re
 from pathlib import Path
 
-from fair_retrieval.evaluation.records import read_records
-from fair_retrieval.evaluation.task import RetrievalTask
+from fair_retrieval.evaluation.data.records import read_records
+from fair_retrieval.evaluation.data.task import RetrievalTask
 
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.S)
 

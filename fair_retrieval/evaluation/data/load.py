@@ -6,7 +6,7 @@ Accepted values:
     reddit                      SQuADShifts reddit (a domain shift from Wikipedia), consecutive posts joined likewise
     xquad:LANG                  XQuAD in LANG (ar, de, el, en, es, hi, ro, ru, th, tr, vi, zh), same construction
     scifact                     SciFact claims → abstracts, BEIR test split
-                                (these four: local copies or downloaded on first use, see `evaluation.datasets`)
+                                (these four: local copies or downloaded on first use, see `evaluation.data.named`)
     PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a PosIR domain folder,
                                 a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
     hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN
@@ -18,18 +18,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fair_retrieval.evaluation import hub
-from fair_retrieval.evaluation.beir import load_beir, load_scifact
-from fair_retrieval.evaluation.datasets import (
+from fair_retrieval.evaluation.data import hub
+from fair_retrieval.evaluation.data.beir import load_beir, load_scifact
+from fair_retrieval.evaluation.data.named import (
     DATA_ENV,
     XQUAD_LANGUAGES,
     default_data_dir,
     ensure_dataset,
     is_named_dataset,
 )
-from fair_retrieval.evaluation.needle import build_needle_benchmark
-from fair_retrieval.evaluation.squad import TokenCounter, build_position_benchmark
-from fair_retrieval.evaluation.task import RetrievalTask
+from fair_retrieval.evaluation.data.needle import build_needle_benchmark
+from fair_retrieval.evaluation.data.squad import build_position_benchmark
+from fair_retrieval.evaluation.data.task import RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 from fair_retrieval.inputs import TEXT_SUFFIXES
 
 __all__ = ["DATA_ENV", "XQUAD_LANGUAGES", "default_data_dir", "load_path", "load_task"]

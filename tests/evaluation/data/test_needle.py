@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fair_retrieval.evaluation.data.needle import build_needle_benchmark, haystack_sentences, make_needles
 from fair_retrieval.evaluation.groups import position_thirds
-from fair_retrieval.evaluation.needle import build_needle_benchmark, haystack_sentences, make_needles
 
 
 def test_needles_sit_where_their_labels_say(count_tokens) -> None:

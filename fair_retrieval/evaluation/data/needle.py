@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fair_retrieval.evaluation.squad import TokenCounter
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.task import RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 
 _FIRST = (
     "Amelia",
@@ -220,8 +220,7 @@ def build_needle_benchmark(
 
     corpus: dict[str, str] = {}
     queries: dict[str, str] = {}
-    qrels: dict[str, dict[str, int]] = {}
-    placed: list[tuple[str, str, int, int]] = []
+    answers: dict[str, tuple[str, int, int]] = {}
     for index, (sentences, needle) in enumerate(zip(chunks, needles, strict=True)):
         depth = depths[index % len(depths)]
         lengths = [n - specials for n in count_tokens([*sentences, needle.fact])]
@@ -232,30 +231,9 @@ def build_needle_benchmark(
         doc_id, qid = f"needle-d{index:03d}", f"needle-q{index:03d}"
         corpus[doc_id] = text
         queries[qid] = needle.question
-        qrels[qid] = {doc_id: 1}
-        placed.append((qid, doc_id, start, start + len(needle.fact)))
-
-    doc_lengths = dict(zip(corpus, count_tokens(list(corpus.values())), strict=True))
-    prefix_tokens = count_tokens([corpus[doc][:start] for _, doc, start, _ in placed])
-    positions = {
-        qid: AnswerPosition(
-            char_start=start,
-            char_end=end,
-            doc_chars=len(corpus[doc]),
-            token_start=before - specials,
-            doc_tokens=doc_lengths[doc] - specials,
-        )
-        for (qid, doc, start, end), before in zip(placed, prefix_tokens, strict=True)
-    }
-    return RetrievalTask(
-        name=f"needle@{max_tokens}",
-        corpus=corpus,
-        queries=queries,
-        qrels=qrels,
-        positions=positions,
-        doc_tokens=doc_lengths,
-        info={"source": "pydoc_data.topics", "max_tokens": max_tokens, "depths": list(depths), "seed": seed},
-    )
+        answers[qid] = (doc_id, start, start + len(needle.fact))
+    info = {"source": "pydoc_data.topics", "max_tokens": max_tokens, "depths": list(depths), "seed": seed}
+    return RetrievalTask.from_answer_spans(f"needle@{max_tokens}", corpus, queries, answers, count_tokens, info)
 
 
 def _pack_sentences(sentences: list[str], count_tokens: TokenCounter, budget: int) -> list[list[str]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fair_retrieval.evaluation.squad import build_position_benchmark, read_squad
+from fair_retrieval.evaluation.data.squad import build_position_benchmark, read_squad
 from tests.evaluation.conftest import shared_data_or_skip
 
 

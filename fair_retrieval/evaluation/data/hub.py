@@ -23,9 +23,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.evaluation.records import data_files, read_records
-from fair_retrieval.evaluation.squad import TokenCounter
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.records import data_files, read_records
+from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,6 @@ def squad_posq_task(
     contexts = sorted({str(row["context"]) for row in rows})
     doc_of = {text: f"sq-{i:06d}" for i, text in enumerate(contexts)}
     queries: dict[str, str] = {}
-    qrels: dict[str, dict[str, int]] = {}
     spans: dict[str, tuple[str, int, int]] = {}
     for index, row in enumerate(rows):
         answers = row.get("answers") or {}
@@ -96,33 +95,10 @@ def squad_posq_task(
             continue
         qid = str(row.get("id") or f"sqq-{index:06d}")
         queries[qid] = str(row["question"])
-        qrels[qid] = {doc_of[context]: 1}
-        spans[qid] = (context, start, end)
-    positions = _positions(spans, count_tokens)
-    doc_tokens: dict[str, int] = {}
-    if count_tokens is not None:
-        doc_tokens = dict(zip(doc_of.values(), count_tokens(contexts), strict=True))
-    return RetrievalTask(
-        name=name,
-        corpus={doc_of[text]: text for text in contexts},
-        queries=queries,
-        qrels=qrels,
-        positions=positions,
-        doc_tokens=doc_tokens,
-        info={"format": "squad-posq", "grouping": "squad-posq"},
-    )
-
-
-def _positions(spans: dict[str, tuple[str, int, int]], count_tokens: TokenCounter | None) -> dict[str, AnswerPosition]:
-    if count_tokens is None:
-        return {qid: AnswerPosition(s, e, len(text)) for qid, (text, s, e) in spans.items()}
-    specials = count_tokens([""])[0]
-    before = count_tokens([text[:s] for text, s, _ in spans.values()])
-    whole = count_tokens([text for text, _, _ in spans.values()])
-    return {
-        qid: AnswerPosition(s, e, len(text), b - specials, w - specials)
-        for (qid, (text, s, e)), b, w in zip(spans.items(), before, whole, strict=True)
-    }
+        spans[qid] = (doc_of[context], start, end)
+    corpus = {doc_of[text]: text for text in contexts}
+    info: dict[str, object] = {"format": "squad-posq", "grouping": "squad-posq"}
+    return RetrievalTask.from_answer_spans(name, corpus, queries, spans, count_tokens, info)
 
 
 # ------------------------------------------------------------------------------------------------ PosIR

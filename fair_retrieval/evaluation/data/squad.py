@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.evaluation.task import AnswerPosition, RetrievalTask
+from fair_retrieval.evaluation.data.task import RetrievalTask
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
-
-# Counts tokens (special tokens included) of each text, e.g. `FairEmbedder.token_lengths`.
-TokenCounter = Callable[[Sequence[str]], list[int]]
 
 SEPARATOR = "\n\n"
 
@@ -33,18 +30,6 @@ class _Question:
     text: str
     answer: str
     start: int  # offset inside its paragraph
-
-
-def tokenizer_counter(tokenizer: Any) -> TokenCounter:
-    """Wrap a Hugging Face tokenizer as a `TokenCounter` (special tokens included, no truncation)."""
-
-    def count(texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
-        encoded = tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)
-        return [len(ids) for ids in encoded["input_ids"]]
-
-    return count
 
 
 def read_squad(path: str | Path) -> list[dict[str, Any]]:
@@ -108,9 +93,7 @@ def build_position_benchmark(
             corpus[doc_id] = SEPARATOR.join(paragraphs[i][0] for i in members)
             groups.append((doc_id, [paragraphs[i][0] for i in members], [paragraphs[i][1] for i in members]))
 
-    doc_lengths = dict(zip(corpus, count_tokens(list(corpus.values())), strict=True))
     queries: dict[str, str] = {}
-    qrels: dict[str, dict[str, int]] = {}
     located: list[tuple[str, str, int, int]] = []  # qid, doc_id, char_start, char_end
     mismatched = 0
     for doc_id, texts, questions in groups:
@@ -126,45 +109,26 @@ def build_position_benchmark(
                 queries[q.qid] = q.text
             offset += len(text) + len(SEPARATOR)
 
-    prefixes = [corpus[doc_id][:start] for _, doc_id, start, _ in located]
-    answer_ends = [corpus[doc_id][:end] for _, doc_id, _, end in located]
-    prefix_tokens = [n - specials for n in count_tokens(prefixes)]
-    end_tokens = [n - specials for n in count_tokens(answer_ends)]
-    positions: dict[str, AnswerPosition] = {}
+    end_tokens = [n - specials for n in count_tokens([corpus[doc_id][:end] for _, doc_id, _, end in located])]
+    answers: dict[str, tuple[str, int, int]] = {}
     dropped = 0
-    for (qid, doc_id, start, end), before, upto in zip(located, prefix_tokens, end_tokens, strict=True):
+    for (qid, doc_id, start, end), upto in zip(located, end_tokens, strict=True):
         if upto > max_tokens - specials:
             dropped += 1
-            queries.pop(qid, None)
             continue
-        positions[qid] = AnswerPosition(
-            char_start=start,
-            char_end=end,
-            doc_chars=len(corpus[doc_id]),
-            token_start=before,
-            doc_tokens=doc_lengths[doc_id] - specials,
-        )
-        qrels[qid] = {doc_id: 1}
-    queries = {qid: text for qid, text in queries.items() if qid in qrels}
+        answers[qid] = (doc_id, start, end)
     if mismatched:
         logger.warning("%d answers did not match their answer_start offset in the source and were skipped.", mismatched)
     if dropped:
         logger.info("%d questions dropped: their answer lies beyond the %d-token budget.", dropped, max_tokens)
-    return RetrievalTask(
-        name=f"{name}@{max_tokens}",
-        corpus=corpus,
-        queries=queries,
-        qrels=qrels,
-        positions=positions,
-        doc_tokens=doc_lengths,
-        info={
-            "source": source,
-            "max_tokens": max_tokens,
-            "articles": len(articles),
-            "dropped_beyond_budget": dropped,
-            "dropped_offset_mismatch": mismatched,
-        },
-    )
+    info: dict[str, object] = {
+        "source": source,
+        "max_tokens": max_tokens,
+        "articles": len(articles),
+        "dropped_beyond_budget": dropped,
+        "dropped_offset_mismatch": mismatched,
+    }
+    return RetrievalTask.from_answer_spans(f"{name}@{max_tokens}", corpus, queries, answers, count_tokens, info)
 
 
 def _questions(paragraph: dict[str, Any]) -> list[_Question]:

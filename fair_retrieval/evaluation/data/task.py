@@ -1,7 +1,8 @@
 """The retrieval task every benchmark builds: a corpus, queries, relevance judgements and answer positions.
 
-Every loader in `fair_retrieval.evaluation` returns a `RetrievalTask`, so metrics, grouping, the CLI and the tuner
-work the same on SQuAD-style position benchmarks, BEIR tasks, the synthetic needle benchmark and Hub datasets.
+Every loader in `fair_retrieval.evaluation.data` (and the label-free probes) returns a `RetrievalTask`, so metrics,
+grouping, the CLI and the tuner work the same on SQuAD-style position benchmarks, BEIR tasks, the synthetic needle
+benchmark, Hub datasets and probes of a user's own corpus.
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from fair_retrieval.evaluation.data.tokens import TokenCounter
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,57 @@ class RetrievalTask:
             unknown = [doc for doc in judged if doc not in self.corpus]
             if unknown:
                 raise ValueError(f"Task {self.name!r}: qrels of {qid!r} name documents {unknown[:3]} not in corpus.")
+
+    @classmethod
+    def from_answer_spans(
+        cls,
+        name: str,
+        corpus: dict[str, str],
+        queries: Mapping[str, str],
+        answers: Mapping[str, tuple[str, int, int]],
+        count_tokens: TokenCounter | None,
+        info: dict[str, object],
+    ) -> RetrievalTask:
+        """A position benchmark: each query's one relevant document is the one holding its answer span.
+
+        Why: the SQuAD-format, needle and SQuAD-PosQ builders all end the same way (locate each answer, measure its
+        position in the model's tokens, judge its document relevant), so they share this rather than repeat it.
+
+        Args:
+            name: short name used in reports.
+            corpus: document id → text, in corpus order.
+            queries: query id → text; queries without an entry in `answers` are left out.
+            answers: query id → (its document's id, char_start, char_end of the answer), in query order.
+            count_tokens: the model's token counter (special tokens included); with it, positions are also measured
+                in content tokens and every document's token count is kept in `doc_tokens`; None measures chars only.
+            info: free-form facts about how the task was built.
+
+        Raises:
+            ValueError: for an answer in a document not in `corpus`, and as the constructor does (empty corpus, …).
+        """
+        unknown = sorted({doc_id for doc_id, _, _ in answers.values() if doc_id not in corpus})
+        if unknown:
+            raise ValueError(f"Task {name!r}: answers lie in documents {unknown[:3]} that are not in the corpus.")
+        kept = {qid: queries[qid] for qid in answers}
+        qrels = {qid: {doc_id: 1} for qid, (doc_id, _, _) in answers.items()}
+        doc_tokens: dict[str, int] = {}
+        if count_tokens is None:
+            positions = {qid: AnswerPosition(s, e, len(corpus[doc_id])) for qid, (doc_id, s, e) in answers.items()}
+        else:
+            specials = count_tokens([""])[0]
+            doc_tokens = dict(zip(corpus, count_tokens(list(corpus.values())), strict=True))
+            before = count_tokens([corpus[doc_id][:start] for doc_id, start, _ in answers.values()])
+            positions = {
+                qid: AnswerPosition(
+                    char_start=start,
+                    char_end=end,
+                    doc_chars=len(corpus[doc_id]),
+                    token_start=prefix - specials,
+                    doc_tokens=doc_tokens[doc_id] - specials,
+                )
+                for (qid, (doc_id, start, end)), prefix in zip(answers.items(), before, strict=True)
+            }
+        return cls(name, corpus, kept, qrels, positions=positions, doc_tokens=doc_tokens, info=info)
 
     @property
     def doc_ids(self) -> list[str]:

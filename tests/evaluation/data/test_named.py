@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from fair_retrieval.evaluation import datasets
-from fair_retrieval.evaluation.datasets import RemoteFile, cache_dir, dataset_files, ensure_dataset, find_local
-from fair_retrieval.evaluation.sources import load_task
+from fair_retrieval.evaluation.data import named
+from fair_retrieval.evaluation.data.load import load_task
+from fair_retrieval.evaluation.data.named import RemoteFile, cache_dir, dataset_files, ensure_dataset, find_local
 
 
 @pytest.fixture
 def online_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No local copies configured, an empty user cache under tmp_path, and downloads allowed."""
-    monkeypatch.delenv(datasets.DATA_ENV, raising=False)
+    monkeypatch.delenv(named.DATA_ENV, raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return tmp_path / "cache" / "fair-retrieval" / "data"
@@ -77,7 +77,7 @@ def test_scifact_downloads_beirs_zip_once_and_extracts_its_files(
         opened.append(url)
         return io.BytesIO(archive.getvalue())
 
-    monkeypatch.setattr(datasets.urllib.request, "urlopen", urlopen)  # the real download code, no network
+    monkeypatch.setattr(named.urllib.request, "urlopen", urlopen)  # the real download code, no network
     task = load_task("scifact", count_tokens)
     assert task.name == "scifact" and task.qrels == {"t1": {"d1": 2}, "t2": {"d2": 1}}
     assert opened == ["https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip"]
@@ -129,7 +129,7 @@ def test_local_copies_win_and_are_never_downloaded_into(
     shutil.copyfile(fixtures / "squad_tiny.json", local / "xquad" / "xquad.en.json")
     fetch = FakeFetch(fixtures)
     assert ensure_dataset("xquad:en", data_dir=local, fetch=fetch) == local
-    monkeypatch.setenv(datasets.DATA_ENV, str(local))
+    monkeypatch.setenv(named.DATA_ENV, str(local))
     assert ensure_dataset("xquad:en", fetch=fetch) == local and find_local("xquad:en") == local
     with pytest.raises(FileNotFoundError, match=r"Not found in .*mine"):
         ensure_dataset("squad-v2", fetch=fetch)  # a local folder is named: no download
