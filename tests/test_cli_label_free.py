@@ -44,6 +44,11 @@ def test_document_corpora_are_told_apart_from_benchmarks(tmp_path: Path) -> None
     queries.write_text(json.dumps({"text": "doc", "question": "q?", "answers": ["x"]}) + "\n", encoding="utf-8")
     assert not is_document_corpus(queries)
     assert not is_document_corpus(tmp_path / "missing")
+    hidden_home = write_corpus(tmp_path / ".cache" / "notes", count=2)  # the folder's own path may be hidden
+    assert is_document_corpus(hidden_home)
+    (hidden_home / ".git").mkdir()
+    (hidden_home / ".git" / "qrels.json").write_text("{}", encoding="utf-8")  # hidden below it: not looked at
+    assert is_document_corpus(hidden_home)
 
 
 def test_label_free_tune_on_a_folder_saves_a_loadable_choice(

@@ -19,6 +19,7 @@ Formats
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -232,7 +233,7 @@ def load_from_hub(name: str, count_tokens: TokenCounter | None = None) -> Retrie
         )
     if kind == "squad-posq":
         task = load_posq_folder(folder, count_tokens)
-        return RetrievalTask(**{**task.__dict__, "name": "squad-posq"})
+        return dataclasses.replace(task, name="squad-posq")
     if kind == "nanobeir":
         return load_nanobeir(folder, name=f"nanobeir:{rest}")
     return load_posir(folder / rest)

@@ -31,7 +31,7 @@ from fair_retrieval.evaluation.data.needle import build_needle_benchmark
 from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.data.tokens import TokenCounter
-from fair_retrieval.inputs import TEXT_SUFFIXES
+from fair_retrieval.inputs import TEXT_SUFFIXES, visible_files
 
 __all__ = ["DATA_ENV", "XQUAD_LANGUAGES", "default_data_dir", "load_path", "load_task"]
 
@@ -114,7 +114,7 @@ def is_document_corpus(spec: str | Path, text_field: str = "text") -> bool:
     """
     path = Path(spec)
     if path.is_dir():
-        files = [f for f in path.rglob("*") if f.is_file() and not any(p.startswith(".") for p in f.parts)]
+        files = visible_files(path)
         has_text = any(f.suffix.lower() in TEXT_SUFFIXES for f in files)
         return has_text and not any(f.suffix.lower() in _BENCHMARK_SUFFIXES for f in files)
     if path.is_file() and path.suffix.lower() == ".jsonl":
