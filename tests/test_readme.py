@@ -97,23 +97,26 @@ def test_readme_block_runs_as_written(
 
 
 def layout_entries() -> dict[str, set[str]]:
-    """The names the README's Layout block lists under `fair_retrieval/`, by folder ("" for the package itself):
-    a line indented two spaces is a top-level entry, four spaces an entry of the folder above it."""
+    """The names the README's Layout block lists under `fair_retrieval/`, by folder ("" for the package itself): a
+    name indented 2·(depth+1) spaces is an entry of the folder at that depth above it (continued descriptions are
+    indented further and skipped)."""
     text = README.read_text(encoding="utf-8")
     block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
     assert block is not None, "README.md has no Layout block"
     entries: dict[str, set[str]] = {"": set()}
-    folder = ""
+    path: list[str] = []  # the folders above the current line
     for line in block.group(1).splitlines():
-        match = re.match(r"^( {2}| {4})([A-Za-z_][\w.]*/?)(?: |$)", line)
-        if match is None or (line.startswith("    ") and line[4] == " "):  # not an entry: a continued description
+        match = re.match(r"^((?:  )+)([A-Za-z_][\w.]*/?)(?: |$)", line)
+        if match is None or line.startswith("fair_retrieval/"):
+            continue
+        depth = len(match.group(1)) // 2 - 1
+        if depth > len(path):  # deeper than any folder: a continued description
             continue
         name = match.group(2)
-        if match.group(1) == "  ":
-            entries[""].add(name)
-            folder = name.rstrip("/")
-        elif name.endswith((".py", "/")):
-            entries.setdefault(folder, set()).add(name)
+        del path[depth:]
+        entries.setdefault("/".join(path), set()).add(name)
+        if name.endswith("/"):
+            path.append(name.rstrip("/"))
     return entries
 
 
