@@ -20,7 +20,7 @@ from fair_retrieval import Calibration, FairEmbedder, PositionalScaling, Unsuppo
 from tests.models import build_tiny_model, with_pooling
 from tests.reference import reference_embeddings
 from tests.test_attention import make_text
-from tests.test_positional import hand_scaled, manual_angles, single_layer
+from tests.test_positional import assert_single_layer_matches_hand_rope, hand_scaled, manual_angles, single_layer
 
 ARCHS = ["nomic-bert", "gte", "jina-v3", "eurobert", "gemma3-bidirectional"]
 POOLINGS = {"cls": "cls", "mean": "mean", "last": "lasttoken"}  # FairEmbedder's name → sentence-transformers'
@@ -157,14 +157,7 @@ def test_lpes_scales_each_layer_by_its_own_factor(embedders: dict[str, FairEmbed
 def test_lpes_single_layer_matches_hand_computed_rope(
     embedders: dict[str, FairEmbedder], arch: str, layer: int, factor: float
 ) -> None:
-    embedder = embedders[arch]
-    ours = embedder.embed_documents(TEXTS, positional_scaling=single_layer(NUM_LAYERS, layer, factor))
-    with hand_scaled(embedder, layer, factor):
-        expected = embedder.embed_documents(TEXTS, positional_scaling=None)
-    np.testing.assert_allclose(ours, expected, atol=1e-5)
-    plain = embedder.embed_documents(TEXTS, positional_scaling=None)
-    assert np.abs(ours - plain)[1:].max() > 1e-3  # the factor really changes long texts
-    np.testing.assert_allclose(embedder.embed_documents(TEXTS), plain, atol=0)  # nothing leaked
+    assert_single_layer_matches_hand_rope(embedders[arch], TEXTS, NUM_LAYERS, layer, factor)
 
 
 @pytest.mark.parametrize("arch", ["gte", "gemma3-bidirectional"])

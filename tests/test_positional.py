@@ -127,6 +127,20 @@ def single_layer(num_layers: int, layer: int, factor: float) -> PositionalScalin
     return PositionalScaling(factors=[factor if i == layer else 1.0 for i in range(num_layers)])
 
 
+def assert_single_layer_matches_hand_rope(
+    embedder: FairEmbedder, texts: list[str], num_layers: int, layer: int, factor: float
+) -> None:
+    """LPES with `factor` on `layer` alone gives the vectors of hand-scaled rotary angles on that layer; it changes
+    the long texts and leaves nothing behind."""
+    ours = embedder.embed_documents(texts, positional_scaling=single_layer(num_layers, layer, factor))
+    with hand_scaled(embedder, layer, factor):
+        expected = embedder.embed_documents(texts, positional_scaling=None)
+    np.testing.assert_allclose(ours, expected, atol=1e-5)
+    plain = embedder.embed_documents(texts, positional_scaling=None)
+    assert np.abs(ours - plain)[1:].max() > 1e-3  # the factor really changes long texts
+    np.testing.assert_allclose(embedder.embed_documents(texts), plain, atol=0)  # nothing leaked
+
+
 # ---------------------------------------------------------------------------------------------- the mechanism
 
 
@@ -154,14 +168,7 @@ def test_identity_reproduces_plain_outputs(embedders: dict[str, FairEmbedder], a
 def test_single_layer_factor_matches_hand_computed_rope(
     embedders: dict[str, FairEmbedder], arch: str, layer: int, factor: float
 ) -> None:
-    embedder = embedders[arch]
-    ours = embedder.embed_documents(TEXTS, positional_scaling=single_layer(4, layer, factor))
-    with hand_scaled(embedder, layer, factor):
-        expected = embedder.embed_documents(TEXTS, positional_scaling=None)
-    np.testing.assert_allclose(ours, expected, atol=1e-5)
-    plain = embedder.embed_documents(TEXTS, positional_scaling=None)
-    assert np.abs(ours - plain)[1:].max() > 1e-3  # the factor really changes long texts
-    np.testing.assert_allclose(embedder.embed_documents(TEXTS), plain, atol=0)  # nothing leaked
+    assert_single_layer_matches_hand_rope(embedders[arch], TEXTS, 4, layer, factor)
 
 
 def test_sliding_and_global_layers_use_their_own_rotary(embedders: dict[str, FairEmbedder]) -> None:
