@@ -93,6 +93,8 @@ def index_on_ray(
         gpu=gpu,
         gpu_shards=args.gpu_shards,
         fresh=args.overwrite,
-        **({} if args.factory else {"flat_limit": args.flat_limit, "opq": args.opq, **params}),
+        flat_limit=args.flat_limit,  # with --factory these are unset (refused above)
+        opq=args.opq,
+        **params,
     )
     return indexed.built.index, indexed.count
