@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE
 from fair_retrieval.inputs import Document
 from fair_retrieval.jsonio import (
     IN_USE_FILE,
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 
 MANIFEST_FILE = "manifest.json"
 DOCUMENTS_FILE = "documents.jsonl"
-INDEX_RECORD = "index.json"  # FaissIndex's index.json: the record that commits the whole folder
-INDEX_DATA = "index.faiss"
+INDEX_RECORD = META_FILE  # FaissIndex's index.json: the record that commits the whole folder
+INDEX_DATA = INDEX_FILE
 MANIFEST_FORMAT = "fair-retrieval-index"
 MANIFEST_VERSION = 1  # later fields (long_documents, window_overlap, chunking) are optional: old readers skip them
 LEGACY_LONG_DOCUMENTS = "truncate"

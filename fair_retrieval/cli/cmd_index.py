@@ -42,6 +42,8 @@ from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
 from fair_retrieval.embedder_options import EmbedderOptions
 from fair_retrieval.index_folder import (
     DOCUMENTS_FILE,
+    INDEX_DATA,
+    INDEX_RECORD,
     MANIFEST_FILE,
     index_manifest,
     publish,
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 KINDS = ("flat", "hnsw", "ivf", "ivfpq")
-_OWN_FILES = ("index.faiss", "index.json", DOCUMENTS_FILE, MANIFEST_FILE)
+_OWN_FILES = (INDEX_DATA, INDEX_RECORD, DOCUMENTS_FILE, MANIFEST_FILE)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
