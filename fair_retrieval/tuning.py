@@ -406,9 +406,9 @@ def tune_unlabelled(
 def task_strategy(task: Any, strategy: SearchStrategy | None = None) -> SearchStrategy:
     """The search strategy `tune_on_task` runs on `task`: `label_free_strategy` on a label-free (probe) task,
     else `strategy` ("coordinate" when None)."""
-    from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
+    from fair_retrieval.evaluation.probes import is_label_free
 
-    if task.info.get("source") == LABEL_FREE_SOURCE:
+    if is_label_free(task):
         return label_free_strategy(strategy)
     return strategy or "coordinate"
 

@@ -107,14 +107,14 @@ def search_space(args: argparse.Namespace) -> Any:
 def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
-    from fair_retrieval.evaluation.probes import LABEL_FREE_SOURCE
+    from fair_retrieval.evaluation.probes import is_label_free
     from fair_retrieval.tuning import tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)
     embedder = make_embedder(args)
     task = load_data(args, embedder)
-    label_free = task.info.get("source") == LABEL_FREE_SOURCE
+    label_free = is_label_free(task)
     result = tune_on_task(
         embedder,
         task,

@@ -80,6 +80,11 @@ class _Candidate:
     words: tuple[str, ...]
 
 
+def is_label_free(task: Any) -> bool:
+    """True for a probe task (built here, `info["source"]` is `LABEL_FREE_SOURCE`), False for labelled questions."""
+    return bool(task.info.get("source") == LABEL_FREE_SOURCE)
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans (start, end) of the sentences of `text`, stripped of surrounding blanks.
 
