@@ -7,8 +7,18 @@ at its end is found as often as one where it sits at its start; queries stay pla
 from fair_retrieval.attention import UnsupportedModelError
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import FairEmbedder
-from fair_retrieval.index import FaissIndex
+from fair_retrieval.index import DocumentHit, FaissIndex, MultiVectorIndex
 from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.windows import DocumentWindows
 
-__all__ = ["Calibration", "FairEmbedder", "FaissIndex", "PositionalScaling", "UnsupportedModelError"]
+__all__ = [
+    "Calibration",
+    "DocumentHit",
+    "DocumentWindows",
+    "FairEmbedder",
+    "FaissIndex",
+    "MultiVectorIndex",
+    "PositionalScaling",
+    "UnsupportedModelError",
+]
 __version__ = "0.1.0"

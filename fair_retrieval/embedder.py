@@ -44,14 +44,16 @@ from fair_retrieval.pooling import sentence_embeddings
 from fair_retrieval.positional import PositionalScaling, RopeLayers, install_positional_scaling
 from fair_retrieval.windows import (
     DocumentPlan,
+    DocumentWindows,
     LongDocuments,
+    WindowPiece,
     check_window_settings,
     default_overlap,
     fitting_windows,
     pool_windows,
 )
 
-__all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "EmbeddingReport", "FairEmbedder", "Precision"]
+__all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
 
 _PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
 
@@ -179,13 +181,41 @@ class FairEmbedder:
             positional_scaling: overrides the instance's LPES factors for this call; None leaves positions as
                 they are.
         """
+        return self.embed_document_windows(texts, calibration, show_progress_bar, positional_scaling).pooled
+
+    def embed_document_windows(
+        self,
+        texts: Sequence[str],
+        calibration: Calibration | None = INSTANCE_DEFAULT,
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
+    ) -> DocumentWindows:
+        """Embed documents as `embed_documents` does, keeping the vector of every window as well.
+
+        A document that fits the window is one window (its span is the whole text); a longer one is cut as
+        `plan_documents` shows (`long_documents="windows"`), each window calibrated where calibration applies.
+        `result.pooled` equals `embed_documents(texts, ...)` (one pass gives both), and `result.vectors`,
+        `owners`, `spans` and `weights` describe the windows: what a multi-vector store keeps to score a document
+        by its best window (`fair_retrieval.MultiVectorIndex`).
+
+        With `long_documents="truncate"` every document is one window (the start the model reads), so a store of
+        window vectors holds the pooled ones.
+
+        Args: as `embed_documents`.
+        """
         if calibration is INSTANCE_DEFAULT:
             calibration = self.calibration
         if calibration is not None and not isinstance(calibration, Calibration):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
         if positional_scaling is INSTANCE_DEFAULT:
             positional_scaling = self.positional_scaling
-        return self._embed(ensure_text_list(texts), calibration, "document", show_progress_bar, positional_scaling)
+        text_list = ensure_text_list(texts)
+        self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
+        if not text_list:
+            empty = np.zeros((0, self.dimension), dtype=np.float32)
+            none = np.zeros(0, dtype=np.int64)
+            return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
+        return self._embed_documents(text_list, calibration, show_progress_bar, positional_scaling)
 
     def embed_queries(
         self,
@@ -330,8 +360,8 @@ class FairEmbedder:
             layer_of_module=self._layer_of_module,
         )
 
-    def _windows(self, texts: list[str]) -> list[list[tuple[str, int]]]:
-        """Each text cut into (window text, content tokens) pairs that fit `max_length` once re-tokenized."""
+    def _windows(self, texts: list[str]) -> list[list[WindowPiece]]:
+        """Each text cut into windows (text, content tokens, character span) that fit `max_length` once re-tokenized."""
         if not texts:
             return []
         with self._tokenizing:
@@ -367,23 +397,34 @@ class FairEmbedder:
         show_progress_bar: bool | None,
         scaling: PositionalScaling | None = None,
     ) -> np.ndarray:
+        if task == "document":
+            return self.embed_document_windows(texts, calibration, show_progress_bar, scaling).pooled
         self._check_scaling(scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        lengths = self.token_lengths(texts, task)
+        warn_truncated_queries(lengths, self.max_length)
+        vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
+        return vectors
+
+    def _embed_documents(
+        self,
+        texts: list[str],
+        calibration: Calibration | None,
+        show_progress_bar: bool | None,
+        scaling: PositionalScaling | None,
+    ) -> DocumentWindows:
+        """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call."""
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
-        if task == "query":
-            lengths = self.token_lengths(texts, task)
-            warn_truncated_queries(lengths, self.max_length)
-            vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
-            return vectors
         plan = self.plan_documents(texts)
         piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
-            plan.pieces, piece_lengths, calibration, task, show_progress_bar, scaling
+            plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling
         )
-        if len(plan.pieces) != len(texts):
-            vectors = pool_windows(vectors, plan.owners, plan.weights, len(texts))
+        pooled = (
+            vectors if len(plan.pieces) == len(texts) else pool_windows(vectors, plan.owners, plan.weights, len(texts))
+        )
         calibrating_now = calibration is not None and calibration.strength > 0.0
         self.last_report = EmbeddingReport.of(plan, calibrated)
         if log_documents_call(
@@ -396,7 +437,13 @@ class FairEmbedder:
             warn_uncalibrated=not self._warned_uncalibrated,
         ):
             self._warned_uncalibrated = True  # once per embedder
-        return vectors
+        return DocumentWindows(
+            pooled,
+            vectors,
+            np.asarray(plan.owners, dtype=np.int64),
+            np.asarray(plan.spans, dtype=np.int64).reshape(-1, 2),
+            np.asarray(plan.weights, dtype=np.int64),
+        )
 
     def _embed_pieces(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -23,6 +23,22 @@ from fair_retrieval.validate import is_int, is_positive_int
 
 LongDocuments = Literal["truncate", "windows"]
 """What happens to a document longer than the window: cut off ("truncate") or split and pooled ("windows")."""
+
+
+class WindowPiece(NamedTuple):
+    """One window of a document: its text, its content tokens and where it sits in the document.
+
+    Attributes:
+        text: the window's text (`document[start:end]`).
+        tokens: its content tokens (the weight of its vector in the document's mean).
+        start: character offset of the window's first character in the document.
+        end: character offset just past its last character.
+    """
+
+    text: str
+    tokens: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,8 @@ class DocumentPlan:
         weights: for each piece, its content tokens (the weight of its vector in the document's mean).
         tokens: for each document, its tokens as the model sees them (prompt and special tokens included).
         cut_tokens: for each document, the content tokens that are never embedded (past the window, when truncated).
+        spans: for each piece, its character span [start, end) in its document (a text that is its own piece:
+            the whole text, also when the model reads only its start because it is truncated).
     """
 
     pieces: list[str]
@@ -42,6 +60,7 @@ class DocumentPlan:
     weights: list[int]
     tokens: list[int]
     cut_tokens: list[int]
+    spans: list[tuple[int, int]]
 
     @property
     def windowed(self) -> int:
@@ -66,23 +85,97 @@ class DocumentPlan:
         """
         cut = [max(0, n - max_length) for n in lengths]
         kept = [min(n, max_length) - overhead for n in lengths]
-        return cls(list(texts), list(range(len(texts))), kept, lengths, cut)
+        spans = [(0, len(text)) for text in texts]
+        return cls(list(texts), list(range(len(texts))), kept, lengths, cut, spans)
 
     @classmethod
     def windowing(
-        cls, texts: list[str], lengths: list[int], windows: Mapping[int, list[tuple[str, int]]], overhead: int
+        cls, texts: list[str], lengths: list[int], windows: Mapping[int, list[WindowPiece]], overhead: int
     ) -> DocumentPlan:
-        """The documents in `windows` (index → its (window text, content tokens) pairs) become their windows, every
-        other document its own single piece (`long_documents="windows"`); arguments as in `truncating`."""
+        """The documents in `windows` (index → its windows) become their windows, every other document its own
+        single piece (`long_documents="windows"`); arguments as in `truncating`."""
         pieces: list[str] = []
         owners: list[int] = []
         weights: list[int] = []
+        spans: list[tuple[int, int]] = []
         for i, text in enumerate(texts):
-            for piece, weight in windows.get(i, [(text, lengths[i] - overhead)]):
-                pieces.append(piece)
+            for piece in windows.get(i, [WindowPiece(text, lengths[i] - overhead, 0, len(text))]):
+                pieces.append(piece.text)
                 owners.append(i)
-                weights.append(max(1, weight))
-        return cls(pieces, owners, weights, lengths, [0] * len(texts))
+                weights.append(max(1, piece.tokens))
+                spans.append((piece.start, piece.end))
+        return cls(pieces, owners, weights, lengths, [0] * len(texts), spans)
+
+
+@dataclass(frozen=True)
+class DocumentWindows:
+    """Documents embedded window by window, with the vector of each window kept (`FairEmbedder.embed_document_windows`).
+
+    A multi-vector store keeps `vectors` and scores a document by its windows; `pooled` is what
+    `embed_documents` returns for the same texts (from the same pass), so nothing is embedded twice.
+
+    Attributes:
+        pooled: float32 (n, d), one L2-normalised vector per document: the token-weighted mean of its windows.
+        vectors: float32 (W, d), one L2-normalised vector per window, the windows of document 0 first, in order.
+        owners: int64 (W,), the document (0 ≤ i < n) each window belongs to.
+        spans: int64 (W, 2), each window's character span [start, end) in its document.
+        weights: int64 (W,), each window's content tokens (its weight in `pooled`).
+    """
+
+    pooled: np.ndarray
+    vectors: np.ndarray
+    owners: np.ndarray
+    spans: np.ndarray
+    weights: np.ndarray
+
+    def __post_init__(self) -> None:
+        count = self.vectors.shape[0]
+        if self.vectors.ndim != 2 or self.pooled.ndim != 2 or self.pooled.shape[1] != self.vectors.shape[1]:
+            raise ValueError(
+                f"DocumentWindows needs (n, d) pooled and (W, d) window vectors, got {self.pooled.shape} and "
+                f"{self.vectors.shape}."
+            )
+        if self.owners.shape != (count,) or self.spans.shape != (count, 2) or self.weights.shape != (count,):
+            raise ValueError(
+                f"DocumentWindows: {count} window vectors need {count} owners, spans and weights; got "
+                f"{self.owners.shape}, {self.spans.shape} and {self.weights.shape}."
+            )
+        documents = self.pooled.shape[0]
+        if count and (self.owners.min() < 0 or self.owners.max() >= documents or np.any(np.diff(self.owners) < 0)):
+            raise ValueError(f"DocumentWindows: owners must be sorted document indices in [0, {documents}).")
+        if len(np.unique(self.owners)) != documents:
+            raise ValueError("DocumentWindows: every document needs at least one window.")
+
+    def __len__(self) -> int:
+        return int(self.pooled.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """The vector size."""
+        return int(self.vectors.shape[1])
+
+    def of(self, document: int) -> slice:
+        """The rows of `vectors` (and owners, spans, weights) that belong to one document."""
+        start, end = np.searchsorted(self.owners, [document, document + 1])
+        return slice(int(start), int(end))
+
+    def select(self, documents: Sequence[int]) -> DocumentWindows:
+        """The windows of some documents (indices into this batch), renumbered 0.. in the order given."""
+        rows = [np.arange(self.of(i).start, self.of(i).stop) for i in documents]
+        index = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        owners = np.concatenate([np.full(len(r), j, dtype=np.int64) for j, r in enumerate(rows)]) if rows else index
+        return DocumentWindows(
+            self.pooled[list(documents)], self.vectors[index], owners, self.spans[index], self.weights[index]
+        )
+
+    @classmethod
+    def single(cls, vectors: np.ndarray, lengths: Sequence[int]) -> DocumentWindows:
+        """Documents that are their own single window: `vectors` (n, d) whole texts of `lengths` characters
+        (vectors computed elsewhere, e.g. given to a store as they are)."""
+        count = vectors.shape[0]
+        spans = np.zeros((count, 2), dtype=np.int64)
+        spans[:, 1] = np.asarray(lengths, dtype=np.int64)
+        return cls(vectors, vectors, np.arange(count, dtype=np.int64), spans, np.ones(count, dtype=np.int64))
 
 
 def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int, int]]:
@@ -153,8 +246,9 @@ def fitting_windows(
     overlap: int,
     max_length: int,
     token_lengths: Callable[[list[str]], list[int]],
-) -> list[tuple[str, int]]:
-    """`text` cut into (window text, content tokens) pairs that each fit `max_length` tokens once re-tokenized.
+) -> list[WindowPiece]:
+    """`text` cut into windows (text, content tokens, character span) that each fit `max_length` tokens once
+    re-tokenized.
 
     Windows start at word starts where one lies close by, so a word is not cut in two; a window text that
     re-tokenizes to more tokens than its span had shrinks every window by the excess, and the cut is tried again.
@@ -172,8 +266,13 @@ def fitting_windows(
         margin = min(16, capacity // 8)  # room to move a window's start back to the start of a word
         spans = window_spans(len(offsets), capacity - margin, min(overlap, (capacity - margin) // 2))
         spans = snap_to_words(spans, starts, margin)
-        pieces = [(text[offsets[start][0] : offsets[end - 1][1]], end - start) for start, end in spans]
-        longest = max(token_lengths([piece for piece, _ in pieces]))
+        pieces = [
+            WindowPiece(
+                text[offsets[start][0] : offsets[end - 1][1]], end - start, offsets[start][0], offsets[end - 1][1]
+            )
+            for start, end in spans
+        ]
+        longest = max(token_lengths([piece.text for piece in pieces]))
         if longest <= max_length or capacity <= 1:
             return pieces
         capacity -= longest - max_length  # a piece re-tokenized to more tokens than it had

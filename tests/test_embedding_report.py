@@ -7,7 +7,7 @@ import numpy as np
 from fair_retrieval.embedder import DocumentPlan as PlanFromEmbedder
 from fair_retrieval.embedder import EmbeddingReport as ReportFromEmbedder
 from fair_retrieval.embedding_report import EmbeddingReport
-from fair_retrieval.windows import DocumentPlan
+from fair_retrieval.windows import DocumentPlan, WindowPiece
 
 
 def test_the_embedder_still_exports_the_plan_and_the_report() -> None:
@@ -15,9 +15,10 @@ def test_the_embedder_still_exports_the_plan_and_the_report() -> None:
 
 
 def test_a_document_counts_as_calibrated_when_any_of_its_windows_is() -> None:
-    windows = {1: [("a b", 2), ("b c", 2), ("c d", 2)]}
+    windows = {1: [WindowPiece("a b", 2, 0, 3), WindowPiece("b c", 2, 2, 5), WindowPiece("c d", 2, 4, 7)]}
     plan = DocumentPlan.windowing(["short", "long"], [4, 12], windows, overhead=2)
     assert plan.owners == [0, 1, 1, 1] and plan.weights == [2, 2, 2, 2]
+    assert plan.spans == [(0, 5), (0, 3), (2, 5), (4, 7)]
     report = EmbeddingReport.of(plan, np.array([False, False, True, False]))
     assert (report.documents, report.windowed, report.windows) == (2, 1, 4)
     assert (report.calibrated, report.calibrated_windows, report.truncated) == (1, 1, 0)

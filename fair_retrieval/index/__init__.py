@@ -4,6 +4,7 @@ Modules: `faiss_index` (the `FaissIndex` class), `plan` (which faiss index to bu
 kinds, their default parameters and the sized IVF-PQ default), `building` (faiss indices from plans), `persistence`
 (index folders on disk: atomic saves, checked loads, format migration), `gpu` (importing faiss and placing indices
 on GPUs), `selection` (searching among some ids inside faiss), `inspection` (reading faiss' index structures),
+`multivector` (documents kept as their window vectors, searched for k distinct documents: `MultiVectorIndex`),
 `ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes to exact
 search: `knn_recall_at_k`, `top1_in_k`).
 
@@ -18,6 +19,21 @@ search: `knn_recall_at_k`, `top1_in_k`).
 from fair_retrieval.index.faiss_index import FaissIndex, Kind
 from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, import_faiss
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.persistence import INDEX_FILE, META_FILE
+from fair_retrieval.index.multivector import AGGREGATES, Aggregate, DocumentHit, MultiVectorIndex
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 
-__all__ = ["INDEX_FILE", "META_FILE", "FaissIndex", "GpuChoice", "Kind", "Metric", "faiss_gpu_count", "import_faiss"]
+__all__ = [
+    "AGGREGATES",
+    "INDEX_FILE",
+    "META_FILE",
+    "WINDOWS_FILE",
+    "Aggregate",
+    "DocumentHit",
+    "FaissIndex",
+    "GpuChoice",
+    "Kind",
+    "Metric",
+    "MultiVectorIndex",
+    "faiss_gpu_count",
+    "import_faiss",
+]

@@ -424,7 +424,14 @@ class FaissIndex:
         return path
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto", gpu_shards: bool = False) -> FaissIndex:
+    def load(
+        cls,
+        folder: str | os.PathLike[str],
+        gpu: GpuChoice = "auto",
+        gpu_shards: bool = False,
+        *,
+        _multivector: bool = False,  # private: MultiVectorIndex.load reads its windows index
+    ) -> FaissIndex:
         """Load an index written by `save` (either format version); `gpu` and `gpu_shards` as in the constructor.
 
         dim, metric, structure and search parameters come from the faiss file; index.json adds the format
@@ -436,7 +443,8 @@ class FaissIndex:
             FileNotFoundError: if the folder lacks index.faiss or index.json.
             DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
                 this faiss; the message names the file.
-            ValueError: if index.json is malformed or disagrees with index.faiss.
+            ValueError: if index.json is malformed or disagrees with index.faiss, or the folder holds a
+                `MultiVectorIndex` (load that with `MultiVectorIndex.load`).
         """
 
         def restore(saved: StoredIndex | UntrainedIvfpq) -> FaissIndex:
@@ -452,7 +460,7 @@ class FaissIndex:
                 )
             return cls(saved.dim, saved.metric, gpu=gpu, gpu_shards=gpu_shards, _stored=saved)
 
-        return read_folder(folder, restore)
+        return read_folder(folder, restore, multivector=_multivector)
 
     # ------------------------------------------------------------------------------------------------ internals
 

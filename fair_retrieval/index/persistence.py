@@ -41,6 +41,7 @@ from fair_retrieval.jsonio import (
 
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
+WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder, published with its index
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -119,7 +120,9 @@ def write_folder(
     return path
 
 
-def read_folder(folder: str | os.PathLike[str], restore: Callable[[StoredIndex | UntrainedIvfpq], T]) -> T:
+def read_folder(
+    folder: str | os.PathLike[str], restore: Callable[[StoredIndex | UntrainedIvfpq], T], *, multivector: bool = False
+) -> T:
     """Read an index folder (either format version) and hand what it holds to `restore`, e.g. FaissIndex's
     constructor.
 
@@ -131,10 +134,11 @@ def read_folder(folder: str | os.PathLike[str], restore: Callable[[StoredIndex |
         FileNotFoundError: if the folder lacks index.faiss or index.json.
         DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
             this faiss; the message names the file.
-        ValueError: if index.json is malformed or disagrees with index.faiss.
+        ValueError: if index.json is malformed or disagrees with index.faiss, or the folder holds a multi-vector
+            index (window vectors, `windows.json`) and `multivector` is False.
     """
     path = Path(folder)
-    return retry_while_changing(path / META_FILE, lambda: _read_snapshot(path, restore))
+    return retry_while_changing(path / META_FILE, lambda: _read_snapshot(path, restore, multivector))
 
 
 def migrated_search(meta: Mapping[str, Any]) -> dict[str, float]:
@@ -149,7 +153,7 @@ def migrated_search(meta: Mapping[str, Any]) -> dict[str, float]:
     return search
 
 
-def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq], T]) -> T:
+def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq], T], multivector: bool) -> T:
     """One consistent read of the folder; ChangedWhileReadingError when a save replaced index.json meanwhile."""
     snapshot = Snapshot.read(
         path / META_FILE,
@@ -158,6 +162,11 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
         writer="FaissIndex.save()",
         remedy=_REMEDY,
     )
+    if snapshot.lists(WINDOWS_FILE) and not multivector:
+        raise ValueError(
+            f"{path} holds a multi-vector index (the windows of each document, {WINDOWS_FILE}); load it with "
+            "fair_retrieval.MultiVectorIndex.load, not FaissIndex.load."
+        )
     try:
         result = restore(_from_snapshot(snapshot, path))
     except (OSError, ValueError, RuntimeError) as error:

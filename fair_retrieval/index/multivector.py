@@ -1,0 +1,497 @@
+"""MultiVectorIndex: documents kept as the vectors of their windows, found by their best window.
+
+One vector per document (the token-weighted mean of its windows) averages an answer away when it sits in one
+window of a long chunk. A `MultiVectorIndex` keeps every window vector (`FairEmbedder.embed_document_windows`) in a
+`FaissIndex` and ranks *documents* by an aggregate of their windows' scores:
+
+- "max": the best window's score (the default; chosen in the README's multi-vector study).
+- "max-mean": the mean of the best window's score and the pooled vector's (the pooled vector is recomputed from the
+  stored windows, so it is exactly what `embed_documents` gives).
+- "top2": the mean of the two best windows' scores (a one-window document: its window's score).
+
+A search returns k *distinct* documents. The windows index is searched for more windows than k (the over-fetch:
+`fetch_factor` × k × the mean windows per document at first) and asked again for four times as many until k
+documents are certain: for "max", once k distinct documents are among the windows found (a document not found has
+every window below the last one returned, so on a flat index the result equals brute force over all windows); for
+"top2", once the k-th document's exact aggregate (from its stored windows) is at least the last window score
+returned (an upper bound for every document not found). "max-mean" ranks the documents found by their windows
+(k distinct ones) by the exact aggregate; a document whose windows all score low but whose pooled vector scores
+high can be missed, so it is exact only when every window is fetched. On approximate indices (HNSW, IVF) the window
+search itself is approximate; `benchmarks/index_recall.py --multivector` measures document recall against flat.
+
+Each document id owns a list of window ids (int64, handed out by a counter that only grows) with each window's
+character span in its document and its weight (content tokens). `save` writes the windows index and this table
+(`windows.json`) in one commit; `load` refuses a folder of a pooled `FaissIndex` and `FaissIndex.load` refuses this
+one, so a pooled store is never read as a multi-vector one, nor the other way round.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from fair_retrieval.index.faiss_index import FaissIndex, Kind
+from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.index.ids import as_ids, as_vectors, some
+from fair_retrieval.index.inspection import Metric
+from fair_retrieval.index.persistence import META_FILE, WINDOWS_FILE
+from fair_retrieval.jsonio import (
+    ChangedWhileReadingError,
+    DamagedFileError,
+    Snapshot,
+    json_bytes,
+    retry_while_changing,
+    write_temporary,
+)
+from fair_retrieval.validate import is_positive_int
+from fair_retrieval.windows import DocumentWindows
+
+__all__ = ["AGGREGATES", "Aggregate", "DocumentHit", "MultiVectorIndex"]
+
+Aggregate = Literal["max", "max-mean", "top2"]
+"""How a document's window scores become its score (see the module docstring)."""
+AGGREGATES: tuple[str, ...] = get_args(Aggregate)
+DEFAULT_AGGREGATE: Aggregate = "max"
+DEFAULT_FETCH_FACTOR = 2
+_FORMAT = "fair-retrieval-multivector"
+_VERSION = 1
+_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    """One document a multi-vector search found.
+
+    Attributes:
+        id: the document's id.
+        score: its aggregate score, in the metric's direction (inner product: larger is better; l2: the aggregated
+            squared distance, smaller is better).
+        window: the position of its best window among the document's windows (0 = its first).
+        span: that window's character span [start, end) in the document, e.g. to highlight it.
+    """
+
+    id: int
+    score: float
+    window: int
+    span: tuple[int, int]
+
+
+class MultiVectorIndex:
+    """Documents as window vectors in a `FaissIndex`, searched for k distinct documents.
+
+    Args:
+        dim: vector size.
+        metric: "ip" (inner product; cosine for unit vectors) or "l2", as `FaissIndex`.
+        kind: the windows index's kind ("flat", "hnsw", "ivf", "ivfpq"), as `FaissIndex`.
+        gpu: as `FaissIndex`.
+        aggregate: "max" (default), "max-mean" or "top2" (see the module docstring).
+        fetch_factor: the first window search asks for fetch_factor × k × (mean windows per document) windows.
+        factory: a faiss index-factory string instead of `kind`, as `FaissIndex`.
+        search: faiss search parameters, as `FaissIndex`.
+        **params: kind parameters, as `FaissIndex`.
+
+    Example:
+        >>> windows = embedder.embed_document_windows(texts)
+        >>> index = MultiVectorIndex(windows.dim)
+        >>> index.add(windows)                     # document ids 0..n-1
+        >>> hits = index.search_documents(embedder.embed_query("question"), k=10)
+        >>> hits[0].id, hits[0].score, hits[0].span
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        metric: Metric = "ip",
+        kind: Kind | None = None,
+        gpu: GpuChoice = "auto",
+        *,
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        fetch_factor: int = DEFAULT_FETCH_FACTOR,
+        factory: str | None = None,
+        search: str | dict[str, float] | None = None,
+        _windows: FaissIndex | None = None,  # private: the windows index `load` read
+        **params: int,
+    ) -> None:
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+        if not is_positive_int(fetch_factor):
+            raise ValueError(f"fetch_factor must be a positive int, got {fetch_factor!r}.")
+        kind_params: dict[str, Any] = params  # FaissIndex checks them
+        self._windows = (
+            _windows
+            if _windows is not None
+            else FaissIndex(dim, metric, kind, gpu, factory=factory, search=search, **kind_params)
+        )
+        self._aggregate: Aggregate = aggregate
+        self._fetch_factor = int(fetch_factor)
+        self._owner = array("q")  # window id → document id (-1 once removed)
+        self._start = array("q")  # window id → first character in its document
+        self._end = array("q")  # window id → one past its last character
+        self._weight = array("q")  # window id → content tokens
+        self._of: dict[int, np.ndarray] = {}  # document id → its window ids, in document order
+
+    # ------------------------------------------------------------------------------------------------ properties
+
+    @property
+    def windows(self) -> FaissIndex:
+        """The index of the window vectors (ids are window ids)."""
+        return self._windows
+
+    @property
+    def aggregate(self) -> Aggregate:
+        """How window scores become a document's score."""
+        return self._aggregate
+
+    @property
+    def dim(self) -> int:
+        """Vector size."""
+        return self._windows.dim
+
+    @property
+    def metric(self) -> Metric:
+        """ "ip" or "l2"."""
+        return self._windows.metric
+
+    @property
+    def kind(self) -> str:
+        """The windows index's kind."""
+        return self._windows.kind
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The stored document ids, int64, in the order they were first added."""
+        return np.fromiter(self._of, dtype=np.int64, count=len(self._of))
+
+    @property
+    def window_count(self) -> int:
+        """How many window vectors are stored."""
+        return len(self._windows)
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, (int, np.integer)) and int(id_) in self._of
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiVectorIndex({len(self)} documents, {self.window_count} windows, aggregate={self._aggregate!r}, "
+            f"windows={self._windows!r})"
+        )
+
+    def window_spans(self, id_: int) -> list[tuple[int, int]]:
+        """The character spans of one document's windows, in order.
+
+        Raises:
+            ValueError: if the document is not stored.
+        """
+        window_ids = self._window_ids([id_])
+        return [(self._start[w], self._end[w]) for w in window_ids.tolist()]
+
+    # ------------------------------------------------------------------------------------------------ changing
+
+    def add(self, windows: DocumentWindows, ids: Any = None) -> np.ndarray:
+        """Store documents as their windows; returns their ids.
+
+        Args:
+            windows: the documents' windows (`FairEmbedder.embed_document_windows`, or `DocumentWindows.single`
+                for vectors computed elsewhere).
+            ids: one new int64 id per document, or None to continue after the largest stored id.
+
+        Raises:
+            TypeError: if `windows` is not a DocumentWindows.
+            ValueError: ids already stored or repeated, a wrong count, vectors of another size, NaN or inf.
+                Nothing is stored then.
+        """
+        if not isinstance(windows, DocumentWindows):
+            raise TypeError(
+                f"MultiVectorIndex.add takes DocumentWindows (FairEmbedder.embed_document_windows), got "
+                f"{type(windows).__name__}."
+            )
+        as_vectors(windows.vectors, "window vectors", self.dim)  # shape and finiteness, before anything changes
+        count = len(windows)
+        if ids is None:
+            start = int(max(self._of, default=-1)) + 1
+            doc_ids = np.arange(start, start + count, dtype=np.int64)
+        else:
+            doc_ids = as_ids(ids, "ids")
+        if doc_ids.shape != (count,):
+            raise ValueError(f"Got {count} documents but {doc_ids.size} ids; pass one id per document.")
+        if np.unique(doc_ids).size != count:
+            raise ValueError("Ids repeat within one add; add each document once.")
+        stored = [int(i) for i in doc_ids.tolist() if int(i) in self._of]
+        if stored:
+            raise ValueError(f"{len(stored)} id(s) are already stored: {some(stored)}; remove them first.")
+        first = len(self._owner)
+        window_ids = np.arange(first, first + windows.vectors.shape[0], dtype=np.int64)
+        self._windows.add(windows.vectors, ids=window_ids)
+        self._owner.extend(doc_ids[windows.owners].tolist())
+        self._start.extend(windows.spans[:, 0].tolist())
+        self._end.extend(windows.spans[:, 1].tolist())
+        self._weight.extend(windows.weights.tolist())
+        for position, doc_id in enumerate(doc_ids.tolist()):
+            rows = windows.of(position)
+            self._of[int(doc_id)] = window_ids[rows]
+        return doc_ids
+
+    def remove(self, ids: Any) -> int:
+        """Remove documents (every window of each); ids not stored are ignored. Returns how many were removed."""
+        wanted = [int(i) for i in np.unique(as_ids(ids, "ids")).tolist() if int(i) in self._of]
+        if not wanted:
+            return 0
+        window_ids = np.concatenate([self._of[i] for i in wanted])
+        self._windows.remove(window_ids)
+        for i in wanted:
+            del self._of[i]
+        for w in window_ids.tolist():
+            self._owner[w] = -1
+        return len(wanted)
+
+    def get_vectors(self, ids: Any) -> np.ndarray:
+        """The documents' pooled vectors (the token-weighted mean of their stored windows, L2-normalised), (n, dim).
+
+        Raises:
+            ValueError: if some ids are not stored.
+        """
+        wanted = as_ids(ids, "ids")
+        self._window_ids(wanted.tolist())  # fails for unknown ids
+        return np.stack([self._pooled(int(i)) for i in wanted.tolist()]) if wanted.size else self._empty(0)
+
+    def get_window_vectors(self, id_: int) -> np.ndarray:
+        """One document's window vectors, (windows, dim), in order (decoded codes for compressed kinds)."""
+        return self._windows.get_vectors(self._window_ids([id_]))
+
+    # ------------------------------------------------------------------------------------------------ searching
+
+    def search(self, queries: Any, k: int, *, ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The k best documents for every query row, as `FaissIndex.search` returns them.
+
+        Returns:
+            (scores, ids): float32 (n, k) aggregate scores and int64 (n, k) document ids, best first; -1 ids (and
+            -inf / +inf scores) where fewer than k documents are stored or selected.
+        """
+        matrix = as_vectors(queries, "queries", self.dim)
+        if not is_positive_int(k, numpy=True):
+            raise ValueError(f"k must be a positive int, got {k!r}.")
+        missing = float("-inf") if self.metric == "ip" else float("inf")
+        scores = np.full((matrix.shape[0], int(k)), missing, dtype=np.float32)
+        found = np.full((matrix.shape[0], int(k)), -1, dtype=np.int64)
+        for row in range(matrix.shape[0]):
+            hits = self.search_documents(matrix[row], int(k), ids=ids)
+            scores[row, : len(hits)] = [hit.score for hit in hits]
+            found[row, : len(hits)] = [hit.id for hit in hits]
+        return scores, found
+
+    def search_documents(self, query: Any, k: int, *, ids: Any = None) -> list[DocumentHit]:
+        """The k best distinct documents for one query vector, best first, with their best window.
+
+        Args:
+            query: one query vector, (dim,) or (1, dim), prepared as the windows were (unit for cosine).
+            k: how many documents at most.
+            ids: restrict the search to these stored document ids (e.g. those a metadata filter keeps); the
+                windows index searches only their windows, so k documents come back whenever k are selected.
+
+        Raises:
+            ValueError: a malformed query, a k that is not a positive int, or `ids` that are not stored.
+        """
+        vector = as_vectors(np.asarray(query, dtype=np.float32).reshape(1, -1), "query", self.dim)
+        if not is_positive_int(k, numpy=True):
+            raise ValueError(f"k must be a positive int, got {k!r}.")
+        selected = None if ids is None else self._window_ids(np.unique(as_ids(ids, "ids")).tolist())
+        total = self.window_count if selected is None else int(selected.size)
+        documents = len(self._of) if ids is None else len(np.unique(as_ids(ids, "ids")))
+        if total == 0:
+            return []
+        k = min(int(k), documents)
+        per_document = math.ceil(self.window_count / max(1, len(self._of)))
+        fetch = min(total, max(k, self._fetch_factor * k * per_document))
+        while True:
+            raw, window_ids = self._windows.search(vector, fetch, ids=selected)
+            keep = window_ids[0] >= 0
+            window_ids, scores = window_ids[0][keep], self._higher_better(raw[0][keep])
+            hits = self._rank(vector[0], window_ids, scores, k)
+            exhausted = window_ids.size >= total or fetch >= total
+            if exhausted or self._certain(hits, scores, k):
+                return hits[:k]
+            fetch = min(total, fetch * 4)
+
+    # ------------------------------------------------------------------------------------------------ persistence
+
+    def save(
+        self, folder: str | os.PathLike[str], *, companions: Mapping[str, str | os.PathLike[str]] | None = None
+    ) -> Path:
+        """Write the windows index and the window table (`windows.json`) into `folder` in one commit.
+
+        As `FaissIndex.save`: atomic as a whole, `companions` published in the same commit.
+        """
+        path = Path(folder)
+        path.mkdir(parents=True, exist_ok=True)
+        staged = write_temporary(path / WINDOWS_FILE, json_bytes(self._table(), indent=None))
+        try:
+            return self._windows.save(path, companions={**(companions or {}), WINDOWS_FILE: staged})
+        finally:
+            staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto") -> MultiVectorIndex:
+        """Load an index written by `save`; `gpu` as in `FaissIndex`.
+
+        Raises:
+            FileNotFoundError: if the folder holds no index.
+            ValueError: if it holds a pooled `FaissIndex` (no window table), or the table disagrees with the index.
+            DamagedFileError: (a ValueError) if a file is truncated or corrupted; the message names it.
+        """
+        path = Path(folder)
+
+        def attempt() -> MultiVectorIndex:
+            record = Snapshot.read(path / META_FILE)
+            if not record.lists(WINDOWS_FILE):
+                raise ValueError(
+                    f"{path} holds a pooled FaissIndex (one vector per document), not a multi-vector index; load "
+                    "it with FaissIndex.load, or rebuild it from the documents with multi-vector documents."
+                )
+            with record.open(WINDOWS_FILE) as handle:
+                problem, raw = record.mismatch(WINDOWS_FILE, handle), handle.read()
+            if problem is not None:
+                if not record.is_current():
+                    raise ChangedWhileReadingError
+                raise DamagedFileError(path / WINDOWS_FILE, problem, _REMEDY)
+            windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
+            if not record.is_current():
+                raise ChangedWhileReadingError
+            return cls._restore(windows, raw, path / WINDOWS_FILE)
+
+        return retry_while_changing(path / META_FILE, attempt)
+
+    # ------------------------------------------------------------------------------------------------ internals
+
+    def _table(self) -> dict[str, Any]:
+        live = [w for ws in self._of.values() for w in ws.tolist()]
+        return {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "aggregate": self._aggregate,
+            "fetch_factor": self._fetch_factor,
+            "next_window": len(self._owner),
+            "documents": list(self._of),
+            "windows": [len(ws) for ws in self._of.values()],
+            "window_ids": live,
+            "starts": [self._start[w] for w in live],
+            "ends": [self._end[w] for w in live],
+            "weights": [self._weight[w] for w in live],
+        }
+
+    @classmethod
+    def _restore(cls, windows: FaissIndex, raw: bytes, path: Path) -> MultiVectorIndex:
+        try:
+            table = json.loads(raw)
+            if table.get("format") != _FORMAT or int(table.get("version", 0)) > _VERSION:
+                raise ValueError(f"not a {_FORMAT} file of version ≤ {_VERSION}")
+            index = cls(
+                windows.dim,
+                windows.metric,
+                aggregate=table["aggregate"],
+                fetch_factor=table["fetch_factor"],
+                _windows=windows,
+            )
+            size = int(table["next_window"])
+            index._owner = array("q", [-1] * size)
+            index._start, index._end, index._weight = (
+                array("q", [0] * size),
+                array("q", [0] * size),
+                array("q", [0] * size),
+            )
+            live = np.asarray(table["window_ids"], dtype=np.int64)
+            position = 0
+            for doc_id, count in zip(table["documents"], table["windows"], strict=True):
+                own = live[position : position + count]
+                index._of[int(doc_id)] = own
+                for w in own.tolist():
+                    index._owner[w] = int(doc_id)
+                position += count
+            for w, start, end, weight in zip(
+                live.tolist(), table["starts"], table["ends"], table["weights"], strict=True
+            ):
+                index._start[w], index._end[w], index._weight[w] = int(start), int(end), int(weight)
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise DamagedFileError(path, f"its window table cannot be read ({error})", _REMEDY) from error
+        if set(live.tolist()) != set(windows.ids.tolist()) or position != live.size:
+            raise ValueError(
+                f"{path} lists {live.size} windows but the index holds {len(windows)} (other ids); the folder was "
+                "modified by hand. " + _REMEDY
+            )
+        return index
+
+    def _window_ids(self, doc_ids: Sequence[int]) -> np.ndarray:
+        unknown = [int(i) for i in doc_ids if int(i) not in self._of]
+        if unknown:
+            raise ValueError(f"{len(unknown)} document id(s) are not stored: {some(unknown)}.")
+        parts = [self._of[int(i)] for i in doc_ids]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _empty(self, rows: int) -> np.ndarray:
+        return np.zeros((rows, self.dim), dtype=np.float32)
+
+    def _higher_better(self, scores: np.ndarray) -> np.ndarray:
+        """Scores as "larger is better" (squared L2 distances negated)."""
+        return scores.astype(np.float64) if self.metric == "ip" else -scores.astype(np.float64)
+
+    def _metric_score(self, value: float) -> float:
+        """A "larger is better" score back in the metric's direction."""
+        return float(value) if self.metric == "ip" else float(-value)
+
+    def _pooled(self, doc_id: int) -> np.ndarray:
+        window_ids = self._of[doc_id]
+        vectors = self._windows.get_vectors(window_ids).astype(np.float64)  # (w, d)
+        weights = np.asarray([self._weight[w] for w in window_ids.tolist()], dtype=np.float64)
+        pooled = (vectors * weights[:, None]).sum(axis=0)  # (d,)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+
+    def _window_scores(self, query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """ "Larger is better" scores of `vectors` (w, d) against one query (d,)."""
+        if self.metric == "ip":
+            return vectors.astype(np.float64) @ query.astype(np.float64)
+        return -((vectors.astype(np.float64) - query.astype(np.float64)) ** 2).sum(axis=1)
+
+    def _rank(self, query: np.ndarray, window_ids: np.ndarray, scores: np.ndarray, k: int) -> list[DocumentHit]:
+        """The documents of the windows found, ranked by the aggregate (exact for candidates but "max")."""
+        owners = np.frombuffer(self._owner, dtype=np.int64)[window_ids]
+        _, first = np.unique(owners, return_index=True)
+        order = np.sort(first)  # first (best) window of each document, in score order
+        if self._aggregate == "max":
+            return [self._hit(int(owners[i]), int(window_ids[i]), float(scores[i])) for i in order]
+        hits = []
+        for i in order:
+            doc_id = int(owners[i])
+            window_ids_of = self._of[doc_id]
+            own = self._window_scores(query, self._windows.get_vectors(window_ids_of))
+            best = int(np.argmax(own))
+            if self._aggregate == "top2":
+                value = float(np.sort(own)[-2:].mean())
+            else:  # "max-mean"
+                pooled = self._window_scores(query, self._pooled(doc_id)[None, :])[0]
+                value = float((own[best] + pooled) / 2)
+            hits.append(self._hit(doc_id, int(window_ids_of[best]), value))
+        hits.sort(key=lambda hit: -self._higher_better(np.asarray([hit.score]))[0])
+        return hits
+
+    def _certain(self, hits: list[DocumentHit], scores: np.ndarray, k: int) -> bool:
+        """Whether no document outside the windows found can enter the top k."""
+        if len(hits) < k:
+            return False
+        if self._aggregate != "top2":
+            return True  # "max": exact once k documents are found; "max-mean": ranks the documents found
+        bound = float(scores[-1])  # every window not found scores at most this
+        return float(self._higher_better(np.asarray([hits[k - 1].score]))[0]) >= bound
+
+    def _hit(self, doc_id: int, window_id: int, value: float) -> DocumentHit:
+        position = int(np.flatnonzero(self._of[doc_id] == window_id)[0])
+        return DocumentHit(doc_id, self._metric_score(value), position, (self._start[window_id], self._end[window_id]))
