@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from fair_retrieval.index import META_FILE as INDEX_RECORD
-from fair_retrieval.index import FaissIndex
+from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     Publication,
@@ -33,7 +33,9 @@ __all__ = ["load_store_file", "save_store_file"]
 T = TypeVar("T")
 
 
-def save_store_file(store_file: Path, data: bytes, index: FaissIndex | None, index_folder: Path) -> None:
+def save_store_file(
+    store_file: Path, data: bytes, index: FaissIndex | MultiVectorIndex | None, index_folder: Path
+) -> None:
     """Write `data` to `store_file` and `index` to `index_folder`, in one commit.
 
     A store without an index writes the store file alone; where an index folder from an earlier save is there, in

@@ -10,7 +10,9 @@ between the framework's objects and its records:
   (`replaced_move_to_end`), whichever the framework's store promised.
 - optionally, groups: the int ids of the records that share a group key (`group_of`; LlamaIndex: the nodes of one
   source document), so that a whole group is found, and deleted, at once.
-- the index itself, created by `new_index(dim)` on the first upsert, when the vector size is known (unless given).
+- the index itself, created by `new_index(dim)` on the first upsert, when the vector size is known (unless given):
+  a `FaissIndex` (one vector per record) or, in multi-vector mode, a `MultiVectorIndex` (a record is the vectors
+  of its windows, upserted as `DocumentWindows`, and a search returns distinct records with their best window).
 
 A call checks what it is given before it changes anything, so one that fails leaves the store as it was.
 """
@@ -23,13 +25,18 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-from fair_retrieval.index import FaissIndex
+from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
+from fair_retrieval.stores.multivector import best_window_metadata
 from fair_retrieval.stores.vectors import require_finite
+from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IndexedRecords", "Keyed"]
+__all__ = ["IndexedRecords", "Keyed", "StoreIndex"]
+
+StoreIndex = FaissIndex | MultiVectorIndex
+"""The index of a store: one vector per record, or (multi-vector mode) the vectors of each record's windows."""
 
 
 class Keyed(Protocol):
@@ -57,9 +64,9 @@ class IndexedRecords(Generic[R]):
 
     def __init__(
         self,
-        new_index: Callable[[int], FaissIndex],
+        new_index: Callable[[int], StoreIndex],
         *,
-        index: FaissIndex | None = None,
+        index: StoreIndex | None = None,
         replaced_move_to_end: bool,
         group_of: Callable[[R], str] | None = None,
     ) -> None:
@@ -75,9 +82,14 @@ class IndexedRecords(Generic[R]):
     # ------------------------------------------------------------------------------------------------ reading
 
     @property
-    def index(self) -> FaissIndex | None:
+    def index(self) -> StoreIndex | None:
         """The index holding the vectors (None until the first upsert when none was given)."""
         return self._index
+
+    @property
+    def multivector(self) -> bool:
+        """Whether records are kept as their window vectors (the index is a `MultiVectorIndex`)."""
+        return isinstance(self._index, MultiVectorIndex)
 
     @property
     def int_ids(self) -> Mapping[str, int]:
@@ -117,7 +129,8 @@ class IndexedRecords(Generic[R]):
         return kept
 
     def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
-        """The stored vectors of `int_ids`, float32 (len(int_ids), dim), in that order."""
+        """The stored vectors of `int_ids`, float32 (len(int_ids), dim), in that order (multi-vector mode: the
+        pooled vectors, recomputed from the stored windows)."""
         if self._index is None:
             return np.zeros((0, 0), dtype=np.float32)
         return self._index.get_vectors(list(int_ids))
@@ -136,12 +149,24 @@ class IndexedRecords(Generic[R]):
         Returns:
             Up to min(k, candidates) pairs; scores as the index gives them (inner product or squared L2).
         """
+        return [(int_id, score) for int_id, score, _ in self.search_hits(query, k, among)]
+
+    def search_hits(
+        self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
+    ) -> list[tuple[int, float, dict[str, int] | None]]:
+        """As `search`, with each hit's best window (`best_window_metadata`) in multi-vector mode, else None.
+
+        In multi-vector mode the k hits are k distinct records ranked by the index's aggregate of their windows'
+        scores (`MultiVectorIndex.search_documents`)."""
         count = len(self._records) if among is None else len(among)
         if self._index is None or count == 0:
             return []
+        if isinstance(self._index, MultiVectorIndex):
+            hits = self._index.search_documents(query, min(k, count), ids=among)
+            return [(hit.id, hit.score, best_window_metadata(hit)) for hit in hits]
         scores, found = self._index.search(query, min(k, count), ids=among)
         return [
-            (int_id, float(score))
+            (int_id, float(score), None)
             for score, int_id in zip(scores[0].tolist(), found[0].tolist(), strict=True)
             if int_id >= 0
         ]
@@ -156,12 +181,13 @@ class IndexedRecords(Generic[R]):
 
     # ------------------------------------------------------------------------------------------------ changing
 
-    def upsert(self, records: Sequence[R], vectors: np.ndarray) -> list[int]:
+    def upsert(self, records: Sequence[R], vectors: np.ndarray | DocumentWindows) -> list[int]:
         """Store records with their vectors; a key already stored is replaced (vector and record), keeping its int id.
 
         Args:
             records: the records, keys unique within the call.
-            vectors: float32 (len(records), dim), prepared for the index.
+            vectors: float32 (len(records), dim), prepared for the index; in multi-vector mode the records'
+                `DocumentWindows` (a replaced record's windows are all replaced).
 
         Returns:
             The int ids the records are stored under, in input order.
@@ -174,13 +200,21 @@ class IndexedRecords(Generic[R]):
         doubled = repeated(keys)
         if doubled:
             raise ValueError(f"Keys repeat within one upsert: {preview(doubled)}; store each record once.")
-        if vectors.ndim != 2 or vectors.shape[0] != len(records):
-            raise ValueError(f"Got {len(records)} records but vectors of shape {vectors.shape}; pass one row each.")
-        require_finite(vectors)
-        index = self._index if self._index is not None else self._new_index(int(vectors.shape[1]))
-        if vectors.shape[1] != index.dim:
+        matrix = vectors.pooled if isinstance(vectors, DocumentWindows) else vectors
+        if matrix.ndim != 2 or matrix.shape[0] != len(records):
+            raise ValueError(f"Got {len(records)} records but vectors of shape {matrix.shape}; pass one row each.")
+        require_finite(matrix)
+        if isinstance(vectors, DocumentWindows):
+            require_finite(vectors.vectors)
+        index = self._index if self._index is not None else self._new_index(int(matrix.shape[1]))
+        if isinstance(index, MultiVectorIndex) != isinstance(vectors, DocumentWindows):
+            raise TypeError(
+                "A multi-vector store takes DocumentWindows (the windows of each record) and a pooled store one "
+                f"vector per record; got {type(vectors).__name__} for a store of {type(index).__name__}."
+            )
+        if matrix.shape[1] != index.dim:
             raise ValueError(
-                f"Got {vectors.shape[1]}-d vectors but this store holds {index.dim}-d ones; embed them with the "
+                f"Got {matrix.shape[1]}-d vectors but this store holds {index.dim}-d ones; embed them with the "
                 "model the store was built with."
             )
         replaced = [self._int_ids[key] for key in keys if key in self._int_ids]
@@ -193,7 +227,7 @@ class IndexedRecords(Generic[R]):
             int_ids.append(int_id)
         if replaced:
             index.remove(replaced)  # a replaced record's new vector goes in under its old int id
-        index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))
+        index.add(vectors, ids=np.asarray(int_ids, dtype=np.int64))  # type: ignore[arg-type]  # matched above
         self._index, self._next_int_id = index, next_int_id
         for int_id, record in zip(int_ids, records, strict=True):
             self._remember(int_id, record)
@@ -216,7 +250,7 @@ class IndexedRecords(Generic[R]):
             self._index.remove(self._index.ids)
         self._int_ids, self._records, self._groups, self._next_int_id = {}, {}, {}, 0
 
-    def restore(self, index: FaissIndex | None, entries: Iterable[tuple[int, R]], next_int_id: int) -> None:
+    def restore(self, index: StoreIndex | None, entries: Iterable[tuple[int, R]], next_int_id: int) -> None:
         """Fill an empty instance with a saved store: its index, its (int id, record) entries and its counter.
 
         Check `index_mismatch()` afterwards: the entries are taken as they are.

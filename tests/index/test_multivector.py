@@ -178,7 +178,7 @@ def test_a_pooled_folder_and_a_multi_vector_folder_are_never_read_as_each_other(
     multi = MultiVectorIndex(windows.dim)
     multi.add(windows)
     multi.save(tmp_path / "multi")
-    with pytest.raises(ValueError, match="MultiVectorIndex.load"):
+    with pytest.raises(ValueError, match=r"MultiVectorIndex\.load"):
         FaissIndex.load(tmp_path / "multi")
 
 
@@ -191,7 +191,7 @@ def test_a_damaged_window_table_is_refused_naming_the_file(tmp_path: Path) -> No
     raw = bytearray(table.read_bytes())
     raw[len(raw) // 2] ^= 0x01
     table.write_bytes(bytes(raw))
-    with pytest.raises(DamagedFileError, match="windows.json"):
+    with pytest.raises(DamagedFileError, match=r"windows\.json"):
         MultiVectorIndex.load(tmp_path / "multi")
 
 

@@ -15,7 +15,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import Self
 
-from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval import Calibration, DocumentWindows, FairEmbedder
 from fair_retrieval.attention import Pooling
 from fair_retrieval.embedder_options import DEFAULTS, EmbedderOptions, Precision, as_calibration, resolve_embedder
 from fair_retrieval.windows import LongDocuments, chunk_plan
@@ -163,6 +163,15 @@ class FairEmbeddings(BaseModel, Embeddings):
             texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
         )
         return vectors.tolist()  # type: ignore[no-any-return]
+
+    def embed_document_windows(self, texts: list[str]) -> DocumentWindows:
+        """Embed documents as `embed_documents` does, keeping every window's vector (for `multivector=True` stores).
+
+        `result.pooled` is what `embed_documents` returns; see `fair_retrieval.FairEmbedder.embed_document_windows`.
+        """
+        return self._embedder.embed_document_windows(
+            texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
+        )
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a query plainly (queries are never calibrated); an L2-normalised vector.

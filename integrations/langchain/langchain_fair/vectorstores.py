@@ -42,7 +42,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex
+from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
@@ -117,8 +117,9 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         return self._embedding
 
     @property
-    def index(self) -> FaissIndex | None:
-        """The underlying `fair_retrieval.FaissIndex` (None until the first add)."""
+    def index(self) -> FaissIndex | MultiVectorIndex | None:
+        """The underlying `fair_retrieval.FaissIndex` (a `MultiVectorIndex` in multi-vector mode; None until the
+        first add)."""
         return self._records.index
 
     @property

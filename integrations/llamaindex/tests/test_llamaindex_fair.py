@@ -215,17 +215,20 @@ def test_batches_go_to_the_embedder_whole_and_respect_embed_batch_size(tiny_mode
     embed_model = FairEmbedding(tiny_model, embed_batch_size=2)
     assert embed_model.embedder.batch_size == 2  # loading by name: also the forward-pass batch size
     sizes: list[int] = []
-    original = embed_model.embedder.embed_documents
+    original = embed_model.embedder.embed_document_windows  # the one pass that gives pooled and window vectors
 
-    def spy(texts, **kwargs):  # type: ignore[no-untyped-def]
+    def spy(texts, *args, **kwargs):  # type: ignore[no-untyped-def]
         sizes.append(len(texts))
-        return original(texts, **kwargs)
+        return original(texts, *args, **kwargs)
 
-    embed_model.embedder.embed_documents = spy  # type: ignore[method-assign]
+    embed_model.embedder.embed_document_windows = spy  # type: ignore[method-assign]
     vectors = embed_model.get_text_embedding_batch(["one", "two", "three", "four", "five"])
     assert sizes == [2, 2, 1]
     assert len(vectors) == 5
-    np.testing.assert_allclose(vectors, original(["one", "two", "three", "four", "five"]), atol=1e-6)
+    np.testing.assert_allclose(
+        vectors, embed_model.embedder.embed_documents(["one", "two", "three", "four", "five"]), atol=1e-6
+    )
+    assert len(embed_model.window_cache) == 5  # their windows are kept for a multi-vector store
 
 
 def test_async_variants_match_sync(tiny_model: str) -> None:

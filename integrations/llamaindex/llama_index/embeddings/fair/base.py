@@ -25,7 +25,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.node_parser import SentenceSplitter
 
-from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval import Calibration, DocumentWindows, FairEmbedder
 from fair_retrieval.attention import Pooling
 from fair_retrieval.embedder_options import (
     DEFAULTS,
@@ -35,6 +35,7 @@ from fair_retrieval.embedder_options import (
     as_calibration,
     resolve_embedder,
 )
+from fair_retrieval.stores.multivector import WindowCache
 from fair_retrieval.windows import LongDocuments, chunk_plan
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class FairEmbedding(BaseEmbedding):
     )
 
     _embedder: FairEmbedder = PrivateAttr()
+    _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
 
     def __init__(
         self,
@@ -225,10 +227,24 @@ class FairEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        vectors = self._embedder.embed_documents(
+        windows = self.embed_document_windows(texts)
+        self._windows.remember(texts, windows)  # a multi-vector store takes them from this pass (no second one)
+        return windows.pooled.tolist()  # type: ignore[no-any-return]
+
+    def embed_document_windows(self, texts: list[str]) -> DocumentWindows:
+        """Embed documents as LlamaIndex's text embeddings are, keeping every window's vector.
+
+        `result.pooled` is what `get_text_embedding_batch` returns; see
+        `fair_retrieval.FairEmbedder.embed_document_windows`.
+        """
+        return self._embedder.embed_document_windows(
             texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
         )
-        return vectors.tolist()  # type: ignore[no-any-return]
+
+    @property
+    def window_cache(self) -> WindowCache:
+        """The windows of the texts embedded last, by text (what a multi-vector `FairFaissVectorStore` takes)."""
+        return self._windows
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return await asyncio.to_thread(self._get_text_embedding, text)

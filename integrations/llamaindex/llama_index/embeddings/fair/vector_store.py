@@ -68,7 +68,7 @@ from llama_index.embeddings.fair.nodes import StoredNode, node_embeddings, node_
 from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex
+from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
 from fair_retrieval.stores.arguments import id_strings, preview, repeated
 from fair_retrieval.stores.records import IndexedRecords
@@ -212,13 +212,14 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
     # ------------------------------------------------------------------------------------------------ properties
 
     @property
-    def client(self) -> FaissIndex | None:
-        """The underlying `fair_retrieval.FaissIndex` (None until the first add when no dim was given)."""
+    def client(self) -> FaissIndex | MultiVectorIndex | None:
+        """The underlying `fair_retrieval.FaissIndex` (a `MultiVectorIndex` in multi-vector mode; None until the
+        first add when no dim was given)."""
         return self._records.index
 
     @property
-    def index(self) -> FaissIndex | None:
-        """The underlying `fair_retrieval.FaissIndex`, as `client`."""
+    def index(self) -> FaissIndex | MultiVectorIndex | None:
+        """The underlying `fair_retrieval.FaissIndex` (or `MultiVectorIndex`), as `client`."""
         return self._records.index
 
     @property

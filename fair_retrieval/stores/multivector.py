@@ -1,0 +1,138 @@
+"""What a store in multi-vector mode needs beyond the index: the embedder's windows, one pass, and the hit's span.
+
+In multi-vector mode a store keeps each document as the vectors of its windows (`fair_retrieval.MultiVectorIndex`)
+and returns k distinct documents scored by their best window(s). Both adapters share what is here:
+
+- `window_embedder(embedding)`: the object that gives `embed_document_windows(texts)` (`FairEmbedder`, LangChain's
+  `FairEmbeddings`, LlamaIndex's `FairEmbedding`), or a TypeError saying that only those can fill such a store.
+- `WindowCache`: LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and
+  hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last, keyed by
+  the text, so the store takes them from that same pass instead of embedding the text again.
+- `best_window_metadata(hit)`: the character span of the best window, put in a result's metadata under
+  `BEST_WINDOW_KEY` so that an application can highlight it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from fair_retrieval.index import DocumentHit
+from fair_retrieval.windows import DocumentWindows
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "BEST_WINDOW_KEY",
+    "WindowCache",
+    "WindowEmbedder",
+    "best_window_metadata",
+    "concatenate",
+    "window_embedder",
+]
+
+BEST_WINDOW_KEY = "best_window"
+"""Metadata key of a multi-vector hit: {"start": …, "end": …, "window": …} (character span, window position)."""
+CACHE_WINDOWS = 200_000
+"""How many windows a `WindowCache` keeps at most (about 300 MB of 384-d float32 vectors)."""
+
+
+@runtime_checkable
+class WindowEmbedder(Protocol):
+    """An embedder that gives the vectors of every window of a document with the pooled ones."""
+
+    def embed_document_windows(self, texts: list[str]) -> DocumentWindows:
+        """The documents' pooled and window vectors from one pass (`FairEmbedder.embed_document_windows`)."""
+        ...
+
+
+def window_embedder(embedding: Any, where: str) -> WindowEmbedder:
+    """`embedding` if it gives window vectors, else a TypeError naming what to use.
+
+    Args:
+        embedding: the store's embeddings / embed model.
+        where: the call, for the message (e.g. "FaissVectorStore(multivector=True)").
+    """
+    if isinstance(embedding, WindowEmbedder):
+        return embedding
+    raise TypeError(
+        f"{where} keeps each document as the vectors of its windows, which only fair-retrieval's embedders give "
+        f"(FairEmbedder, FairEmbeddings, FairEmbedding); got {type(embedding).__name__}. Use one of those, or "
+        "multivector=False."
+    )
+
+
+def best_window_metadata(hit: DocumentHit) -> dict[str, int]:
+    """The metadata value under `BEST_WINDOW_KEY` for a hit: its best window's character span and position."""
+    return {"start": hit.span[0], "end": hit.span[1], "window": hit.window}
+
+
+class WindowCache:
+    """The windows of recently embedded documents, by text, so a store can take them from the pass that made the
+    pooled vectors. Thread-safe; the oldest entries go first once `capacity` windows are held.
+
+    Args:
+        capacity: the most windows kept.
+    """
+
+    def __init__(self, capacity: int = CACHE_WINDOWS) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[bytes, DocumentWindows] = OrderedDict()
+        self._windows = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def remember(self, texts: Sequence[str], windows: DocumentWindows) -> None:
+        """Keep each text's windows (one document of `windows` per text, in order)."""
+        with self._lock:
+            for position, text in enumerate(texts):
+                key = _key(text)
+                entry = windows.select([position])
+                old = self._entries.pop(key, None)
+                self._windows += len(entry.owners) - (len(old.owners) if old is not None else 0)
+                self._entries[key] = entry
+            while self._windows > self._capacity and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)
+                self._windows -= len(dropped.owners)
+
+    def take(self, texts: Sequence[str], pooled: np.ndarray) -> tuple[list[DocumentWindows | None], int]:
+        """The remembered windows of each text whose pooled vector matches `pooled` (n, d) (None where none is).
+
+        A text embedded since with another configuration, or given a vector made elsewhere, does not match and is
+        a miss. Returns the entries and the number of misses.
+        """
+        found: list[DocumentWindows | None] = []
+        with self._lock:
+            for text, vector in zip(texts, pooled, strict=True):
+                entry = self._entries.get(_key(text))
+                if entry is not None and np.allclose(entry.pooled[0], vector, atol=1e-5):
+                    found.append(entry)
+                else:
+                    found.append(None)
+        return found, sum(entry is None for entry in found)
+
+
+def concatenate(parts: Sequence[DocumentWindows]) -> DocumentWindows:
+    """Several batches of documents as one, in order."""
+    if not parts:
+        raise ValueError("concatenate needs at least one DocumentWindows.")
+    offsets = np.cumsum([0, *[len(part) for part in parts[:-1]]])
+    return DocumentWindows(
+        np.concatenate([part.pooled for part in parts]),
+        np.concatenate([part.vectors for part in parts]),
+        np.concatenate([part.owners + offset for part, offset in zip(parts, offsets, strict=True)]),
+        np.concatenate([part.spans for part in parts]),
+        np.concatenate([part.weights for part in parts]),
+    )
+
+
+def _key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
