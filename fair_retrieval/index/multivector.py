@@ -166,6 +166,16 @@ class MultiVectorIndex:
         return self._windows.kind
 
     @property
+    def params(self) -> dict[str, int]:
+        """The windows index's kind parameters (`FaissIndex.params`)."""
+        return self._windows.params
+
+    @property
+    def fetch_factor(self) -> int:
+        """The first window search asks for fetch_factor × k × (mean windows per document) windows."""
+        return self._fetch_factor
+
+    @property
     def ids(self) -> np.ndarray:
         """The stored document ids, int64, in the order they were first added."""
         return np.fromiter(self._of, dtype=np.int64, count=len(self._of))
