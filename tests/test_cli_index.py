@@ -492,7 +492,7 @@ def test_index_multivector_keeps_windows_and_search_shows_the_best_window(
     assert "best_window" not in pooled[0] and not (tmp_path / "pooled" / "windows.json").exists()
 
 
-def test_aggregate_without_multivector_and_multivector_on_ray_are_refused(
+def test_aggregate_without_multivector_is_refused(
     tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = tmp_path / "docs.jsonl"
@@ -500,5 +500,3 @@ def test_aggregate_without_multivector_and_multivector_on_ray_are_refused(
     base = ["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")]
     assert main([*base, "--aggregate", "top2"]) == 2
     assert "--aggregate works with --multivector" in capsys.readouterr().err
-    assert main([*base, "--multivector", "--engine", "ray"]) == 2
-    assert "--engine local" in capsys.readouterr().err

@@ -124,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--multivector",
         action="store_true",
         help="keep every window's vector (each document, or chunk, as the vectors of its windows) and let "
-        "`search` rank documents by their best window(s) (--engine local)",
+        "`search` rank documents by their best window(s)",
     )
     parser.add_argument(
         "--aggregate",
@@ -159,10 +159,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("Pass either --kind or --factory, not both.")
     if args.aggregate != DEFAULT_AGGREGATE and not args.multivector:
         raise ValueError("--aggregate works with --multivector (documents kept as their windows); add it.")
-    if args.multivector and args.engine == "ray":
-        raise ValueError(
-            "--multivector works with --engine local: the Ray engine keeps one vector per document. Drop one of them."
-        )
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     report: EmbeddingReport | None = None

@@ -138,6 +138,20 @@ class MultiVectorIndex:
         self._weight = array("q")  # window id → content tokens
         self._of: dict[int, np.ndarray] = {}  # document id → its window ids, in document order
 
+    @classmethod
+    def over(
+        cls, windows: FaissIndex, *, aggregate: Aggregate = DEFAULT_AGGREGATE, fetch_factor: int = DEFAULT_FETCH_FACTOR
+    ) -> MultiVectorIndex:
+        """A multi-vector index whose window vectors go into `windows`, an empty FaissIndex built (and trained)
+        elsewhere, e.g. an IVF-PQ trained on a sample of the windows.
+
+        Raises:
+            ValueError: if `windows` already holds vectors.
+        """
+        if len(windows):
+            raise ValueError(f"MultiVectorIndex.over takes an empty FaissIndex; this one holds {len(windows)} vectors.")
+        return cls(windows.dim, windows.metric, aggregate=aggregate, fetch_factor=fetch_factor, _windows=windows)
+
     # ------------------------------------------------------------------------------------------------ properties
 
     @property
