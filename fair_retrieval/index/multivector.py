@@ -220,6 +220,17 @@ class MultiVectorIndex:
         window_ids = self._window_ids([id_])
         return [(self._start[w], self._end[w]) for w in window_ids.tolist()]
 
+    def window_weights(self, id_: int) -> list[int]:
+        """The weights (content tokens) of one document's windows, in order: their weights in its pooled vector.
+
+        With `get_window_vectors` and `window_spans` it gives back what was added for the document (e.g. to copy
+        it into another index as `DocumentWindows`).
+
+        Raises:
+            ValueError: if the document is not stored.
+        """
+        return [self._weight[w] for w in self._window_ids([id_]).tolist()]
+
     # ------------------------------------------------------------------------------------------------ changing
 
     def add(self, windows: DocumentWindows, ids: Any = None) -> np.ndarray:
