@@ -5,7 +5,10 @@ Persisting writes two things, neither pickled, so loading cannot execute code: a
 "llama-index-fair-faiss-store", version 1), and next to it a FaissIndex folder (`default__vector_store.index/`:
 faiss' own binary format plus JSON). Writing them together and reading them back consistently is
 `fair_retrieval.stores.files`' job; this module says where the files are and what the JSON file holds, and checks
-the recorded embed model (`fair_retrieval.identity`). `StorePersistence` is the store's base class that gives it
+the recorded embed model (`fair_retrieval.identity`) and the document mode: a multi-vector store records
+"multivector": true and its "aggregate", and keeps a `MultiVectorIndex` folder; a store that records no mode (one
+persisted before multi-vector stores existed) is a pooled one, and neither is ever read as the other.
+`StorePersistence` is the store's base class that gives it
 `persist`, `from_persist_path` and `from_persist_dir`.
 """
 
@@ -25,11 +28,13 @@ from llama_index.embeddings.fair.legacy import legacy_message
 from llama_index.embeddings.fair.nodes import StoredNode
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex
+from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.identity import check_identity, embedder_identity
+from fair_retrieval.index import AGGREGATES, Aggregate
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import json_bytes, parse_versioned_json
 from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.multivector import window_embedder
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.records import IndexedRecords
 
@@ -61,6 +66,8 @@ class StorePersistence:
     _index_params: dict[str, int]
     _embed_model: Any
     _recorded_identity: dict[str, Any] | None
+    _multivector: bool
+    _aggregate: Aggregate
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
@@ -70,8 +77,26 @@ class StorePersistence:
             return embedder_identity(self._embed_model)
         return copy.deepcopy(self._recorded_identity)
 
+    @property
+    def store_identity(self) -> dict[str, Any]:
+        """What the store's vectors are: {"embedder": `embedder_identity`, "multivector": the document mode,
+        "aggregate": how window scores become a node's score (None for a pooled store)}, as `persist` records them."""
+        return {
+            "embedder": self.embedder_identity,
+            "multivector": self._multivector,
+            "aggregate": self._aggregate if self._multivector else None,
+        }
+
     @classmethod
-    def _persisted(cls, metric: str, kind: str, gpu: GpuChoice, index_params: Mapping[str, int]) -> Self:
+    def _persisted(
+        cls,
+        metric: str,
+        kind: str,
+        gpu: GpuChoice,
+        index_params: Mapping[str, int],
+        multivector: bool = False,
+        aggregate: Aggregate = "max",
+    ) -> Self:
         """An empty store of the settings a persisted store records (the store's constructor checks them)."""
         raise NotImplementedError
 
@@ -83,7 +108,8 @@ class StorePersistence:
         file is written under a temporary name and published in the commit of the index folder
         (`FaissIndex.save(companions=...)`), so a persist killed at any point (even by SIGKILL) leaves the previous
         store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
-        model).
+        model) and the document mode ("multivector", "aggregate"; a multi-vector store's folder is a
+        `MultiVectorIndex.save` one).
 
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
@@ -106,6 +132,8 @@ class StorePersistence:
             "index_folder": folder.name if self._records.index is not None else None,
             "next_int_id": self._records.next_int_id,
             "embedder": self.embedder_identity,
+            "multivector": self._multivector,
+            "aggregate": self._aggregate if self._multivector else None,
             "nodes": [
                 {"int_id": int_id, "node_id": record.key, "doc_id": record.doc_id, "node": record.node}
                 for int_id, record in self._records.records.items()
@@ -123,6 +151,8 @@ class StorePersistence:
         *,
         embed_model: Any | None = None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
     ) -> Self:
         """Load a store written by `persist` (on a CPU or a GPU machine); `gpu` as in the constructor.
 
@@ -138,13 +168,17 @@ class StorePersistence:
                 and keeps the recorded identity.
             allow_embedder_mismatch: load even when `embed_model` differs from the recorded one (a WARNING lists
                 the differences).
+            multivector: None takes the mode the store was persisted in; True or False requires that mode.
+            aggregate: None takes the recorded aggregate; a name requires a multi-vector store built with it.
 
         Raises:
             FileNotFoundError: no store at `persist_path`, or its index folder is missing.
             ValueError: a folder written by the earlier FairFaissVectorStore / llama-index's FaissVectorStore (a
                 raw faiss file; the message says how to convert it with `from_legacy_persist_dir`), files that
                 are malformed or disagree with each other, or an `embed_model` other than the one the store was
-                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`.
+                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`,
+                or a `multivector` / `aggregate` other than the store's.
+            TypeError: a multi-vector store with an `embed_model` that gives no window vectors.
             NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
@@ -152,13 +186,15 @@ class StorePersistence:
         store = load_store_file(
             path,
             _index_folder(path),
-            lambda raw: cls._restore(path, raw, gpu),
+            lambda raw: cls._restore(path, raw, gpu, multivector, aggregate),
             missing=(
                 f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
                 "or store.persist(path)), and pass that folder to from_persist_dir."
             ),
         )
         if embed_model is not None:
+            if store._multivector:  # before the identity: such a model cannot fill this store at all
+                window_embedder(embed_model, "A multi-vector FairFaissVectorStore")
             check_identity(
                 store._recorded_identity,
                 embedder_identity(embed_model),
@@ -174,8 +210,16 @@ class StorePersistence:
         return store
 
     @classmethod
-    def _restore(cls, path: Path, raw: bytes, gpu: GpuChoice) -> Self:
-        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked."""
+    def _restore(
+        cls,
+        path: Path,
+        raw: bytes,
+        gpu: GpuChoice,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
+    ) -> Self:
+        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked (and its mode against
+        `multivector` / `aggregate` where given)."""
         if looks_like_raw_faiss(raw[:4]):  # a folder of the earlier store: say how to convert it
             raise ValueError(legacy_message(path))
         state = parse_versioned_json(
@@ -187,7 +231,10 @@ class StorePersistence:
             writer="FairFaissVectorStore.persist()",
             upgrade="llama-index-embeddings-fair",
         )
-        store = cls._persisted(state["metric"], state["kind"], gpu, state.get("index_params", {}))
+        stored_multivector, stored_aggregate = _document_mode(path, state, multivector, aggregate)
+        store = cls._persisted(
+            state["metric"], state["kind"], gpu, state.get("index_params", {}), stored_multivector, stored_aggregate
+        )
         identity = state.get("embedder")
         if identity is not None and not isinstance(identity, dict):
             raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
@@ -201,7 +248,12 @@ class StorePersistence:
                 raise FileNotFoundError(
                     f"{path} keeps its vectors in {folder}, which is missing: copy the whole persist folder."
                 )
-            index = FaissIndex.load(folder, gpu=gpu)
+            index = MultiVectorIndex.load(folder, gpu=gpu) if stored_multivector else FaissIndex.load(folder, gpu=gpu)
+            if isinstance(index, MultiVectorIndex) and index.aggregate != stored_aggregate:
+                raise ValueError(
+                    f"{path} records aggregate={stored_aggregate!r} but its index folder {index.aggregate!r}: the "
+                    "folder was modified or written partially. Persist the store again, or rebuild it."
+                )
         entries = [
             (int(entry["int_id"]), StoredNode(str(entry["node_id"]), str(entry["doc_id"]), entry["node"]))
             for entry in state["nodes"]
@@ -225,6 +277,8 @@ class StorePersistence:
         *,
         embed_model: Any | None = None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
     ) -> Self:
         """Load the store `StorageContext.persist(persist_dir)` wrote (`persist_dir/default__vector_store.json`).
 
@@ -235,6 +289,8 @@ class StorePersistence:
             namespace: the vector store's name in the storage context ("default" unless you named it).
             embed_model: as in `from_persist_path`: checked against the recorded embed model when given.
             allow_embedder_mismatch: as in `from_persist_path`.
+            multivector: as in `from_persist_path`: None takes the persisted mode, True / False requires it.
+            aggregate: as in `from_persist_path`.
 
         Raises:
             As `from_persist_path`.
@@ -242,7 +298,12 @@ class StorePersistence:
         _require_local(fs)
         persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
         return cls.from_persist_path(
-            persist_path, gpu=gpu, embed_model=embed_model, allow_embedder_mismatch=allow_embedder_mismatch
+            persist_path,
+            gpu=gpu,
+            embed_model=embed_model,
+            allow_embedder_mismatch=allow_embedder_mismatch,
+            multivector=multivector,
+            aggregate=aggregate,
         )
 
 
@@ -256,3 +317,41 @@ def _require_local(fs: Any | None) -> None:
 def _index_folder(path: Path) -> Path:
     """The FaissIndex folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
     return path.with_name(path.stem + INDEX_SUFFIX)
+
+
+def _document_mode(
+    path: Path, state: Mapping[str, Any], multivector: bool | None, aggregate: Aggregate | None
+) -> tuple[bool, Aggregate]:
+    """The (multivector, aggregate) a persisted store records, checked against what the caller asks for.
+
+    A store that records no mode was persisted before multi-vector stores existed: a pooled one.
+    """
+    stored = state.get("multivector", False)
+    if not isinstance(stored, bool):
+        raise ValueError(f"{path} records a malformed multivector {stored!r}; persist the store again.")
+    recorded = state.get("aggregate") if stored else None
+    if stored and recorded not in AGGREGATES:
+        raise ValueError(f"{path} records a malformed aggregate {recorded!r}; persist the store again.")
+    if multivector is not None and multivector != stored:
+        if stored:
+            raise ValueError(
+                f"{path} holds a multi-vector store (each node kept as its window vectors, aggregate="
+                f"{recorded!r}), not a pooled one: leave multivector out (or pass multivector=True) to load it, or "
+                "rebuild the index into a FairFaissVectorStore(multivector=False)."
+            )
+        raise ValueError(
+            f"{path} holds a pooled store (one vector per node), which cannot be read as a multi-vector one: leave "
+            "multivector out (or pass multivector=False) to load it, or rebuild the index into "
+            "FairFaissVectorStore.create(..., multivector=True, embed_model=...)."
+        )
+    if aggregate is not None and aggregate != recorded:
+        if not stored:
+            raise ValueError(
+                f"{path} holds a pooled store, which has no aggregate (aggregate={aggregate!r}): leave aggregate "
+                "out, or rebuild the index into a multi-vector store."
+            )
+        raise ValueError(
+            f"{path} was built with aggregate={recorded!r}, not {aggregate!r}: leave aggregate out to load it, or "
+            f"rebuild the index with aggregate={aggregate!r}."
+        )
+    return stored, recorded if recorded is not None else "max"
