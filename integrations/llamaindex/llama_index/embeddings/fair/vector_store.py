@@ -26,6 +26,21 @@ Design choices, and why:
 - Scores are those of the index: inner products for metric "ip" (cosine for FairEmbedding's unit vectors, larger
   is better), squared L2 distances for "l2" (smaller is better, as llama-index's FaissVectorStore returns them).
 
+Multi-vector mode (`multivector=True`, with `embed_model=` a `FairEmbedding`): a node is kept as the vectors of its
+windows (the embedder's own windows, calibrated where calibration applies) in a `fair_retrieval.MultiVectorIndex`,
+and a query returns `similarity_top_k` *distinct* nodes ranked by `aggregate` ("max": the best window; "max-mean":
+best window and pooled vector averaged; "top2": the mean of the two best windows), each returned node carrying its
+best window's character span in its own text under `BEST_WINDOW_KEY` in its metadata (a copy; kept out of the text
+LLMs and embed models see). LlamaIndex embeds nodes before the store sees them and hands it only the pooled vector,
+so `add` takes the windows from that same pass (`FairEmbedding.window_cache`, keyed by the text LlamaIndex embedded,
+`node.get_content(metadata_mode=MetadataMode.EMBED)`, and matched against the node's embedding): no text is embedded
+twice. Nodes it cannot find there (embeddings made elsewhere, an evicted cache, an `IngestionPipeline` embedding in
+worker processes) are embedded once more, and an INFO line counts them. Filters, `node_ids` / `doc_ids`, deletes
+(all windows of all nodes of a document), upserts, `get_nodes` (the pooled vectors, recomputed from the windows) and
+`clear` work as in the pooled mode; the mode and aggregate are persisted (`store_identity`), and `from_persist_dir`
+refuses to read a pooled store as a multi-vector one or the other way round (stores persisted before multi-vector
+stores existed are pooled ones and load unchanged).
+
 Persisting writes two things, neither pickled, so loading cannot execute code: at `persist_path` (by default
 `./storage/default__vector_store.json`) a JSON file with the id map and the nodes, and next to it a FaissIndex
 folder (`default__vector_store.index/`: faiss' own binary format plus JSON). The JSON file is published in the
