@@ -622,8 +622,9 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
             )
         if gathered.disagreeing:
             logger.warning(
-                "%d nodes have embeddings other than the embed model gives for their text (another model or "
-                "configuration); the store keeps the embed model's window vectors for them.",
+                "%d nodes have embeddings other than the embed model gives for the text LlamaIndex embeds "
+                "(node.get_content(metadata_mode=MetadataMode.EMBED), metadata lines included): another model, "
+                "configuration or text. The store keeps the embed model's window vectors for them.",
                 gathered.disagreeing,
             )
         return within_content(gathered.windows, offsets, lengths)
