@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fair_retrieval.stores.modes import checked_windows
 from fair_retrieval.stores.multivector import WindowCache, WindowEmbedder, concatenate
 from fair_retrieval.windows import DocumentWindows
 
@@ -58,7 +59,9 @@ def gathered_windows(
         The windows in input order, with the counts of misses and of misses whose given vector disagrees.
 
     Raises:
-        ValueError: a text count other than the vector count, or windows of another size than the vectors.
+        ValueError: a text count other than the vector count, or windows of another size than the vectors (or of
+            another count than the texts).
+        TypeError: the embedder gave something other than `DocumentWindows`.
     """
     if pooled.ndim != 2 or pooled.shape[0] != len(texts):
         raise ValueError(f"Got {len(texts)} texts but vectors of shape {pooled.shape}; pass one vector per text.")
@@ -70,8 +73,13 @@ def gathered_windows(
     missing = [position for position, entry in enumerate(found) if entry is None]
     disagreeing = 0
     if missing:
-        embedded = embedder.embed_document_windows([texts[position] for position in missing])
-        if embedded.dim != pooled.shape[1] or len(embedded) != len(missing):
+        embedded = checked_windows(
+            embedder.embed_document_windows([texts[position] for position in missing]),
+            len(missing),
+            "embed_document_windows",
+            unit=False,
+        )
+        if embedded.dim != pooled.shape[1]:
             raise ValueError(
                 f"The embedder gives {embedded.dim}-d windows but the vectors are {pooled.shape[1]}-d; use the "
                 "embed model the vectors were made with."

@@ -371,7 +371,9 @@ def test_persist_and_load_index_from_storage_round_trip(
     loaded = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
     assert loaded.multivector and loaded.aggregate == "top2"
     assert loaded.store_identity == store.store_identity
-    assert loaded.store_identity["multivector"] is True and loaded.store_identity["aggregate"] == "top2"
+    identity = loaded.store_identity
+    assert identity is not None and (identity["multivector"], identity["aggregate"]) == (True, "top2")
+    assert state["embedder"] == identity and identity["model"] == embedder.model_name  # the embedder's, with the mode
     context = StorageContext.from_defaults(persist_dir=str(folder), vector_store=loaded)
     reloaded = load_index_from_storage(context, embed_model=embed_model)
     for query in QUERIES:
@@ -395,11 +397,11 @@ def test_a_stored_mode_is_never_read_as_the_other(embed_model: FairEmbedding, tm
     _, multi = _build(embed_model, _documents(3), aggregate="top2")
     multi.persist(str(tmp_path / "multi" / "default__vector_store.json"))
 
-    with pytest.raises(ValueError, match=r"holds a pooled store .* cannot be read as a multi-vector one"):
+    with pytest.raises(ValueError, match="holds a store of pooled documents, but multivector=True was asked for"):
         FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, multivector=True)
-    with pytest.raises(ValueError, match="pooled store, which has no aggregate"):
+    with pytest.raises(ValueError, match="holds a store of pooled documents, which has no aggregate"):
         FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, aggregate="max")
-    with pytest.raises(ValueError, match="holds a multi-vector store"):
+    with pytest.raises(ValueError, match=r"multi-vector documents \(aggregate='top2'\), but multivector=False"):
         FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False, multivector=False)
     with pytest.raises(ValueError, match="built with aggregate='top2', not 'max'"):
         FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False, aggregate="max")
@@ -407,11 +409,10 @@ def test_a_stored_mode_is_never_read_as_the_other(embed_model: FairEmbedding, tm
     loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, multivector=False)
     assert not loaded.multivector and isinstance(loaded.client, FaissIndex) and loaded.aggregate is None
 
-    # a store file persisted before the mode was recorded is a pooled one, and loads as it did
+    # a pooled store's file is as earlier releases wrote it, and loads as it did
     path = tmp_path / "pooled" / "default__vector_store.json"
     state = json.loads(path.read_text())
-    assert (state.pop("multivector"), state.pop("aggregate")) == (False, None)
-    path.write_text(json.dumps(state))
+    assert "multivector" not in state and "aggregate" not in state  # as earlier releases wrote it
     old = FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False)
     assert not old.multivector and old.node_ids == pooled.node_ids
     vector = embed_model.get_query_embedding(QUERIES[0])

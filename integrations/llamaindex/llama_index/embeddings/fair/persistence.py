@@ -6,10 +6,10 @@ Persisting writes two things, neither pickled, so loading cannot execute code: a
 faiss' own binary format plus JSON). Writing them together and reading them back consistently is
 `fair_retrieval.stores.files`' job; this module says where the files are and what the JSON file holds, and checks
 the recorded embed model (`fair_retrieval.identity`) and the document mode: a multi-vector store records
-"multivector": true and its "aggregate", and keeps a `MultiVectorIndex` folder; a store that records no mode (one
-persisted before multi-vector stores existed) is a pooled one, and neither is ever read as the other.
-`StorePersistence` is the store's base class that gives it
-`persist`, `from_persist_path` and `from_persist_dir`.
+"multivector": true and its "aggregate" (also in the identity it records, `fair_retrieval.stores.modes`) and keeps
+a `MultiVectorIndex` folder; a pooled store's file is as earlier releases wrote it (no mode recorded means pooled,
+so folders persisted before multi-vector stores existed load unchanged), and neither is ever read as the other.
+`StorePersistence` is the store's base class that gives it `persist`, `from_persist_path` and `from_persist_dir`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from llama_index.embeddings.fair.legacy import legacy_message
 from llama_index.embeddings.fair.nodes import StoredNode
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.identity import check_identity, embedder_identity
-from fair_retrieval.index import AGGREGATES, Aggregate
+from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import json_bytes, parse_versioned_json
 from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.modes import AGGREGATE_KEY, DocumentMode
 from fair_retrieval.stores.multivector import window_embedder
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.records import IndexedRecords
@@ -66,8 +66,7 @@ class StorePersistence:
     _index_params: dict[str, int]
     _embed_model: Any
     _recorded_identity: dict[str, Any] | None
-    _multivector: bool
-    _aggregate: Aggregate
+    _mode: DocumentMode
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
@@ -78,14 +77,12 @@ class StorePersistence:
         return copy.deepcopy(self._recorded_identity)
 
     @property
-    def store_identity(self) -> dict[str, Any]:
-        """What the store's vectors are: {"embedder": `embedder_identity`, "multivector": the document mode,
-        "aggregate": how window scores become a node's score (None for a pooled store)}, as `persist` records them."""
-        return {
-            "embedder": self.embedder_identity,
-            "multivector": self._multivector,
-            "aggregate": self._aggregate if self._multivector else None,
-        }
+    def store_identity(self) -> dict[str, Any] | None:
+        """The identity `persist` records ("embedder" in the JSON file) and loading checks: `embedder_identity`,
+        with the fields "multivector" and "aggregate" of a multi-vector store (`DocumentMode.identity`; a pooled
+        store's is the embedder's alone, as earlier releases recorded it). None when the embed model is unknown."""
+        identity = self.embedder_identity
+        return None if identity is None else self._mode.identity(identity)
 
     @classmethod
     def _persisted(
@@ -94,8 +91,7 @@ class StorePersistence:
         kind: str,
         gpu: GpuChoice,
         index_params: Mapping[str, int],
-        multivector: bool = False,
-        aggregate: Aggregate = "max",
+        mode: DocumentMode,
     ) -> Self:
         """An empty store of the settings a persisted store records (the store's constructor checks them)."""
         raise NotImplementedError
@@ -107,9 +103,9 @@ class StorePersistence:
         index is written as a CPU copy (FaissIndex.save); nothing is pickled. The two change together: the JSON
         file is written under a temporary name and published in the commit of the index folder
         (`FaissIndex.save(companions=...)`), so a persist killed at any point (even by SIGKILL) leaves the previous
-        store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
-        model) and the document mode ("multivector", "aggregate"; a multi-vector store's folder is a
-        `MultiVectorIndex.save` one).
+        store or this one. The JSON file records `store_identity` (null when the store was never told its embed
+        model) and, for a multi-vector store, the keys "multivector" and "aggregate" (its folder is a
+        `MultiVectorIndex.save` one; a pooled store's file is as earlier releases wrote it).
 
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
@@ -131,9 +127,8 @@ class StorePersistence:
             "index_params": self._index_params,
             "index_folder": folder.name if self._records.index is not None else None,
             "next_int_id": self._records.next_int_id,
-            "embedder": self.embedder_identity,
-            "multivector": self._multivector,
-            "aggregate": self._aggregate if self._multivector else None,
+            "embedder": self.store_identity,
+            **self._mode.settings(),
             "nodes": [
                 {"int_id": int_id, "node_id": record.key, "doc_id": record.doc_id, "node": record.node}
                 for int_id, record in self._records.records.items()
@@ -193,11 +188,11 @@ class StorePersistence:
             ),
         )
         if embed_model is not None:
-            if store._multivector:  # before the identity: such a model cannot fill this store at all
+            if store._mode.multivector:  # before the identity: such a model cannot fill this store at all
                 window_embedder(embed_model, "A multi-vector FairFaissVectorStore")
             check_identity(
                 store._recorded_identity,
-                embedder_identity(embed_model),
+                store._mode.identity(embedder_identity(embed_model)),
                 source=str(path),
                 allow_mismatch=allow_embedder_mismatch,
                 override=MISMATCH_OVERRIDE,
@@ -231,10 +226,10 @@ class StorePersistence:
             writer="FairFaissVectorStore.persist()",
             upgrade="llama-index-embeddings-fair",
         )
-        stored_multivector, stored_aggregate = _document_mode(path, state, multivector, aggregate)
-        store = cls._persisted(
-            state["metric"], state["kind"], gpu, state.get("index_params", {}), stored_multivector, stored_aggregate
-        )
+        mode = DocumentMode.saved(state, path, "Persist the store again, or rebuild it.")
+        mode.check_requested(multivector, path)
+        _check_aggregate(path, mode, aggregate)
+        store = cls._persisted(state["metric"], state["kind"], gpu, state.get("index_params", {}), mode)
         identity = state.get("embedder")
         if identity is not None and not isinstance(identity, dict):
             raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
@@ -248,12 +243,7 @@ class StorePersistence:
                 raise FileNotFoundError(
                     f"{path} keeps its vectors in {folder}, which is missing: copy the whole persist folder."
                 )
-            index = MultiVectorIndex.load(folder, gpu=gpu) if stored_multivector else FaissIndex.load(folder, gpu=gpu)
-            if isinstance(index, MultiVectorIndex) and index.aggregate != stored_aggregate:
-                raise ValueError(
-                    f"{path} records aggregate={stored_aggregate!r} but its index folder {index.aggregate!r}: the "
-                    "folder was modified or written partially. Persist the store again, or rebuild it."
-                )
+            index = mode.load_index(folder, gpu)  # each kind of index refuses the other's folder
         entries = [
             (int(entry["int_id"]), StoredNode(str(entry["node_id"]), str(entry["doc_id"]), entry["node"]))
             for entry in state["nodes"]
@@ -319,39 +309,16 @@ def _index_folder(path: Path) -> Path:
     return path.with_name(path.stem + INDEX_SUFFIX)
 
 
-def _document_mode(
-    path: Path, state: Mapping[str, Any], multivector: bool | None, aggregate: Aggregate | None
-) -> tuple[bool, Aggregate]:
-    """The (multivector, aggregate) a persisted store records, checked against what the caller asks for.
-
-    A store that records no mode was persisted before multi-vector stores existed: a pooled one.
-    """
-    stored = state.get("multivector", False)
-    if not isinstance(stored, bool):
-        raise ValueError(f"{path} records a malformed multivector {stored!r}; persist the store again.")
-    recorded = state.get("aggregate") if stored else None
-    if stored and recorded not in AGGREGATES:
-        raise ValueError(f"{path} records a malformed aggregate {recorded!r}; persist the store again.")
-    if multivector is not None and multivector != stored:
-        if stored:
-            raise ValueError(
-                f"{path} holds a multi-vector store (each node kept as its window vectors, aggregate="
-                f"{recorded!r}), not a pooled one: leave multivector out (or pass multivector=True) to load it, or "
-                "rebuild the index into a FairFaissVectorStore(multivector=False)."
-            )
+def _check_aggregate(path: Path, mode: DocumentMode, aggregate: Aggregate | None) -> None:
+    """Refuse an aggregate asked for on load (None: the saved one) that is not the saved store's."""
+    if aggregate is None or (mode.multivector and aggregate == mode.aggregate):
+        return
+    if not mode.multivector:
         raise ValueError(
-            f"{path} holds a pooled store (one vector per node), which cannot be read as a multi-vector one: leave "
-            "multivector out (or pass multivector=False) to load it, or rebuild the index into "
-            "FairFaissVectorStore.create(..., multivector=True, embed_model=...)."
+            f"{path} holds a store of {mode}, which has no {AGGREGATE_KEY} ({AGGREGATE_KEY}={aggregate!r} was asked "
+            "for): leave aggregate out, or rebuild the index into a multi-vector store."
         )
-    if aggregate is not None and aggregate != recorded:
-        if not stored:
-            raise ValueError(
-                f"{path} holds a pooled store, which has no aggregate (aggregate={aggregate!r}): leave aggregate "
-                "out, or rebuild the index into a multi-vector store."
-            )
-        raise ValueError(
-            f"{path} was built with aggregate={recorded!r}, not {aggregate!r}: leave aggregate out to load it, or "
-            f"rebuild the index with aggregate={aggregate!r}."
-        )
-    return stored, recorded if recorded is not None else "max"
+    raise ValueError(
+        f"{path} was built with {AGGREGATE_KEY}={mode.aggregate!r}, not {aggregate!r}: leave aggregate out to load "
+        f"it, or rebuild the index with {AGGREGATE_KEY}={aggregate!r}."
+    )

@@ -92,9 +92,10 @@ from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StoreP
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
-from fair_retrieval.index import AGGREGATES, Aggregate
+from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
 from fair_retrieval.stores.arguments import id_strings, preview, repeated
+from fair_retrieval.stores.modes import DocumentMode
 from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.records import IndexedRecords
 from fair_retrieval.stores.window_source import gathered_windows, within_content
@@ -170,8 +171,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
     _records: IndexedRecords[StoredNode] = PrivateAttr()  # the nodes, the id map and the index
     _embed_model: Any = PrivateAttr(default=None)  # the embed model whose identity persist records, when known
     _recorded_identity: dict[str, Any] | None = PrivateAttr(default=None)  # read from a persisted store
-    _multivector: bool = PrivateAttr(default=False)  # nodes kept as their window vectors (MultiVectorIndex)
-    _aggregate: Aggregate = PrivateAttr(default=DEFAULT_AGGREGATE)
+    _mode: DocumentMode = PrivateAttr(default_factory=DocumentMode)  # pooled, or multi-vector with its aggregate
 
     def __init__(
         self,
@@ -193,7 +193,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 "index=FaissIndex(dim, ...)."
             )
         super().__init__(stores_text=True)
-        aggregate = _document_mode(multivector, aggregate)
+        mode = _document_mode(multivector, aggregate)
         if index is not None:
             if not isinstance(index, (FaissIndex, MultiVectorIndex)):
                 raise TypeError(
@@ -206,7 +206,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                     "multivector=True, or a FaissIndex with multivector=False."
                 )
             if isinstance(index, MultiVectorIndex):
-                aggregate = index.aggregate
+                mode = DocumentMode(True, index.aggregate)
             if dim is not None:
                 raise ValueError("Pass either index or dim, not both: the index already knows its dimension.")
             if len(index):
@@ -227,7 +227,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         if multivector:
             _require_window_model(embed_model)
         self._metric, self._kind, self._gpu, self._index_params = metric, kind, gpu, dict(index_params)
-        self._multivector, self._aggregate = multivector, aggregate
+        self._mode = mode
         self._records = IndexedRecords(
             self._new_index,
             index=self._new_index(dim) if index is None and dim is not None else index,
@@ -304,12 +304,12 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
     @property
     def multivector(self) -> bool:
         """Whether nodes are kept as their window vectors (multi-vector mode)."""
-        return self._multivector
+        return self._mode.multivector
 
     @property
     def aggregate(self) -> Aggregate | None:
         """How a node's window scores become its score in multi-vector mode; None for a pooled store."""
-        return self._aggregate if self._multivector else None
+        return self._mode.aggregate if self._mode.multivector else None
 
     def record_embed_model(self, embed_model: Any) -> None:
         """Tell the store which embed model its vectors come from, so that `persist` records it (LlamaIndex does not
@@ -322,7 +322,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         """
         if embed_model is None:
             raise ValueError("record_embed_model needs an embed model (e.g. a FairEmbedding), got None.")
-        if self._multivector:
+        if self._mode.multivector:
             _require_window_model(embed_model)
         self._embed_model = embed_model
 
@@ -380,7 +380,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 f"The nodes have {matrix.shape[1]}-d embeddings but this store holds {index.dim}-d vectors; embed "
                 "them with the model the store was built with."
             )
-        self._records.upsert(records, self._node_windows(node_list, matrix) if self._multivector else matrix)
+        self._records.upsert(records, self._node_windows(node_list, matrix) if self._mode.multivector else matrix)
         return node_ids
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -580,26 +580,21 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         kind: str,
         gpu: GpuChoice,
         index_params: Mapping[str, int],
-        multivector: bool = False,
-        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        mode: DocumentMode,
     ) -> Self:
         # kind is "custom" for a store made over a FaissIndex of another factory string: kept as recorded
         params: dict[str, Any] = dict(index_params)
         store = cls(metric=metric, kind=kind if kind in KINDS else "flat", gpu=gpu, **params)  # type: ignore[arg-type]
         store._kind = kind
         # a multi-vector store loads without an embed model too (to be queried); add asks for one
-        store._multivector, store._aggregate = multivector, aggregate
+        store._mode = mode
         return store
 
     # ------------------------------------------------------------------------------------------------ internals
 
     def _new_index(self, dim: int) -> FaissIndex | MultiVectorIndex:
-        if self._multivector:
-            params: dict[str, Any] = self._index_params  # MultiVectorIndex / FaissIndex check them
-            metric: Any = self._metric  # checked by the constructor
-            kind: Any = self._kind
-            return MultiVectorIndex(dim, metric=metric, kind=kind, gpu=self._gpu, aggregate=self._aggregate, **params)
-        return FaissIndex(dim, metric=self._metric, kind=self._kind, gpu=self._gpu, **self._index_params)  # type: ignore[arg-type]
+        metric: Any = self._metric  # checked by the constructor
+        return self._mode.new_index(dim, metric, self._kind, self._gpu, self._index_params)
 
     def _node_windows(self, nodes: list[BaseNode], embeddings: np.ndarray) -> DocumentWindows:
         """The nodes' windows, from the embed model's pass where it remembers them, else embedded once more."""
@@ -660,18 +655,15 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         return None if chosen is None else sorted(chosen)
 
 
-def _document_mode(multivector: object, aggregate: object) -> Aggregate:
-    """The aggregate of a store of this mode, or a TypeError / ValueError saying what to pass."""
-    if not isinstance(multivector, bool):
-        raise TypeError(f"multivector must be True or False, got {multivector!r}.")
-    if aggregate not in AGGREGATES:
-        raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}.")
+def _document_mode(multivector: Any, aggregate: Any) -> DocumentMode:
+    """The store's document mode (`fair_retrieval.stores.modes`), or a TypeError / ValueError saying what to pass."""
+    mode = DocumentMode(multivector, aggregate)  # checks both
     if not multivector and aggregate != DEFAULT_AGGREGATE:
         raise ValueError(
             f"aggregate={aggregate!r} scores a node by its windows, which only a multi-vector store keeps: pass "
             "multivector=True with it, or leave aggregate out."
         )
-    return aggregate  # type: ignore[return-value]  # checked above
+    return mode
 
 
 def _require_window_model(embed_model: Any) -> None:
