@@ -52,6 +52,7 @@ from fair_retrieval.index_folder import (
     write_manifest,
 )
 from fair_retrieval.inputs import Document, read_documents
+from fair_retrieval.jsonio import record_generation
 from fair_retrieval.windows import chunk_plan
 
 if TYPE_CHECKING:
@@ -126,13 +127,15 @@ def run(args: argparse.Namespace) -> int:
     """Read, (chunk,) embed, index and write; prints what was indexed and what the embedder did.
 
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
-    an interrupted run leaves no half-written index.
+    an interrupted run leaves no half-written index. When another run published into --output after this one
+    started, this one fails with StoreConflictError rather than replace that index unseen: run it again.
     """
     from fair_retrieval import FaissIndex
 
     require_faiss()
     output: Path = args.output
     _check_output(output, args.overwrite)
+    base = (record_generation(output / INDEX_RECORD),)  # a run that publishes meanwhile makes ours fail, not vanish
     _check_not_inside(output, args.input)
     params: dict[str, Any] = parse_index_params(args.index_param)
     calibration = calibration_from_args(args)
@@ -179,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         )
         index.save(staging)
         write_manifest(staging, manifest)
-        publish(staging, output)
+        publish(staging, output, base=base)
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}) into {output}")

@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,18 @@ class Publication:
         names: every file (relative to the record's folder) the format may write, so that the temporary files of
             killed writers are found and removed.
         keep: files the caller will `add` that look like such leftovers (its own temporary files): not removed.
+        check: called once the lock is held, before anything is staged or removed, e.g. to refuse a save over a
+            generation newer than the one the writer read (`jsonio.generation`); what it raises leaves the
+            folder unchanged.
     """
 
-    def __init__(self, record: Path, names: Iterable[str] = (), keep: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        record: Path,
+        names: Iterable[str] = (),
+        keep: Iterable[Path] = (),
+        check: Callable[[], None] | None = None,
+    ) -> None:
         self.record = Path(record)
         self.folder = self.record.parent
         self.token = uuid.uuid4().hex
@@ -74,11 +83,14 @@ class Publication:
         self._staged: dict[str, Path] = {}
         self._lock: int | None = None
         self._committed = False
+        self._check = check
 
     def __enter__(self) -> Publication:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock = lock_folder(self.folder)
         try:
+            if self._check is not None:
+                self._check()
             self._finish_interrupted()
             self._remove_leftovers()
         except BaseException:

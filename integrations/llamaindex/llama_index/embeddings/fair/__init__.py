@@ -4,13 +4,17 @@
 - `FairFaissVectorStore`: a vector store on `fair_retrieval.FaissIndex` (GPU when faiss has one) that keeps the
   nodes, deletes and upserts (IngestionPipeline docstore strategies), applies metadata filters inside the search,
   and persists without pickle (needs faiss: the `faiss` extra; imported on first use).
+- `StoreConflictError`: raised by `persist` when another process persisted there after this store was loaded
+  (reload and retry); `DamagedFileError`: raised by `from_persist_dir` for a damaged file.
 """
 
 from typing import Any
 
 from llama_index.embeddings.fair.base import FairEmbedding
 
-__all__ = ["FairEmbedding", "FairFaissVectorStore"]
+from fair_retrieval.jsonio import DamagedFileError, StoreConflictError
+
+__all__ = ["DamagedFileError", "FairEmbedding", "FairFaissVectorStore", "StoreConflictError"]
 __version__ = "0.1.0"
 
 

@@ -29,7 +29,7 @@ from fair_retrieval import FaissIndex
 from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.records import IndexedRecords
 
@@ -85,12 +85,19 @@ class StorePersistence:
         store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
         model).
 
+        Concurrent writers: persists into one folder run one after the other. A store loaded with
+        `from_persist_path` / `from_persist_dir` (or loaded, then persisted) remembers the JSON file it read or
+        wrote; when another process persisted there since, `persist` raises `StoreConflictError` and writes
+        nothing: load the store again, redo the change and persist again. A store built in memory replaces
+        whatever is there.
+
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
             fs: None or a local fsspec filesystem; faiss writes local files only.
 
         Raises:
             NotImplementedError: a non-local `fs`.
+            StoreConflictError: (a ValueError) another writer persisted there after this store was loaded.
             ValueError: node metadata that stopped being JSON (e.g. NaN put in after adding).
         """
         _require_local(fs)
@@ -111,7 +118,10 @@ class StorePersistence:
                 for int_id, record in self._records.records.items()
             ],
         }
-        save_store_file(path, json_bytes(state, indent=None), self._records.index, folder)
+        base: StoreGeneration | None = getattr(self, "_generation", None)  # set by from_persist_path
+        generation = save_store_file(path, json_bytes(state, indent=None), self._records.index, folder, base=base)
+        if base is not None:  # a loaded store keeps track of the file it is persisted to
+            self._generation = generation
         logger.info("Persisted %d nodes to %s (vectors in %s)", len(self._records), path, folder.name)
 
     @classmethod
@@ -213,6 +223,7 @@ class StorePersistence:
                 f"{path} lists {len(state['nodes'])} nodes but its index folder holds {held} vectors under "
                 "other ids: the folder was modified or written partially. Persist the store again, or rebuild it."
             )
+        store._generation = store_generation(path, raw)
         return store
 
     @classmethod
