@@ -78,7 +78,7 @@ def test_an_index_save_over_a_newer_generation_is_refused(tmp_path: Path) -> Non
     first.add(vector("two"), ids=[2])
     first.save(folder)  # its own save is no conflict
     second.add(vector("lost"), ids=[3])
-    with pytest.raises(StoreConflictError, match="after this FaissIndex was loaded.*Reload it"):
+    with pytest.raises(StoreConflictError, match=r"after this FaissIndex was loaded.*Reload it"):
         second.save(folder)
     assert held_ids(folder) == {key_id("first"), 1, 2}
     second.save(tmp_path / "elsewhere")  # another folder: no conflict
