@@ -43,7 +43,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex
-from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
 from fair_retrieval.stores.metadata import json_metadata_list
@@ -162,6 +162,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         text_list = ensure_text_list(texts, "texts")
         metadata_list = json_metadata_list(metadatas, len(text_list))
         id_list = new_ids(ids, len(text_list))
+        check_store_entries(text_list, id_list, metadata_list)
         if not text_list:
             return []
         vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
@@ -223,6 +224,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
         metadata_list = json_metadata_list(metadatas, len(text_list))
         id_list = new_ids(ids, len(text_list))
+        check_store_entries(text_list, id_list, metadata_list)
         if not text_list:
             return []
         return self._store(

@@ -76,3 +76,40 @@ def test_a_save_over_a_newer_generation_is_refused(tmp_path: Path) -> None:
     assert isinstance(StoreConflictError(folder, "store"), ValueError)
     FaissVectorStore.from_texts(["fresh"], embeddings(), ids=["fresh"]).save_local(folder)  # built in memory: replaces
     assert set(contents(folder)) == {"fresh"}
+
+
+# ---------------------------------------------------------------------------------------------------- bad entries
+
+
+class CountingEmbeddings(DeterministicFakeEmbedding):
+    calls: int = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize(
+    ("texts", "ids", "metadatas", "message"),
+    [
+        (["fine", "bad\udcff"], ["a", "b"], None, r"\[1\] \(id 'b'\): the text holds a lone surrogate"),
+        (["fine", "   "], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty or whitespace only"),
+        (["fine", ""], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty"),
+        (["fine"], ["a\udcff"], None, r"\[0\] \(id 'a\\udcff'\): the id holds a lone surrogate"),
+        (["fine"], [""], None, r"\[0\] \(id ''\): the id is empty"),
+        (["fine"], ["a"], [{"k": "\udcff"}], r"\[0\] \(id 'a'\): metadata\['k'\] holds a lone surrogate"),
+    ],
+)
+def test_bad_entries_are_refused_before_embedding(
+    tmp_path: Path, texts: list[str], ids: list[str], metadatas: list[dict] | None, message: str
+) -> None:
+    embedding = CountingEmbeddings(size=8)
+    store = FaissVectorStore(embedding, gpu=False)
+    store.add_texts(["kept"], ids=["kept"])
+    calls = embedding.calls
+    with pytest.raises(ValueError, match=message):
+        store.add_texts(texts, metadatas=metadatas, ids=ids)
+    with pytest.raises(ValueError, match=message):
+        store.add_embeddings([(text, [1.0] * 8) for text in texts], metadatas=metadatas, ids=ids)
+    assert embedding.calls == calls and store.ids == ["kept"]  # nothing embedded, nothing stored
+    store.save_local(tmp_path / "store")  # and the store still saves

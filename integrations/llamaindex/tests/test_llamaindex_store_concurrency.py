@@ -79,3 +79,25 @@ def test_a_persist_over_a_newer_generation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreConflictError, match="Reload it"):
         second.persist(str(folder / STORE_FILE))
     assert set(contents(folder)) == {"first", "one", "two"}
+
+
+# ---------------------------------------------------------------------------------------------------- bad entries
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"id_": "b", "text": "bad\udcff"}, r"\[1\] \(id 'b'\): the text holds a lone surrogate"),
+        ({"id_": "b", "text": " \t "}, r"\[1\] \(id 'b'\): the text is empty or whitespace only"),
+        ({"id_": "b\udcff", "text": "fine"}, r"\[1\] \(id 'b\\udcff'\): the id holds a lone surrogate"),
+        ({"id_": "", "text": "fine"}, r"\[1\] \(id ''\): the id is empty"),
+        ({"id_": "b", "text": "fine", "metadata": {"k": ["\udcff"]}}, r"metadata\['k'\]\[0\] holds a lone surrogate"),
+    ],
+)
+def test_bad_nodes_are_refused_with_position_and_id(tmp_path: Path, fields: dict, message: str) -> None:
+    store = FairFaissVectorStore.create(dim=DIM, gpu=False)
+    bad = TextNode(**fields, embedding=[1.0] * DIM)
+    with pytest.raises(ValueError, match=message):
+        store.add([node("fine"), bad])
+    assert store.node_ids == []
+    store.persist(str(tmp_path / STORE_FILE))
