@@ -513,3 +513,31 @@ def test_index_skip_bad_files_indexes_the_rest(minilm: str, tmp_path: Path, caps
         "bom.txt": "Tea is brewed from leaves.",  # the byte-order mark is removed
         "bread.txt": "Bread is made from flour, water and yeast.",
     }
+
+
+def test_search_with_a_model_folder_that_does_not_exist_says_so(
+    jsonl_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    missing = str(tmp_path / "nonexistent")
+    for model in (missing, "./nonexistent-model"):
+        assert main(["search", "--index", str(jsonl_index), "--query", "bread", "--model", model]) == 2
+        err = capsys.readouterr().err
+        assert "folder not found" in err and "differ" not in err, err
+
+
+def test_search_json_is_valid_json_with_nan_metadata(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, output = tmp_path / "docs.jsonl", tmp_path / "index"
+    source.write_text(
+        '{"id": "a", "text": "Bread is baked from dough.", "score": NaN, "range": [Infinity, -Infinity, 1.5]}\n',
+        encoding="utf-8",
+    )
+    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", str(output), "--query", "bread", "--json"]) == 0
+    out = capsys.readouterr().out
+    parsed = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    [result] = parsed["results"]
+    assert result["metadata"] == {"score": None, "range": [None, None, 1.5]}

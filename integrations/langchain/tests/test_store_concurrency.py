@@ -113,3 +113,16 @@ def test_bad_entries_are_refused_before_embedding(
         store.add_embeddings([(text, [1.0] * 8) for text in texts], metadatas=metadatas, ids=ids)
     assert embedding.calls == calls and store.ids == ["kept"]  # nothing embedded, nothing stored
     store.save_local(tmp_path / "store")  # and the store still saves
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_zero_and_non_finite_vectors_are_refused_under_cosine() -> None:
+    store = FaissVectorStore(embeddings(), gpu=False)  # metric="cosine"
+    store.add_texts(["kept"], ids=["kept"])
+    with pytest.raises(ValueError, match="all zeros"):
+        store.add_embeddings([("zero", [0.0] * 8)], ids=["zero"])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        store.add_embeddings([("inf", [float("inf")] + [0.0] * 7)], ids=["inf"])
+    with pytest.raises(ValueError, match="all zeros"):
+        store.similarity_search_by_vector([0.0] * 8)
+    assert store.ids == ["kept"]
