@@ -43,6 +43,11 @@ DEFAULT_PERSIST_PATH = os.path.join(
 INDEX_SUFFIX = ".index"  # the FaissIndex folder next to the store file: default__vector_store.index/
 FORMAT_NAME = "llama-index-fair-faiss-store"
 FORMAT_VERSION = 1
+UNRECORDED_EARLIER = "saved by an earlier release"
+UNRECORDED_WITHOUT_MODEL = (
+    "persisted by a store that was never told its embed model: pass embed_model= to create() or the constructor, "
+    "or call record_embed_model(), before persisting"
+)
 MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
 MISMATCH_REMEDY = (
     "Load it with the embed model it was built with (same model and options), or rebuild the index with this one."
@@ -61,6 +66,7 @@ class StorePersistence:
     _index_params: dict[str, int]
     _embed_model: Any
     _recorded_identity: dict[str, Any] | None
+    _unrecorded: str  # why a persisted store records no identity (set on load)
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
@@ -176,6 +182,7 @@ class StorePersistence:
                 allow_mismatch=allow_embedder_mismatch,
                 override=MISMATCH_OVERRIDE,
                 remedy=MISMATCH_REMEDY,
+                unrecorded=getattr(store, "_unrecorded", UNRECORDED_EARLIER),
             )
             store._embed_model = embed_model
         elif store._recorded_identity is not None:
@@ -202,6 +209,7 @@ class StorePersistence:
         if identity is not None and not isinstance(identity, dict):
             raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
         store._recorded_identity = identity
+        store._unrecorded = UNRECORDED_WITHOUT_MODEL if "embedder" in state else UNRECORDED_EARLIER
         index, folder_name = None, state.get("index_folder")
         if folder_name is not None:
             if not isinstance(folder_name, str) or Path(folder_name).name != folder_name or folder_name in ("", ".."):
