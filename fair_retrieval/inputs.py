@@ -387,9 +387,9 @@ def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[i
         stripped = raw.strip()
         if not stripped:
             continue
-        if not stripped.isascii():  # whitespace beyond ASCII (e.g. a no-break space) is blank too
+        if not stripped.isascii():  # whitespace beyond ASCII (e.g. a no-break space), or a byte-order mark alone
             try:
-                if not raw.decode("utf-8").strip():
+                if not raw.decode("utf-8").removeprefix(BOM).strip():
                     continue
             except UnicodeDecodeError:
                 pass
