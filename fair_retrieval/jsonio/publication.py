@@ -10,8 +10,9 @@ one small JSON file, the *record* (index.json for the formats above), the commit
 2. It writes every new file under a temporary name next to its final one, `<name>.<token>.tmp` (the token: 32 hex
    digits, new for each save), and fsyncs it. Nothing published has changed yet: readers, and a kill, see the
    previous generation.
-3. It commits by replacing the record atomically. The record carries, under the key "publication", the token and
-   the size and CRC-32 of every file of the new generation.
+3. It commits by replacing the record atomically. The record carries, under the key "publication", the token, the
+   size and CRC-32 of every file of the new generation, and the CRC-32 of the record's own other content
+   ("record_crc32"), so an edited or corrupted record is refused too.
 4. It renames every temporary file to its final name, and fsyncs the folders.
 
 Readers use `fair_retrieval.jsonio.snapshot.Snapshot`, which says how the files of a generation are found and
@@ -40,7 +41,7 @@ from fair_retrieval.jsonio.atomic import (
     write_json_atomically,
 )
 from fair_retrieval.jsonio.locks import lock_folder
-from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, Snapshot
+from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, RECORD_CRC_KEY, Snapshot, record_crc32
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class Publication:
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
         record = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
-        record[PUBLICATION_KEY] = {"token": self.token, "files": files}
+        record[PUBLICATION_KEY] = {"token": self.token, "files": files, RECORD_CRC_KEY: record_crc32(record)}
         write_json_atomically(self.record, record)
         self._committed = True
         for name, staged in self._staged.items():
