@@ -120,7 +120,7 @@ def _save_locked(store_file: Path, data: bytes, index: FaissIndex | None, index_
         finally:
             staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
     elif (index_folder / INDEX_RECORD).is_file():  # a store without an index replacing one with an index
-        previous = Snapshot.read(index_folder / INDEX_RECORD) if index_record(index_folder / INDEX_RECORD) else None
+        previous = index_record(index_folder / INDEX_RECORD)  # None when unreadable: this commit replaces it
         with Publication(index_folder / INDEX_RECORD, [companion, INDEX_FILE]) as publication:
             publication.stage(companion).write_bytes(data)  # fsynced by the commit
             value = previous.value if previous is not None else {}
