@@ -56,6 +56,7 @@ CANDIDATES: dict[str, Calibration | None] = {
     "λ=0.1": Calibration(strength=0.1),
     "last layer": Calibration(layers=1),
     "last 2 layers": Calibration(layers=2),
+    "ramp 128": Calibration(strength_ramp=128),  # λ rises from 0 at 384 content tokens to 0.5 at 511
 }
 
 
@@ -79,6 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"runs on {', '.join(CORE_SETS)}); saves most of the time on 2 cores",
     )
     parser.add_argument("--reddit-documents", type=int, default=300, help="first N reddit documents (default 300)")
+    parser.add_argument("--xquad-documents", type=int, default=None, help="first N documents of each XQuAD language")
     parser.add_argument("--cache-dir", type=Path, default=Path(".fair_cache"), help="embedding cache")
     parser.add_argument("--output", type=Path, default=None, help="results folder (default runs/study-MODEL)")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -122,6 +124,8 @@ def run_dataset(
     task = load_task(dataset, embedder.token_lengths, args.max_tokens)
     if dataset == "reddit":
         task = first_documents(task, args.reddit_documents)
+    elif dataset.startswith("xquad:"):
+        task = first_documents(task, args.xquad_documents)
     evaluator = Evaluator(embedder, task, cache=cache)
     texts = list(task.corpus.values())
     plain_documents, _ = evaluator.document_embeddings(None)
@@ -181,11 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = EmbeddingCache(args.cache_dir)
     path = output / "study.json"
     report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    report.update(
-        model=label,
-        max_tokens=args.max_tokens,
-        candidates={k: None if c is None else c.to_dict() for k, c in candidates.items()},
-    )
+    report.update(model=label, max_tokens=args.max_tokens)
+    known = report.setdefault("candidates", {})  # a resumed study keeps the candidates of its earlier datasets
+    known.update({k: None if c is None else c.to_dict() for k, c in candidates.items()})
     results: dict[str, Any] = report.setdefault("results", {})
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     for dataset in sorted(datasets, key=lambda d: d == SCIFACT):  # SciFact last: it runs for the passers only
@@ -199,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             if pruned:
                 logging.info("%s: not run for %s (failed the rule on an earlier position set)", dataset, pruned)
             report.setdefault("pruned", {})[dataset] = pruned
-        results[dataset] = run_dataset(dataset, embedder, cache, chosen, args)
+        fresh = run_dataset(dataset, embedder, cache, chosen, args)
+        if dataset in results:  # a resumed study: the candidates run earlier on this dataset stay
+            fresh["runs"] = {**results[dataset]["runs"], **fresh["runs"]}
+        results[dataset] = fresh
         path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         (output / "study.md").write_text(render(report), encoding="utf-8")
     print((output / "study.md").read_text(encoding="utf-8"))

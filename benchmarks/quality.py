@@ -168,7 +168,8 @@ def with_minimum(
     where a document holds at least `calibration.min_content_tokens` content tokens, plain elsewhere. Only those
     documents are embedded calibrated (cached on their own, or taken from the whole corpus embedded with
     min_full_baskets=1), which is what the option itself costs."""
-    base = dataclasses.replace(calibration, min_full_baskets=1)  # the same on every document it calibrates
+    # min_full_baskets=1 is the same on every document it calibrates, unless λ ramps up from the bar N·B
+    base = calibration if calibration.strength_ramp else dataclasses.replace(calibration, min_full_baskets=1)
     texts = list(evaluator.task.corpus.values())
     documents, _ = evaluator.document_embeddings(None)
     documents = documents.copy()
