@@ -3,7 +3,9 @@ whole: its files, its manifest (written by `index_manifest`, read by `read_manif
 
 A folder holds the FaissIndex files (`index.faiss`, `index.json`), `documents.jsonl` (row i = the document, or
 chunk, of vector id i) and `manifest.json` (how the vectors were made: model, pooling, max length, long-document
-policy, calibration, chunk sizes).
+policy, calibration, chunk sizes). A multi-vector folder (`index --multivector`) holds a `MultiVectorIndex`
+instead: the window vectors in index.faiss, their table in `windows.json`, document id i = row i; its manifest
+records the aggregate under "multivector" (None or absent: one vector per document).
 
 `index` writes everything into a hidden staging folder beside the output first (`staging_folder`); `publish` then
 moves the files into the output as one `fair_retrieval.jsonio.Publication` whose record is the FaissIndex's
@@ -28,7 +30,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from fair_retrieval.embedder_options import EmbedderOptions
-from fair_retrieval.index.persistence import INDEX_FILE, META_FILE
+from fair_retrieval.index.multivector import MultiVectorIndex
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.inputs import Document
 from fair_retrieval.jsonio import (
     IN_USE_FILE,
@@ -94,7 +97,7 @@ def publish(staging: Path, output: Path) -> None:
         for path in staging.iterdir()
         if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
     )
-    known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE]
+    known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE, WINDOWS_FILE]
     with Publication(output / INDEX_RECORD, [*known, *names]) as publication:
         for name in names:
             publication.add(name, staging / name)
@@ -102,7 +105,7 @@ def publish(staging: Path, output: Path) -> None:
 
 
 def index_manifest(
-    index: FaissIndex,
+    index: FaissIndex | MultiVectorIndex,
     options: EmbedderOptions,
     *,
     model: str,
@@ -113,7 +116,8 @@ def index_manifest(
     """The manifest of a folder holding `index`: how its vectors were made, so that queries are embedded alike.
 
     Args:
-        index: the built FaissIndex (its dimension, kind, metric and parameters are recorded).
+        index: the built FaissIndex, or MultiVectorIndex for documents kept as their windows (its dimension, kind,
+            metric and parameters are recorded; a multi-vector index also its aggregate, under "multivector").
         options: the embedder's options as resolved for the documents (pooling and max_length None mean the
             model's own, as `search` reads them).
         model: the model reference queries are embedded with (a Hub id, or an absolute folder).
@@ -140,6 +144,7 @@ def index_manifest(
         "metric": index.metric,
         "params": index.params,
         "documents": DOCUMENTS_FILE,
+        "multivector": {"aggregate": index.aggregate} if isinstance(index, MultiVectorIndex) else None,
         "engine": engine,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "fair_retrieval_version": __version__,

@@ -460,3 +460,43 @@ def test_bad_long_document_flags_exit_2_before_loading_the_model(
     assert main(["index", "--input", str(source), "--output", str(tmp_path / "out"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_index_multivector_keeps_windows_and_search_shows_the_best_window(
+    tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filler = " ".join(f"Harbour log, day {day}: ferries came and went, the quay was swept." for day in range(1, 60))
+    needle = "The old lighthouse keeper hid the brass key under the third step of the spiral staircase."
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": "long", "text": f"{filler} {needle} {filler}"}, *DOCS[:3]]
+    source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    output = tmp_path / "mv"
+    args = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]
+    assert main([*args, "--multivector", "--aggregate", "top2"]) == 0
+    assert "window vectors" in capsys.readouterr().out
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert manifest["multivector"] == {"aggregate": "top2"} and (output / "windows.json").is_file()
+    with pytest.raises(ValueError, match="MultiVectorIndex"):
+        FaissIndex.load(output, gpu=False)
+    results = search_json(capsys, "--index", str(output), "--query", "where is the brass key hidden", "-k", "10")
+    assert [r["rank"] for r in results] == [1, 2, 3, 4] and len({r["id"] for r in results}) == 4
+    best = results[0]["best_window"]
+    assert results[0]["id"] == "long" and best["window"] >= 1
+    assert needle in rows[0]["text"][best["start"] : best["end"]]  # type: ignore[index]
+    assert main(["search", "--index", str(output), "--query", "where is the brass key hidden", "-k", "1"]) == 0
+    line = capsys.readouterr().out
+    assert f"best window [{best['start']}:{best['end']}]" in line
+    # a pooled index of the same documents: no windows, no best window
+    assert main([*args, "--output", str(tmp_path / "pooled")]) == 0
+    pooled = search_json(capsys, "--index", str(tmp_path / "pooled"), "--query", "brass key", "-k", "2")
+    assert "best_window" not in pooled[0] and not (tmp_path / "pooled" / "windows.json").exists()
+
+
+def test_aggregate_without_multivector_is_refused(
+    tmp_path: Path, minilm: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps(DOCS[0]) + "\n")
+    base = ["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")]
+    assert main([*base, "--aggregate", "top2"]) == 2
+    assert "--aggregate works with --multivector" in capsys.readouterr().err

@@ -56,10 +56,17 @@ def check_faiss_index(namespace: dict[str, Any]) -> None:
     assert Path("my-index", "index.faiss").is_file()
 
 
+def check_multivector_index(namespace: dict[str, Any]) -> None:
+    hits = namespace["hits"]
+    assert [hit.id for hit in hits] == [0, 1] and "spare key" in namespace["best"]
+    assert namespace["index"].window_count == len(namespace["windows"].owners) > 2
+
+
 # What a block must have computed, by section (blocks of other sections only have to run).
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Python API": check_python_api,
     "FaissIndex": check_faiss_index,
+    "Documents found by their best window: MultiVectorIndex": check_multivector_index,
 }
 
 

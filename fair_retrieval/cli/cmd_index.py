@@ -9,8 +9,11 @@ source id and character offsets in the metadata. The output folder holds:
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
 - `documents.jsonl`: one `{"id", "text", "metadata"}` object per line (a document, or a chunk).
 - `manifest.json`: how the vectors were made (model, pooling, max_length, long_documents, window_overlap,
-  calibration, chunking), so queries are embedded by the same model; moved in last, so a folder with a manifest
-  is complete (see `index_folder`).
+  calibration, chunking, multivector), so queries are embedded by the same model; moved in last, so a folder with a
+  manifest is complete (see `index_folder`).
+
+With `--multivector` every document (or chunk) is kept as the vectors of its windows (`fair_retrieval.MultiVectorIndex`,
+`windows.json` beside the index) and `search` ranks documents by `--aggregate` of their windows' scores.
 
 What the embedder did (documents windowed, truncated, calibrated) is printed from `FairEmbedder.last_report`.
 
@@ -40,6 +43,7 @@ from fair_retrieval.cli.options import (
 )
 from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
 from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.index.multivector import AGGREGATES, DEFAULT_AGGREGATE
 from fair_retrieval.index_folder import (
     DOCUMENTS_FILE,
     INDEX_DATA,
@@ -116,6 +120,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="M",
         help="tokens consecutive chunks share, at least (default: an eighth of --chunk-tokens)",
     )
+    parser.add_argument(
+        "--multivector",
+        action="store_true",
+        help="keep every window's vector (each document, or chunk, as the vectors of its windows) and let "
+        "`search` rank documents by their best window(s)",
+    )
+    parser.add_argument(
+        "--aggregate",
+        choices=AGGREGATES,
+        default=DEFAULT_AGGREGATE,
+        help="with --multivector, how a document's window scores make its score: max (its best window; the "
+        "default), max-mean (mean of the best window and the pooled vector), top2 (mean of the two best)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     add_calibration_arguments(parser)
     add_ray_arguments(parser)
@@ -128,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
     an interrupted run leaves no half-written index.
     """
-    from fair_retrieval import FaissIndex
+    from fair_retrieval import FaissIndex, MultiVectorIndex
 
     require_faiss()
     output: Path = args.output
@@ -140,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
     _check_chunk_flags(args)
     if args.factory and args.kind:
         raise ValueError("Pass either --kind or --factory, not both.")
+    if args.aggregate != DEFAULT_AGGREGATE and not args.multivector:
+        raise ValueError("--aggregate works with --multivector (documents kept as their windows); add it.")
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     report: EmbeddingReport | None = None
@@ -161,11 +180,17 @@ def run(args: argparse.Namespace) -> int:
             logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
             embedder = options.build(args.model)
             rows, chunking = _chunked(args, documents, embedder)
-            vectors = embedder.embed_documents([row.text for row in rows], show_progress_bar=True)
+            windows = embedder.embed_document_windows([row.text for row in rows], show_progress_bar=True)
             report = embedder.last_report
             shape = {"factory": args.factory, "search": args.search} if args.factory else {"kind": args.kind or "flat"}
-            index = FaissIndex(vectors.shape[1], metric="ip", gpu=gpu_choice(args.gpu), **shape, **params)
-            index.add(vectors)  # ids 0..n-1: row numbers of documents.jsonl
+            if args.multivector:
+                index = MultiVectorIndex(
+                    windows.dim, metric="ip", gpu=gpu_choice(args.gpu), aggregate=args.aggregate, **shape, **params
+                )
+                index.add(windows)  # document ids 0..n-1: row numbers of documents.jsonl
+            else:
+                index = FaissIndex(windows.dim, metric="ip", gpu=gpu_choice(args.gpu), **shape, **params)
+                index.add(windows.pooled)  # ids 0..n-1: row numbers of documents.jsonl
             recorded = replace(
                 options,
                 pooling=embedder.pooling,
@@ -182,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
         publish(staging, output)
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
-    print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}) into {output}")
+    vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
+    print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}{vectors}) into {output}")
     if report is not None:
         print(describe_report(report, calibration, what))
     else:

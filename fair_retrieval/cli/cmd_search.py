@@ -8,6 +8,10 @@ compare theirs) is an error listing what differs, unless `--allow-embedder-misma
 In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
 output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
 the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
+
+In a multi-vector index (`index --multivector`) the k hits are k distinct documents ranked by their windows, and
+each shows its best window: its character span in the document as `best window [start:end]` and a snippet of that
+window rather than of the document's start; the JSON results carry it as `best_window` (start, end, window).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from fair_retrieval.index_folder import (
     read_manifest,
     read_rows,
 )
+from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, best_window_metadata
 
 SNIPPET_CHARS = 100
 
@@ -64,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the index and model, search, print."""
-    from fair_retrieval import FaissIndex
+    from fair_retrieval import FaissIndex, MultiVectorIndex
 
     require_faiss()
     if not args.query.strip():
@@ -73,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
     folder: Path = args.index
     manifest = read_manifest(folder)
-    index = FaissIndex.load(folder, gpu=gpu_choice(args.gpu))
+    multivector = manifest.get("multivector") is not None
+    loader = MultiVectorIndex.load if multivector else FaissIndex.load
+    index = loader(folder, gpu=gpu_choice(args.gpu))
     model, options = requested_embedder(args, manifest, folder)
     embedder = options.build(model)
     if embedder.dimension != index.dim:
@@ -82,12 +89,18 @@ def run(args: argparse.Namespace) -> int:
             f"(built with {manifest['model']}); search with that model."
         )
     query_vector = embedder.embed_queries([args.query])
-    scores, ids = index.search(query_vector, args.top_k)
-    hits = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-    rows = read_rows(folder / manifest.get("documents", DOCUMENTS_FILE), {i for i, _ in hits})
+    hits: list[tuple[int, float, dict[str, int] | None]]
+    if isinstance(index, MultiVectorIndex):
+        found = index.search_documents(query_vector[0], args.top_k)
+        hits = [(hit.id, hit.score, best_window_metadata(hit)) for hit in found]
+    else:
+        scores, ids = index.search(query_vector, args.top_k)
+        hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+    rows = read_rows(folder / manifest.get("documents", DOCUMENTS_FILE), {i for i, _, _ in hits})
     results = [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
-        for rank, (i, score) in enumerate(hits, start=1)
+        | ({BEST_WINDOW_KEY: window} if window is not None else {})
+        for rank, (i, score, window) in enumerate(hits, start=1)
     ]
     if args.json:
         print(json.dumps({"query": args.query, "results": results}, ensure_ascii=False, indent=2))
@@ -95,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
         chunks = manifest.get("chunking") is not None
         for result in results:
             where = f"  {offsets(result['metadata'])}" if chunks else ""
-            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(result['text'])}")
+            text = result["text"]
+            best = result.get(BEST_WINDOW_KEY)
+            if best is not None:
+                where += f"  best window [{best['start']}:{best['end']}]"
+                text = text[best["start"] : best["end"]]
+            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(text)}")
         if not results:
             print("No results: the index is empty.")
     return 0

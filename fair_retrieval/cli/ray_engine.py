@@ -95,6 +95,8 @@ def index_on_ray(
         fresh=args.overwrite,
         flat_limit=args.flat_limit,  # with --factory these are unset (refused above)
         opq=args.opq,
+        multivector=args.multivector,
+        aggregate=args.aggregate,
         **params,
     )
     return indexed.built.index, indexed.count

@@ -7,6 +7,9 @@ multi-GPU cloner), so it is saved, loaded and searched like any other, and `fair
 Ids: when the shards hold non-negative integer ids, vectors are stored under those ids. Otherwise (string or
 negative ids) vector i is the i-th stored row and `doc_ids[i]` is its original id; `save` writes them to
 `doc_ids.parquet` next to the index.
+
+Shards of a multi-vector job (`embed_to_shards(multivector=True)`: one row per window) become a `MultiVectorIndex`
+(the index plan is made for the window count; ids as above, per document).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from tqdm.auto import tqdm
 from fair_retrieval.distributed.plan import MIN_TRAIN_SIZE, PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
-from fair_retrieval.index import FaissIndex, GpuChoice, Metric
+from fair_retrieval.index import Aggregate, FaissIndex, GpuChoice, Metric, MultiVectorIndex
+from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
 from fair_retrieval.index.plan import IndexPlan
+from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +44,13 @@ class BuiltIndex:
     """The result of `build_index`.
 
     Attributes:
-        index: the FaissIndex holding every shard vector.
+        index: the FaissIndex holding every shard vector (a MultiVectorIndex for multi-vector shards).
         plan: the plan it was built with.
         doc_ids: None when vectors are stored under the shards' own integer ids; otherwise a pyarrow Array whose
             entry i is the original id of vector i.
     """
 
-    index: FaissIndex
+    index: FaissIndex | MultiVectorIndex
     plan: IndexPlan
     doc_ids: Any = None
 
@@ -70,6 +75,7 @@ def build_index(
     train_size: int | None = None,
     seed: int = 0,
     show_progress_bar: bool = True,
+    aggregate: Aggregate = DEFAULT_AGGREGATE,
     **params: int,
 ) -> BuiltIndex:
     """Build a FaissIndex from the shards written by `embed_to_shards`.
@@ -87,6 +93,7 @@ def build_index(
         train_size: IVF-PQ training sample size (default from the plan).
         seed: seed of the training sample.
         show_progress_bar: show a tqdm bar over the vectors added.
+        aggregate: for shards of a multi-vector job, the `MultiVectorIndex` aggregate ("max", "max-mean", "top2").
         **params: IVF-PQ parameters: nprobe, k_factor override the sized plan's search values; nlist, m, nbits
             ask for plain IVF-PQ.
 
@@ -112,7 +119,10 @@ def build_index(
         plan = plan_index(count, dim, kind, opq=opq, train_size=train_size, **limit, **params)
     logger.info("Building %s for %d %d-d vectors from %s", plan.describe(), count, dim, folder.path)
 
-    index = _empty_index(plan, folder, dim, metric, gpu, gpu_shards, seed)
+    windows_index = _empty_index(plan, folder, dim, metric, gpu, gpu_shards, seed)
+    if folder.job().get("multivector"):
+        return _build_multivector(folder, windows_index, plan, aggregate, show_progress_bar)
+    index = windows_index
     remap = _needs_remap(folder)
     doc_ids: list[Any] = []
     next_id = 0
@@ -134,6 +144,36 @@ def build_index(
         pa = import_pyarrow()
         mapping = pa.concat_arrays(doc_ids)
     return BuiltIndex(index=index, plan=plan, doc_ids=mapping)
+
+
+def _build_multivector(
+    folder: ShardFolder, windows: FaissIndex, plan: IndexPlan, aggregate: Aggregate, show_progress_bar: bool
+) -> BuiltIndex:
+    """A MultiVectorIndex from multi-vector shards (a document's windows are consecutive rows of one shard)."""
+    pa = import_pyarrow()
+    index = MultiVectorIndex.over(windows, aggregate=aggregate)
+    remap = _needs_remap(folder)
+    doc_ids: list[Any] = []
+    next_id = 0
+    bar = tqdm(total=folder.count(), unit="vec", desc="Building index", disable=not show_progress_bar)
+    try:
+        for path in folder.files():
+            ids, vectors, spans, weights = folder.read_windows(path)
+            starts = np.flatnonzero(np.r_[True, pa.compute.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)])
+            owners = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, len(ids)]))
+            unique = ids.take(pa.array(starts))
+            pooled = np.zeros((starts.size, windows.dim), dtype=np.float32)  # unused by the index: it pools itself
+            if remap:
+                doc_ids.append(unique)
+                document_ids = np.arange(next_id, next_id + starts.size, dtype=np.int64)
+                next_id += starts.size
+            else:
+                document_ids = unique.to_numpy().astype(np.int64)
+            index.add(DocumentWindows(pooled, vectors, owners.astype(np.int64), spans, weights), document_ids)
+            bar.update(len(ids))
+    finally:
+        bar.close()
+    return BuiltIndex(index=index, plan=plan, doc_ids=pa.concat_arrays(doc_ids) if remap else None)
 
 
 def _empty_index(

@@ -25,7 +25,7 @@ from fair_retrieval.distributed.runtime import (
     is_ray_error,
     worker_failure,
 )
-from fair_retrieval.distributed.shards import ShardFolder
+from fair_retrieval.distributed.shards import ID_COLUMN, ShardFolder
 from fair_retrieval.distributed.source import as_dataset, scan
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.distributed.worker import EmbedWorker
@@ -72,6 +72,7 @@ def embed_to_shards(
     max_shards: int | None = None,
     input_key: str | None = None,
     show_progress_bar: bool = True,
+    multivector: bool = False,
 ) -> EmbedResult:
     """Embed every document of `data` with `spec` on Ray workers and write (id, embedding) Parquet shards.
 
@@ -95,6 +96,8 @@ def embed_to_shards(
         input_key: an optional fingerprint of the input (e.g. a hash of the texts); a resume with a different key
             is refused, which protects against resuming with changed documents under the same ids.
         show_progress_bar: show a tqdm bar of documents embedded (Ray Data's own bars are then turned off).
+        multivector: keep every window's vector (one row per window, a document's windows in one shard) for a
+            `MultiVectorIndex` (`build_index` sees it in the job); a folder of the other mode is refused.
 
     Returns:
         An `EmbedResult` with the counts of this run.
@@ -115,9 +118,16 @@ def embed_to_shards(
     found = scan(dataset, text_column, id_column)
 
     folder = ShardFolder(output)
-    job = {"embedder": spec.fingerprint(), "text_column": text_column, "id_column": id_column, "input": input_key}
+    job: dict[str, Any] = {
+        "embedder": spec.fingerprint(),
+        "text_column": text_column,
+        "id_column": id_column,
+        "input": input_key,
+    }
+    if multivector:  # only then: pooled folders of earlier releases resume unchanged
+        job["multivector"] = True
     folder.start(job)
-    done = folder.ids()
+    done = pa.compute.unique(folder.ids())  # a multi-vector shard repeats a document's id for each window
     _check_finished_ids(pa, done, found.ids, folder)
     remaining = found.count - len(done)
     logger.info("%d documents: %d already embedded in %s, %d to embed.", found.count, len(done), folder.path, remaining)
@@ -139,6 +149,7 @@ def embed_to_shards(
             "text_column": text_column,
             "id_column": id_column,
             "cpu_threads": max(1, round(cpus_per_worker)),
+            "windows": multivector,
         },
         compute=_actor_pool(ray, workers),
         num_cpus=cpus_per_worker,
@@ -150,11 +161,12 @@ def embed_to_shards(
     embedded = written = 0
     bar = tqdm(total=found.count, initial=len(done), unit="doc", desc="Embedding on Ray", disable=not show_progress_bar)
     try:
-        for shard in _batches(vectors, shard_rows):
+        for shard in _batches(vectors, shard_rows, whole_documents=multivector):
             path = folder.write(shard)
-            embedded += shard.num_rows
+            documents = len(pa.compute.unique(shard.column(ID_COLUMN))) if multivector else shard.num_rows
+            embedded += documents
             written += 1
-            bar.update(shard.num_rows)
+            bar.update(documents)
             logger.debug("Wrote %s (%d rows)", path.name, shard.num_rows)
             if max_shards is not None and written >= max_shards:
                 break
@@ -180,11 +192,30 @@ def texts_key(texts: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def _batches(dataset: Any, shard_rows: int) -> Iterable[Any]:
-    """The dataset's rows in pyarrow tables of `shard_rows` (the last may be shorter), as they are produced."""
+def _batches(dataset: Any, shard_rows: int, whole_documents: bool = False) -> Iterable[Any]:
+    """The dataset's rows in pyarrow tables of about `shard_rows`, as they are produced.
+
+    With `whole_documents` (one row per window, a document's windows consecutive) the rows of the last document of a
+    table wait for the next one, so no document is split between two shards: a resumed job skips a document whose
+    id is in a shard, which must then hold all of its windows.
+    """
+    pa = import_pyarrow()
+    held = None
     for batch in dataset.iter_batches(batch_size=shard_rows, batch_format="pyarrow"):
-        if batch.num_rows:
+        if not batch.num_rows:
+            continue
+        if not whole_documents:
             yield batch
+            continue
+        table = batch if held is None else pa.concat_tables([held, batch])
+        ids = table.column(ID_COLUMN)
+        last = ids[len(ids) - 1]
+        first_of_last = len(ids) - int(pa.compute.sum(pa.compute.equal(ids, last)).as_py())
+        held = table.slice(first_of_last)
+        if first_of_last:
+            yield table.slice(0, first_of_last)
+    if held is not None and held.num_rows:
+        yield held
 
 
 def _drop_done(batch: Any, id_column: str, done: Any) -> Any:

@@ -20,7 +20,9 @@ from fair_retrieval.distributed.embed import embed_to_shards
 from fair_retrieval.distributed.plan import PlanKind
 from fair_retrieval.distributed.runtime import ensure_ray
 from fair_retrieval.distributed.spec import EmbedderSpec
+from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
 from fair_retrieval.index.plan import IndexPlan
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,8 @@ def index_documents_on_ray(
     fresh: bool = False,
     flat_limit: int | None = None,
     opq: bool = False,
+    multivector: bool = False,
+    aggregate: Aggregate = DEFAULT_AGGREGATE,
     **params: int,
 ) -> IndexedDocuments:
     """Read `source` on Ray workers, write `documents_file` (row i = vector id i), embed into `shards` with `spec`
@@ -85,6 +89,8 @@ def index_documents_on_ray(
         fresh: remove the shards of an earlier run first instead of continuing it.
         flat_limit: override the "auto" threshold (default `plan.FLAT_LIMIT`).
         opq: add an OPQ rotation before IVF-PQ.
+        multivector: keep every window's vector and build a `MultiVectorIndex` (documents found by their windows).
+        aggregate: the multi-vector aggregate ("max", "max-mean", "top2").
         **params: IVF-PQ parameters, as for `build_index` (nprobe, k_factor; nlist, m, nbits).
 
     Returns:
@@ -109,6 +115,7 @@ def index_documents_on_ray(
         gpus_per_worker=resources.gpus_per_worker,
         shard_rows=resources.shard_rows,
         input_key=key,
+        multivector=multivector,
     )
     logger.info(
         "Ray embedding: %d documents, %d embedded now, %d from earlier shards",
@@ -127,6 +134,7 @@ def index_documents_on_ray(
         train_size=None,
         seed=0,
         show_progress_bar=True,
+        aggregate=aggregate,
         **params,
     )
     logger.info("Built %s", built.plan.describe())

@@ -1,7 +1,9 @@
 """ShardFolder: a folder of Parquet files of (id, embedding) rows, written one complete file at a time.
 
 Layout: `job.json` (the settings that made the vectors) and `shard-000000.parquet`, `shard-000001.parquet`, … with
-two columns, `id` (int64 or string) and `embedding` (fixed-size list of float32). A shard is written to a temporary
+two columns, `id` (int64 or string) and `embedding` (fixed-size list of float32). A multi-vector job (documents kept
+as their windows) writes one row per window instead, with the window's character span and weight in three more
+columns (`WINDOW_COLUMNS`); a document's windows are consecutive rows of one shard. A shard is written to a temporary
 name and renamed when complete, so every `shard-*.parquet` is whole; a job that was interrupted leaves only whole
 shards (and perhaps a temporary file, removed on the next start) and resumes by skipping the ids they hold.
 """
@@ -28,6 +30,8 @@ JOB_FORMAT = "fair-retrieval-shards"
 JOB_VERSION = 1
 ID_COLUMN = "id"
 EMBEDDING_COLUMN = "embedding"
+WINDOW_COLUMNS = ("window_start", "window_end", "window_weight")
+"""The columns of a multi-vector shard beyond id and embedding: each window's character span and content tokens."""
 _SHARD_NAME = re.compile(r"^shard-(\d{6,})\.parquet$")
 
 
@@ -112,7 +116,8 @@ class ShardFolder:
         number = _shard_number(files[-1]) + 1 if files else 0
         path = self.path / f"shard-{number:06d}.parquet"
         sink = pa.BufferOutputStream()
-        pa.parquet.write_table(table.select([ID_COLUMN, EMBEDDING_COLUMN]), sink)
+        windows = [name for name in WINDOW_COLUMNS if name in table.column_names]
+        pa.parquet.write_table(table.select([ID_COLUMN, EMBEDDING_COLUMN, *windows]), sink)
         write_atomically(path, sink.getvalue().to_pybytes())
         return path
 
@@ -158,6 +163,21 @@ class ShardFolder:
         """The ids (pyarrow Array) and vectors (float32 (n, d)) of one shard file."""
         table = import_pyarrow().parquet.read_table(path)
         return table.column(ID_COLUMN).combine_chunks(), embeddings_to_numpy(table.column(EMBEDDING_COLUMN))
+
+    def read_windows(self, path: Path) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of one multi-vector shard: ids (pyarrow Array, one per window), window vectors (float32 (W, d)),
+        spans (int64 (W, 2)) and weights (int64 (W,)).
+
+        Raises:
+            ValueError: if the shard has no window columns (it holds one pooled vector per document).
+        """
+        table = import_pyarrow().parquet.read_table(path)
+        missing = [name for name in WINDOW_COLUMNS if name not in table.column_names]
+        if missing:
+            raise ValueError(f"{path} holds one vector per document, not windows (no {', '.join(missing)} column).")
+        start, end, weight = (table.column(name).to_numpy().astype(np.int64) for name in WINDOW_COLUMNS)
+        vectors = embeddings_to_numpy(table.column(EMBEDDING_COLUMN))
+        return table.column(ID_COLUMN).combine_chunks(), vectors, np.stack([start, end], axis=1), weight
 
     def __iter__(self) -> Iterator[tuple[Any, np.ndarray]]:
         """(ids, vectors) of every shard, in shard order; one shard in memory at a time."""

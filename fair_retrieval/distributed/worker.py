@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from fair_retrieval.distributed.runtime import import_pyarrow
-from fair_retrieval.distributed.shards import EMBEDDING_COLUMN, ID_COLUMN, embeddings_to_arrow
+from fair_retrieval.distributed.shards import EMBEDDING_COLUMN, ID_COLUMN, WINDOW_COLUMNS, embeddings_to_arrow
 from fair_retrieval.distributed.source import normalise_ids
 from fair_retrieval.distributed.spec import EmbedderSpec
 
@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 class EmbedWorker:
-    """Embed the documents of a pyarrow batch into (id, embedding) rows.
+    """Embed the documents of a pyarrow batch into (id, embedding) rows, or (multi-vector) one row per window.
 
     Args:
         spec: how to build the embedder.
@@ -26,9 +26,18 @@ class EmbedWorker:
         id_column: column holding the ids.
         cpu_threads: torch threads for this worker (its share of the CPUs, so workers do not oversubscribe them);
             None keeps torch's default.
+        windows: keep every window's vector: one row per window, consecutive per document, with its character
+            span and weight (`shards.WINDOW_COLUMNS`), instead of one pooled row per document.
     """
 
-    def __init__(self, spec: EmbedderSpec, text_column: str, id_column: str, cpu_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        spec: EmbedderSpec,
+        text_column: str,
+        id_column: str,
+        cpu_threads: int | None = None,
+        windows: bool = False,
+    ) -> None:
         import ray
         import torch
 
@@ -38,13 +47,25 @@ class EmbedWorker:
         self._embedder = spec.build(has_gpu=has_gpu)
         self._text_column = text_column
         self._id_column = id_column
+        self._keep_windows = windows
         logger.info("Embedding worker ready: %r", self._embedder)
 
     def __call__(self, batch: Any) -> Any:
         """Embed `batch` (a pyarrow Table with the text and id columns); returns a Table of (id, embedding)."""
         pa = import_pyarrow()
         texts = batch.column(self._text_column).to_pylist()
-        vectors = self._embedder.embed_documents(texts, show_progress_bar=False)
+        ids = normalise_ids(batch.column(self._id_column))
+        if not self._keep_windows:
+            vectors = self._embedder.embed_documents(texts, show_progress_bar=False)
+            return pa.table({ID_COLUMN: ids, EMBEDDING_COLUMN: embeddings_to_arrow(vectors)})
+        windows = self._embedder.embed_document_windows(texts, show_progress_bar=False)
+        start, end, weight = WINDOW_COLUMNS
         return pa.table(
-            {ID_COLUMN: normalise_ids(batch.column(self._id_column)), EMBEDDING_COLUMN: embeddings_to_arrow(vectors)}
+            {
+                ID_COLUMN: ids.take(pa.array(windows.owners)),
+                EMBEDDING_COLUMN: embeddings_to_arrow(windows.vectors),
+                start: pa.array(windows.spans[:, 0]),
+                end: pa.array(windows.spans[:, 1]),
+                weight: pa.array(windows.weights),
+            }
         )

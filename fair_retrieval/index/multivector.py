@@ -138,6 +138,20 @@ class MultiVectorIndex:
         self._weight = array("q")  # window id → content tokens
         self._of: dict[int, np.ndarray] = {}  # document id → its window ids, in document order
 
+    @classmethod
+    def over(
+        cls, windows: FaissIndex, *, aggregate: Aggregate = DEFAULT_AGGREGATE, fetch_factor: int = DEFAULT_FETCH_FACTOR
+    ) -> MultiVectorIndex:
+        """A multi-vector index whose window vectors go into `windows`, an empty FaissIndex built (and trained)
+        elsewhere, e.g. an IVF-PQ trained on a sample of the windows.
+
+        Raises:
+            ValueError: if `windows` already holds vectors.
+        """
+        if len(windows):
+            raise ValueError(f"MultiVectorIndex.over takes an empty FaissIndex; this one holds {len(windows)} vectors.")
+        return cls(windows.dim, windows.metric, aggregate=aggregate, fetch_factor=fetch_factor, _windows=windows)
+
     # ------------------------------------------------------------------------------------------------ properties
 
     @property
@@ -164,6 +178,16 @@ class MultiVectorIndex:
     def kind(self) -> str:
         """The windows index's kind."""
         return self._windows.kind
+
+    @property
+    def params(self) -> dict[str, int]:
+        """The windows index's kind parameters (`FaissIndex.params`)."""
+        return self._windows.params
+
+    @property
+    def fetch_factor(self) -> int:
+        """The first window search asks for fetch_factor × k × (mean windows per document) windows."""
+        return self._fetch_factor
 
     @property
     def ids(self) -> np.ndarray:
@@ -195,6 +219,17 @@ class MultiVectorIndex:
         """
         window_ids = self._window_ids([id_])
         return [(self._start[w], self._end[w]) for w in window_ids.tolist()]
+
+    def window_weights(self, id_: int) -> list[int]:
+        """The weights (content tokens) of one document's windows, in order: their weights in its pooled vector.
+
+        With `get_window_vectors` and `window_spans` it gives back what was added for the document (e.g. to copy
+        it into another index as `DocumentWindows`).
+
+        Raises:
+            ValueError: if the document is not stored.
+        """
+        return [self._weight[w] for w in self._window_ids([id_]).tolist()]
 
     # ------------------------------------------------------------------------------------------------ changing
 

@@ -12,5 +12,7 @@ they do with them beyond translating between the framework's types and these is 
 - `metadata`: metadata kept as JSON (checked and copied when stored, copied again for user code).
 - `filtering`: a metadata filter compiled once per call, in the grammar of `fair_retrieval.filters`.
 - `vectors`: vectors prepared for the index (checked, unit rows for cosine) and relevance scores in [0, 1].
+- `modes`: a store's document mode, pooled or multi-vector (its index, how a saved store records it, the
+  checks on load), and the windows a multi-vector store takes in or copies out.
 - `raw_faiss`: reading a bare faiss file, the format of folders written by earlier stores, for their conversion.
 """

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from fair_retrieval import Calibration, FairEmbedder, FaissIndex
+from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.cli import main
 from tests.distributed.test_embed import make_texts
 
@@ -82,3 +83,32 @@ def test_ray_engine_options_are_checked(ray_index: dict, capsys: pytest.CaptureF
         (ray_index["output"] / name).unlink(missing_ok=True)
     assert main(other) == 2  # the shards were made with basket_size=8: resuming with 16 is refused
     assert "holds shards made with other settings (embedder differ" in capsys.readouterr().err
+
+
+def test_ray_multivector_index_equals_the_local_one_and_keeps_documents_whole_in_shards(
+    ray_local: Any, tiny_bert: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "docs.jsonl"
+    source.write_text("\n".join(json.dumps({"id": f"d{i}", "text": t}) for i, t in enumerate(TEXTS)) + "\n")
+    common = ["--model", tiny_bert, "--input", str(source), "--max-length", "16", "--no-calibration", "--multivector"]
+    ray_out, local_out = tmp_path / "ray", tmp_path / "local"
+    ray_flags = ["--engine", "ray", "--workers", "1", "--shard-size", "7"]
+    assert main(["index", *common, "--output", str(ray_out), *ray_flags]) == 0
+    assert main(["index", *common, "--output", str(local_out)]) == 0
+    on_ray, local = MultiVectorIndex.load(ray_out, gpu=False), MultiVectorIndex.load(local_out, gpu=False)
+    assert local.window_count > len(local) == len(on_ray) == 12 and on_ray.window_count == local.window_count
+    for i in range(12):
+        assert on_ray.window_spans(i) == local.window_spans(i)
+        np.testing.assert_allclose(on_ray.get_window_vectors(i), local.get_window_vectors(i), atol=1e-5)
+    owners = [pq.read_table(path).column("id").to_pylist() for path in sorted((ray_out / "shards").glob("shard-*"))]
+    assert len(owners) > 1 and sum(len(set(ids)) for ids in owners) == 12  # no document split between shards
+    manifest = json.loads((ray_out / "manifest.json").read_text())
+    assert (manifest["engine"], manifest["multivector"]) == ("ray", {"aggregate": "max"})
+    capsys.readouterr()
+    assert main(["search", "--index", str(ray_out), "--query", "w3 t4 w10", "-k", "3", "--json"]) == 0
+    ray_results = json.loads(capsys.readouterr().out)["results"]
+    assert main(["search", "--index", str(local_out), "--query", "w3 t4 w10", "-k", "3", "--json"]) == 0
+    local_results = json.loads(capsys.readouterr().out)["results"]
+    assert [(r["id"], r["best_window"]) for r in ray_results] == [(r["id"], r["best_window"]) for r in local_results]

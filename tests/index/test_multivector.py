@@ -133,6 +133,19 @@ def test_pooled_vectors_are_recomputed_from_the_stored_windows() -> None:
         index.get_vectors([77])
 
 
+def test_a_document_s_windows_come_back_as_they_were_added() -> None:
+    windows = random_windows(8, seed=3)
+    index = MultiVectorIndex(windows.dim)
+    index.add(windows, ids=np.arange(50, 58))
+    for position, id_ in enumerate(range(50, 58)):
+        rows = windows.of(position)
+        np.testing.assert_allclose(index.get_window_vectors(id_), windows.vectors[rows], atol=1e-6)
+        assert index.window_spans(id_) == [tuple(span) for span in windows.spans[rows].tolist()]
+        assert index.window_weights(id_) == windows.weights[rows].tolist()
+    with pytest.raises(ValueError, match="not stored"):
+        index.window_weights(7)
+
+
 def test_bad_input_is_refused_before_anything_is_stored() -> None:
     windows = random_windows(3)
     index = MultiVectorIndex(windows.dim)

@@ -5,8 +5,16 @@ store saved under another `index_name` uses `<name>/` and `<name>.store.json`, s
 folder. Saving both together and reading them back consistently is `fair_retrieval.stores.files`' job; this module
 says where the files are and what store.json holds (format "langchain-fair-faiss-store", version 1), checks the
 recorded embeddings (`fair_retrieval.identity`), and refuses a folder written by langchain-community's FAISS store
-(its documents are in a pickle) with the way to convert it. `LocalFolderPersistence` is FaissVectorStore's base
-class that gives it `save_local` and `load_local`.
+(its documents are in a pickle) with the way to convert it.
+
+A multi-vector store (`multivector=True`) records its mode and aggregate in store.json (the optional keys
+"multivector" and "aggregate", `fair_retrieval.stores.modes`; a file without them is a pooled store, as every file
+of earlier releases is, so the format stays version 1) and in the identity it records ("embedder": the embeddings'
+identity with the two fields added, so a release that checks identities refuses it as another configuration). Its
+`index/` is a `MultiVectorIndex` folder, which `FaissIndex.load` refuses, as `MultiVectorIndex.load` refuses a
+pooled one: a pooled store is never read as a multi-vector one, nor the other way round.
+
+`LocalFolderPersistence` is FaissVectorStore's base class that gives it `save_local` and `load_local`.
 """
 
 from __future__ import annotations
@@ -20,10 +28,10 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex
 from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.modes import AGGREGATE_KEY, MULTIVECTOR_KEY, DocumentMode
 from fair_retrieval.stores.records import IndexedRecords
 
 logger = logging.getLogger(__name__)
@@ -53,19 +61,22 @@ class StoredDocument(NamedTuple):
 class LocalFolderPersistence:
     """`save_local` and `load_local` of `FaissVectorStore`, its base class (the store module keeps to the rest).
 
-    The store class provides its records, its embeddings, `_settings()` and `_empty(...)`.
+    The store class provides its records, its embeddings, its document mode, `_settings()` and `_empty(...)`.
     """
 
     _records: IndexedRecords[StoredDocument]
     _embedding: Embeddings
+    _mode: DocumentMode
 
     def _settings(self) -> dict[str, Any]:
-        """The store's "metric", "kind" and "index_params", as store.json records them."""
+        """The store's "metric", "kind", "index_params" and document mode ("multivector", "aggregate"), as
+        store.json records them."""
         raise NotImplementedError
 
     @classmethod
-    def _empty(cls, embedding: Embeddings, settings: Mapping[str, Any], **options: Any) -> Self:
-        """An empty store of the `_settings()` store.json records, with the constructor's other `options`."""
+    def _empty(cls, embedding: Embeddings, settings: Mapping[str, Any], mode: DocumentMode, **options: Any) -> Self:
+        """An empty store of the `_settings()` store.json records and of `mode`, with the constructor's other
+        `options`."""
         raise NotImplementedError
 
     def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
@@ -75,7 +86,7 @@ class LocalFolderPersistence:
         index folder (`FaissIndex.save(companions=...)`), so a save killed at any point (even by SIGKILL) leaves
         the previous store or this one, and `load_local` running meanwhile reads one of them. Saves into one
         folder run one after the other. store.json records the identity of the store's embeddings (as they are
-        now), which `load_local` checks.
+        now), which `load_local` checks, and the store's mode (multi-vector and its aggregate, or pooled).
 
         Args:
             folder_path: the folder.
@@ -96,7 +107,7 @@ class LocalFolderPersistence:
             self._settings(),
             next_int_id=self._records.next_int_id,
             has_index=self._records.index is not None,
-            embedder=embedder_identity(self._embedding),
+            embedder=self._mode.identity(embedder_identity(self._embedding)),
             documents=self._records.records,
         )
         save_store_file(store_file, data, self._records.index, index_folder)
@@ -114,6 +125,7 @@ class LocalFolderPersistence:
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
     ) -> Self:
         """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
 
@@ -138,6 +150,9 @@ class LocalFolderPersistence:
             allow_embedder_mismatch: load even when `embeddings` differ from those the store was saved with (a
                 WARNING lists the differences); for embeddings known to make the same vectors, e.g. the same model
                 under another name. The next `save_local` records the embeddings given here.
+            multivector: None (the default) loads the store in the mode it was saved in (a multi-vector store with
+                its aggregate; a store saved before multi-vector stores existed is pooled). True or False asserts
+                the mode: a folder that holds the other one is refused with a ValueError saying what it holds.
 
         A folder written by langchain-community's `FAISS.save_local` (`index.faiss` + `index.pkl`) is refused:
         its documents are in a pickle. Convert it once, where you trust the folder, with langchain-community::
@@ -158,9 +173,11 @@ class LocalFolderPersistence:
                 the message says how to convert it.
             DamagedFileError: (a ValueError) if store.json or a file of the index is truncated or corrupted; the
                 message names the file.
-            ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed; or
-                if `embeddings` are not those the store was saved with (the message lists the differing fields),
-                unless `allow_embedder_mismatch=True`.
+            ValueError: if the files are malformed or disagree with each other, or `index_name` is malformed; if
+                `multivector` is not the saved mode; or if `embeddings` are not those the store was saved with (the
+                message lists the differing fields), unless `allow_embedder_mismatch=True`.
+            TypeError: `embeddings` is not a LangChain `Embeddings`, or a multi-vector store is loaded with
+                embeddings that give no window vectors.
         """
         folder = Path(folder_path)
         index_folder, store_file = saved_paths(folder, index_name)
@@ -171,7 +188,7 @@ class LocalFolderPersistence:
             store_file,
             index_folder,
             lambda raw: cls._restore(
-                raw, store_file, embeddings, index_folder, gpu, relevance_score_fn, allow_embedder_mismatch
+                raw, store_file, embeddings, index_folder, gpu, relevance_score_fn, allow_embedder_mismatch, multivector
             ),
             missing=f"{store_file} does not exist; it is written by FaissVectorStore.save_local().",
         )
@@ -186,21 +203,24 @@ class LocalFolderPersistence:
         gpu: Literal["auto"] | bool,
         relevance_score_fn: Callable[[float], float] | None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
     ) -> Self:
         """The store saved in `raw` (the bytes of `store_file`) with the index in `index_folder`, checked."""
         state = read_state(store_file, raw)
+        mode = DocumentMode.saved(state, store_file, REBUILD)
+        mode.check_requested(multivector, store_file.parent)
         if not isinstance(embeddings, Embeddings):  # checked before its identity is taken (the constructor's error)
             raise TypeError(f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}.")
         check_identity(
             state.get("embedder"),
-            embedder_identity(embeddings),
+            mode.identity(embedder_identity(embeddings)),
             source=str(store_file),
             allow_mismatch=allow_embedder_mismatch,
             override=MISMATCH_OVERRIDE,
             remedy=MISMATCH_REMEDY,
         )
-        store = cls._empty(embeddings, state, gpu=gpu, relevance_score_fn=relevance_score_fn)
-        index = FaissIndex.load(index_folder, gpu=gpu) if state.get("has_index") else None
+        store = cls._empty(embeddings, state, mode, gpu=gpu, relevance_score_fn=relevance_score_fn)
+        index = mode.load_index(index_folder, gpu) if state.get("has_index") else None
         documents, next_int_id = saved_documents(state, store_file)
         store._records.restore(index, documents, next_int_id)
         held = store._records.index_mismatch()
@@ -258,7 +278,7 @@ def store_json(
     """The bytes of store.json.
 
     Args:
-        settings: the store's "metric", "kind" and "index_params".
+        settings: the store's "metric", "kind", "index_params" and (optional keys) "multivector", "aggregate".
         next_int_id: the int id the next new document takes.
         has_index: whether an index folder is saved with it.
         embedder: the identity of the store's embeddings (`fair_retrieval.identity.embedder_identity`).
@@ -270,6 +290,7 @@ def store_json(
         "metric": settings["metric"],
         "kind": settings["kind"],
         "index_params": settings["index_params"],
+        **{key: settings[key] for key in (MULTIVECTOR_KEY, AGGREGATE_KEY) if key in settings},
         "next_int_id": next_int_id,
         "has_index": has_index,
         "embedder": embedder,

@@ -18,6 +18,16 @@ refuses other embeddings with a ValueError listing what differs, unless told `al
 key is optional, so the format stays version 1: the first release reads new files (it ignores the key), and files
 of the first release load here with an INFO line saying the embeddings cannot be checked.
 
+With `multivector=True` a document is kept as the vectors of its windows (`fair_retrieval.MultiVectorIndex`,
+from `embed_document_windows`: one pass gives the window vectors and the pooled one) and every search returns k
+distinct documents, scored by the store's `aggregate` of their windows' scores ("max", "max-mean", "top2"), each
+result's metadata (a copy) carrying the best window's character span under "best_window" ({"start", "end",
+"window"}). Filters, MMR (over the pooled vectors of the fetch_k distinct candidates), deletes and upserts act on
+whole documents; `add_embeddings` keeps each given vector as one window; `merge_from` copies windows between
+multi-vector stores and refuses to mix modes. store.json records the mode and the aggregate (optional keys: the
+format stays version 1) and `load_local` takes them from there; a pooled store is never read as a multi-vector one.
+What is not LangChain's is `fair_retrieval.stores.modes`', shared with the LlamaIndex store.
+
 Filters are `fair_retrieval.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``, …)
 or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
 documents match.
@@ -42,11 +52,14 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex, MultiVectorIndex
+from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
+from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
 from fair_retrieval.stores.metadata import json_metadata_list
+from fair_retrieval.stores.modes import DocumentMode, checked_windows, stored_windows
+from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, window_embedder
 from fair_retrieval.stores.records import IndexedRecords
 from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.validate import positive_int
@@ -70,9 +83,23 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
         relevance_score_fn: maps a raw score to [0, 1] for `similarity_search_with_relevance_scores`; the default
             gives (1 + cosine) / 2 for unit vectors under every metric.
-        **index_params: kind parameters passed to FaissIndex (e.g. nlist=64 for "ivf").
+        multivector: keep each document as the vectors of its windows (a `fair_retrieval.MultiVectorIndex`)
+            instead of one pooled vector; searches then return k distinct documents scored by `aggregate`, with
+            the best window's character span in each result's metadata under "best_window" ({"start", "end",
+            "window"}; it replaces a stored key of that name in the copy returned). Needs embeddings that give
+            window vectors (`FairEmbeddings`): TypeError otherwise.
+        aggregate: how a multi-vector document's window scores become its score: "max" (its best window, the
+            default), "max-mean" (the mean of that and its pooled vector's score) or "top2" (the mean of its two
+            best windows). Ignored unless `multivector=True`.
+        **index_params: kind parameters passed to FaissIndex (e.g. nlist=64 for "ivf"; with `multivector=True`
+            also `fetch_factor`, the over-fetch of the window search, see `fair_retrieval.MultiVectorIndex`).
 
     The index is created on the first add, when the vector size is known.
+
+    Raises:
+        TypeError: `embedding` is not a LangChain `Embeddings`, or `multivector=True` with embeddings that give no
+            window vectors.
+        ValueError: an unknown metric or aggregate.
 
     Example:
         .. code-block:: python
@@ -84,6 +111,12 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
             recent = store.similarity_search("question", k=4, filter={"year": {"$gte": 2024}, "lang": ["en", "fr"]})
             store.save_local("my_store")
             store = FaissVectorStore.load_local("my_store", FairEmbeddings(model="..."))
+
+            # k distinct documents, each found by its best window (whose span is in the metadata)
+            store = FaissVectorStore.from_documents(chunks, FairEmbeddings(model="..."), multivector=True)
+            best = store.similarity_search("question", k=4)[0]
+            start, end = best.metadata["best_window"]["start"], best.metadata["best_window"]["end"]
+            passage = best.page_content[start:end]
     """
 
     def __init__(
@@ -94,12 +127,17 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         kind: str = "flat",
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
+        multivector: bool = False,
+        aggregate: Aggregate = "max",
         **index_params: int,
     ) -> None:
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
         if metric not in get_args(Metric):
             raise ValueError(f"metric must be one of {get_args(Metric)}, got {metric!r}.")
+        self._mode = DocumentMode(multivector, aggregate)
+        if multivector:
+            window_embedder(embedding, "FaissVectorStore(multivector=True)")  # fails now, not at the first add
         self._embedding = embedding
         self._metric: Metric = metric
         self._kind = kind
@@ -121,6 +159,16 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         """The underlying `fair_retrieval.FaissIndex` (a `MultiVectorIndex` in multi-vector mode; None until the
         first add)."""
         return self._records.index
+
+    @property
+    def multivector(self) -> bool:
+        """Whether documents are kept as the vectors of their windows (see the constructor)."""
+        return self._mode.multivector
+
+    @property
+    def aggregate(self) -> Aggregate:
+        """How a multi-vector document's window scores become its score (unused by a pooled store)."""
+        return self._mode.aggregate
 
     @property
     def ids(self) -> list[str]:
@@ -147,6 +195,9 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
     ) -> list[str]:
         """Embed `texts` as documents and store them; an existing id is replaced (upsert).
 
+        With `multivector=True` each text is embedded once, window by window (`embed_document_windows`), and kept
+        as its window vectors; a replaced document's windows are all replaced.
+
         Args:
             texts: the texts.
             metadatas: one JSON-serialisable dict per text, or None.
@@ -165,6 +216,8 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         id_list = new_ids(ids, len(text_list))
         if not text_list:
             return []
+        if self._mode.multivector:
+            return self._store(text_list, self._embed_windows(text_list), metadata_list, id_list)
         vectors = self._as_matrix(self._embedding.embed_documents(text_list), len(text_list), "embed_documents")
         return self._store(text_list, vectors, metadata_list, id_list)
 
@@ -178,7 +231,8 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         ids: Sequence[str | None] | None = None,
         **kwargs: Any,
     ) -> Self:
-        """A new store holding `texts`; `kwargs` go to the constructor (metric, kind, gpu, index parameters).
+        """A new store holding `texts`; `kwargs` go to the constructor (metric, kind, gpu, multivector, aggregate,
+        index parameters).
 
         Raises:
             ValueError: if `texts` is empty (create an empty store with `FaissVectorStore(embedding)` instead),
@@ -208,6 +262,10 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         position-fair documents, the same calibration) as this store's `embeddings`, or they will not be comparable
         with the stored ones and the queries; with metric="cosine" they are L2-normalised as embedded ones are.
 
+        In a multi-vector store each text is kept as a single window (its whole text, `DocumentWindows.single`):
+        the vector given is all the store knows of it, so it is scored by that vector alone (and its best window
+        in a result spans the whole text). To keep a text's windows, add it with `add_texts` instead.
+
         Args:
             text_embeddings: (text, vector) pairs.
             metadatas: one JSON-serialisable dict per pair, or None.
@@ -226,9 +284,12 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         id_list = new_ids(ids, len(text_list))
         if not text_list:
             return []
-        return self._store(
-            text_list, self._as_matrix(vectors, len(text_list), "text_embeddings"), metadata_list, id_list
-        )
+        matrix = self._as_matrix(vectors, len(text_list), "text_embeddings")
+        if self._mode.multivector:
+            return self._store(
+                text_list, DocumentWindows.single(matrix, [len(text) for text in text_list]), metadata_list, id_list
+            )
+        return self._store(text_list, matrix, metadata_list, id_list)
 
     @classmethod
     def from_embeddings(
@@ -241,8 +302,9 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
     ) -> Self:
         """A new store holding (text, vector) pairs computed elsewhere; `embedding` embeds later texts and queries.
 
-        As langchain-community's `FAISS.from_embeddings`: `kwargs` go to the constructor (metric, kind, gpu, index
-        parameters). This is also the way to move a langchain-community FAISS store over (see `load_local`).
+        As langchain-community's `FAISS.from_embeddings`: `kwargs` go to the constructor (metric, kind, gpu,
+        multivector, aggregate, index parameters; a multi-vector store keeps each text as one window, see
+        `add_embeddings`). This is also the way to move a langchain-community FAISS store over (see `load_local`).
 
         Raises:
             ValueError: if there are no pairs (create an empty store with `FaissVectorStore(embedding)`), or as
@@ -265,11 +327,14 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         As langchain-community's `FAISS.merge_from`. `other` is left unchanged; its documents keep their ids and
         come after this store's, in their order. Both stores should use the same embedding model. The vectors are
         read back from `other`'s index: exact for the flat, hnsw and ivf kinds, the decoded codes for ivfpq.
+        Between multi-vector stores every window is copied with its span and weight (this store's aggregate then
+        scores them).
 
         Raises:
             TypeError: if `other` is not a FaissVectorStore.
-            ValueError: if an id is in both stores (the message lists some; delete or rename them first), or the
-                stores have different metrics or vector sizes. Nothing is added then.
+            ValueError: if an id is in both stores (the message lists some; delete or rename them first), the
+                stores have different metrics or vector sizes, or one is multi-vector and the other pooled. Nothing
+                is added then.
         """
         if not isinstance(other, FaissVectorStore):
             raise TypeError(
@@ -284,6 +349,12 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
             raise ValueError(
                 f"Cannot merge a store with metric={other._metric!r} into one with metric={self._metric!r}: their "
                 "scores are not comparable. Rebuild one of them with the other's metric."
+            )
+        if other._mode.multivector != self._mode.multivector:
+            raise ValueError(
+                f"Cannot merge a store of {other._mode} into one of {self._mode}: a pooled store has no windows to "
+                "copy, and a multi-vector one cannot take one vector for a document's windows. Rebuild one of them "
+                "with the other's multivector setting (from its documents), then merge."
             )
         mine, theirs = self._records.index, other._records.index
         assert theirs is not None  # it holds documents
@@ -300,35 +371,64 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
             )
         int_ids = list(other._records.records)
         documents = [other._records.records[int_id] for int_id in int_ids]
+        vectors: np.ndarray | DocumentWindows = (
+            stored_windows(theirs, int_ids) if isinstance(theirs, MultiVectorIndex) else other._records.vectors(int_ids)
+        )
         self._records.upsert(
-            [StoredDocument(id_, text, copy.deepcopy(metadata)) for id_, text, metadata in documents],
-            other._records.vectors(int_ids),
+            [StoredDocument(id_, text, copy.deepcopy(metadata)) for id_, text, metadata in documents], vectors
         )
         logger.info("Merged %d documents; %d in the store.", len(documents), len(self))
 
     def _store(
-        self, text_list: list[str], vectors: np.ndarray, metadata_list: list[dict[str, Any]], id_list: list[str]
+        self,
+        text_list: list[str],
+        vectors: np.ndarray | DocumentWindows,
+        metadata_list: list[dict[str, Any]],
+        id_list: list[str],
     ) -> list[str]:
         """Index prepared vectors under the documents' ids (replacing existing ones) and keep the documents."""
         documents = [StoredDocument(*fields) for fields in zip(id_list, text_list, metadata_list, strict=True)]
         self._records.upsert(documents, vectors)
         return id_list
 
-    def _new_index(self, dim: int) -> FaissIndex:
-        """The index of a store's first add, when the vector size is known ("cosine" searches unit vectors by "ip")."""
+    def _embed_windows(self, text_list: list[str]) -> DocumentWindows:
+        """The texts' pooled and window vectors from one pass, checked ("cosine": unit rows) for the index."""
+        embedder = window_embedder(self._embedding, "FaissVectorStore(multivector=True)")
+        windows = checked_windows(
+            embedder.embed_document_windows(text_list),
+            len(text_list),
+            "embed_document_windows",
+            unit=self._metric == "cosine",
+        )
+        self._as_matrix(windows.pooled, len(text_list), "embed_document_windows")  # the size the store holds
+        return windows
+
+    def _new_index(self, dim: int) -> FaissIndex | MultiVectorIndex:
+        """The index of a store's first add, when the vector size is known ("cosine" searches unit vectors by "ip");
+        a `MultiVectorIndex` in multi-vector mode."""
         metric: Literal["ip", "l2"] = "l2" if self._metric == "l2" else "ip"
-        kind: Any = self._kind  # FaissIndex checks it (and the parameters)
-        params: dict[str, Any] = self._index_params
-        return FaissIndex(dim, metric=metric, kind=kind, gpu=self._gpu, **params)
+        # FaissIndex checks the kind and the parameters
+        return self._mode.new_index(dim, metric, self._kind, self._gpu, self._index_params)
 
     def _settings(self) -> dict[str, Any]:
-        return {"metric": self._metric, "kind": self._kind, "index_params": self._index_params}
+        return {
+            "metric": self._metric,
+            "kind": self._kind,
+            "index_params": self._index_params,
+            **self._mode.settings(),
+        }
 
     @classmethod
-    def _empty(cls, embedding: Embeddings, settings: Mapping[str, Any], **options: Any) -> Self:
+    def _empty(cls, embedding: Embeddings, settings: Mapping[str, Any], mode: DocumentMode, **options: Any) -> Self:
         # the constructor checks the settings
         return cls(
-            embedding, metric=settings["metric"], kind=settings["kind"], **options, **settings.get("index_params", {})
+            embedding,
+            metric=settings["metric"],
+            kind=settings["kind"],
+            multivector=mode.multivector,
+            aggregate=mode.aggregate,
+            **options,
+            **settings.get("index_params", {}),
         )
 
     # ------------------------------------------------------------------------------------------------ reading, deleting
@@ -376,6 +476,10 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
     ) -> list[tuple[Document, float]]:
         """The k documents nearest to a query vector, with their raw scores (see `metric`).
 
+        In a multi-vector store: the k best distinct documents by their aggregate score (see the constructor), each
+        with its best window's span in its metadata under "best_window" (on the copy returned; the stored metadata
+        is unchanged).
+
         Args:
             embedding: the query vector.
             k: how many documents to return.
@@ -393,7 +497,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         if not self._records:
             return []
         query = self._as_matrix([embedding], 1, "the query embedding")
-        return [(self._document(int_id), score) for int_id, score in self._search(query, k, predicate)]
+        return [(self._document(int_id, window), score) for int_id, score, window in self._search(query, k, predicate)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -432,7 +536,9 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         Args:
             embedding: the query vector.
             k: how many documents to return.
-            fetch_k: candidates MMR chooses from: the `fetch_k` nearest documents that pass `filter`.
+            fetch_k: candidates MMR chooses from: the `fetch_k` nearest documents that pass `filter` (in a
+                multi-vector store, `fetch_k` distinct documents, compared by their pooled vectors; each result
+                carries its best window as in `similarity_search_with_score_by_vector`).
             lambda_mult: 1 is pure relevance, 0 pure diversity.
             filter: as in `similarity_search_with_score_by_vector`.
             **kwargs: unused; accepted for LangChain compatibility.
@@ -445,12 +551,12 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         if not self._records:
             return []
         query = self._as_matrix([embedding], 1, "the query embedding")
-        int_ids = [int_id for int_id, _ in self._search(query, candidates, predicate)]
-        if not int_ids:
+        hits = self._search(query, candidates, predicate)
+        if not hits:
             return []
-        vectors = self._records.vectors(int_ids).tolist()
+        vectors = self._records.vectors([int_id for int_id, _, _ in hits]).tolist()
         chosen = maximal_marginal_relevance(query[0], vectors, lambda_mult=lambda_mult, k=k)
-        return [self._document(int_ids[position]) for position in chosen]
+        return [self._document(hits[position][0], hits[position][2]) for position in chosen]
 
     def max_marginal_relevance_search(
         self,
@@ -500,9 +606,12 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
             )
         return unit_rows(matrix) if self._metric == "cosine" else matrix
 
-    def _search(self, query: np.ndarray, k: int, predicate: StoreFilter | None) -> list[tuple[int, float]]:
-        """(int id, raw score) of the k best matches of one prepared query row among the documents that pass
-        `predicate` (the index searches only those: `FaissIndex.search(..., ids=...)`)."""
+    def _search(
+        self, query: np.ndarray, k: int, predicate: StoreFilter | None
+    ) -> list[tuple[int, float, dict[str, int] | None]]:
+        """(int id, raw score, best window or None) of the k best matches of one prepared query row among the
+        documents that pass `predicate` (the index searches only those: `FaissIndex.search(..., ids=...)`; in
+        multi-vector mode k distinct documents and their best windows: `IndexedRecords.search_hits`)."""
         selected: np.ndarray | None = None
         if predicate is not None:
             kept = self._records.matching(lambda document: predicate(document.metadata))
@@ -510,9 +619,13 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
                 return []
             if len(kept) < len(self._records):
                 selected = np.asarray(kept, dtype=np.int64)
-        return self._records.search(query, k, selected)
+        return self._records.search_hits(query, k, selected)
 
-    def _document(self, int_id: int) -> Document:
-        """A copy of a stored document, so callers cannot change the store by editing what they got."""
+    def _document(self, int_id: int, best_window: dict[str, int] | None = None) -> Document:
+        """A copy of a stored document, so callers cannot change the store by editing what they got; a search hit
+        of a multi-vector store carries its `best_window` in the copy's metadata."""
         id_, text, metadata = self._records.records[int_id]
-        return Document(id=id_, page_content=text, metadata=copy.deepcopy(metadata))
+        copied = copy.deepcopy(metadata)
+        if best_window is not None:
+            copied[BEST_WINDOW_KEY] = dict(best_window)
+        return Document(id=id_, page_content=text, metadata=copied)

@@ -1,0 +1,206 @@
+"""A store's document mode: one pooled vector per document, or the vectors of its windows (multi-vector).
+
+A store in multi-vector mode keeps each document as the vectors of its windows in a `MultiVectorIndex` and
+returns k distinct documents scored by an aggregate of their windows' scores; in the pooled mode (the default)
+each document is one vector in a `FaissIndex`. The adapters share what depends on the mode and not on their
+framework:
+
+- `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add
+  (`new_index`) and the one it loads (`load_index`); how a saved store records them (`settings`, optional keys
+  of the store file, absent in files written before multi-vector stores existed, which are pooled) and the
+  fields it adds to the identity the store records (`identity`), so that a pooled store is never read as a
+  multi-vector one nor the other way round (`saved`, `check_requested`).
+- `checked_windows`: what an embedder's `embed_document_windows` returned, checked, with unit rows for cosine.
+- `stored_windows`: the windows of stored documents as `DocumentWindows`, to copy them into another store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from fair_retrieval.index import AGGREGATES, Aggregate, FaissIndex, MultiVectorIndex
+from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.jsonio import DamagedFileError
+from fair_retrieval.stores.vectors import unit_rows
+from fair_retrieval.windows import DocumentWindows
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AGGREGATE_KEY", "MULTIVECTOR_KEY", "DocumentMode", "checked_windows", "stored_windows"]
+
+MULTIVECTOR_KEY = "multivector"
+"""Store-file key (and identity field) of the mode: true for a multi-vector store; absent or false: pooled."""
+AGGREGATE_KEY = "aggregate"
+"""Store-file key (and identity field) of a multi-vector store's aggregate."""
+
+
+@dataclass(frozen=True)
+class DocumentMode:
+    """How a store keeps its documents.
+
+    Attributes:
+        multivector: False (one pooled vector per document) or True (the vectors of its windows).
+        aggregate: how a multi-vector document's window scores become its score ("max", "max-mean", "top2"; see
+            `fair_retrieval.MultiVectorIndex`); ignored by a pooled store.
+
+    Raises:
+        TypeError: `multivector` is not a bool.
+        ValueError: an unknown aggregate.
+    """
+
+    multivector: bool = False
+    aggregate: Aggregate = "max"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.multivector, bool):
+            raise TypeError(f"multivector must be True or False, got {type(self.multivector).__name__}.")
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {self.aggregate!r}.")
+
+    def __str__(self) -> str:
+        return f"multi-vector documents (aggregate={self.aggregate!r})" if self.multivector else "pooled documents"
+
+    # ------------------------------------------------------------------------------------------------ the index
+
+    def new_index(
+        self, dim: int, metric: Literal["ip", "l2"], kind: Any, gpu: GpuChoice, params: Mapping[str, Any]
+    ) -> FaissIndex | MultiVectorIndex:
+        """The empty index of a store's first add: a `FaissIndex`, or a `MultiVectorIndex` with the aggregate.
+
+        Args:
+            dim: the vector size.
+            metric: the index metric ("ip" for cosine stores, whose vectors are unit).
+            kind: the index kind, as `FaissIndex` takes it (it checks it).
+            gpu: as `FaissIndex`.
+            params: kind parameters, as `FaissIndex` (a multi-vector index also takes `fetch_factor`).
+        """
+        options: dict[str, Any] = dict(params)
+        if self.multivector:
+            return MultiVectorIndex(dim, metric, kind, gpu, aggregate=self.aggregate, **options)
+        return FaissIndex(dim, metric=metric, kind=kind, gpu=gpu, **options)
+
+    def load_index(self, folder: str | os.PathLike[str], gpu: GpuChoice) -> FaissIndex | MultiVectorIndex:
+        """The index saved in `folder`, which must be of this mode (each index refuses the other's folder).
+
+        Raises:
+            ValueError: the folder holds the other kind of index, or a multi-vector index of another aggregate
+                than the store file records; as `FaissIndex.load` / `MultiVectorIndex.load` otherwise.
+        """
+        if not self.multivector:
+            return FaissIndex.load(folder, gpu=gpu)
+        index = MultiVectorIndex.load(folder, gpu=gpu)
+        if index.aggregate != self.aggregate:
+            raise ValueError(
+                f"{folder} holds a multi-vector index with aggregate={index.aggregate!r} but its store file records "
+                f"aggregate={self.aggregate!r}: the folder was modified by hand. Rebuild the store and save it again."
+            )
+        return index
+
+    # ------------------------------------------------------------------------------------------------ saved stores
+
+    def settings(self) -> dict[str, Any]:
+        """The store-file keys of the mode: {"multivector": true, "aggregate": …}; none for a pooled store, whose
+        file stays as earlier releases wrote it."""
+        if not self.multivector:
+            return {}
+        return {MULTIVECTOR_KEY: True, AGGREGATE_KEY: self.aggregate}
+
+    def identity(self, embedder: Mapping[str, Any]) -> dict[str, Any]:
+        """The identity a store records: its embedder's, with the mode and the aggregate of a multi-vector store.
+
+        A pooled store's identity is the embedder's alone, as stores recorded it before multi-vector stores existed.
+        """
+        identity = dict(embedder)
+        if self.multivector:
+            identity.update({MULTIVECTOR_KEY: True, AGGREGATE_KEY: self.aggregate})
+        return identity
+
+    @classmethod
+    def saved(cls, state: Mapping[str, Any], source: Path, remedy: str) -> DocumentMode:
+        """The mode a store file records (`state`, its content); pooled when it records none (an earlier release).
+
+        Raises:
+            DamagedFileError: (a ValueError) a mode that is not a bool or an unknown aggregate.
+        """
+        multivector = state.get(MULTIVECTOR_KEY, False)
+        aggregate = state.get(AGGREGATE_KEY, "max")
+        try:
+            return cls(multivector, aggregate)
+        except (TypeError, ValueError) as error:
+            raise DamagedFileError(source, f"its document mode is malformed ({error})", remedy) from None
+
+    def check_requested(self, requested: bool | None, source: Path, argument: str = "multivector") -> None:
+        """Refuse a mode asked for on load (`requested`; None takes the saved one) that is not the saved one.
+
+        Raises:
+            TypeError: `requested` is neither None nor a bool.
+            ValueError: it disagrees with the saved mode; the message says what the folder holds.
+        """
+        if requested is None:
+            return
+        if not isinstance(requested, bool):
+            raise TypeError(f"{argument} must be True, False or None (the saved mode), got {requested!r}.")
+        if requested != self.multivector:
+            raise ValueError(
+                f"{source} holds a store of {self}, but {argument}={requested} was asked for. Load it with "
+                f"{argument}={self.multivector} (or None, the saved mode); to change the mode, rebuild the store from "
+                f"its documents with {argument}={requested}."
+            )
+
+
+def checked_windows(windows: Any, count: int, source: str, *, unit: bool) -> DocumentWindows:
+    """What an embedder's `embed_document_windows` returned for `count` texts, checked, with unit rows if `unit`.
+
+    Args:
+        windows: the result.
+        count: how many texts were embedded.
+        source: the call, for messages (e.g. "embed_document_windows").
+        unit: L2-normalise the pooled and window vectors (a cosine store; fair-retrieval's embedders already give
+            unit vectors, for which this changes nothing).
+
+    Raises:
+        TypeError: not a `DocumentWindows`.
+        ValueError: another number of documents than texts.
+    """
+    if not isinstance(windows, DocumentWindows):
+        raise TypeError(f"{source} returned {type(windows).__name__}, expected fair_retrieval.DocumentWindows.")
+    if len(windows) != count:
+        raise ValueError(f"{source} returned {len(windows)} documents for {count} texts.")
+    if not unit:
+        return windows
+    return DocumentWindows(
+        unit_rows(windows.pooled).astype(np.float32),
+        unit_rows(windows.vectors).astype(np.float32),
+        windows.owners,
+        windows.spans,
+        windows.weights,
+    )
+
+
+def stored_windows(index: MultiVectorIndex, ids: Sequence[int]) -> DocumentWindows:
+    """The windows of stored documents (vectors, spans, weights; pooled vectors recomputed), in the order of `ids`.
+
+    The vectors are read back from the index: exact for flat, hnsw and ivf, the decoded codes for ivfpq.
+
+    Raises:
+        ValueError: an id that is not stored.
+    """
+    dim = index.dim
+    if not ids:
+        empty = np.zeros((0, dim), dtype=np.float32)
+        no_ids = np.zeros(0, dtype=np.int64)
+        return DocumentWindows(empty, empty, no_ids, np.zeros((0, 2), dtype=np.int64), no_ids)
+    vectors = [index.get_window_vectors(id_) for id_ in ids]
+    owners = np.concatenate([np.full(len(part), position, dtype=np.int64) for position, part in enumerate(vectors)])
+    spans = np.asarray([span for id_ in ids for span in index.window_spans(id_)], dtype=np.int64).reshape(-1, 2)
+    weights = np.asarray([weight for id_ in ids for weight in index.window_weights(id_)], dtype=np.int64)
+    return DocumentWindows(
+        index.get_vectors(list(ids)), np.concatenate(vectors).astype(np.float32), owners, spans, weights
+    )
