@@ -273,7 +273,8 @@ def make_embedding(stack: str, name: str, model: str) -> Any:
 
             prompts = {"query_instruction": query, "text_instruction": document} if query or document else {}
             return HuggingFaceEmbedding(model_name=model, **prompts)
-        return FairEmbedding(model=model, **_options(name))
+        fixed = with_model_prompts(model, _options(name))
+        return FairEmbedding(model=model, **_options(name)) if fixed is None else FairEmbedding(embedder=fixed)
     from langchain_fair import FairEmbeddings
 
     if name == ANCHOR:
@@ -285,7 +286,27 @@ def make_embedding(stack: str, name: str, model: str) -> Any:
             else {}
         )
         return HuggingFaceEmbeddings(model_name=model, **prompts)
-    return FairEmbeddings(model=model, **_options(name))
+    fixed = with_model_prompts(model, _options(name))
+    return FairEmbeddings(model=model, **_options(name)) if fixed is None else FairEmbeddings(embedder=fixed)
+
+
+def with_model_prompts(model: str, options: dict[str, Any]) -> FairEmbedder | None:
+    """A FairEmbedder with `options` whose document prompt is the model's configured one, where loading the model
+    plainly resolves another (None when it resolves the configured one, or the model has none).
+
+    sentence-transformers 6 adds an empty "document" prompt to every model, which hides multilingual-e5's
+    "passage: " from `fair_retrieval.loading.document_prompt`; the prompt is then given explicitly, as
+    `EmbedderOptions.build(prompts=...)` allows, so that ours and the anchors read the same texts.
+    """
+    from fair_retrieval.embedder_options import EmbedderOptions
+
+    _, document = model_prompts(model)
+    if document is None:
+        return None
+    plain = FairEmbedder(model, **options)
+    if plain._document_prompt == document:
+        return None
+    return EmbedderOptions(**options).build(model, prompts={"document": document})
 
 
 def model_prompts(model: str) -> tuple[str | None, str | None]:
@@ -995,7 +1016,8 @@ def main(argv: list[str] | None = None) -> int:
 
         faiss.omp_set_num_threads(args.faiss_threads)
         model = args.model or bundled_model()
-        reference = FairEmbedder(model, calibration=None, long_documents="truncate")
+        plain = {"calibration": None, "long_documents": "truncate"}
+        reference = with_model_prompts(model, plain) or FairEmbedder(model, **plain)
         datasets = [d for d in args.datasets.split(",") if d]
         missing = [d for d in datasets if d != "needle" and not DATA.exists()]
         if missing:
