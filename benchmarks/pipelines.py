@@ -771,6 +771,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="faiss OpenMP threads (default 1: on a shared CPU, idle threads' barriers dominate small searches)",
     )
     parser.add_argument("--report", action="store_true", help="only write the tables and plot from results.json")
+    parser.add_argument(
+        "--merge",
+        default="",
+        help="comma-separated --out folders of other runs (same model and documents) whose runs are added first",
+    )
     return parser.parse_args(argv)
 
 
@@ -948,7 +953,11 @@ def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], sa
 
 
 def run_scifact_multivector(
-    model: str, reference: FairEmbedder, results: dict[str, Any], save: Callable[[], None]
+    model: str,
+    reference: FairEmbedder,
+    results: dict[str, Any],
+    save: Callable[[], None],
+    calibrated: bool = True,
 ) -> None:
     """SciFact nDCG@10 of pooled vs multi-vector for the store's embedder (defaults) and the calibrated one.
 
@@ -963,7 +972,9 @@ def run_scifact_multivector(
     texts = [task.corpus[i] for i in ids]
     entry = results.setdefault("scifact", {"runs": {}, "abstracts": len(texts)})
     embedder = FairEmbedder(reference.model)
-    configurations = (("", None), ("calibrated-", multivector_calibration(embedder)))
+    shared = SharedWindows(embedder, {})  # the windows are kept per text (benchmarks/index_recall.py reuses them)
+    shared.remember = True
+    configurations = (("", None), ("calibrated-", multivector_calibration(embedder)))[: 2 if calibrated else 1]
     queries = None
     for prefix, calibration in configurations:
         names = ["pooled-calibrated" if prefix else POOLED] + [f"mv-{prefix}{a}" for a in AGGREGATE_CHOICES]
@@ -971,9 +982,10 @@ def run_scifact_multivector(
             continue
         if queries is None:
             queries = reference.embed_queries(list(task.queries.values()))
-        options = {} if calibration is None else {"calibration": calibration}
         started = time.perf_counter()
-        windows = embedder.embed_document_windows(texts, show_progress_bar=True, **options)
+        windows = embedder.embed_document_windows(
+            texts, calibration=embedder.calibration if calibration is None else calibration, show_progress_bar=True
+        )
         seconds = time.perf_counter() - started
         label = repr(embedder) + ("" if calibration is None else f", calibration={calibration!r}")
         runs: dict[str, tuple[str, np.ndarray]] = {
@@ -1011,6 +1023,12 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         path.write_text(json.dumps(results))
 
+    for folder in [f for f in args.merge.split(",") if f]:
+        for key, entry in json.loads((Path(folder) / "results.json").read_text()).items():
+            mine = results.setdefault(key, {**entry, "runs": {}})
+            for name, run in entry["runs"].items():
+                mine["runs"].setdefault(name, run)
+
     if not args.report:
         import faiss
 
@@ -1033,7 +1051,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.scifact in ("candidates", "both"):
                 run_scifact(model, reference, results, save)
             if args.scifact in ("multivector", "both"):
-                run_scifact_multivector(model, reference, results, save)
+                calibrated = only is None or any(n in only for n in MULTIVECTOR_CALIBRATED)
+                run_scifact_multivector(model, reference, results, save, calibrated)
     report = summarise(results)
     (out / "summary.json").write_text(json.dumps(report, indent=2))
     (out / "pipelines.md").write_text(markdown(results, report))
