@@ -537,6 +537,10 @@ def _costs(build: float, seconds: list[float], size: int | None, chunks: int) ->
     }
 
 
+class NoMultivectorError(RuntimeError):
+    """The installed adapter's store has no multi-vector mode (the run is skipped, not failed)."""
+
+
 def store_run(
     stack: str,
     embedding: Any,
@@ -555,7 +559,7 @@ def store_run(
             from langchain_fair import FaissVectorStore
 
             if options and "multivector" not in inspect.signature(FaissVectorStore.__init__).parameters:
-                raise RuntimeError("This langchain-fair's FaissVectorStore has no multivector mode.")
+                raise NoMultivectorError("This langchain-fair's FaissVectorStore has no multivector mode.")
             started = time.perf_counter()
             store = FaissVectorStore.from_texts(
                 [c.text for c in chunks], embedding, ids=[c.cid for c in chunks], **options
@@ -572,7 +576,9 @@ def store_run(
             from llama_index.embeddings.fair import FairFaissVectorStore
 
             if options and "multivector" not in inspect.signature(FairFaissVectorStore.create).parameters:
-                raise RuntimeError("This llama-index-embeddings-fair's FairFaissVectorStore has no multivector mode.")
+                raise NoMultivectorError(
+                    "This llama-index-embeddings-fair's FairFaissVectorStore has no multivector mode."
+                )
             vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
             nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
             started = time.perf_counter()
@@ -849,7 +855,11 @@ def run_pipeline(
                     raise RuntimeError(f"{name}: its query vectors differ from the plain ones.")
                 aggregate = name.removeprefix("mv-").removeprefix("calibrated-") if name.startswith("mv-") else None
                 shared.remember, hits, embedded = True, shared.hits, shared.embedded
-                rankings, costs = store_run(stack, embedding, chunks, kept, query_vectors, aggregate)
+                try:
+                    rankings, costs = store_run(stack, embedding, chunks, kept, query_vectors, aggregate)
+                except NoMultivectorError as error:
+                    logger.warning("%s %s skipped: %s", key, name, error)
+                    continue
                 # texts whose windows an earlier row (or run) computed: then build_s is the store's part only
                 costs.update(texts_reused=shared.hits - hits, texts_embedded=shared.embedded - embedded)
                 costs["embedding_reused"] = costs["texts_reused"] > 0
