@@ -1097,6 +1097,10 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             if pooled is not None and name != POOLED:
                 run["vs_pooled"] = paired_bootstrap(pooled["per_query"], run["per_query"], groups)
                 run["gain_vs_pooled"] = run["ndcg@10"] - pooled["ndcg@10"]
+            small = entry["runs"].get(SMALL_TO_BIG)
+            if small is not None and name.startswith("mv-"):
+                run["vs_small_to_big"] = paired_bootstrap(small["per_query"], run["per_query"], groups)
+                run["gain_vs_small_to_big"] = run["ndcg@10"] - small["ndcg@10"]
     verdicts: dict[str, Any] = {}
     names = ["default", "default-plain", *CANDIDATES]
     scifact = results.get("scifact", {}).get("runs", {})
@@ -1275,9 +1279,9 @@ def _row_label(name: str, pipeline: str) -> str:
 def multivector_table(results: dict[str, Any]) -> str:
     """The multi-vector study: every row of the default pipelines with Δ vs pooled, distinct results, costs."""
     lines = [
-        "| data → pipeline | run | nDCG@10 | Δ vs pooled [95 % CI] | begin / mid / end of chunk | PSI |"
-        " distinct of 10 | build s | index MB | p50 / p95 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| data → pipeline | run | nDCG@10 | Δ vs pooled [95 % CI] | Δ vs small-to-big [95 % CI] |"
+        " begin / mid / end of chunk | PSI | distinct of 10 | build s | index MB | p50 / p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, entry in results.items():
         dataset, _, pipeline = key.partition("/")
@@ -1301,6 +1305,7 @@ def multivector_table(results: dict[str, Any]) -> str:
             )
             lines.append(
                 f"| {where if first else ''} | {_row_label(name, pipeline)} | {run['ndcg@10']:.3f} | {_ci(run)} |"
+                f" {_ci(run, 'vs_small_to_big', 'gain_vs_small_to_big')} |"
                 f" {thirds} | {run['psi']:.2f} | {run.get('distinct', 10.0):.2f} | {build} | {size} | {latency} |"
             )
             first = False
