@@ -207,7 +207,9 @@ def measure(
     return rows
 
 
-def multivector_corpus(data: Path, model: str | None, scifact: bool) -> tuple[Any, list[str], str]:
+def multivector_corpus(
+    data: Path, model: str | None, scifact: bool, splitters: list[str]
+) -> tuple[Any, list[str], str]:
     """DocumentWindows of the default splitters' chunks of SQuAD-v2 dev and reddit (and SciFact), 1,000 questions."""
     import sys
 
@@ -223,7 +225,7 @@ def multivector_corpus(data: Path, model: str | None, scifact: bool) -> tuple[An
     )
     texts: list[str] = []
     for documents in (squad, reddit):
-        for pipeline in pipelines.DEFAULT_PIPELINES:
+        for pipeline in splitters:
             texts += [c.text for c in pipelines.split(pipeline, documents, None, None)]
     if scifact:
         from fair_retrieval.evaluation.data.beir import load_scifact
@@ -299,7 +301,8 @@ def measure_multivector(
 
 
 def main_multivector(args: argparse.Namespace) -> None:
-    windows, questions, embedder = multivector_corpus(args.data, args.model, args.with_scifact)
+    splitters = args.splitters.split(",")
+    windows, questions, embedder = multivector_corpus(args.data, args.model, args.with_scifact, splitters)
     from fair_retrieval import FairEmbedder
     from fair_retrieval.evaluation.bundled import bundled_model
 
@@ -344,6 +347,9 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="--multivector: model folder (default: bundled MiniLM)")
     parser.add_argument("--aggregates", default="max", help="--multivector: comma-separated aggregates")
     parser.add_argument("--with-scifact", action="store_true", help="--multivector: add the SciFact abstracts")
+    parser.add_argument(
+        "--splitters", default="llamaindex,langchain", help="--multivector: whose default splitter's chunks"
+    )
     parser.add_argument(
         "--data",
         type=Path,

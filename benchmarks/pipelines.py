@@ -430,26 +430,14 @@ class SharedWindows:
 
         name = hashlib.sha256(f"{self.embedder!r}|{calibration!r}".encode()).hexdigest()[:20]
         if name not in self._caches:
-            self._caches[name] = {}
-            path = CACHE / f"windows-{name}.npz"
-            if path.exists():
-                stored = np.load(path)
-                starts = np.concatenate([[0], np.cumsum(stored["counts"])])
-                for i, key in enumerate(stored["keys"].tolist()):
-                    rows = slice(starts[i], starts[i + 1])
-                    self._caches[name][key] = (
-                        stored["pooled"][i],
-                        stored["vectors"][rows],
-                        stored["spans"][rows],
-                        stored["weights"][rows],
-                    )
+            self._caches[name] = _load_windows(name)
         return self._caches[name], name
 
-    @staticmethod
-    def _save(name: str, cache: dict[str, tuple[np.ndarray, ...]]) -> None:
+    def _save(self, name: str, cache: dict[str, tuple[np.ndarray, ...]]) -> None:
         CACHE.mkdir(parents=True, exist_ok=True)
+        cache.update({k: v for k, v in _load_windows(name).items() if k not in cache})  # another run's, kept
         values = list(cache.values())
-        partial = CACHE / f"windows-{name}.partial.npz"
+        partial = CACHE / f"windows-{name}.{os.getpid()}.partial.npz"
         np.savez(
             partial,
             keys=np.array(list(cache), dtype=str),
@@ -461,16 +449,23 @@ class SharedWindows:
         )
         partial.replace(CACHE / f"windows-{name}.npz")
 
-    def embedding(self, stack: str, calibration: Calibration | None = None) -> Any:
-        """The stack's adapter over the shared embedder (its own calibration unless `calibration` is given)."""
-        options = {} if calibration is None else {"calibration": calibration}
-        if stack == "llamaindex":
-            from llama_index.embeddings.fair import FairEmbedding
 
-            return FairEmbedding(embedder=self.embedder, **options)
-        from langchain_fair import FairEmbeddings
-
-        return FairEmbeddings(embedder=self.embedder, **options)
+def _load_windows(name: str) -> dict[str, tuple[np.ndarray, ...]]:
+    """The windows per text saved under `name` (empty if none)."""
+    path = CACHE / f"windows-{name}.npz"
+    if not path.exists():
+        return {}
+    stored = np.load(path)
+    starts = np.concatenate([[0], np.cumsum(stored["counts"])])
+    return {
+        key: (
+            stored["pooled"][i],
+            stored["vectors"][starts[i] : starts[i + 1]],
+            stored["spans"][starts[i] : starts[i + 1]],
+            stored["weights"][starts[i] : starts[i + 1]],
+        )
+        for i, key in enumerate(stored["keys"].tolist())
+    }
 
 
 def _text_key(text: str) -> str:
