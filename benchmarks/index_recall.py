@@ -234,11 +234,20 @@ def multivector_corpus(
     questions = [q.text for q in squad_q + reddit_q]
     picks = np.random.default_rng(0).choice(len(questions), size=min(QUERIES, len(questions)), replace=False)
     questions = [questions[i] for i in sorted(picks)]
+    # The windows the pipelines study computed are reused: its adapters' embedder (loaded by path) and its SciFact
+    # run's (built on the loaded model) have the same configuration but are named apart in the cache.
     embedder = FairEmbedder(model or bundled_model())
-    shared = pipelines.SharedWindows(embedder, {})  # windows the pipelines study computed are reused
-    shared.remember = True
-    logging.info("Windows of %d documents with %r", len(texts), embedder)
-    windows = embedder.embed_document_windows(texts, show_progress_bar=True)
+    caches = []
+    for one in (embedder, FairEmbedder(embedder.model)):
+        shared = pipelines.SharedWindows(one, {})
+        shared.remember = True
+        caches.append(shared._cache(one.calibration)[0])
+    keys = [pipelines._text_key(t) for t in texts]
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if not any(k in c for c in caches)))
+    logging.info("Windows of %d documents with %r; %d not cached yet", len(texts), embedder, len(missing))
+    if missing:
+        embedder.embed_document_windows(missing, show_progress_bar=True)  # into the first cache
+    windows = pipelines._assemble([next(c[k] for c in caches if k in c) for k in keys])
     return windows, questions, repr(embedder)
 
 
