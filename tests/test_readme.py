@@ -62,11 +62,21 @@ def check_multivector_index(namespace: dict[str, Any]) -> None:
     assert namespace["index"].window_count == len(namespace["windows"].owners) > 2
 
 
+def check_llamaindex_multivector(namespace: dict[str, Any]) -> None:
+    """The section's other blocks run from README_SNIPPETS.md; this one is the multi-vector store's."""
+    hits = namespace["hits"]
+    assert len({hit.node.node_id for hit in hits}) == 2 and namespace["store"].multivector
+    window = hits[0].node.metadata["best_window"]
+    assert window["window"] > 0 and "sixty kilometres" in hits[0].node.text[window["start"] : window["end"]]
+    assert Path("storage", "default__vector_store.index", "windows.json").is_file()
+
+
 # What a block must have computed, by section (blocks of other sections only have to run).
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Python API": check_python_api,
     "FaissIndex": check_faiss_index,
     "Documents found by their best window: MultiVectorIndex": check_multivector_index,
+    "Use it in LlamaIndex": check_llamaindex_multivector,
 }
 
 

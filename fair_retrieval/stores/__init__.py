@@ -14,5 +14,7 @@ they do with them beyond translating between the framework's types and these is 
 - `vectors`: vectors prepared for the index (checked, unit rows for cosine) and relevance scores in [0, 1].
 - `modes`: a store's document mode, pooled or multi-vector (its index, how a saved store records it, the
   checks on load), and the windows a multi-vector store takes in or copies out.
+- `multivector`, `window_source`: multi-vector mode (documents kept as their window vectors): the embedders that
+  give windows, the cache of an embedder's last pass and how a store takes a document's windows from it.
 - `raw_faiss`: reading a bare faiss file, the format of folders written by earlier stores, for their conversion.
 """

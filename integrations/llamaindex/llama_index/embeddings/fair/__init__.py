@@ -3,7 +3,8 @@
 - `FairEmbedding`: embeds nodes position-fairly (attention calibration) and queries plainly.
 - `FairFaissVectorStore`: a vector store on `fair_retrieval.FaissIndex` (GPU when faiss has one) that keeps the
   nodes, deletes and upserts (IngestionPipeline docstore strategies), applies metadata filters inside the search,
-  and persists without pickle (needs faiss: the `faiss` extra; imported on first use).
+  and persists without pickle (needs faiss: the `faiss` extra; imported on first use); with `multivector=True` it
+  keeps each node as its window vectors and returns k distinct nodes by their best window.
 """
 
 from typing import Any

@@ -3,6 +3,8 @@
 A node is kept as LlamaIndex serialises it (`BaseNode.to_dict()`, the docstore's JSON form) without its embedding,
 which lives in the index; `stored_node` checks that the node survives JSON (what `persist` writes), and
 `restored_node` makes a new node object from a record, so callers cannot change the store through what they get.
+In multi-vector mode `embedded_texts` gives what LlamaIndex embedded for each node (and where the node's own text
+starts in it), and `with_best_window` puts a hit's best window into a returned node's metadata.
 """
 
 from __future__ import annotations
@@ -14,10 +16,21 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from llama_index.core.constants import DATA_KEY, TYPE_KEY
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-__all__ = ["StoredNode", "node_embeddings", "node_metadata", "restored_node", "stored_node"]
+from fair_retrieval.stores.multivector import BEST_WINDOW_KEY
+from fair_retrieval.stores.window_source import content_offset
+
+__all__ = [
+    "StoredNode",
+    "embedded_texts",
+    "node_embeddings",
+    "node_metadata",
+    "restored_node",
+    "stored_node",
+    "with_best_window",
+]
 
 
 class StoredNode(NamedTuple):
@@ -69,3 +82,33 @@ def node_metadata(record: StoredNode) -> Mapping[str, Any]:
 def restored_node(record: StoredNode) -> BaseNode:
     """A new node object from a record's JSON form (without its embedding)."""
     return json_to_doc(copy.deepcopy(record.node))
+
+
+def embedded_texts(nodes: list[BaseNode]) -> tuple[list[str], list[int], list[int]]:
+    """What LlamaIndex embedded for each node, and where and how long the node's own text is in it.
+
+    `VectorStoreIndex` and `IngestionPipeline` embed `node.get_content(metadata_mode=MetadataMode.EMBED)`: the
+    node's text after its metadata lines. Returns (those texts, the offset of each node's own text in its embedded
+    text, the length of its own text).
+    """
+    texts, offsets, lengths = [], [], []
+    for node in nodes:
+        embedded = node.get_content(metadata_mode=MetadataMode.EMBED)
+        content = node.get_content(metadata_mode=MetadataMode.NONE)
+        texts.append(embedded)
+        offsets.append(content_offset(embedded, content))
+        lengths.append(len(content))
+    return texts, offsets, lengths
+
+
+def with_best_window(node: BaseNode, best_window: Mapping[str, int]) -> BaseNode:
+    """`node` (a copy made for the caller) with its best window under `BEST_WINDOW_KEY` in its metadata.
+
+    The span is in the node's own text (`node.get_content()[start:end]`). The key is kept out of the text that
+    embed models and LLMs see (`excluded_embed_metadata_keys`, `excluded_llm_metadata_keys`).
+    """
+    node.metadata[BEST_WINDOW_KEY] = dict(best_window)
+    for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+        if BEST_WINDOW_KEY not in excluded:
+            excluded.append(BEST_WINDOW_KEY)
+    return node

@@ -5,8 +5,11 @@ Persisting writes two things, neither pickled, so loading cannot execute code: a
 "llama-index-fair-faiss-store", version 1), and next to it a FaissIndex folder (`default__vector_store.index/`:
 faiss' own binary format plus JSON). Writing them together and reading them back consistently is
 `fair_retrieval.stores.files`' job; this module says where the files are and what the JSON file holds, and checks
-the recorded embed model (`fair_retrieval.identity`). `StorePersistence` is the store's base class that gives it
-`persist`, `from_persist_path` and `from_persist_dir`.
+the recorded embed model (`fair_retrieval.identity`) and the document mode: a multi-vector store records
+"multivector": true and its "aggregate" (also in the identity it records, `fair_retrieval.stores.modes`) and keeps
+a `MultiVectorIndex` folder; a pooled store's file is as earlier releases wrote it (no mode recorded means pooled,
+so folders persisted before multi-vector stores existed load unchanged), and neither is ever read as the other.
+`StorePersistence` is the store's base class that gives it `persist`, `from_persist_path` and `from_persist_dir`.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from llama_index.embeddings.fair.legacy import legacy_message
 from llama_index.embeddings.fair.nodes import StoredNode
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex
 from fair_retrieval.identity import check_identity, embedder_identity
+from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import json_bytes, parse_versioned_json
 from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.modes import AGGREGATE_KEY, DocumentMode
+from fair_retrieval.stores.multivector import window_embedder
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.records import IndexedRecords
 
@@ -61,6 +66,7 @@ class StorePersistence:
     _index_params: dict[str, int]
     _embed_model: Any
     _recorded_identity: dict[str, Any] | None
+    _mode: DocumentMode
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
@@ -70,8 +76,23 @@ class StorePersistence:
             return embedder_identity(self._embed_model)
         return copy.deepcopy(self._recorded_identity)
 
+    @property
+    def store_identity(self) -> dict[str, Any] | None:
+        """The identity `persist` records ("embedder" in the JSON file) and loading checks: `embedder_identity`,
+        with the fields "multivector" and "aggregate" of a multi-vector store (`DocumentMode.identity`; a pooled
+        store's is the embedder's alone, as earlier releases recorded it). None when the embed model is unknown."""
+        identity = self.embedder_identity
+        return None if identity is None else self._mode.identity(identity)
+
     @classmethod
-    def _persisted(cls, metric: str, kind: str, gpu: GpuChoice, index_params: Mapping[str, int]) -> Self:
+    def _persisted(
+        cls,
+        metric: str,
+        kind: str,
+        gpu: GpuChoice,
+        index_params: Mapping[str, int],
+        mode: DocumentMode,
+    ) -> Self:
         """An empty store of the settings a persisted store records (the store's constructor checks them)."""
         raise NotImplementedError
 
@@ -82,8 +103,9 @@ class StorePersistence:
         index is written as a CPU copy (FaissIndex.save); nothing is pickled. The two change together: the JSON
         file is written under a temporary name and published in the commit of the index folder
         (`FaissIndex.save(companions=...)`), so a persist killed at any point (even by SIGKILL) leaves the previous
-        store or this one. The JSON file records `embedder_identity` (null when the store was never told its embed
-        model).
+        store or this one. The JSON file records `store_identity` (null when the store was never told its embed
+        model) and, for a multi-vector store, the keys "multivector" and "aggregate" (its folder is a
+        `MultiVectorIndex.save` one; a pooled store's file is as earlier releases wrote it).
 
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
@@ -105,7 +127,8 @@ class StorePersistence:
             "index_params": self._index_params,
             "index_folder": folder.name if self._records.index is not None else None,
             "next_int_id": self._records.next_int_id,
-            "embedder": self.embedder_identity,
+            "embedder": self.store_identity,
+            **self._mode.settings(),
             "nodes": [
                 {"int_id": int_id, "node_id": record.key, "doc_id": record.doc_id, "node": record.node}
                 for int_id, record in self._records.records.items()
@@ -123,6 +146,8 @@ class StorePersistence:
         *,
         embed_model: Any | None = None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
     ) -> Self:
         """Load a store written by `persist` (on a CPU or a GPU machine); `gpu` as in the constructor.
 
@@ -138,13 +163,17 @@ class StorePersistence:
                 and keeps the recorded identity.
             allow_embedder_mismatch: load even when `embed_model` differs from the recorded one (a WARNING lists
                 the differences).
+            multivector: None takes the mode the store was persisted in; True or False requires that mode.
+            aggregate: None takes the recorded aggregate; a name requires a multi-vector store built with it.
 
         Raises:
             FileNotFoundError: no store at `persist_path`, or its index folder is missing.
             ValueError: a folder written by the earlier FairFaissVectorStore / llama-index's FaissVectorStore (a
                 raw faiss file; the message says how to convert it with `from_legacy_persist_dir`), files that
                 are malformed or disagree with each other, or an `embed_model` other than the one the store was
-                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`.
+                persisted with (the message lists the differing fields), unless `allow_embedder_mismatch=True`,
+                or a `multivector` / `aggregate` other than the store's.
+            TypeError: a multi-vector store with an `embed_model` that gives no window vectors.
             NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
@@ -152,16 +181,18 @@ class StorePersistence:
         store = load_store_file(
             path,
             _index_folder(path),
-            lambda raw: cls._restore(path, raw, gpu),
+            lambda raw: cls._restore(path, raw, gpu, multivector, aggregate),
             missing=(
                 f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
                 "or store.persist(path)), and pass that folder to from_persist_dir."
             ),
         )
         if embed_model is not None:
+            if store._mode.multivector:  # before the identity: such a model cannot fill this store at all
+                window_embedder(embed_model, "A multi-vector FairFaissVectorStore")
             check_identity(
                 store._recorded_identity,
-                embedder_identity(embed_model),
+                store._mode.identity(embedder_identity(embed_model)),
                 source=str(path),
                 allow_mismatch=allow_embedder_mismatch,
                 override=MISMATCH_OVERRIDE,
@@ -174,8 +205,16 @@ class StorePersistence:
         return store
 
     @classmethod
-    def _restore(cls, path: Path, raw: bytes, gpu: GpuChoice) -> Self:
-        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked."""
+    def _restore(
+        cls,
+        path: Path,
+        raw: bytes,
+        gpu: GpuChoice,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
+    ) -> Self:
+        """The store persisted in `raw` (the bytes of `path`) with its index folder, checked (and its mode against
+        `multivector` / `aggregate` where given)."""
         if looks_like_raw_faiss(raw[:4]):  # a folder of the earlier store: say how to convert it
             raise ValueError(legacy_message(path))
         state = parse_versioned_json(
@@ -187,7 +226,10 @@ class StorePersistence:
             writer="FairFaissVectorStore.persist()",
             upgrade="llama-index-embeddings-fair",
         )
-        store = cls._persisted(state["metric"], state["kind"], gpu, state.get("index_params", {}))
+        mode = DocumentMode.saved(state, path, "Persist the store again, or rebuild it.")
+        mode.check_requested(multivector, path)
+        _check_aggregate(path, mode, aggregate)
+        store = cls._persisted(state["metric"], state["kind"], gpu, state.get("index_params", {}), mode)
         identity = state.get("embedder")
         if identity is not None and not isinstance(identity, dict):
             raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
@@ -201,7 +243,7 @@ class StorePersistence:
                 raise FileNotFoundError(
                     f"{path} keeps its vectors in {folder}, which is missing: copy the whole persist folder."
                 )
-            index = FaissIndex.load(folder, gpu=gpu)
+            index = mode.load_index(folder, gpu)  # each kind of index refuses the other's folder
         entries = [
             (int(entry["int_id"]), StoredNode(str(entry["node_id"]), str(entry["doc_id"]), entry["node"]))
             for entry in state["nodes"]
@@ -225,6 +267,8 @@ class StorePersistence:
         *,
         embed_model: Any | None = None,
         allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
     ) -> Self:
         """Load the store `StorageContext.persist(persist_dir)` wrote (`persist_dir/default__vector_store.json`).
 
@@ -235,6 +279,8 @@ class StorePersistence:
             namespace: the vector store's name in the storage context ("default" unless you named it).
             embed_model: as in `from_persist_path`: checked against the recorded embed model when given.
             allow_embedder_mismatch: as in `from_persist_path`.
+            multivector: as in `from_persist_path`: None takes the persisted mode, True / False requires it.
+            aggregate: as in `from_persist_path`.
 
         Raises:
             As `from_persist_path`.
@@ -242,7 +288,12 @@ class StorePersistence:
         _require_local(fs)
         persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
         return cls.from_persist_path(
-            persist_path, gpu=gpu, embed_model=embed_model, allow_embedder_mismatch=allow_embedder_mismatch
+            persist_path,
+            gpu=gpu,
+            embed_model=embed_model,
+            allow_embedder_mismatch=allow_embedder_mismatch,
+            multivector=multivector,
+            aggregate=aggregate,
         )
 
 
@@ -256,3 +307,18 @@ def _require_local(fs: Any | None) -> None:
 def _index_folder(path: Path) -> Path:
     """The FaissIndex folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
     return path.with_name(path.stem + INDEX_SUFFIX)
+
+
+def _check_aggregate(path: Path, mode: DocumentMode, aggregate: Aggregate | None) -> None:
+    """Refuse an aggregate asked for on load (None: the saved one) that is not the saved store's."""
+    if aggregate is None or (mode.multivector and aggregate == mode.aggregate):
+        return
+    if not mode.multivector:
+        raise ValueError(
+            f"{path} holds a store of {mode}, which has no {AGGREGATE_KEY} ({AGGREGATE_KEY}={aggregate!r} was asked "
+            "for): leave aggregate out, or rebuild the index into a multi-vector store."
+        )
+    raise ValueError(
+        f"{path} was built with {AGGREGATE_KEY}={mode.aggregate!r}, not {aggregate!r}: leave aggregate out to load "
+        f"it, or rebuild the index with {AGGREGATE_KEY}={aggregate!r}."
+    )

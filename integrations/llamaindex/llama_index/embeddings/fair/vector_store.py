@@ -26,6 +26,21 @@ Design choices, and why:
 - Scores are those of the index: inner products for metric "ip" (cosine for FairEmbedding's unit vectors, larger
   is better), squared L2 distances for "l2" (smaller is better, as llama-index's FaissVectorStore returns them).
 
+Multi-vector mode (`multivector=True`, with `embed_model=` a `FairEmbedding`): a node is kept as the vectors of its
+windows (the embedder's own windows, calibrated where calibration applies) in a `fair_retrieval.MultiVectorIndex`,
+and a query returns `similarity_top_k` *distinct* nodes ranked by `aggregate` ("max": the best window; "max-mean":
+best window and pooled vector averaged; "top2": the mean of the two best windows), each returned node carrying its
+best window's character span in its own text under `BEST_WINDOW_KEY` in its metadata (a copy; kept out of the text
+LLMs and embed models see). LlamaIndex embeds nodes before the store sees them and hands it only the pooled vector,
+so `add` takes the windows from that same pass (`FairEmbedding.window_cache`, keyed by the text LlamaIndex embedded,
+`node.get_content(metadata_mode=MetadataMode.EMBED)`, and matched against the node's embedding): no text is embedded
+twice. Nodes it cannot find there (embeddings made elsewhere, an evicted cache, an `IngestionPipeline` embedding in
+worker processes) are embedded once more, and an INFO line counts them. Filters, `node_ids` / `doc_ids`, deletes
+(all windows of all nodes of a document), upserts, `get_nodes` (the pooled vectors, recomputed from the windows) and
+`clear` work as in the pooled mode; the mode and aggregate are persisted (`store_identity`), and `from_persist_dir`
+refuses to read a pooled store as a multi-vector one or the other way round (stores persisted before multi-vector
+stores existed are pooled ones and load unchanged).
+
 Persisting writes two things, neither pickled, so loading cannot execute code: at `persist_path` (by default
 `./storage/default__vector_store.json`) a JSON file with the id map and the nodes, and next to it a FaissIndex
 folder (`default__vector_store.index/`: faiss' own binary format plus JSON). The JSON file is published in the
@@ -64,23 +79,38 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.embeddings.fair.filters import SUPPORTED_OPERATORS, metadata_predicate
 from llama_index.embeddings.fair.legacy import legacy_nodes
-from llama_index.embeddings.fair.nodes import StoredNode, node_embeddings, node_metadata, restored_node, stored_node
+from llama_index.embeddings.fair.nodes import (
+    StoredNode,
+    embedded_texts,
+    node_embeddings,
+    node_metadata,
+    restored_node,
+    stored_node,
+    with_best_window,
+)
 from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
+from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
 from fair_retrieval.stores.arguments import id_strings, preview, repeated
+from fair_retrieval.stores.modes import DocumentMode
+from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.stores.window_source import gathered_windows, within_content
 from fair_retrieval.validate import positive_int
+from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_PERSIST_PATH", "SUPPORTED_OPERATORS", "FairFaissVectorStore"]
+__all__ = ["BEST_WINDOW_KEY", "DEFAULT_PERSIST_PATH", "SUPPORTED_OPERATORS", "FairFaissVectorStore"]
 
 Metric = Literal["ip", "l2"]
 METRICS: tuple[str, ...] = ("ip", "l2")
 KINDS: tuple[str, ...] = ("flat", "hnsw", "ivf", "ivfpq")
+DEFAULT_AGGREGATE: Aggregate = "max"
+MULTIVECTOR = "FairFaissVectorStore(multivector=True)"
 
 
 class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
@@ -97,14 +127,23 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
         embed_model: the embed model the nodes' vectors come from (e.g. the `FairEmbedding` given to
             `VectorStoreIndex`): `persist` records its identity so that loading checks it (LlamaIndex does not
-            tell the store; see the module docstring). None records nothing.
-        **index_params: kind parameters for FaissIndex (e.g. nlist=64 for "ivf", M=32 for "hnsw").
+            tell the store; see the module docstring). None records nothing. Required with `multivector=True`,
+            where the store takes each node's window vectors from it.
+        multivector: keep each node as the vectors of its windows (a `fair_retrieval.MultiVectorIndex`) and
+            return `similarity_top_k` distinct nodes scored by `aggregate`, with the best window's character span
+            in the returned node's metadata under `BEST_WINDOW_KEY`. False (the default): one vector per node.
+        aggregate: how a multi-vector node's window scores become its score: "max" (its best window, the
+            default), "max-mean" (best window and pooled vector averaged) or "top2" (mean of the two best).
+        **index_params: kind parameters for FaissIndex (e.g. nlist=64 for "ivf", M=32 for "hnsw"; in multi-vector
+            mode also fetch_factor, see `MultiVectorIndex`).
 
     Raises:
-        TypeError: `index` is not a FaissIndex (e.g. a raw faiss index, which the earlier version took as
-            `faiss_index=`).
-        ValueError: both `index` and `dim`, a non-empty `index`, an unknown metric or kind, a bad dim, or gpu=True
-            without a GPU.
+        TypeError: `index` is not a FaissIndex or MultiVectorIndex (e.g. a raw faiss index, which the earlier
+            version took as `faiss_index=`), or `multivector=True` with an embed model that gives no window
+            vectors (only fair-retrieval's embedders do).
+        ValueError: both `index` and `dim`, a non-empty `index`, an `index` of the other mode, an unknown metric,
+            kind or aggregate, an aggregate without `multivector=True`, `multivector=True` without `embed_model`,
+            a bad dim, or gpu=True without a GPU.
 
     Example:
         .. code-block:: python
@@ -116,6 +155,10 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
             hits = index.as_retriever(similarity_top_k=4, filters=filters).retrieve("question")
             index.storage_context.persist("storage")
             store = FairFaissVectorStore.from_persist_dir("storage")
+
+            # multi-vector: nodes found by their best window, k distinct nodes
+            store = FairFaissVectorStore.create(dim=embed_model.embedder.dimension, multivector=True,
+                                                embed_model=embed_model)
     """
 
     stores_text: bool = True
@@ -128,16 +171,19 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
     _records: IndexedRecords[StoredNode] = PrivateAttr()  # the nodes, the id map and the index
     _embed_model: Any = PrivateAttr(default=None)  # the embed model whose identity persist records, when known
     _recorded_identity: dict[str, Any] | None = PrivateAttr(default=None)  # read from a persisted store
+    _mode: DocumentMode = PrivateAttr(default_factory=DocumentMode)  # pooled, or multi-vector with its aggregate
 
     def __init__(
         self,
-        index: FaissIndex | None = None,
+        index: FaissIndex | MultiVectorIndex | None = None,
         *,
         dim: int | None = None,
         metric: Metric = "ip",
         kind: str = "flat",
         gpu: GpuChoice = "auto",
         embed_model: Any | None = None,
+        multivector: bool = False,
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
         **index_params: int,
     ) -> None:
         if "faiss_index" in index_params:
@@ -147,12 +193,20 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 "index=FaissIndex(dim, ...)."
             )
         super().__init__(stores_text=True)
+        mode = _document_mode(multivector, aggregate)
         if index is not None:
-            if not isinstance(index, FaissIndex):
+            if not isinstance(index, (FaissIndex, MultiVectorIndex)):
                 raise TypeError(
                     f"index must be a fair_retrieval.FaissIndex, got {type(index).__name__}; for a new store use "
                     "FairFaissVectorStore.create(dim=...)."
                 )
+            if isinstance(index, MultiVectorIndex) != multivector:
+                raise ValueError(
+                    f"index is a {type(index).__name__} but multivector={multivector}: pass a MultiVectorIndex with "
+                    "multivector=True, or a FaissIndex with multivector=False."
+                )
+            if isinstance(index, MultiVectorIndex):
+                mode = DocumentMode(True, index.aggregate)
             if dim is not None:
                 raise ValueError("Pass either index or dim, not both: the index already knows its dimension.")
             if len(index):
@@ -170,7 +224,10 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 "factory=...)."
             )
         gpu_count(gpu)  # refuses gpu=True without a GPU now, not on the first add
+        if multivector:
+            _require_window_model(embed_model)
         self._metric, self._kind, self._gpu, self._index_params = metric, kind, gpu, dict(index_params)
+        self._mode = mode
         self._records = IndexedRecords(
             self._new_index,
             index=self._new_index(dim) if index is None and dim is not None else index,
@@ -187,6 +244,8 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         gpu: GpuChoice = "auto",
         kind: str = "flat",
         embed_model: Any | None = None,
+        multivector: bool = False,
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
         **index_params: int,
     ) -> FairFaissVectorStore:
         """A store over a new FaissIndex of `dim`-d vectors (exact "flat" search unless `kind` says otherwise).
@@ -196,13 +255,28 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
             metric: "ip" (inner product = cosine for FairEmbedding's unit vectors) or "l2".
             gpu: "auto" uses the GPU(s) when faiss sees one; True requires one; False stays on CPU.
             kind: "flat", "hnsw", "ivf" or "ivfpq" (see `fair_retrieval.FaissIndex`).
-            embed_model: as in the constructor: the embed model whose identity `persist` records.
+            embed_model: as in the constructor: the embed model whose identity `persist` records (required with
+                `multivector=True`).
+            multivector: as in the constructor: nodes kept as their window vectors, k distinct nodes per query.
+            aggregate: as in the constructor ("max", "max-mean" or "top2"; multi-vector only).
             **index_params: kind parameters for FaissIndex.
 
         Raises:
-            ValueError: bad dim, metric or kind, or gpu=True without a GPU.
+            ValueError: bad dim, metric, kind or aggregate, `multivector=True` without `embed_model`, or gpu=True
+                without a GPU.
+            TypeError: `multivector=True` with an embed model that gives no window vectors.
         """
-        return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, embed_model=embed_model, **index_params)
+        return cls(
+            None,
+            dim=dim,
+            metric=metric,
+            gpu=gpu,
+            kind=kind,
+            embed_model=embed_model,
+            multivector=multivector,
+            aggregate=aggregate,
+            **index_params,
+        )
 
     @classmethod
     def class_name(cls) -> str:
@@ -227,11 +301,29 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         """ "ip" or "l2": what the scores of `query` are."""
         return self._metric
 
+    @property
+    def multivector(self) -> bool:
+        """Whether nodes are kept as their window vectors (multi-vector mode)."""
+        return self._mode.multivector
+
+    @property
+    def aggregate(self) -> Aggregate | None:
+        """How a node's window scores become its score in multi-vector mode; None for a pooled store."""
+        return self._mode.aggregate if self._mode.multivector else None
+
     def record_embed_model(self, embed_model: Any) -> None:
         """Tell the store which embed model its vectors come from, so that `persist` records it (LlamaIndex does not
-        pass it to vector stores). Use the one given to `VectorStoreIndex` / `IngestionPipeline`."""
+        pass it to vector stores). Use the one given to `VectorStoreIndex` / `IngestionPipeline`; a multi-vector
+        store also takes the nodes' window vectors from it.
+
+        Raises:
+            ValueError: None.
+            TypeError: in multi-vector mode, an embed model that gives no window vectors.
+        """
         if embed_model is None:
             raise ValueError("record_embed_model needs an embed model (e.g. a FairEmbedding), got None.")
+        if self._mode.multivector:
+            _require_window_model(embed_model)
         self._embed_model = embed_model
 
     @property
@@ -253,6 +345,12 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store nodes with their embeddings; a node id already stored is replaced (upsert).
 
+        In multi-vector mode a node is stored as the vectors of its windows, taken from the embed model's pass that
+        made its embedding (`FairEmbedding.window_cache`, keyed by the text LlamaIndex embedded:
+        `node.get_content(metadata_mode=MetadataMode.EMBED)`), so no text is embedded twice. Nodes not found there
+        (embeddings made elsewhere, or evicted from the cache) are embedded once more, in one call, and an INFO line
+        counts them. Window spans are kept in the node's own text (without the metadata lines LlamaIndex embeds).
+
         Args:
             nodes: nodes whose `embedding` is set (VectorStoreIndex and IngestionPipeline embed them first).
             **add_kwargs: unused; accepted for LlamaIndex compatibility.
@@ -263,8 +361,9 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         Raises:
             TypeError: something that is not a node, or a node whose metadata is not JSON (the store saves nodes
                 as JSON, never pickle).
-            ValueError: a node without an embedding, embeddings of different or wrong sizes or with NaN, or a
-                node id repeated within the call. Nothing is stored then.
+            ValueError: a node without an embedding, embeddings of different or wrong sizes or with NaN, a node id
+                repeated within the call, or (multi-vector mode) a store loaded without its embed model. Nothing is
+                stored then.
         """
         node_list = list(nodes)
         if not node_list:
@@ -281,7 +380,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 f"The nodes have {matrix.shape[1]}-d embeddings but this store holds {index.dim}-d vectors; embed "
                 "them with the model the store was built with."
             )
-        self._records.upsert(records, matrix)
+        self._records.upsert(records, self._node_windows(node_list, matrix) if self._mode.multivector else matrix)
         return node_ids
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -381,9 +480,16 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
             query: the llama-index query; only mode DEFAULT (dense vector search) is supported.
             **kwargs: unused; accepted for LlamaIndex compatibility.
 
+        In multi-vector mode the result holds `similarity_top_k` distinct nodes ranked by the store's aggregate
+        of their windows' scores, and each returned node carries its best window under `BEST_WINDOW_KEY` in its
+        metadata: {"start", "end"} (the character span in `node.get_content()`) and "window" (its position among
+        the node's windows). The key is excluded from the text embed models and LLMs see; stored nodes do not
+        change.
+
         Returns:
             nodes (copies, without embeddings), their ids, and similarities: inner products for metric "ip"
-            (larger is better), squared L2 distances for "l2" (smaller is better).
+            (larger is better), squared L2 distances for "l2" (smaller is better); in multi-vector mode the
+            aggregate of those.
 
         Raises:
             ValueError: another query mode, no query embedding or one of the wrong size, a similarity_top_k that
@@ -412,11 +518,15 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 f"query_embedding has {vector.size} dimensions but this store holds {index.dim}-d vectors; "
                 "embed the query with the model the store was built with."
             )
-        hits = self._records.search(vector[None, :], top_k, selected)
+        hits = self._records.search_hits(vector[None, :], top_k, selected)
+        nodes = []
+        for int_id, _, best_window in hits:
+            node = self._node(int_id)
+            nodes.append(node if best_window is None else with_best_window(node, best_window))
         return VectorStoreQueryResult(
-            nodes=[self._node(int_id) for int_id, _ in hits],
-            similarities=[score for _, score in hits],
-            ids=[self._records.records[int_id].key for int_id, _ in hits],
+            nodes=nodes,
+            similarities=[score for _, score, _ in hits],
+            ids=[self._records.records[int_id].key for int_id, _, _ in hits],
         )
 
     # ------------------------------------------------------------------------------------------------ persistence
@@ -457,22 +567,62 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         """
         folder = Path(persist_dir)
         nodes, metric = legacy_nodes(folder, namespace)
-        store = cls(None, metric=metric, kind=kind, gpu=gpu, **index_params)
+        params: dict[str, Any] = index_params  # the FaissIndex checks them
+        store = cls(None, metric=metric, kind=kind, gpu=gpu, **params)
         store.add(nodes)
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
         return store
 
     @classmethod
-    def _persisted(cls, metric: str, kind: str, gpu: GpuChoice, index_params: Mapping[str, int]) -> Self:
+    def _persisted(
+        cls,
+        metric: str,
+        kind: str,
+        gpu: GpuChoice,
+        index_params: Mapping[str, int],
+        mode: DocumentMode,
+    ) -> Self:
         # kind is "custom" for a store made over a FaissIndex of another factory string: kept as recorded
-        store = cls(metric=metric, kind=kind if kind in KINDS else "flat", gpu=gpu, **index_params)  # type: ignore[arg-type]
+        params: dict[str, Any] = dict(index_params)
+        store = cls(metric=metric, kind=kind if kind in KINDS else "flat", gpu=gpu, **params)  # type: ignore[arg-type]
         store._kind = kind
+        # a multi-vector store loads without an embed model too (to be queried); add asks for one
+        store._mode = mode
         return store
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _new_index(self, dim: int) -> FaissIndex:
-        return FaissIndex(dim, metric=self._metric, kind=self._kind, gpu=self._gpu, **self._index_params)  # type: ignore[arg-type]
+    def _new_index(self, dim: int) -> FaissIndex | MultiVectorIndex:
+        metric: Any = self._metric  # checked by the constructor
+        return self._mode.new_index(dim, metric, self._kind, self._gpu, self._index_params)
+
+    def _node_windows(self, nodes: list[BaseNode], embeddings: np.ndarray) -> DocumentWindows:
+        """The nodes' windows, from the embed model's pass where it remembers them, else embedded once more."""
+        if self._embed_model is None:
+            raise ValueError(
+                "This multi-vector store has no embed model to take the nodes' window vectors from (it was loaded "
+                "without one): load it with FairFaissVectorStore.from_persist_dir(..., embed_model=...) or call "
+                "store.record_embed_model(embed_model) with the FairEmbedding the index uses."
+            )
+        embedder: WindowEmbedder = window_embedder(self._embed_model, MULTIVECTOR)
+        cache = getattr(self._embed_model, "window_cache", None)
+        texts, offsets, lengths = embedded_texts(nodes)
+        gathered = gathered_windows(texts, embeddings, embedder, cache if isinstance(cache, WindowCache) else None)
+        if gathered.misses:
+            logger.info(
+                "%d of %d nodes were not in the embed model's window cache (embedded elsewhere, or evicted); "
+                "embedded their windows once more.",
+                gathered.misses,
+                len(nodes),
+            )
+        if gathered.disagreeing:
+            logger.warning(
+                "%d nodes have embeddings other than the embed model gives for the text LlamaIndex embeds "
+                "(node.get_content(metadata_mode=MetadataMode.EMBED), metadata lines included): another model, "
+                "configuration or text. The store keeps the embed model's window vectors for them.",
+                gathered.disagreeing,
+            )
+        return within_content(gathered.windows, offsets, lengths)
 
     def _node(self, int_id: int) -> BaseNode:
         """A new node object from the stored JSON form, so callers cannot change the store through it."""
@@ -503,3 +653,24 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         if predicate is not None:
             chosen = set(self._records.matching(lambda record: predicate(node_metadata(record)), chosen))
         return None if chosen is None else sorted(chosen)
+
+
+def _document_mode(multivector: Any, aggregate: Any) -> DocumentMode:
+    """The store's document mode (`fair_retrieval.stores.modes`), or a TypeError / ValueError saying what to pass."""
+    mode = DocumentMode(multivector, aggregate)  # checks both
+    if not multivector and aggregate != DEFAULT_AGGREGATE:
+        raise ValueError(
+            f"aggregate={aggregate!r} scores a node by its windows, which only a multi-vector store keeps: pass "
+            "multivector=True with it, or leave aggregate out."
+        )
+    return mode
+
+
+def _require_window_model(embed_model: Any) -> None:
+    """Refuse a multi-vector store whose embed model cannot give window vectors, saying what to pass."""
+    if embed_model is None:
+        raise ValueError(
+            f"{MULTIVECTOR} keeps each node as the vectors of its windows, which it takes from the embed model's "
+            "pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex / IngestionPipeline)."
+        )
+    window_embedder(embed_model, MULTIVECTOR)

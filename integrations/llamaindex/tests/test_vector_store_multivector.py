@@ -1,0 +1,466 @@
+"""FairFaissVectorStore(multivector=True): nodes kept as their window vectors, k distinct nodes by their best window.
+
+Everything runs through LlamaIndex's own entry points: `VectorStoreIndex.from_documents` with the store in a
+`StorageContext`, retrievers and a query engine, `delete_ref_doc`, `IngestionPipeline` upserts with a docstore,
+`StorageContext.persist` / `load_index_from_storage`. The results are checked against brute force over every window
+vector, computed here independently of the store (`FairEmbedder.embed_document_windows` on the texts LlamaIndex
+embeds), on a flat index, with a tiny random model whose 32-token window splits every node into several windows.
+The real MiniLM checks that the best window's span covers a planted answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_index.core import Document, StorageContext, VectorStoreIndex, load_index_from_storage
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
+from llama_index.core.llms import MockLLM
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
+from llama_index.embeddings.fair import FairEmbedding, FairFaissVectorStore
+from llama_index.embeddings.fair.vector_store import BEST_WINDOW_KEY
+
+from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
+from fair_retrieval.stores.window_source import content_offset
+
+WORDS = (
+    "harbour ferry lantern orchard granite violin comet meadow basalt quarry falcon tundra copper saffron "
+    "glacier marble walnut canyon pepper thistle beacon cobalt lagoon willow"
+).split()
+QUERIES = ["the ferry crosses the harbour", "granite quarry", "saffron pepper walnut", "a comet over the tundra"]
+SPLITTER = SentenceSplitter(chunk_size=60, chunk_overlap=0)  # tiktoken tokens: two or more 32-token windows
+
+
+def _text(document: int, sentences: int = 10) -> str:
+    rng = np.random.default_rng(document)
+    return " ".join(
+        " ".join(str(word) for word in rng.choice(WORDS, size=7)).capitalize() + "." for _ in range(sentences)
+    )
+
+
+def _documents(count: int = 8) -> list[Document]:
+    return [
+        Document(text=_text(position), id_=f"d{position}", metadata={"group": position % 3})
+        for position in range(count)
+    ]
+
+
+@pytest.fixture(scope="module")
+def embedder(tiny_model: str) -> FairEmbedder:
+    """32-token windows (so nodes are windowed) and a calibration that acts inside one."""
+    return FairEmbedder(tiny_model, max_length=32, device="cpu", calibration=Calibration(basket_size=4))
+
+
+@pytest.fixture()
+def embed_model(embedder: FairEmbedder) -> FairEmbedding:
+    return FairEmbedding(embedder=embedder, embed_batch_size=4)  # a fresh window cache per test
+
+
+@pytest.fixture()
+def embedded_texts(embedder: FairEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every text the embedder embeds (as documents) during the test."""
+    seen: list[str] = []
+    original = embedder.embed_document_windows
+
+    def spy(texts: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.extend(texts)
+        return original(texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedder, "embed_document_windows", spy)
+    yield seen
+
+
+def _build(
+    embed_model: FairEmbedding, documents: list[Document] | None = None, **store_options: Any
+) -> tuple[VectorStoreIndex, FairFaissVectorStore]:
+    store = FairFaissVectorStore.create(
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model, **store_options
+    )
+    context = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex.from_documents(
+        documents if documents is not None else _documents(),
+        storage_context=context,
+        embed_model=embed_model,
+        transformations=[SPLITTER],
+    )
+    return index, store
+
+
+def _brute_force(
+    store: FairFaissVectorStore,
+    embedder: FairEmbedder,
+    query: list[float],
+    k: int,
+    aggregate: str = "max",
+    keep: Callable[[BaseNode], bool] = lambda node: True,
+) -> list[tuple[str, float, tuple[int, int]]]:
+    """(node id, score, best window's span in the node's text) of the k best stored nodes, from every window."""
+    nodes = [node for node in store.get_nodes() if keep(node)]
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    windows = embedder.embed_document_windows(texts)
+    vector = np.asarray(query, dtype=np.float64)
+    ranked = []
+    for position, node in enumerate(nodes):
+        rows = windows.of(position)
+        scores = windows.vectors[rows].astype(np.float64) @ vector
+        best = int(np.argmax(scores))
+        if aggregate == "max":
+            score = float(scores[best])
+        elif aggregate == "top2":
+            score = float(np.sort(scores)[-2:].mean())
+        else:  # "max-mean"
+            score = float((scores[best] + windows.pooled[position].astype(np.float64) @ vector) / 2)
+        offset = content_offset(texts[position], node.get_content())
+        start, end = (int(value) - offset for value in windows.spans[rows][best])
+        ranked.append((node.node_id, score, (max(start, 0), end)))
+    ranked.sort(key=lambda hit: -hit[1])
+    return ranked[:k]
+
+
+def _hits(index: VectorStoreIndex, query: str, k: int, **options: Any) -> list[tuple[str, float, tuple[int, int]]]:
+    found = index.as_retriever(similarity_top_k=k, **options).retrieve(query)
+    spans = [hit.node.metadata[BEST_WINDOW_KEY] for hit in found]
+    return [
+        (hit.node.node_id, float(hit.score or 0.0), (span["start"], span["end"]))
+        for hit, span in zip(found, spans, strict=True)
+    ]
+
+
+def _assert_same(found: list[tuple[str, float, tuple[int, int]]], expected: list[tuple[str, float, Any]]) -> None:
+    assert [node_id for node_id, _, _ in found] == [node_id for node_id, _, _ in expected]
+    np.testing.assert_allclose([score for _, score, _ in found], [score for _, score, _ in expected], atol=1e-5)
+    assert [span for _, _, span in found] == [span for _, _, span in expected]
+
+
+# ---------------------------------------------------------------------------------------------------- building
+
+
+@pytest.mark.parametrize("aggregate", ["max", "top2", "max-mean"])
+def test_retriever_returns_k_distinct_nodes_as_brute_force_over_every_window(
+    embed_model: FairEmbedding, embedder: FairEmbedder, aggregate: str
+) -> None:
+    index, store = _build(embed_model, aggregate=aggregate)
+    assert isinstance(store.client, MultiVectorIndex) and store.client.aggregate == aggregate
+    nodes = store.get_nodes()
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    windows = embedder.embed_document_windows(texts)
+    assert store.client.window_count == windows.vectors.shape[0] > 1.5 * len(nodes)  # most nodes are windowed
+    first = store._int_ids[nodes[0].node_id]
+    np.testing.assert_allclose(store.client.get_window_vectors(first), windows.vectors[windows.of(0)], atol=1e-5)
+    np.testing.assert_allclose(  # get_nodes gives the pooled vector LlamaIndex was given
+        np.array([node.embedding for node in nodes]), embedder.embed_documents(texts), atol=1e-5
+    )
+    for query in QUERIES:
+        found = _hits(index, query, 4)
+        assert len({node_id for node_id, _, _ in found}) == 4
+        _assert_same(found, _brute_force(store, embedder, embed_model.get_query_embedding(query), 4, aggregate))
+
+
+def test_spans_are_in_the_nodes_own_text_and_windows_cover_it(embed_model: FairEmbedding) -> None:
+    _, store = _build(embed_model)
+    assert isinstance(store.client, MultiVectorIndex)
+    counts = []
+    for node in store.get_nodes():
+        text = node.get_content()
+        assert node.get_content(metadata_mode=MetadataMode.EMBED) != text  # the metadata lines come first
+        spans = store.client.window_spans(store._int_ids[node.node_id])
+        assert spans[0][0] == 0 and spans[-1][1] == len(text)
+        assert all(start < end <= len(text) for start, end in spans)
+        counts.append(len(spans))
+    assert max(counts) > 1
+
+
+def test_hnsw_also_returns_k_distinct_nodes(embed_model: FairEmbedding) -> None:
+    index, store = _build(embed_model, kind="hnsw", M=8)
+    assert isinstance(store.client, MultiVectorIndex) and store.client.kind == "hnsw"
+    found = _hits(index, QUERIES[0], 5)
+    assert len({node_id for node_id, _, _ in found}) == 5
+
+
+# ---------------------------------------------------------------------------------------------------- one pass
+
+
+def test_each_text_is_embedded_once(embed_model: FairEmbedding, embedded_texts: list[str], caplog: Any) -> None:
+    with caplog.at_level(logging.INFO, logger="llama_index.embeddings.fair.vector_store"):
+        _, store = _build(embed_model)
+    stored = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
+    assert Counter(embedded_texts) == Counter(stored)  # each text LlamaIndex embedded, once, and nothing else
+    assert "window cache" not in caplog.text
+
+
+def test_an_ingestion_pipeline_embeds_each_text_once(embed_model: FairEmbedding, embedded_texts: list[str]) -> None:
+    store = FairFaissVectorStore.create(
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+    )
+    pipeline = IngestionPipeline(transformations=[SPLITTER, embed_model], vector_store=store)
+    nodes = pipeline.run(documents=_documents(4))
+    assert len(store.node_ids) == len(nodes) > 4
+    stored = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
+    assert Counter(embedded_texts) == Counter(stored)
+
+
+def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
+    embedder: FairEmbedder, embed_model: FairEmbedding, embedded_texts: list[str], caplog: Any
+) -> None:
+    nodes = SPLITTER.get_nodes_from_documents(_documents(3))
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    for node, vector in zip(nodes, FairEmbedding(embedder=embedder).get_text_embedding_batch(texts), strict=True):
+        node.embedding = vector  # another FairEmbedding: this store's embed model never saw these texts
+    embedded_texts.clear()
+    store = FairFaissVectorStore.create(dim=embedder.dimension, gpu=False, multivector=True, embed_model=embed_model)
+    with caplog.at_level(logging.INFO, logger="llama_index.embeddings.fair.vector_store"):
+        store.add(nodes)
+    assert f"{len(nodes)} of {len(nodes)} nodes were not in the embed model's window cache" in caplog.text
+    assert Counter(embedded_texts) == Counter(texts)  # once more, each
+    assert "have embeddings other than" not in caplog.text
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    _assert_same(
+        _hits(index, QUERIES[1], 3), _brute_force(store, embedder, embed_model.get_query_embedding(QUERIES[1]), 3)
+    )
+
+    foreign = [
+        TextNode(
+            id_=f"x{i}", text=text, embedding=np.random.default_rng(i).standard_normal(embedder.dimension).tolist()
+        )
+        for i, text in enumerate(texts[:2])
+    ]
+    with caplog.at_level(logging.WARNING, logger="llama_index.embeddings.fair.vector_store"):
+        store.add(foreign)
+    assert "2 nodes have embeddings other than the embed model gives" in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------------- queries
+
+
+def test_filters_apply_per_node_and_still_return_k(embed_model: FairEmbedding, embedder: FairEmbedder) -> None:
+    index, store = _build(embed_model)
+    filters = MetadataFilters(filters=[MetadataFilter(key="group", value=1, operator=FilterOperator.EQ)])
+    matching = [node for node in store.get_nodes() if node.metadata["group"] == 1]
+    assert len(matching) > 4
+    for query in QUERIES:
+        found = _hits(index, query, 4, filters=filters)
+        assert len(found) == 4
+        assert all(store.get_nodes(node_ids=[node_id])[0].metadata["group"] == 1 for node_id, _, _ in found)
+        expected = _brute_force(
+            store, embedder, embed_model.get_query_embedding(query), 4, keep=lambda node: node.metadata["group"] == 1
+        )
+        _assert_same(found, expected)
+    everything = index.as_retriever(similarity_top_k=len(matching) + 5, filters=filters).retrieve(QUERIES[0])
+    assert len(everything) == len(matching)  # k beyond the matching nodes: each matching node once
+
+
+def test_the_best_window_is_in_a_copy_and_kept_out_of_the_llm_text(embed_model: FairEmbedding) -> None:
+    index, store = _build(embed_model)
+    response = index.as_query_engine(llm=MockLLM(), similarity_top_k=3).query(QUERIES[2])
+    sources = response.source_nodes
+    assert len({source.node.node_id for source in sources}) == 3
+    for source in sources:
+        best = source.node.metadata[BEST_WINDOW_KEY]
+        assert set(best) == {"start", "end", "window"} and 0 <= best["start"] < best["end"]
+        assert BEST_WINDOW_KEY not in source.node.get_content(metadata_mode=MetadataMode.LLM)
+        assert BEST_WINDOW_KEY not in source.node.get_content(metadata_mode=MetadataMode.EMBED)
+        assert BEST_WINDOW_KEY not in store.get_nodes(node_ids=[source.node.node_id])[0].metadata
+    vector = embed_model.get_query_embedding(QUERIES[2])
+    result = store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=3))
+    assert result.ids == [source.node.node_id for source in sources]
+    assert all(BEST_WINDOW_KEY in node.metadata for node in result.nodes or [])
+
+
+def test_planted_answer_is_found_and_its_window_covers_it(minilm_path: str) -> None:
+    from fair_retrieval.evaluation.data.needle import haystack_sentences
+
+    embed_model = FairEmbedding(embedder=FairEmbedder(minilm_path, max_length=64, device="cpu"))
+    sentences = haystack_sentences()[:60]
+    planted = "The lighthouse keeper on Skerry Island feeds seventeen stray cats every morning."
+    text = " ".join([*sentences[:25], planted, *sentences[25:40]])
+    documents = [Document(text=text, id_="planted")] + [
+        Document(text=" ".join(sentences[start : start + 10]), id_=f"other-{start}") for start in (40, 50)
+    ]
+    store = FairFaissVectorStore.create(
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+    )
+    index = VectorStoreIndex.from_documents(
+        documents, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+    )
+    assert len(store.node_ids) == 3  # one node each: the planted one spans many 64-token windows
+    best = index.as_retriever(similarity_top_k=3).retrieve("How many cats does the lighthouse keeper feed?")
+    assert len(best) == 3 and best[0].node.ref_doc_id == "planted"
+    span = best[0].node.metadata[BEST_WINDOW_KEY]
+    start = text.index(planted)
+    assert span["window"] > 0 and span["start"] < start + len(planted) and span["end"] > start
+    assert "seventeen stray cats" in best[0].node.get_content()[span["start"] : span["end"]]
+
+
+# ---------------------------------------------------------------------------------------------------- changing
+
+
+def test_delete_ref_doc_removes_every_window_of_every_node(embed_model: FairEmbedding, embedder: FairEmbedder) -> None:
+    index, store = _build(embed_model)
+    assert isinstance(store.client, MultiVectorIndex)
+    removed = [node.node_id for node in store.get_nodes() if node.ref_doc_id == "d2"]
+    assert len(removed) > 1
+    index.delete_ref_doc("d2")
+    assert not set(removed) & set(store.node_ids)
+    remaining = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
+    assert store.client.window_count == embedder.embed_document_windows(remaining).vectors.shape[0]
+    vector = embed_model.get_query_embedding(QUERIES[0])
+    _assert_same(_hits(index, QUERIES[0], 5), _brute_force(store, embedder, vector, 5))
+
+    store.delete_nodes(node_ids=store.node_ids[:2])
+    assert len(store.client) == len(remaining) - 2
+    _assert_same(_hits(index, QUERIES[0], 5), _brute_force(store, embedder, vector, 5))
+    store.clear()
+    assert store.node_ids == [] and store.client.window_count == 0
+
+
+def test_ingestion_pipeline_upserts_replace_a_changed_documents_windows(
+    embed_model: FairEmbedding, embedder: FairEmbedder, embedded_texts: list[str]
+) -> None:
+    store = FairFaissVectorStore.create(
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+    )
+    pipeline = IngestionPipeline(
+        transformations=[SPLITTER, embed_model],
+        vector_store=store,
+        docstore=SimpleDocumentStore(),
+        docstore_strategy=DocstoreStrategy.UPSERTS,
+    )
+    documents = _documents(4)
+    pipeline.run(documents=documents)
+    before = {node.node_id for node in store.get_nodes() if node.ref_doc_id == "d1"}
+    embedded_texts.clear()
+    changed = Document(text=_text(99, sentences=4), id_="d1", metadata={"group": 1})
+    pipeline.run(documents=[documents[0], changed, *documents[2:]])
+    after = [node for node in store.get_nodes() if node.ref_doc_id == "d1"]
+    assert after and not before & {node.node_id for node in after}
+    assert all(_text(99, sentences=4).startswith(node.get_content()[:20]) for node in after)
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in after]
+    assert Counter(embedded_texts) == Counter(texts)  # only the changed document is embedded, once
+    assert isinstance(store.client, MultiVectorIndex)
+    every = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
+    assert store.client.window_count == embedder.embed_document_windows(every).vectors.shape[0]
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    vector = embed_model.get_query_embedding(QUERIES[3])
+    _assert_same(_hits(index, QUERIES[3], 4), _brute_force(store, embedder, vector, 4))
+
+
+# ---------------------------------------------------------------------------------------------------- persistence
+
+
+def test_persist_and_load_index_from_storage_round_trip(
+    embed_model: FairEmbedding, embedder: FairEmbedder, tmp_path: Path
+) -> None:
+    index, store = _build(embed_model, aggregate="top2")
+    before = {query: _hits(index, query, 4) for query in QUERIES}
+    folder = tmp_path / "storage"
+    index.storage_context.persist(str(folder))
+    state = json.loads((folder / "default__vector_store.json").read_text())
+    assert (state["multivector"], state["aggregate"]) == (True, "top2")
+    assert (folder / "default__vector_store.index" / "windows.json").is_file()
+
+    loaded = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
+    assert loaded.multivector and loaded.aggregate == "top2"
+    assert loaded.store_identity == store.store_identity
+    identity = loaded.store_identity
+    assert identity is not None and (identity["multivector"], identity["aggregate"]) == (True, "top2")
+    assert state["embedder"] == identity and identity["model"] == embedder.model_name  # the embedder's, with the mode
+    context = StorageContext.from_defaults(persist_dir=str(folder), vector_store=loaded)
+    reloaded = load_index_from_storage(context, embed_model=embed_model)
+    for query in QUERIES:
+        _assert_same(_hits(reloaded, query, 4), before[query])
+    reloaded.insert(Document(text=_text(50), id_="d50", metadata={"group": 0}))
+    assert any(node.ref_doc_id == "d50" for node in loaded.get_nodes())
+    vector = embed_model.get_query_embedding(QUERIES[0])
+    _assert_same(_hits(reloaded, QUERIES[0], 4), _brute_force(loaded, embedder, vector, 4, "top2"))
+
+    query_only = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False)  # queries need no embed model
+    assert query_only.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=2)).ids
+    with pytest.raises(ValueError, match="no embed model to take the nodes' window vectors from"):
+        query_only.add([TextNode(text="one more", embedding=vector)])
+
+
+def test_a_stored_mode_is_never_read_as_the_other(embed_model: FairEmbedding, tmp_path: Path) -> None:
+    pooled = FairFaissVectorStore.create(dim=embed_model.embedder.dimension, gpu=False, embed_model=embed_model)
+    VectorStoreIndex.from_documents(
+        _documents(3), storage_context=StorageContext.from_defaults(vector_store=pooled), embed_model=embed_model
+    ).storage_context.persist(str(tmp_path / "pooled"))
+    _, multi = _build(embed_model, _documents(3), aggregate="top2")
+    multi.persist(str(tmp_path / "multi" / "default__vector_store.json"))
+
+    with pytest.raises(ValueError, match="holds a store of pooled documents, but multivector=True was asked for"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, multivector=True)
+    with pytest.raises(ValueError, match="holds a store of pooled documents, which has no aggregate"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, aggregate="max")
+    with pytest.raises(ValueError, match=r"multi-vector documents \(aggregate='top2'\), but multivector=False"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False, multivector=False)
+    with pytest.raises(ValueError, match="built with aggregate='top2', not 'max'"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False, aggregate="max")
+    assert FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False, multivector=True).multivector
+    loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False, multivector=False)
+    assert not loaded.multivector and isinstance(loaded.client, FaissIndex) and loaded.aggregate is None
+
+    # a pooled store's file is as earlier releases wrote it, and loads as it did
+    path = tmp_path / "pooled" / "default__vector_store.json"
+    state = json.loads(path.read_text())
+    assert "multivector" not in state and "aggregate" not in state  # as earlier releases wrote it
+    old = FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False)
+    assert not old.multivector and old.node_ids == pooled.node_ids
+    vector = embed_model.get_query_embedding(QUERIES[0])
+    query = VectorStoreQuery(query_embedding=vector, similarity_top_k=3)
+    assert old.query(query).ids == pooled.query(query).ids
+
+    # a store file whose mode was edited does not make one index folder read as the other
+    state["multivector"], state["aggregate"] = True, "max"
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="pooled FaissIndex"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "pooled"), gpu=False)
+    multi_path = tmp_path / "multi" / "default__vector_store.json"
+    state = json.loads(multi_path.read_text())
+    state["multivector"] = False
+    multi_path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="multi-vector"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path / "multi"), gpu=False)
+
+
+# ---------------------------------------------------------------------------------------------------- arguments
+
+
+def test_multivector_needs_a_window_capable_embed_model(embed_model: FairEmbedding, tmp_path: Path) -> None:
+    dim = embed_model.embedder.dimension
+    with pytest.raises(ValueError, match="pass embed_model="):
+        FairFaissVectorStore.create(dim=dim, gpu=False, multivector=True)
+    with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
+        FairFaissVectorStore.create(dim=dim, gpu=False, multivector=True, embed_model=MockEmbedding(embed_dim=dim))
+    with pytest.raises(ValueError, match="pass multivector=True with it"):
+        FairFaissVectorStore.create(dim=dim, gpu=False, aggregate="top2")
+    with pytest.raises(ValueError, match="aggregate must be one of"):
+        FairFaissVectorStore.create(dim=dim, gpu=False, multivector=True, embed_model=embed_model, aggregate="mean")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="multivector must be True or False"):
+        FairFaissVectorStore.create(dim=dim, gpu=False, multivector="yes", embed_model=embed_model)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="pass a MultiVectorIndex with multivector=True"):
+        FairFaissVectorStore(FaissIndex(dim, gpu=False), multivector=True, embed_model=embed_model)
+    with pytest.raises(ValueError, match="pass a MultiVectorIndex with multivector=True"):
+        FairFaissVectorStore(MultiVectorIndex(dim, gpu=False))
+    given = FairFaissVectorStore(
+        MultiVectorIndex(dim, gpu=False, aggregate="top2"), multivector=True, embed_model=embed_model
+    )
+    assert given.aggregate == "top2" and not FairFaissVectorStore.create(dim=dim, gpu=False).multivector
+
+    store = FairFaissVectorStore.create(dim=dim, gpu=False, multivector=True, embed_model=embed_model)
+    with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
+        store.record_embed_model(MockEmbedding(embed_dim=dim))
+    node = TextNode(text=_text(1), embedding=embed_model.embedder.embed_documents([_text(1)])[0].tolist())
+    store.add([node])  # embedded by the FairEmbedder itself: no cache entry, embedded once more
+    store.persist(str(tmp_path / "default__vector_store.json"))
+    with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
+        FairFaissVectorStore.from_persist_dir(str(tmp_path), gpu=False, embed_model=MockEmbedding(embed_dim=dim))
