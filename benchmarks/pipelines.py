@@ -449,6 +449,17 @@ class SharedWindows:
         )
         partial.replace(CACHE / f"windows-{name}.npz")
 
+    def embedding(self, stack: str, calibration: Calibration | None = None) -> Any:
+        """The stack's adapter over the shared embedder (its own calibration unless `calibration` is given)."""
+        options = {} if calibration is None else {"calibration": calibration}
+        if stack == "llamaindex":
+            from llama_index.embeddings.fair import FairEmbedding
+
+            return FairEmbedding(embedder=self.embedder, **options)
+        from langchain_fair import FairEmbeddings
+
+        return FairEmbeddings(embedder=self.embedder, **options)
+
 
 def _load_windows(name: str) -> dict[str, tuple[np.ndarray, ...]]:
     """The windows per text saved under `name` (empty if none)."""
