@@ -466,16 +466,19 @@ def _load_windows(name: str) -> dict[str, tuple[np.ndarray, ...]]:
     path = CACHE / f"windows-{name}.npz"
     if not path.exists():
         return {}
-    stored = np.load(path)
-    starts = np.concatenate([[0], np.cumsum(stored["counts"])])
+    with np.load(path) as stored:  # each array read once (an npz member is read again at every access)
+        keys, counts, pooled, vectors, spans, weights = (
+            stored[k] for k in ("keys", "counts", "pooled", "vectors", "spans", "weights")
+        )
+    starts = np.concatenate([[0], np.cumsum(counts)])
     return {
         key: (
-            stored["pooled"][i],
-            stored["vectors"][starts[i] : starts[i + 1]],
-            stored["spans"][starts[i] : starts[i + 1]],
-            stored["weights"][starts[i] : starts[i + 1]],
+            pooled[i],
+            vectors[starts[i] : starts[i + 1]],
+            spans[starts[i] : starts[i + 1]],
+            weights[starts[i] : starts[i + 1]],
         )
-        for i, key in enumerate(stored["keys"].tolist())
+        for i, key in enumerate(keys.tolist())
     }
 
 
