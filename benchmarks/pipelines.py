@@ -1383,7 +1383,7 @@ def readme_multivector_table(results: dict[str, Any], aggregate: str | None) -> 
     ]
     for key, entry in results.items():
         dataset, _, pipeline = key.partition("/")
-        if key == "scifact" or pipeline not in DEFAULT_PIPELINES:
+        if key == "scifact" or pipeline not in DEFAULT_PIPELINES or dataset not in RULE_DATASETS:
             continue
         where = f"{dataset} ({entry['documents']} documents, {entry['questions']} questions) → {pipeline}"
         first = True
