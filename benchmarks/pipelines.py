@@ -1357,11 +1357,22 @@ def multivector_rule_table(results: dict[str, Any], report: dict[str, Any]) -> s
         rule = "–"
         if verdict is not None:
             failed = [
-                f"{k}: {part}" for k, parts in verdict["runs"].items() if parts for part, ok in parts.items() if not ok
+                f"{k}: {part}"
+                for k, parts in verdict["runs"].items()
+                if parts
+                for part, ok in parts.items()
+                if ok is False
             ]
             if verdict["scifact_ok"] is False:
                 failed.append("scifact")
             rule = "meets" if verdict["meets_rule"] else "fails " + ", ".join(failed) if failed else "incomplete"
+            missing = [k for k, parts in verdict["runs"].items() if parts is None or None in parts.values()]
+            if missing or verdict["scifact_ok"] is None:
+                rule += (
+                    " (not measured: "
+                    + ", ".join(missing + (["scifact"] if verdict["scifact_ok"] is None else []))
+                    + ")"
+                )
             if name.removeprefix("mv-") == mv["aggregate"]:
                 rule += " — chosen aggregate"
         mean = f"{np.mean(ndcgs):.3f}" if len(ndcgs) == len(keys) else "–"
