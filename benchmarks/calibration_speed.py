@@ -170,7 +170,11 @@ def matrix(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="an evaluation model's name (minilm, e5-small) or a folder or Hub id (default: minilm)",
+    )
     parser.add_argument("--docs", type=int, default=None, help="default: 64 (16 with --matrix)")
     parser.add_argument("--rounds", type=int, default=None, help="default: 7 (5 with --matrix)")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -200,10 +204,11 @@ def main() -> None:
         result: dict[str, Any] = {"torch_threads": torch.get_num_threads(), **matrix(args)}
     else:
         from fair_retrieval import Calibration, FairEmbedder
+        from fair_retrieval.evaluation.models import evaluation_model
 
         args.docs = args.docs or 64
         args.rounds = args.rounds or 7
-        embedder = FairEmbedder(args.model or minilm_path(), max_length=args.max_length, batch_size=args.batch_size)
+        embedder = FairEmbedder(evaluation_model(args.model), max_length=args.max_length, batch_size=args.batch_size)
         texts = long_texts(args.docs, args.max_length, embedder.tokenizer)
         calibration = Calibration.from_json(args.calibration) if args.calibration else Calibration()
         embedder.embed_documents(texts[: args.batch_size], calibration=None)  # warm-up

@@ -48,6 +48,7 @@ from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.load import load_task
 from fair_retrieval.evaluation.data.task import RetrievalTask
+from fair_retrieval.evaluation.models import evaluation_model
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.split import calibrated_split
@@ -154,7 +155,8 @@ def describe_run(
 
 def study(dataset: str, args: argparse.Namespace, cache: EmbeddingCache, workdir: Path) -> dict[str, Any]:
     """Pool scores (probes and questions) and the CLI's own choice on one dataset."""
-    cli_args = build_parser().parse_args(["tune", "--max-tokens", "512"])
+    model = evaluation_model(args.model)
+    cli_args = build_parser().parse_args(["tune", "--max-tokens", "512", "--model", model])
     embedder = make_embedder(cli_args)
     task = load_task(dataset, embedder.token_lengths, 512, needle_documents=cli_args.needle_documents)
     task = first_documents(task, args.reddit_documents if dataset == "reddit" else None)
@@ -187,7 +189,7 @@ def study(dataset: str, args: argparse.Namespace, cache: EmbeddingCache, workdir
             probed.overall[PRIMARY],
             probed.harmonic_mean or 0,
         )
-    shipped = None if args.skip_cli else run_cli_tune(dataset, task, workdir, args.cache_dir)
+    shipped = None if args.skip_cli else run_cli_tune(dataset, task, workdir, args.cache_dir, model)
     if shipped is not None and all(r["calibration"] != shipped.to_dict() for r in rows):
         documents, _ = real.document_embeddings(shipped)
         run = real.score(describe(shipped), documents, shipped)
@@ -218,14 +220,14 @@ def study(dataset: str, args: argparse.Namespace, cache: EmbeddingCache, workdir
     }
 
 
-def run_cli_tune(dataset: str, task: RetrievalTask, workdir: Path, cache_dir: Path) -> Calibration | None:
+def run_cli_tune(dataset: str, task: RetrievalTask, workdir: Path, cache_dir: Path, model: str) -> Calibration | None:
     """`fair-retrieval tune --data docs.jsonl` exactly as a user runs it; its saved choice, or None (plain)."""
     corpus = workdir / f"{dataset}.jsonl"
     with corpus.open("w", encoding="utf-8") as handle:
         for doc_id, text in task.corpus.items():
             handle.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
     output = workdir / f"{dataset}-calibration.json"
-    argv = ["tune", "--data", str(corpus), "--max-tokens", "512", "--cache-dir", str(cache_dir)]
+    argv = ["tune", "--data", str(corpus), "--max-tokens", "512", "--cache-dir", str(cache_dir), "--model", model]
     argv += ["--output", str(output), "--report-dir", str(workdir / "tune")]
     code = cli_main(argv)
     if code != 0:
@@ -425,6 +427,7 @@ def _num(value: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="an evaluation model's name (minilm, e5-small) or a folder")
     parser.add_argument("--datasets", default=",".join(DATASETS), help="comma-separated position sets")
     parser.add_argument("--reddit-documents", type=int, default=300, help="first N reddit documents (default 300)")
     parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache", help="embedding cache")

@@ -40,9 +40,9 @@ import numpy as np
 
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
-from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.load import load_task
+from fair_retrieval.evaluation.models import evaluation_model
 from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.split import calibrated_split
@@ -127,7 +127,11 @@ def split_labels(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="model (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="an evaluation model's name (minilm, e5-small) or a folder or Hub id (default: minilm)",
+    )
     parser.add_argument("--max-tokens", type=int, default=512, help="default document token budget (default 512)")
     parser.add_argument(
         "--datasets",
@@ -164,7 +168,8 @@ def with_minimum(
     where a document holds at least `calibration.min_content_tokens` content tokens, plain elsewhere. Only those
     documents are embedded calibrated (cached on their own, or taken from the whole corpus embedded with
     min_full_baskets=1), which is what the option itself costs."""
-    base = dataclasses.replace(calibration, min_full_baskets=1)  # the same on every document it calibrates
+    # min_full_baskets=1 is the same on every document it calibrates, unless λ ramps up from the bar N·B
+    base = calibration if calibration.strength_ramp else dataclasses.replace(calibration, min_full_baskets=1)
     texts = list(evaluator.task.corpus.values())
     documents, _ = evaluator.document_embeddings(None)
     documents = documents.copy()
@@ -195,7 +200,7 @@ def with_minimum(
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    model = args.model or bundled_model()
+    model = evaluation_model(args.model)
     embedder = FairEmbedder(model, max_length=args.max_tokens, batch_size=args.batch_size, device=args.device)
     if args.configs == "first-study":
         configs = first_study_configurations()

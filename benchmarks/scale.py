@@ -256,7 +256,11 @@ def many_small_adds(total: int, adds: int, dim: int = 8) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="default: the bundled all-MiniLM-L6-v2")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="an evaluation model's name (minilm, e5-small) or a folder or Hub id (default: minilm)",
+    )
     parser.add_argument("--docs", type=int, default=400, help="documents for the throughput part (default: 400)")
     parser.add_argument("--words", type=int, default=100, help="words per document (default: 100, ~200 tokens)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
@@ -301,11 +305,11 @@ def main() -> None:
         return
     logging.basicConfig(level=logging.WARNING)
 
-    from fair_retrieval.evaluation.bundled import bundled_model
+    from fair_retrieval.evaluation.models import evaluation_model
 
     results: dict[str, Any] = {}
     if not args.skip_throughput:
-        results["throughput"] = throughput(args, args.model or bundled_model())
+        results["throughput"] = throughput(args, evaluation_model(args.model))
     if not args.skip_recall:
         results["recall"] = recall(args)
     print(json.dumps(results, indent=2))

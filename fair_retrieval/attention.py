@@ -365,15 +365,18 @@ def basket_blend(
 
     The one definition of the redistribution, used by both engine paths: isolated keys get t_k (their own p_ik, or
     1/(n + |I|)); every basket gets its share of R = 1 − Σ t_k (R/n each, or R·|b|/|C|), 0 if its mass is 0; p' is
-    renormalised to sum to 1; p'' = λ·p' + (1 − λ)·p, with λ = 0 for rows with fewer than N·B content keys
-    (N = min_full_baskets). Only the basket masses and the isolated keys' total are needed, so the caller may get
-    them from explicit probabilities
-    or from log-sum-exps. A basket gets a share only if `present` (by default: if its mass is > 0, since its keys'
-    proportions p_ij / M_b are needed; the log-sum-exp path, which never divides by M_b, passes "has keys").
+    renormalised to sum to 1; p'' = λ(n)·p' + (1 − λ(n))·p, with λ(n) = 0 for rows with fewer than N·B content
+    keys (N = min_full_baskets) and rising over `strength_ramp` tokens above that (`Calibration.strength_at`).
+    Only the basket masses and the isolated keys' total are needed, so the caller may get them from explicit
+    probabilities or from log-sum-exps. A basket gets a share only if `present` (by default: if its mass is > 0,
+    since its keys' proportions p_ij / M_b are needed; the log-sum-exp path, which never divides by M_b, passes
+    "has keys").
     """
     work = masses.dtype
     n_baskets = (n_content + cal.basket_size - 1) // cal.basket_size  # (...)
-    lam = cal.strength * (n_content >= cal.min_content_tokens).to(work)[..., None]  # (..., 1) λ, or 0 if too short
+    above = (n_content - cal.min_content_tokens + 1).to(work)  # (...) content keys above the bar, + 1
+    ramp = (above / cal.strength_ramp).clamp(max=1.0) if cal.strength_ramp else torch.ones_like(above)
+    lam = (cal.strength * ramp * (above > 0).to(work))[..., None]  # (..., 1) λ(n), 0 below the bar (strength_at)
     if cal.isolated == "preserve":
         t_each = None  # t_k = p_ik
         t_total = iso_mass  # (..., 1)

@@ -24,16 +24,26 @@ LayerSpec = float | int | tuple[int, ...]
 _ISOLATED_MODES = ("preserve", "equal")
 _PARTIAL_BASKET_MODES = ("equal", "proportional")
 _SPECIAL_TOKENS_MODES = ("content", "preserve")
-_FIELDS = ("strength", "basket_size", "layers", "isolated", "partial_basket", "special_tokens", "min_full_baskets")
+_FIELDS = (
+    "strength",
+    "basket_size",
+    "layers",
+    "isolated",
+    "partial_basket",
+    "special_tokens",
+    "min_full_baskets",
+    "strength_ramp",
+)
 
 
 @dataclass(frozen=True)
 class Calibration(FrozenJson):
     """How documents are calibrated at indexing time.
 
-    The defaults are the library's, chosen on dev data by the rule in the README ("Quality and the choice of
-    defaults"): λ = 0.5 on the last half of the layers, baskets of 192 tokens, special tokens kept out of the baskets,
-    and only texts of at least two full baskets (384 content tokens) calibrated; shorter texts are embedded plainly.
+    The defaults are the library's, chosen on dev data of two models (all-MiniLM-L6-v2 and multilingual-e5-small)
+    by the rule in docs/second_model_study.md: λ = 0.25 on the last half of the layers, baskets of 192 tokens,
+    special tokens kept out of the baskets, and only texts of at least two full baskets (384 content tokens)
+    calibrated; shorter texts are embedded plainly. λ = 0.5, the default before, cost e5-small 0.007 nDCG@10.
     `Calibration.paper()` gives the published configuration.
 
     Args:
@@ -51,22 +61,27 @@ class Calibration(FrozenJson):
         min_full_baskets: N ≥ 1; a text is calibrated only if it holds at least N full baskets (N·B content tokens),
             otherwise it is embedded plainly. 1 is the published rule (texts shorter than one basket stay plain);
             larger values leave short texts alone, which is where calibration costs general retrieval most.
+        strength_ramp: R ≥ 0 content tokens over which the strength rises linearly from the calibration bar: a text
+            with n ≥ N·B content tokens gets λ · min(1, (n − N·B + 1) / R), so texts just long enough are calibrated
+            only a little and λ is reached R tokens above the bar. 0 (the default) is a step: λ from the bar on.
     """
 
     JSON_KEY: ClassVar[str] = "calibration"
 
-    strength: float = 0.5
+    strength: float = 0.25
     basket_size: int = 192
     layers: LayerSpec = 0.5
     isolated: IsolatedMode = "preserve"
     partial_basket: PartialBasketMode = "equal"
     special_tokens: SpecialTokensMode = "preserve"
     min_full_baskets: int = 2
+    strength_ramp: int = 0
 
     def __post_init__(self) -> None:
         _check_strength(self.strength)
         _check_basket_size(self.basket_size)
         _check_min_full_baskets(self.min_full_baskets)
+        _check_strength_ramp(self.strength_ramp)
         object.__setattr__(self, "layers", _normalise_layers(self.layers))
         if self.isolated not in _ISOLATED_MODES:
             raise ValueError(f"isolated must be one of {_ISOLATED_MODES}, got {self.isolated!r}.")
@@ -80,6 +95,14 @@ class Calibration(FrozenJson):
     def min_content_tokens(self) -> int:
         """Content tokens a text needs to be calibrated: min_full_baskets · basket_size."""
         return self.min_full_baskets * self.basket_size
+
+    def strength_at(self, content_tokens: int) -> float:
+        """λ for a text of `content_tokens` content keys: 0 below `min_content_tokens`, then `strength`, reached
+        linearly over `strength_ramp` tokens (docs/method.md, "Texts too short to calibrate")."""
+        above = content_tokens - self.min_content_tokens + 1
+        if above <= 0:
+            return 0.0
+        return self.strength if self.strength_ramp == 0 else self.strength * min(1.0, above / self.strength_ramp)
 
     @classmethod
     def paper(cls) -> Calibration:
@@ -144,7 +167,8 @@ class Calibration(FrozenJson):
         they meant).
         """
         fields = check_fields(data, _FIELDS, "Calibration")
-        if "min_full_baskets" not in fields and set(fields) == set(_FIELDS) - {"min_full_baskets"}:
+        older = set(_FIELDS) - {"min_full_baskets", "strength_ramp"}  # the fields before min_full_baskets existed
+        if "min_full_baskets" not in fields and set(fields) == older:
             fields["min_full_baskets"] = 1
         if isinstance(fields.get("layers"), list):
             fields["layers"] = tuple(fields["layers"])
@@ -163,6 +187,13 @@ def _check_min_full_baskets(value: object) -> None:
         raise TypeError(f"min_full_baskets must be an int ≥ 1, got {type(value).__name__}.")
     if value < 1:
         raise ValueError(f"min_full_baskets must be ≥ 1 (1 = calibrate every text with one full basket), got {value}.")
+
+
+def _check_strength_ramp(value: object) -> None:
+    if not is_int(value):
+        raise TypeError(f"strength_ramp must be an int ≥ 0, got {type(value).__name__}.")
+    if value < 0:
+        raise ValueError(f"strength_ramp must be ≥ 0 content tokens (0 = full strength from the bar on), got {value}.")
 
 
 def _check_basket_size(basket_size: object) -> None:

@@ -107,8 +107,18 @@ def compile_filter(spec: FilterSpec | None) -> Predicate:
 # ---------------------------------------------------------------------------------------------------- compiling
 
 
-def _compile_filter_dict(spec: Mapping[Any, Any], where: str) -> Predicate:
+MAX_DEPTH = 64
+"""How deep $and / $or / $not may nest: far more than a filter written by hand or generated from a UI needs, and
+shallow enough that compiling and evaluating never exhaust Python's stack."""
+
+
+def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0) -> Predicate:
     """A whole-document filter dict: field conditions and combinators, all of which must hold."""
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"filter nests $and / $or / $not more than {MAX_DEPTH} levels deep; flatten it (e.g. one $and or $in "
+            "with many members instead of nested ones)."
+        )
     parts: list[Predicate] = []
     for key, value in spec.items():
         here = f"{where}[{key!r}]"
@@ -121,7 +131,8 @@ def _compile_filter_dict(spec: Mapping[Any, Any], where: str) -> Predicate:
             parts.append(_compile_field(key, value, here))
         elif key in ("$and", "$or"):
             members = [
-                _compile_filter_dict(member, f"{here}[{position}]") for position, member in _members(key, value, here)
+                _compile_filter_dict(member, f"{where}[{key!r}][{position}]" if depth < 8 else "…", depth + 1)
+                for position, member in _members(key, value, here)
             ]
             parts.append(_all_of(members) if key == "$and" else _any_of(members))
         elif key == "$not":
@@ -130,7 +141,7 @@ def _compile_filter_dict(spec: Mapping[Any, Any], where: str) -> Predicate:
                     f"{here} needs a filter dict to negate, e.g. {{'$not': {{'lang': 'en'}}}}; got "
                     f"{type(value).__name__} {value!r}."
                 )
-            parts.append(_negation(_compile_filter_dict(value, here)))
+            parts.append(_negation(_compile_filter_dict(value, here if depth < 8 else "…", depth + 1)))
         elif key in _FIELD_OPERATORS:
             raise ValueError(
                 f"{here}: {key} compares a field, so it goes under a field name: {{'field': {{{key!r}: ...}}}}. "

@@ -125,6 +125,7 @@ def check_identity(
     allow_mismatch: bool,
     override: str,
     remedy: str,
+    unrecorded: str = "saved by an earlier release",
 ) -> None:
     """Check that `current` (the embeddings given on load) is the embedder that made the vectors of `source`.
 
@@ -136,15 +137,17 @@ def check_identity(
         allow_mismatch: log a WARNING instead of raising (the caller's explicit override).
         override: how the caller overrides, for the message (e.g. "allow_embedder_mismatch=True").
         remedy: what else to do, for the message (e.g. which embeddings to load it with).
+        unrecorded: why `recorded` may be None, for the INFO line (an earlier release by default; a store saved
+            without being told its embedder says so).
 
     Raises:
         ValueError: if the identities differ and `allow_mismatch` is False, or `recorded` is not a JSON object.
     """
     if recorded is None:
         logger.info(
-            "%s records no embedder (saved by an earlier release): cannot check that the embeddings given now made "
-            "its vectors.",
+            "%s records no embedder (%s): cannot check that the embeddings given now made its vectors.",
             source,
+            unrecorded,
         )
         return
     if not isinstance(recorded, Mapping):

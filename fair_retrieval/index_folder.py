@@ -35,13 +35,16 @@ from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.inputs import Document
 from fair_retrieval.jsonio import (
     IN_USE_FILE,
+    READ_ATTEMPTS,
     TEMPORARY_SUFFIX,
     DamagedFileError,
     Publication,
     Snapshot,
     held_folder,
     parse_versioned_json,
+    record_generation,
     remove_abandoned,
+    require_generation,
     write_json_atomically,
 )
 
@@ -78,15 +81,23 @@ def staging_folder(output: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def publish(staging: Path, output: Path) -> None:
+def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = None) -> None:
     """Publish every file of `staging` (a FaissIndex saved there, documents.jsonl, manifest.json) into `output`,
     atomically as a whole, with the index's index.json as the record (see the module docstring).
 
     Files of `output` that the new generation lacks (index.faiss of an untrained index) are removed; other files
     in `output` are left alone.
 
+    Args:
+        staging: the staging folder.
+        output: the index folder.
+        base: `(generation,)` of `output` when the run started (`jsonio.record_generation` of its index.json, None
+            for none): checked once the folder lock is held, so a run that published meanwhile is not replaced
+            unseen. None checks nothing.
+
     Raises:
         FileNotFoundError: if `staging` holds no index.json (save the FaissIndex into it first).
+        StoreConflictError: (a ValueError) another run published into `output` since `base`; nothing changed.
     """
     source = staging / INDEX_RECORD
     if not source.is_file():
@@ -98,7 +109,13 @@ def publish(staging: Path, output: Path) -> None:
         if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
     )
     known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE, WINDOWS_FILE]
-    with Publication(output / INDEX_RECORD, [*known, *names]) as publication:
+    record = output / INDEX_RECORD
+
+    def check() -> None:
+        if base is not None:
+            require_generation(output, base[0], record_generation(record), "index run (it started before it)")
+
+    with Publication(record, [*known, *names], check=check) as publication:
         for name in names:
             publication.add(name, staging / name)
         publication.commit(staged.value, entries=staged.files, remove=[name for name in known if name not in names])
@@ -193,19 +210,37 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 
 
 def open_published(path: Path) -> IO[bytes]:
-    """Open a file of an index folder as its index.json has it: under its temporary name while a publication is
-    being finished (or was killed after its commit), else under `path`.
+    """Open a file of an index folder as its index.json has it (under its temporary name while a publication is
+    being finished, or was killed after its commit; else under `path`), checked against the size and CRC-32 the
+    record keeps for it before anything of it is used; the handle is at its start.
+
+    A file the record does not list (a folder of an earlier release) is opened unchecked.
 
     Raises:
         FileNotFoundError: if the file does not exist.
+        DamagedFileError: (a ValueError) the file differs from what index.json records (a changed byte, swapped
+            rows, an edit by hand, a truncation); the message names it and says to rebuild.
+        ValueError: saves kept replacing the folder while it was read.
     """
-    try:
-        record: Snapshot | None = Snapshot.read(path.parent / INDEX_RECORD)
-    except (OSError, ValueError):  # no index.json (yet), or a damaged one, which FaissIndex.load reports
-        record = None
-    if record is not None and record.lists(path.name):
-        return record.open(path.name)
-    return path.open("rb")
+    for _ in range(READ_ATTEMPTS):
+        try:
+            record: Snapshot | None = Snapshot.read(path.parent / INDEX_RECORD)
+        except (OSError, ValueError):  # no index.json (yet), or a damaged one, which FaissIndex.load reports
+            record = None
+        if record is None or not record.lists(path.name):
+            return path.open("rb")
+        handle = record.open(path.name)
+        try:
+            problem = record.mismatch(path.name, handle)
+        except BaseException:
+            handle.close()
+            raise
+        if problem is None:
+            return handle
+        handle.close()
+        if record.is_current():
+            raise DamagedFileError(path, f"{problem} (truncated, corrupted or edited since it was indexed)", REBUILD)
+    raise ValueError(f"{path.parent} was replaced {READ_ATTEMPTS} times while it was read; search again.")
 
 
 def query_embedder_options(manifest: dict[str, Any], device: str | None = None) -> EmbedderOptions:

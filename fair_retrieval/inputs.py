@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,91 @@ def ensure_text_list(texts: object, name: str = "texts") -> list[str]:
                 + (" (decode bytes first, e.g. text.decode('utf-8'))." if isinstance(item, bytes | bytearray) else ".")
             )
     return result
+
+
+BOM = "\ufeff"
+"""The byte-order mark some editors put at the start of UTF-8 files; removed from what is read."""
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate (U+D800–U+DFFF, e.g. from a JSON escape "\\udcff" or a file name
+    that is not UTF-8) in `text`, or None: such a string is not valid Unicode and cannot be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
+def surrogate_path(value: Any, where: str) -> str | None:
+    """Where in a JSON value (keys and values, recursively) a string holds a lone surrogate, e.g.
+    "metadata['a'][0]"; None when there is none."""
+    if isinstance(value, str):
+        return where if lone_surrogate(value) is not None else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = surrogate_path(key, f"{where} key {key!r}") or surrogate_path(item, f"{where}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for position, item in enumerate(value):
+            found = surrogate_path(item, f"{where}[{position}]")
+            if found is not None:
+                return found
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """What makes `text` unfit to embed and store (empty or whitespace only, a lone surrogate), or None."""
+    if not text.strip():
+        return "the text is empty or whitespace only (it would match every query alike)"
+    position = lone_surrogate(text)
+    if position is not None:
+        return (
+            f"the text holds a lone surrogate {text[position]!r} at character {position}, which is not valid Unicode "
+            "(fix the encoding where the text comes from)"
+        )
+    return None
+
+
+def check_store_entries(
+    texts: Sequence[str | None],
+    ids: Sequence[Any],
+    metadatas: Sequence[Any] | None = None,
+    *,
+    first_position: int = 0,
+) -> None:
+    """Refuse, before anything is embedded or stored, texts a vector store must not take: empty or whitespace-only
+    texts, and lone surrogates in a text, an id or metadata (they would fail when the store is saved as UTF-8
+    JSON, long after); and empty ids. The vector stores of both adapters call this on every add.
+
+    Args:
+        texts: the texts (or node contents), in input order; None for an entry without text (not checked).
+        ids: their ids, one per text.
+        metadatas: their metadata dicts, or None.
+        first_position: the position of the first entry in the caller's input, for the messages.
+
+    Raises:
+        ValueError: naming every offending entry by position and id (the first few when there are many).
+    """
+    problems = []
+    for offset, (text, id_) in enumerate(zip(texts, ids, strict=False)):
+        position = first_position + offset
+        where = f"[{position}] (id {ascii(id_) if isinstance(id_, str) else repr(id_)})"
+        problem = text_problem(text) if text is not None else None
+        if problem is None and isinstance(id_, str) and not id_:
+            problem = "the id is empty; pass a non-empty id, or None for a new one"
+        if problem is None and isinstance(id_, str) and lone_surrogate(id_) is not None:
+            problem = "the id holds a lone surrogate, which is not valid Unicode"
+        if problem is None and metadatas is not None and offset < len(metadatas):
+            found = surrogate_path(metadatas[offset], "metadata")
+            if found is not None:
+                problem = f"{found} holds a lone surrogate, which is not valid Unicode"
+        if problem is not None:
+            problems.append(f"{where}: {problem}")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; … ({len(problems) - 5} more)" if len(problems) > 5 else "")
+        raise ValueError(f"Nothing was stored: {shown}. Fix or drop these entries and add again.")
 
 
 # ------------------------------------------------------------------------------------------------ documents
@@ -93,29 +179,103 @@ def no_documents_error(path: Path, kind: InputKind) -> ValueError:
     return ValueError(f"Found no {what}; nothing to index.")
 
 
-def read_documents(path: str | Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """Documents from a folder of .txt/.md files or from a JSONL file.
+class InputProblemsError(ValueError):
+    """An input with documents that cannot be indexed; the message lists every one (not only the first).
 
-    Files of other types in a folder are skipped with one warning that gives how many and their extensions.
+    Attributes:
+        path: the input folder or JSONL file.
+        problems: one line per bad file or line, saying what is wrong and what to do.
+    """
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path, self.problems = Path(path), list(problems)
+        if len(problems) == 1:
+            message = problems[0]
+        else:
+            listed = "\n".join(f"  {problem}" for problem in problems)
+            message = (
+                f"{len(problems)} problems in {path}; nothing was indexed. Fix them, or skip what is bad with "
+                f"--skip-bad-files (skip_bad=True):\n{listed}"
+            )
+        super().__init__(message)
+
+
+def read_documents(
+    path: str | Path, text_field: str = "text", id_field: str = "id", *, skip_bad: bool = False
+) -> list[Document]:
+    """Documents from a folder of .txt/.md files or from a JSONL file, every one checked before any is returned.
+
+    The whole input is read first (`scan_documents`) and every problem found is reported at once: file names that
+    are not UTF-8, contents that are not UTF-8, JSONL lines that are not JSON objects with a text, empty or
+    whitespace-only texts, lone surrogates in a text, id or metadata, repeated ids. A UTF-8 byte-order mark is
+    removed. Files of other types in a folder are skipped with one warning that gives how many and their
+    extensions.
+
+    Args:
+        path: the folder or JSONL file.
+        text_field: the JSONL field holding the text.
+        id_field: the JSONL field holding the id.
+        skip_bad: return the good documents and log a WARNING listing what was skipped, instead of refusing.
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: on an empty input, a bad JSONL line (the message gives its number), duplicate ids, or a file
-            that is not UTF-8.
+        InputProblemsError: (a ValueError) listing every problem (unless `skip_bad`).
+        ValueError: on an input without documents (also when every one was skipped).
     """
     path = Path(path)
-    kind = input_kind(path)
-    documents = read_folder(path) if kind == "folder" else read_jsonl(path, text_field, id_field)
+    documents, problems = scan_documents(path, text_field, id_field)
+    if problems and not skip_bad:
+        raise InputProblemsError(path, problems)
+    if problems:
+        logger.warning(
+            "Skipped %d bad %s of %s:\n%s",
+            len(problems),
+            "entry" if len(problems) == 1 else "entries",
+            path,
+            "\n".join(f"  {problem}" for problem in problems),
+        )
     if not documents:
-        raise no_documents_error(path, kind)
+        raise no_documents_error(path, input_kind(path))
     return documents
+
+
+def scan_documents(path: Path, text_field: str = "text", id_field: str = "id") -> tuple[list[Document], list[str]]:
+    """Read the whole input: the good documents, and one message per bad file or line (in file or line order).
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: for a single .txt/.md file (`input_kind`).
+    """
+    documents: list[Document] = []
+    problems: list[str] = []
+    if input_kind(path) == "folder":
+        for name in text_file_names(path):
+            try:
+                documents.append(read_text_file(path, name))
+            except ValueError as error:
+                problems.append(str(error))
+        return documents, problems
+    seen: dict[str | int, int] = {}
+    with path.open("rb") as handle:
+        for number, line in jsonl_lines(handle):
+            try:
+                document = parse_jsonl_line(line, number, path, text_field, id_field)
+            except ValueError as error:
+                problems.append(str(error))
+                continue
+            if document.id in seen:
+                problems.append(str(repeated_id_error(path, number, document.id, seen[document.id])))
+                continue
+            seen[document.id] = number
+            documents.append(document)
+    return documents, problems
 
 
 def read_folder(folder: Path) -> list[Document]:
     """Every .txt/.md file under `folder` (see `text_file_names`), id = its relative POSIX path, no metadata.
 
     Raises:
-        ValueError: for a file that is not UTF-8 (the first one, in id order).
+        ValueError: for a file `read_text_file` refuses (the first one, in id order).
     """
     return [read_text_file(folder, name) for name in text_file_names(folder)]
 
@@ -168,16 +328,27 @@ def text_file_names(folder: Path) -> list[str]:
 
 
 def read_text_file(folder: Path, name: str) -> Document:
-    """The document of the file `name` (a relative POSIX path from `text_file_names`) under `folder`.
+    """The document of the file `name` (a relative POSIX path from `text_file_names`) under `folder`; a UTF-8
+    byte-order mark at its start is removed.
 
     Raises:
-        ValueError: if the file is not UTF-8 text.
+        ValueError: if the file name or its content is not UTF-8, or its text is empty, whitespace only or holds a
+            lone surrogate; the message names the file and says what to do.
     """
+    if lone_surrogate(name) is not None:  # a name that is not UTF-8 (Python keeps its bytes as surrogates)
+        shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+        raise ValueError(
+            f"{folder}: the file name '{shown}' is not UTF-8; rename the file (ids and documents.jsonl are UTF-8)."
+        )
     file = folder / name
+    raw = file.read_bytes()
     try:
-        text = file.read_text(encoding="utf-8")
+        text = raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
         raise ValueError(f"{file} is not UTF-8 text ({error.reason}); convert it to UTF-8.") from error
+    problem = text_problem(text)
+    if problem is not None:
+        raise ValueError(f"{file}: {problem}; give it text, or remove it from the folder.")
     return Document(id=name, text=text)
 
 
@@ -216,9 +387,9 @@ def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[i
         stripped = raw.strip()
         if not stripped:
             continue
-        if not stripped.isascii():  # whitespace beyond ASCII (e.g. a no-break space) is blank too
+        if not stripped.isascii():  # whitespace beyond ASCII (e.g. a no-break space), or a byte-order mark alone
             try:
-                if not raw.decode("utf-8").strip():
+                if not raw.decode("utf-8").removeprefix(BOM).strip():
                     continue
             except UnicodeDecodeError:
                 pass
@@ -241,8 +412,9 @@ def parse_jsonl_line(
         id_field: the field holding the id.
 
     Raises:
-        ValueError: if the line is not UTF-8, not JSON, not an object, or lacks a string text or a valid id; the
-            message names the file and the line and says what to change.
+        ValueError: if the line is not UTF-8, not JSON, not an object, or lacks a string text or a valid id, or
+            its text is empty or whitespace only, or a lone surrogate is in its text, id or metadata; the message
+            names the file and the line and says what to change.
     """
     where = f"{path} line {number}"
     if isinstance(line, bytes):
@@ -250,6 +422,7 @@ def parse_jsonl_line(
             line = line.decode("utf-8")
         except UnicodeDecodeError as error:
             raise ValueError(f"{where}: not UTF-8 ({error.reason}); convert the file to UTF-8.") from error
+    line = line.removeprefix(BOM)  # a byte-order mark at the start of the file
     try:
         record = json.loads(line)
     except json.JSONDecodeError as error:
@@ -272,6 +445,14 @@ def parse_jsonl_line(
         metadata.update(nested)
     elif "metadata" in record:
         metadata["metadata"] = nested
+    problem = text_problem(text)
+    if problem is None and isinstance(doc_id, str) and lone_surrogate(doc_id) is not None:
+        problem = f"the {id_field!r} holds a lone surrogate, which is not valid Unicode"
+    found = surrogate_path(metadata, "the metadata") if problem is None else None
+    if found is not None:
+        problem = f"{found} holds a lone surrogate, which is not valid Unicode"
+    if problem is not None:
+        raise ValueError(f"{where}: {problem}; fix the line, or remove it.")
     return Document(id=doc_id, text=text, metadata=metadata)
 
 

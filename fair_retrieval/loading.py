@@ -298,12 +298,21 @@ def hf_model(model: Any) -> torch.nn.Module:
 
 
 def document_prompt(model: Any) -> str | None:
-    """The prompt sentence-transformers' encode_document would use ("document", "passage" or "corpus")."""
+    """The model's document prompt: the first non-empty one of "document", "passage" and "corpus" (the names
+    sentence-transformers' encode_document looks for, in its order); "" when those it has are all empty; else the
+    default prompt.
+
+    Empty prompts are passed over because sentence-transformers 6 adds an empty "document" entry to every model's
+    prompts: its own encode_document then picks that empty one and drops a prompt the model declares under another
+    name (multilingual-e5's "passage: "). An empty prompt adds nothing, so this only changes which declared prompt
+    is found.
+    """
     prompts = getattr(model, "prompts", None) or {}
-    for name in ("document", "passage", "corpus"):
-        if name in prompts:
+    names = [name for name in ("document", "passage", "corpus") if name in prompts]
+    for name in names:
+        if prompts[name]:
             return str(prompts[name])
-    return _default_prompt(model)
+    return "" if names else _default_prompt(model)
 
 
 def query_prompt(model: Any) -> str | None:

@@ -46,7 +46,7 @@ SEARCH_FIELDS = (
 # probes measure position bias but cannot see the accuracy a configuration costs, and over the whole space they
 # chose configurations that cost real questions 0.0155 nDCG@10 (README, "On your own corpus").
 TRUST_REGION: tuple[Calibration, ...] = (
-    Calibration(),
+    Calibration(strength=0.5),  # the default before the two-model study
     Calibration(strength=0.25),
     Calibration(strength=0.75, partial_basket="proportional"),
 )

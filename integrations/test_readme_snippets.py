@@ -19,7 +19,7 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # What each example must print, in order of appearance in the file.
 EXPECTED = [
     ["sixty kilometres per hour."],
-    ["Calibration(strength=0.5", "None"],
+    ["Calibration(strength=0.25", "None"],
     ["The chess club meets on Thursday evenings"],
     ["harbour {'source': 'harbour-minutes.txt'}", "bakery {'source': 'shops.txt'}", "harbour\n", "['harbour']"],
     ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],

@@ -39,7 +39,9 @@ def _reference_probs(row: np.ndarray, allowed: np.ndarray, isolated: np.ndarray,
         for k, value in t.items():
             out[h, k] = value
         out[h] /= out[h].sum()
-    return cal.strength * out + (1.0 - cal.strength) * row
+    above = len(content) - cal.min_full_baskets * cal.basket_size + 1  # λ ramps up over strength_ramp tokens
+    lam = cal.strength if cal.strength_ramp == 0 else cal.strength * min(1.0, above / cal.strength_ramp)
+    return lam * out + (1.0 - lam) * row
 
 
 def _reference_attention(

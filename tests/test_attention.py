@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -37,6 +38,8 @@ TINY_CONFIGS = [
     ),
     Calibration(strength=1.0, basket_size=16, min_full_baskets=4),  # the 47-word text stays plain, longer ones not
     Calibration(strength=0.5, basket_size=23, special_tokens="preserve", min_full_baskets=3),
+    Calibration(strength=1.0, basket_size=16, min_full_baskets=2, strength_ramp=40),  # λ(n) differs per text
+    Calibration(strength=0.5, basket_size=23, special_tokens="preserve", strength_ramp=1000),  # far below λ
 ]
 
 TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "modernbert-cls", "modernbert-mean"]
@@ -48,7 +51,7 @@ TINY_MODELS = ["bert-cls", "xlm-roberta-cls", "qwen3-last", "qwen3-last-left", "
     TINY_CONFIGS,
     ids=lambda c: (
         f"s{c.strength}-b{c.basket_size}-{c.isolated}-{c.partial_basket}-{c.layers}-{c.special_tokens}"
-        f"-n{c.min_full_baskets}"
+        f"-n{c.min_full_baskets}-r{c.strength_ramp}"
     ),
 )
 def test_tiny_models_match_reference(tiny_models: dict[str, str], model_key: str, config: Calibration) -> None:
@@ -125,6 +128,20 @@ def test_min_full_baskets_leaves_shorter_texts_plain_and_calibrates_longer_ones(
         else:
             np.testing.assert_allclose(ours[i], plain[i], atol=1e-6)
     assert any(min(n, 512) >= 300 for n in lengths) and any(min(n, 512) < 300 for n in lengths)
+
+
+def test_strength_ramp_gives_each_text_the_strength_of_its_length(minilm: str) -> None:
+    """With a ramp, a text gets exactly the embedding of a step calibration at λ(n) = λ·min(1, (n − N·B + 1)/R)."""
+    embedder = FairEmbedder(minilm, max_length=512)
+    ramp = Calibration(strength=1.0, basket_size=100, min_full_baskets=2, strength_ramp=300)
+    ours = embedder.embed_documents(MINILM_TEXTS, calibration=ramp)
+    counts = [min(n, 512) - 2 for n in embedder.token_lengths(MINILM_TEXTS)]  # content tokens: [CLS], [SEP] apart
+    strengths = [ramp.strength_at(n) for n in counts]
+    assert 0.0 < min(x for x in strengths if x) < max(strengths) < 1.0 and 0.0 in strengths  # three regimes
+    for i, strength in enumerate(strengths):
+        step = dataclasses.replace(ramp, strength=strength, strength_ramp=0) if strength else None
+        expected = embedder.embed_documents([MINILM_TEXTS[i]], calibration=step)
+        np.testing.assert_allclose(ours[i], expected[0], atol=1e-5)
 
 
 def test_calibrated_texts_tells_which_documents_calibration_changes(minilm: str) -> None:

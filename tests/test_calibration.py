@@ -13,7 +13,7 @@ from fair_retrieval import Calibration
 def test_defaults_are_the_studys_choice() -> None:
     default, paper = Calibration(), Calibration.paper()
     assert (default.strength, default.basket_size, default.layers, default.special_tokens) == (
-        0.5,
+        0.25,
         192,
         0.5,
         "preserve",
@@ -113,6 +113,7 @@ def test_paper_preset_is_the_published_configuration_whatever_the_default():
         "partial_basket": "equal",
         "special_tokens": "content",
         "min_full_baskets": 1,
+        "strength_ramp": 0,
     }
     assert Calibration.from_json(paper.to_json()) == paper
     assert Calibration.paper() is not Calibration.paper() and Calibration.paper() == paper
@@ -128,6 +129,24 @@ def test_min_full_baskets_round_trips_and_old_files_default_to_one():
     config = Calibration(basket_size=64, min_full_baskets=3)
     assert config.min_content_tokens == 192
     assert Calibration.from_json(config.to_json()) == config
-    old = {k: v for k, v in Calibration().to_dict().items() if k != "min_full_baskets"}  # written before the option
+    old = {  # written before the option (and before strength_ramp)
+        k: v for k, v in Calibration().to_dict().items() if k not in ("min_full_baskets", "strength_ramp")
+    }
     assert Calibration.from_dict(old).min_full_baskets == 1
     assert Calibration.from_dict({"strength": 0.6}).min_full_baskets == Calibration().min_full_baskets  # hand-written
+
+
+@pytest.mark.parametrize(("value", "error"), [(-1, ValueError), (2.5, TypeError), (False, TypeError)])
+def test_strength_ramp_is_validated(value, error):
+    with pytest.raises(error, match="strength_ramp"):
+        Calibration(strength_ramp=value)
+
+
+def test_strength_ramp_raises_strength_linearly_from_the_bar():
+    ramp = Calibration(strength=0.5, basket_size=100, min_full_baskets=2, strength_ramp=50)
+    assert [ramp.strength_at(n) for n in (0, 199, 200, 224, 249, 250, 5000)] == [0.0, 0.0, 0.01, 0.25, 0.5, 0.5, 0.5]
+    step = Calibration(strength=0.5, basket_size=100, min_full_baskets=2)
+    assert [step.strength_at(n) for n in (199, 200, 5000)] == [0.0, 0.5, 0.5]
+    assert Calibration.from_json(ramp.to_json()) == ramp
+    with_min = {k: v for k, v in step.to_dict().items() if k != "strength_ramp"}  # written before strength_ramp
+    assert Calibration.from_dict(with_min) == step

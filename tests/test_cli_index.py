@@ -416,6 +416,9 @@ def test_search_loads_manifests_from_before_windows_as_truncating(
     for key in ("long_documents", "window_overlap", "chunking"):
         del manifest[key]
     (old / "manifest.json").write_text(json.dumps(manifest))
+    record = json.loads((old / "index.json").read_text())
+    del record["publication"]  # as written before publications: the files are read unchecked
+    (old / "index.json").write_text(json.dumps(record))
     options = query_embedder_options(manifest)
     assert (options.long_documents, options.window_overlap, options.calibration) == ("truncate", 0, None)
     assert (options.pooling, options.max_length) == ("mean", 256)
@@ -500,3 +503,81 @@ def test_aggregate_without_multivector_is_refused(
     base = ["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")]
     assert main([*base, "--aggregate", "top2"]) == 2
     assert "--aggregate works with --multivector" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------- bad input
+
+
+def _bad_input(root: Path) -> Path:
+    import os
+
+    root.mkdir()
+    (root / "bread.txt").write_text("Bread is made from flour, water and yeast.", encoding="utf-8")
+    (root / "bom.txt").write_bytes("\ufeffTea is brewed from leaves.".encode())
+    (root / "empty.txt").write_bytes(b"")
+    (root / "blank.txt").write_text("  \n ", encoding="utf-8")
+    (root / "latin1.txt").write_bytes(b"caf\xe9 au lait")
+    (root / os.fsdecode(b"na\xefve.txt")).write_text("a name that is not UTF-8", encoding="utf-8")
+    return root
+
+
+def test_index_lists_every_bad_input_before_embedding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fair_retrieval.embedder_options import EmbedderOptions
+
+    def never(self: EmbedderOptions, model: Any) -> FairEmbedder:
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr(EmbedderOptions, "build", never)
+    source, output = _bad_input(tmp_path / "docs"), tmp_path / "index"
+    capsys.readouterr()
+    assert main(["index", "--model", "unused", "--input", str(source), "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert f"4 problems in {source}; nothing was indexed" in err and "--skip-bad-files" in err
+    for name in ("blank.txt: the text is empty", "empty.txt: the text is empty", "latin1.txt is not UTF-8"):
+        assert name in err
+    assert "the file name 'na\\xefve.txt' is not UTF-8" in err
+    assert not output.exists()
+
+
+def test_index_skip_bad_files_indexes_the_rest(minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, output = _bad_input(tmp_path / "docs"), tmp_path / "index"
+    capsys.readouterr()
+    command = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--skip-bad-files"]
+    assert main([*command, "--no-calibration"]) == 0
+    out = capsys.readouterr().out
+    assert "Indexed 2 documents" in out and "Skipped 4 bad entries (--skip-bad-files):" in out
+    rows = [json.loads(line) for line in (output / "documents.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {row["id"]: row["text"] for row in rows} == {
+        "bom.txt": "Tea is brewed from leaves.",  # the byte-order mark is removed
+        "bread.txt": "Bread is made from flour, water and yeast.",
+    }
+
+
+def test_search_with_a_model_folder_that_does_not_exist_says_so(
+    jsonl_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    missing = str(tmp_path / "nonexistent")
+    for model in (missing, "./nonexistent-model"):
+        assert main(["search", "--index", str(jsonl_index), "--query", "bread", "--model", model]) == 2
+        err = capsys.readouterr().err
+        assert "folder not found" in err and "differ" not in err, err
+
+
+def test_search_json_is_valid_json_with_nan_metadata(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, output = tmp_path / "docs.jsonl", tmp_path / "index"
+    source.write_text(
+        '{"id": "a", "text": "Bread is baked from dough.", "score": NaN, "range": [Infinity, -Infinity, 1.5]}\n',
+        encoding="utf-8",
+    )
+    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", str(output), "--query", "bread", "--json"]) == 0
+    out = capsys.readouterr().out
+    parsed = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    [result] = parsed["results"]
+    assert result["metadata"] == {"score": None, "range": [None, None, 1.5]}

@@ -40,8 +40,9 @@ def test_defaults_and_no_calibration() -> None:
 def test_every_calibration_field_has_a_flag() -> None:
     argv = ["--strength", "0.6", "--basket-size", "96", "--layers", "2", "--isolated", "equal"]
     argv += ["--partial-basket", "proportional", "--special-tokens", "preserve", "--min-full-baskets", "3"]
+    argv += ["--strength-ramp", "64"]
     cal = calibration_from_args(_parse(argv))
-    expected = Calibration(0.6, 96, 2, "equal", "proportional", "preserve", 3)
+    expected = Calibration(0.6, 96, 2, "equal", "proportional", "preserve", 3, 64)
     assert cal == expected
     assert set(cal.to_dict()) == {
         f.replace("-", "_")
@@ -53,6 +54,7 @@ def test_every_calibration_field_has_a_flag() -> None:
             "partial_basket",
             "special_tokens",
             "min_full_baskets",
+            "strength_ramp",
         )
     }
 

@@ -65,3 +65,16 @@ def test_a_model_without_pooling_config_is_refused_as_by_fair_embedder(tiny: str
         EmbedderOptions(device="cpu").build(bare, prompts=PROMPTS)
     assert str(ours.value) == str(theirs.value)
     assert EmbedderOptions(device="cpu", pooling="cls").build(bare, prompts=PROMPTS).pooling == "cls"
+
+
+def test_an_empty_document_prompt_does_not_hide_the_models_passage_prompt() -> None:
+    """sentence-transformers 6 adds an empty "document" prompt to every model; e5's "passage: " must still be found."""
+    from types import SimpleNamespace
+
+    from fair_retrieval.loading import document_prompt, query_prompt
+
+    e5_like = SimpleNamespace(prompts={"query": "query: ", "document": "", "passage": "passage: "})
+    assert (document_prompt(e5_like), query_prompt(e5_like)) == ("passage: ", "query: ")
+    assert document_prompt(SimpleNamespace(prompts={"document": "doc: ", "passage": "passage: "})) == "doc: "
+    assert document_prompt(SimpleNamespace(prompts={"query": "", "document": ""})) == ""  # all empty: no prompt
+    assert document_prompt(SimpleNamespace(prompts={}, default_prompt_name=None)) is None

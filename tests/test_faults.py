@@ -33,6 +33,7 @@ from fair_retrieval.cli import main  # noqa: E402
 from fair_retrieval.cli.common import dump_json  # noqa: E402
 from fair_retrieval.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
 from fair_retrieval.inputs import Document  # noqa: E402
+from fair_retrieval.jsonio import DamagedFileError  # noqa: E402
 from tests.fault_injection import (  # noqa: E402
     CHILD_TIMEOUT_S,
     Interruption,
@@ -289,8 +290,6 @@ def test_a_damaged_index_faiss_is_refused_naming_the_file(tmp_path: Path, layout
         FaissIndex.load(tmp_path, gpu=False)
     message = str(caught.value)
     assert "Rebuild the index" in message and "\n" not in message
-    from fair_retrieval.jsonio import DamagedFileError
-
     assert isinstance(caught.value, DamagedFileError) and caught.value.path == tmp_path / "index.faiss"
 
 
@@ -332,19 +331,48 @@ def test_a_damaged_documents_row_names_the_file(tmp_path: Path) -> None:
     lines = (folder / "documents.jsonl").read_text().splitlines()
     lines[2] = lines[2][:10]
     (folder / "documents.jsonl").write_text("\n".join(lines) + "\n")
-    with pytest.raises(ValueError, match=r"documents\.jsonl is damaged: line 3 is not valid JSON.*Rebuild"):
+    with pytest.raises(ValueError, match=r"documents\.jsonl is damaged: it holds \d+ bytes where index.json.*Rebuild"):
         read_rows(folder / "documents.jsonl", {0, 2})
 
 
-def test_a_copied_or_hand_edited_folder_still_loads(tmp_path: Path) -> None:
-    """The record checks the files it lists, not where they live: a copy loads, and an edited manifest is read as
-    it is (only index.faiss must match byte for byte)."""
+def test_a_copied_folder_still_loads(tmp_path: Path) -> None:
+    """The record checks the files it lists, not where they live: a copy loads."""
     folder = build_cli_folder(tmp_path / "index", 1)
     copy = tmp_path / "copy"
     shutil.copytree(folder, copy)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    (copy / "manifest.json").write_text(json.dumps({**manifest, "model": "model-v1", "note": "edited"}))
-    assert cli_version(copy) == 1 and read_manifest(copy)["note"] == "edited"
+    assert cli_version(copy) == 1 and read_manifest(copy) == read_manifest(folder)
+
+
+@pytest.mark.parametrize(
+    ("name", "edit"),
+    [
+        ("manifest.json", "pooling"),
+        ("manifest.json", "byte"),
+        ("documents.jsonl", "byte"),
+        ("documents.jsonl", "swap"),
+    ],
+)
+def test_an_edited_manifest_or_documents_file_is_refused(tmp_path: Path, name: str, edit: str) -> None:
+    """manifest.json and documents.jsonl are checked against the size and CRC-32 index.json records for them
+    before they are used: an edit that changes how queries are embedded, a changed byte in a text, or two rows
+    swapped (the wrong document for a vector) are refused, naming the file and saying to rebuild."""
+    folder = build_cli_folder(tmp_path / "index", 1)
+    path = folder / name
+    if edit == "pooling":
+        manifest = json.loads(path.read_text())
+        path.write_text(json.dumps({**manifest, "pooling": "cls" if manifest.get("pooling") != "cls" else "mean"}))
+    elif edit == "swap":
+        lines = path.read_text().splitlines()
+        lines[0], lines[1] = lines[1], lines[0]
+        path.write_text("\n".join(lines) + "\n")
+    else:
+        raw = bytearray(path.read_bytes())
+        position = raw.index(b'"model"' if name == "manifest.json" else b'"text"') + 10
+        raw[position] = ord("Q") if raw[position] != ord("Q") else ord("R")
+        path.write_bytes(bytes(raw))
+    with pytest.raises(DamagedFileError, match=rf"{name} is damaged.*Rebuild") as caught:
+        read_manifest(folder) if name == "manifest.json" else read_rows(path, {0, 1})
+    assert caught.value.path == path
 
 
 # ------------------------------------------------------------------------------------------------ loads during saves

@@ -497,3 +497,21 @@ def test_gpu_index_takes_the_selector_or_its_cpu_copy_is_searched(
     np.testing.assert_array_equal(index.search(queries, K, ids=selected)[1], expected)
     np.testing.assert_array_equal(index.search(queries, K, ids=selected)[1], expected)
     assert fake.to_cpu == 1  # searched on the CPU copy, converted once and kept until the next change
+
+
+@pytest.mark.parametrize("combinator", ["$not", "$and", "$or"])
+@pytest.mark.parametrize("depth", [100, 3000, 5000])
+def test_a_deeply_nested_filter_is_a_clear_error_not_a_recursion_error(combinator: str, depth: int) -> None:
+    spec: dict = {"lang": "en"}
+    for _ in range(depth):
+        spec = {combinator: spec if combinator == "$not" else [spec]}
+    with pytest.raises(ValueError, match=r"nests \$and / \$or / \$not more than 64 levels deep; flatten it"):
+        compile_filter(spec)
+
+
+def test_a_filter_nested_64_levels_still_works() -> None:
+    spec: dict = {"lang": "en"}
+    for _ in range(32):
+        spec = {"$not": {"$not": spec}}
+    keep = compile_filter(spec)
+    assert keep({"lang": "en"}) and not keep({"lang": "de"})

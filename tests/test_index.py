@@ -242,6 +242,10 @@ def test_load_rejects_inconsistent_folders(data: np.ndarray, tmp_path: Path) -> 
     index.save(tmp_path)
     meta_path = tmp_path / "index.json"
     meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "count": 4}))  # the record checks its own content
+    with pytest.raises(ValueError, match=r"index\.json is damaged: its content differs from the CRC-32 it records"):
+        FaissIndex.load(tmp_path, gpu=False)
+    meta.pop("publication")  # as an earlier release wrote it: the values are checked against index.faiss
     meta_path.write_text(json.dumps({**meta, "kind": "ivf", "params": {"nlist": 4, "nprobe": 1}}))
     with pytest.raises(ValueError, match="does not hold a 'ivf' index"):
         FaissIndex.load(tmp_path, gpu=False)

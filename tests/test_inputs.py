@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
+import pytest
+
 from fair_retrieval.distributed.source import _format_of
-from fair_retrieval.inputs import read_documents, visible_files
+from fair_retrieval.inputs import (
+    InputProblemsError,
+    check_store_entries,
+    read_documents,
+    scan_documents,
+    visible_files,
+)
 
 
 def test_hidden_paths_below_the_folder_are_skipped_not_the_folder_itself(tmp_path: Path) -> None:
@@ -25,3 +35,103 @@ def test_the_ray_input_format_ignores_the_same_hidden_files(tmp_path: Path) -> N
     (tmp_path / ".meta" / "schema.parquet").write_bytes(b"")  # hidden: not a second format
     (tmp_path / "part-0.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
     assert _format_of(str(tmp_path)) == "jsonl"
+
+
+# ---------------------------------------------------------------------------------------------------- bad input
+
+
+def _bad_folder(root: Path) -> Path:
+    """A folder with two good files (one with a byte-order mark) and one of each problem."""
+    root.mkdir()
+    (root / "good.txt").write_text("a good document", encoding="utf-8")
+    (root / "bom.txt").write_bytes(b"\xef\xbb\xbfwith a byte-order mark")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "blank.md").write_text(" \n\t\u00a0\n", encoding="utf-8")
+    (root / "latin1.txt").write_bytes(b"caf\xe9")
+    (root / os.fsdecode(b"caf\xe9-name.txt")).write_text("its name is Latin-1", encoding="utf-8")
+    return root
+
+
+def test_every_problem_of_a_folder_is_listed_at_once(tmp_path: Path) -> None:
+    root = _bad_folder(tmp_path / "docs")
+    with pytest.raises(InputProblemsError) as caught:
+        read_documents(root)
+    problems = caught.value.problems
+    assert len(problems) == 4 and str(caught.value).startswith(f"4 problems in {root}; nothing was indexed.")
+    assert "--skip-bad-files" in str(caught.value)
+    text = "\n".join(problems)
+    assert "blank.md: the text is empty or whitespace only" in text and "empty.txt: the text is empty" in text
+    assert "latin1.txt is not UTF-8 text" in text
+    assert "the file name 'caf\\xe9-name.txt' is not UTF-8; rename the file" in text
+    text.encode("utf-8")  # the messages themselves can be printed
+
+
+def test_skip_bad_reads_the_rest_and_strips_a_byte_order_mark(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = _bad_folder(tmp_path / "docs")
+    with caplog.at_level(logging.WARNING, logger="fair_retrieval"):
+        documents = read_documents(root, skip_bad=True)
+    assert {document.id: document.text for document in documents} == {
+        "bom.txt": "with a byte-order mark",
+        "good.txt": "a good document",
+    }
+    assert any(record.getMessage().startswith("Skipped 4 bad entries of") for record in caplog.records)
+
+
+def test_every_problem_of_a_jsonl_file_is_listed_at_once(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    lines = [
+        '{"id": "a", "text": "fine"}',
+        '{"id": "b", "text": "bad\\udcff"}',
+        '{"id": "c\\ud800", "text": "bad id"}',
+        '{"id": "d", "text": "bad metadata", "metadata": {"k": ["x", "\\udcff"]}}',
+        '{"id": "e", "text": "   "}',
+        '{"id": "f", "text": "broken"',
+        '{"id": "a", "text": "repeated"}',
+    ]
+    source.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode("utf-8") + b"\n")
+    documents, problems = scan_documents(source)
+    assert [document.id for document in documents] == ["a"]  # the byte-order mark of line 1 is no problem
+    assert len(problems) == 6, problems
+    assert "line 2: the text holds a lone surrogate '\\udcff' at character 3" in problems[0]
+    assert "line 3: the 'id' holds a lone surrogate" in problems[1]
+    assert "line 4: the metadata['k'][1] holds a lone surrogate" in problems[2]
+    assert "line 5: the text is empty or whitespace only" in problems[3]
+    assert "line 6: not valid JSON" in problems[4] and "line 7: id 'a' was already used on line 1" in problems[5]
+    with pytest.raises(InputProblemsError, match="6 problems"):
+        read_documents(source)
+
+
+def test_a_single_problem_reads_as_before(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": ""}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"^\S+docs\.jsonl line 2: the text is empty or whitespace only"):
+        read_documents(source)
+    with pytest.raises(ValueError, match="Found no documents"):  # skipping everything leaves nothing to index
+        read_documents(_only_bad(tmp_path), skip_bad=True)
+
+
+def _only_bad(tmp_path: Path) -> Path:
+    source = tmp_path / "bad.jsonl"
+    source.write_text('{"text": " "}\n', encoding="utf-8")
+    return source
+
+
+@pytest.mark.parametrize(
+    ("texts", "ids", "metadatas", "message"),
+    [
+        (["fine", ""], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty or whitespace only"),
+        (["fine", " \n "], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty"),
+        (["bad\udcff"], ["a"], None, r"\[0\] \(id 'a'\): the text holds a lone surrogate '\\udcff' at character 3"),
+        (["fine"], ["a\udcff"], None, r"\[0\] \(id 'a\\udcff'\): the id holds a lone surrogate"),
+        (["fine"], [""], None, r"\[0\] \(id ''\): the id is empty"),
+        (["fine"], ["a"], [{"k": {"x": "\udcff"}}], r"metadata\['k'\]\['x'\] holds a lone surrogate"),
+        (["fine"], ["a"], [{"\udcff": 1}], r"metadata key '\\udcff' holds a lone surrogate"),
+    ],
+)
+def test_store_entries_are_checked_with_position_and_id(
+    texts: list[str], ids: list[str], metadatas: list[dict] | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        check_store_entries(texts, ids, metadatas)
+    str(caught.value).encode("utf-8")  # printable
+    check_store_entries(["fine", "text"], ["a", "b"], [{"k": "é"}, {}])  # good entries pass

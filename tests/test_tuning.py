@@ -136,7 +136,7 @@ def test_trusted_search_tries_plain_and_the_trust_region_only() -> None:
         return synthetic(calibration)
 
     region = list(TRUST_REGION)
-    assert region[0] == Calibration()  # the default is trusted
+    assert Calibration() in region and Calibration(strength=0.5) in region  # the default and the one before it
     start = Calibration(basket_size=64)  # a start outside the region does not widen it
     result = calibration_search(record, SearchSpace(), strategy="trusted", start=start, show_progress_bar=False)
     assert seen == [None, *region]  # the wide space is not searched, whatever it holds
@@ -166,10 +166,10 @@ def test_errors_and_labels() -> None:
         calibration_search(synthetic, tolerance=-0.1, show_progress_bar=False)
     assert describe(None) == "plain"
     assert describe(Calibration.paper()) == "paper"
-    assert describe(Calibration()) == "basket_size=192 special_tokens=preserve min_full_baskets=2"
+    assert describe(Calibration()) == "strength=0.25 basket_size=192 special_tokens=preserve min_full_baskets=2"
     assert (
         describe(Calibration(layers=(4, 5)))
-        == "basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
+        == "strength=0.25 basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
     )
     assert (
         describe(dataclasses.replace(Calibration.paper(), strength=0.75, basket_size=64))

@@ -55,7 +55,8 @@ from fair_retrieval.index_folder import (
     write_documents,
     write_manifest,
 )
-from fair_retrieval.inputs import Document, read_documents
+from fair_retrieval.inputs import Document, InputProblemsError, input_kind, no_documents_error, scan_documents
+from fair_retrieval.jsonio import record_generation
 from fair_retrieval.windows import chunk_plan
 
 if TYPE_CHECKING:
@@ -134,6 +135,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default), max-mean (mean of the best window and the pooled vector), top2 (mean of the two best)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
+    parser.add_argument(
+        "--skip-bad-files",
+        action="store_true",
+        help="index the good documents and list what was skipped, instead of refusing an input with files (or "
+        "JSONL lines) that are not UTF-8, empty or whitespace-only texts, or lone surrogates (--engine local). "
+        "Without it, the whole input is checked first and every problem is listed at once",
+    )
     add_calibration_arguments(parser)
     add_ray_arguments(parser)
     parser.set_defaults(func=run)
@@ -143,13 +151,15 @@ def run(args: argparse.Namespace) -> int:
     """Read, (chunk,) embed, index and write; prints what was indexed and what the embedder did.
 
     Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
-    an interrupted run leaves no half-written index.
+    an interrupted run leaves no half-written index. When another run published into --output after this one
+    started, this one fails with StoreConflictError rather than replace that index unseen: run it again.
     """
     from fair_retrieval import FaissIndex, MultiVectorIndex
 
     require_faiss()
     output: Path = args.output
     _check_output(output, args.overwrite)
+    base = (record_generation(output / INDEX_RECORD),)  # a run that publishes meanwhile makes ours fail, not vanish
     _check_not_inside(output, args.input)
     params: dict[str, Any] = parse_index_params(args.index_param)
     calibration = calibration_from_args(args)
@@ -164,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     report: EmbeddingReport | None = None
     chunking: dict[str, int] | None = None
     with staging_folder(output) as staging:
+        skipped: list[str] = []
         if args.engine == "ray":  # Ray workers read the input; ids 0..n-1 = rows of documents.jsonl, written by it
             _check_ray_options(args, options)
             index, count = index_on_ray(
@@ -176,8 +187,7 @@ def run(args: argparse.Namespace) -> int:
             )
             recorded = options  # pooling and max_length None mean the model's own, as search reads them
         else:
-            documents = read_documents(args.input, text_field=args.text_field, id_field=args.id_field)
-            logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
+            documents, skipped = _read_input(args)
             embedder = options.build(args.model)
             rows, chunking = _chunked(args, documents, embedder)
             windows = embedder.embed_document_windows([row.text for row in rows], show_progress_bar=True)
@@ -204,16 +214,37 @@ def run(args: argparse.Namespace) -> int:
         )
         index.save(staging)
         write_manifest(staging, manifest)
-        publish(staging, output)
+        publish(staging, output, base=base)
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
     print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}{vectors}) into {output}")
+    if skipped:
+        print(f"Skipped {plural(len(skipped), 'bad entry', 'bad entries')} (--skip-bad-files):")
+        for problem in skipped:
+            print(f"  {problem}")
     if report is not None:
         print(describe_report(report, calibration, what))
     else:
         print("(--engine ray does not count the documents windowed, truncated or calibrated on its workers)")
     return 0
+
+
+def _read_input(args: argparse.Namespace) -> tuple[list[Document], list[str]]:
+    """The documents of --input, all checked before anything is embedded, and the problems skipped.
+
+    Raises:
+        InputProblemsError: (a ValueError) listing every problem, without --skip-bad-files.
+        ValueError: an input without (good) documents.
+    """
+    path = Path(args.input)
+    documents, problems = scan_documents(path, text_field=args.text_field, id_field=args.id_field)
+    if problems and not args.skip_bad_files:
+        raise InputProblemsError(path, problems)
+    if not documents:
+        raise no_documents_error(path, input_kind(path))
+    logger.info("Read %s from %s", plural(len(documents), "document"), args.input)
+    return documents, problems
 
 
 def describe_report(report: EmbeddingReport, calibration: Calibration | None, what: str = "document") -> str:
@@ -260,6 +291,8 @@ def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> No
     """Refuse what the Ray engine does not do yet: chunking, and long-document settings other than the defaults."""
     if args.chunk_tokens is not None:
         raise ValueError("--chunk-tokens works with --engine local; chunk the documents into a JSONL file first.")
+    if args.skip_bad_files:
+        raise ValueError("--skip-bad-files works with --engine local; drop it, or fix the input first.")
     defaults = EmbedderOptions()
     if (options.long_documents, options.window_overlap) != (defaults.long_documents, defaults.window_overlap):
         raise ValueError(

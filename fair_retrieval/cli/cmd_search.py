@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, get_args
 
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         for rank, (i, score, window) in enumerate(hits, start=1)
     ]
     if args.json:
-        print(json.dumps({"query": args.query, "results": results}, ensure_ascii=False, indent=2))
+        print(json.dumps(finite_json({"query": args.query, "results": results}), ensure_ascii=False, indent=2))
     else:
         chunks = manifest.get("chunking") is not None
         for result in results:
@@ -130,6 +131,10 @@ def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folde
     overrides = {"pooling": args.pooling, "max_length": args.max_length}
     requested = dict(recorded, **{name: value for name, value in overrides.items() if value is not None})
     if args.model:
+        from fair_retrieval.loading import looks_like_path, resolve_model  # imports torch: only when needed
+
+        if looks_like_path(args.model) and not Path(args.model).expanduser().exists():
+            resolve_model(args.model)  # "folder not found", not an embedder mismatch
         requested["model"] = model_reference(args.model)
     check_identity(
         recorded,
@@ -145,6 +150,18 @@ def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folde
     if args.max_length is not None:  # the manifest's overlap may not fit the new window; queries are never windowed
         options = dataclasses.replace(options, window_overlap=None)
     return str(args.model or manifest["model"]), options
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with NaN and infinite floats (which documents.jsonl may hold in metadata, read from JSONL input)
+    replaced by None, so that --json prints valid JSON (JSON has no NaN or Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -162,6 +162,11 @@ def add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="calibrate only texts with at least this many full baskets (default 2; 1: every text of ≥ one basket)",
     )
+    group.add_argument(
+        "--strength-ramp",
+        type=int,
+        help="content tokens over which λ rises linearly from the calibration bar (default 0: full λ at the bar)",
+    )
 
 
 def parse_layers(text: str) -> float | int | tuple[int, ...]:
@@ -192,6 +197,7 @@ def calibration_from_args(args: argparse.Namespace) -> Calibration | None:
         "partial_basket": args.partial_basket,
         "special_tokens": args.special_tokens,
         "min_full_baskets": getattr(args, "min_full_baskets", None),
+        "strength_ramp": getattr(args, "strength_ramp", None),
     }
     fields.update({key: value for key, value in overrides.items() if value is not None})
     return Calibration.from_dict(fields)

@@ -126,6 +126,7 @@ class FaissIndex:
         self._on_gpu = False
         self._uses_id_map = False
         self._index: Any = None
+        self._saved_at: tuple[str, str | None] | None = None  # (folder, generation) loaded from or last saved to
         if _stored is not None:
             self._adopt(_stored)
         elif self._plan is not None:
@@ -387,7 +388,10 @@ class FaissIndex:
         return reconstruct(self._cpu_index(), wanted, self._dim)
 
     def save(
-        self, folder: str | os.PathLike[str], *, companions: Mapping[str, str | os.PathLike[str]] | None = None
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
     ) -> Path:
         """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed), atomically.
 
@@ -396,6 +400,11 @@ class FaissIndex:
         even by SIGKILL, the folder holds the previous index or this one, never a mix, and a `load` running
         meanwhile reads one of them. Saves into one folder run one after the other; the next save removes what a
         killed one left.
+
+        Optimistic concurrency: an index loaded from `folder` (or loaded, then saved there) remembers the
+        generation it read or wrote, and a save into that folder after another writer saved there is refused with
+        `StoreConflictError` (nothing is written): load again, redo the change, save again. An index built in
+        memory replaces whatever the folder holds.
 
         Args:
             folder: the index folder.
@@ -406,6 +415,10 @@ class FaissIndex:
 
         Returns:
             The folder path.
+
+        Raises:
+            StoreConflictError: (a ValueError) another writer saved into `folder` since this index was loaded
+                from it (or last saved there).
         """
         record: dict[str, Any] = {
             "factory": self.factory,
@@ -419,7 +432,12 @@ class FaissIndex:
             index = None
         else:
             index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
-        path = write_folder(folder, record, index, companions)
+        path = Path(folder)
+        key = os.path.abspath(path)
+        base = (self._saved_at[1],) if self._saved_at is not None and self._saved_at[0] == key else None
+        generation = write_folder(path, record, index, companions, base=base)
+        if self._saved_at is not None:  # a loaded index keeps track of the folder it is saved to
+            self._saved_at = (key, generation)
         logger.info("Saved %s to %s", self, path)
         return path
 
@@ -449,7 +467,7 @@ class FaissIndex:
 
         def restore(saved: StoredIndex | UntrainedIvfpq) -> FaissIndex:
             if isinstance(saved, UntrainedIvfpq):
-                return cls(
+                index = cls(
                     saved.dim,
                     metric=saved.metric,
                     kind="ivfpq",
@@ -458,7 +476,10 @@ class FaissIndex:
                     search=saved.search,
                     **saved.params,
                 )
-            return cls(saved.dim, saved.metric, gpu=gpu, gpu_shards=gpu_shards, _stored=saved)
+            else:
+                index = cls(saved.dim, saved.metric, gpu=gpu, gpu_shards=gpu_shards, _stored=saved)
+            index._saved_at = (os.path.abspath(folder), saved.generation)
+            return index
 
         return read_folder(folder, restore, multivector=_multivector)
 

@@ -49,7 +49,6 @@ from fair_retrieval.jsonio import (
     Snapshot,
     json_bytes,
     retry_while_changing,
-    write_temporary,
 )
 from fair_retrieval.validate import is_positive_int
 from fair_retrieval.windows import DocumentWindows
@@ -361,19 +360,18 @@ class MultiVectorIndex:
     # ------------------------------------------------------------------------------------------------ persistence
 
     def save(
-        self, folder: str | os.PathLike[str], *, companions: Mapping[str, str | os.PathLike[str]] | None = None
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
     ) -> Path:
         """Write the windows index and the window table (`windows.json`) into `folder` in one commit.
 
-        As `FaissIndex.save`: atomic as a whole, `companions` published in the same commit.
+        As `FaissIndex.save`: atomic as a whole, `companions` published in the same commit, the table staged under
+        the folder's lock, and a save over a newer generation than the one loaded refused (`StoreConflictError`).
         """
-        path = Path(folder)
-        path.mkdir(parents=True, exist_ok=True)
-        staged = write_temporary(path / WINDOWS_FILE, json_bytes(self._table(), indent=None))
-        try:
-            return self._windows.save(path, companions={**(companions or {}), WINDOWS_FILE: staged})
-        finally:
-            staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
+        table = json_bytes(self._table(), indent=None)
+        return self._windows.save(folder, companions={**(companions or {}), WINDOWS_FILE: table})
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto") -> MultiVectorIndex:

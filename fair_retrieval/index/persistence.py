@@ -32,10 +32,14 @@ from fair_retrieval.index.gpu import import_faiss
 from fair_retrieval.index.inspection import Metric, describe_structure, kind_of, metric_name, native_ivf, stored_ids
 from fair_retrieval.index.plan import IndexPlan, parse_search
 from fair_retrieval.jsonio import (
+    PUBLICATION_KEY,
     ChangedWhileReadingError,
     DamagedFileError,
     Publication,
     Snapshot,
+    fingerprint,
+    record_generation,
+    require_generation,
     retry_while_changing,
 )
 
@@ -68,6 +72,7 @@ class StoredIndex:
     plan: IndexPlan
     ids: np.ndarray
     uses_id_map: bool
+    generation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,17 @@ class UntrainedIvfpq:
     metric: Metric
     search: str | None
     params: dict[str, Any]
+    generation: str | None = None
 
 
 def write_folder(
     folder: str | os.PathLike[str],
     record: Mapping[str, Any],
     index: Any | None,
-    companions: Mapping[str, str | os.PathLike[str]] | None = None,
-) -> Path:
+    companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+    *,
+    base: tuple[str | None] | None = None,
+) -> str:
     """Publish `index` (a CPU faiss index, or None for an untrained sized ivfpq) and index.json in one commit.
 
     Args:
@@ -94,10 +102,16 @@ def write_folder(
             name, version and faiss version.
         index: the CPU faiss index to write; None removes index.faiss.
         companions: files of an enclosing format to publish in the same commit: name relative to `folder` →
-            a finished file on the same file system, which is moved (see `FaissIndex.save`).
+            a finished file on the same file system, which is moved (see `FaissIndex.save`), or its bytes, which
+            are staged here under the folder's lock (so no other writer's clean-up can remove them).
+        base: `(generation,)` of the folder as the writer read it (`FaissIndex.load`, or its last save there):
+            the save is refused when another writer published a newer one meanwhile; None checks nothing.
 
     Returns:
-        The folder path.
+        The generation this save published (`jsonio.record_generation` of the folder).
+
+    Raises:
+        StoreConflictError: (a ValueError) `base` is not the folder's generation any more; nothing was written.
     """
     faiss = import_faiss()
     path = Path(folder)
@@ -108,16 +122,26 @@ def write_folder(
         "faiss_version": getattr(faiss, "__version__", None),
         **record,
     }
-    extra = {name: Path(source) for name, source in (companions or {}).items()}
-    with Publication(path / META_FILE, [INDEX_FILE, *extra], keep=extra.values()) as publication:
+    given = dict(companions or {})
+    extra = {name: Path(source) for name, source in given.items() if not isinstance(source, bytes)}
+    contents = {name: source for name, source in given.items() if isinstance(source, bytes)}
+    record_path = path / META_FILE
+
+    def check() -> None:
+        if base is not None:
+            require_generation(path, base[0], record_generation(record_path), "FaissIndex")
+
+    with Publication(record_path, [INDEX_FILE, *given], keep=extra.values(), check=check) as publication:
         for name, source in extra.items():
             publication.add(name, source)
+        for name, data in contents.items():  # staged here, under the folder's lock
+            publication.stage(name).write_bytes(data)
         if index is None:  # nothing for faiss to write yet
             publication.commit(meta, remove=[INDEX_FILE])
         else:
             faiss.write_index(index, str(publication.stage(INDEX_FILE)))
             publication.commit(meta)
-    return path
+    return publication.token
 
 
 def read_folder(
@@ -185,7 +209,11 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
     if not has_file:
         if meta.get("version") == FORMAT_VERSION and meta.get("factory") is None and meta.get("kind") == "ivfpq":
             return UntrainedIvfpq(
-                int(meta["dim"]), meta["metric"], meta.get("search") or None, dict(meta.get("params") or {})
+                int(meta["dim"]),
+                meta["metric"],
+                meta.get("search") or None,
+                dict(meta.get("params") or {}),
+                _generation(snapshot),
             )
         raise FileNotFoundError(f"{index_path} not found: is {path} a folder written by FaissIndex.save()?")
     faiss = import_faiss()
@@ -208,7 +236,21 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
     count = meta.get("count")
     if count is not None and int(count) != int(index.ntotal):
         raise ValueError(f"{index_path} holds {index.ntotal} vectors but {META_FILE} says {count}.")
-    return StoredIndex(index, int(index.d), metric, plan, ids, uses_id_map=not native_ivf(faiss, index))
+    return StoredIndex(
+        index,
+        int(index.d),
+        metric,
+        plan,
+        ids,
+        uses_id_map=not native_ivf(faiss, index),
+        generation=_generation(snapshot),
+    )
+
+
+def _generation(snapshot: Snapshot) -> str:
+    """The generation of the folder `snapshot` read (`jsonio.record_generation`, from the bytes it read)."""
+    block = snapshot.value.get(PUBLICATION_KEY)
+    return str(block["token"]) if block is not None else fingerprint(snapshot.raw)
 
 
 def _read_faiss(faiss: Any, snapshot: Snapshot, index_path: Path) -> Any:

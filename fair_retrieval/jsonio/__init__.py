@@ -8,6 +8,8 @@
   (`Publication`); its docstring describes the protocol.
 * `snapshot`: read such a set of files as one consistent generation (`Snapshot`, `retry_while_changing`).
 * `locks`: the folder locks that serialise saves and tell staging folders in use from abandoned ones.
+* `generation`: optimistic concurrency: a save over a newer generation than the one read is refused
+  (`StoreConflictError`).
 * `companion`: a store file published with the index folder beside it (`read_companion`).
 
 Every format here is plain JSON (never pickle), so loading a file cannot execute code. The engine may import this
@@ -25,6 +27,7 @@ from fair_retrieval.jsonio.atomic import (
     write_temporary,
 )
 from fair_retrieval.jsonio.companion import companion_name, index_record, read_companion
+from fair_retrieval.jsonio.generation import StoreConflictError, fingerprint, record_generation, require_generation
 from fair_retrieval.jsonio.locks import IN_USE_FILE, held_folder, lock_folder, remove_abandoned
 from fair_retrieval.jsonio.publication import Publication
 from fair_retrieval.jsonio.snapshot import (
@@ -45,8 +48,10 @@ __all__ = [
     "DamagedFileError",
     "Publication",
     "Snapshot",
+    "StoreConflictError",
     "companion_name",
     "file_entry",
+    "fingerprint",
     "held_folder",
     "index_record",
     "json_bytes",
@@ -54,7 +59,9 @@ __all__ = [
     "parse_versioned_json",
     "read_companion",
     "read_versioned_json",
+    "record_generation",
     "remove_abandoned",
+    "require_generation",
     "retry_while_changing",
     "sync_folder",
     "temporary_path",

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from fair_retrieval.jsonio.snapshot import ChangedWhileReadingError, Snapshot
+from fair_retrieval.jsonio.versioned import DamagedFileError
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +31,12 @@ def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
     """The bytes of `store_file` as `record` names it (its temporary file while a save is being finished); None when
     the record does not name it, so the caller reads the file itself (or says it is missing).
 
-    A store file that differs from what an unchanged record says was rewritten without its index (a store without
-    vectors saved over one with vectors) or edited by hand: it is read as it is, and checked afterwards.
+    A store file that differs from the size and CRC-32 an unchanged record keeps for it was damaged (a flipped
+    byte, rows swapped, an edit by hand, a truncation) and is refused.
 
     Raises:
         ChangedWhileReadingError: when a save replaced the record meanwhile.
+        DamagedFileError: (a ValueError) the file differs from what the record keeps for it, or is missing.
     """
     name = companion_name(store_file)
     if record is None or not record.lists(name):
@@ -47,5 +49,10 @@ def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
     if problem is not None and not record.is_current():
         raise ChangedWhileReadingError
     if problem is not None:
-        logger.debug("%s differs from what %s records (%s); reading it as it is.", store_file, record.path, problem)
+        raise DamagedFileError(
+            store_file,
+            f"{problem} (truncated, corrupted or edited since it was saved with {record.path.parent.name}/)",
+            "Rebuild the store and save it again, or restore the folder from a backup; edit a store through its API, "
+            "not by hand.",
+        )
     return raw

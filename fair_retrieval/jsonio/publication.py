@@ -10,8 +10,9 @@ one small JSON file, the *record* (index.json for the formats above), the commit
 2. It writes every new file under a temporary name next to its final one, `<name>.<token>.tmp` (the token: 32 hex
    digits, new for each save), and fsyncs it. Nothing published has changed yet: readers, and a kill, see the
    previous generation.
-3. It commits by replacing the record atomically. The record carries, under the key "publication", the token and
-   the size and CRC-32 of every file of the new generation.
+3. It commits by replacing the record atomically. The record carries, under the key "publication", the token, the
+   size and CRC-32 of every file of the new generation, and the CRC-32 of the record's own other content
+   ("record_crc32"), so an edited or corrupted record is refused too.
 4. It renames every temporary file to its final name, and fsyncs the folders.
 
 Readers use `fair_retrieval.jsonio.snapshot.Snapshot`, which says how the files of a generation are found and
@@ -28,7 +29,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from fair_retrieval.jsonio.atomic import (
     write_json_atomically,
 )
 from fair_retrieval.jsonio.locks import lock_folder
-from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, Snapshot
+from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, RECORD_CRC_KEY, Snapshot, record_crc32
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,18 @@ class Publication:
         names: every file (relative to the record's folder) the format may write, so that the temporary files of
             killed writers are found and removed.
         keep: files the caller will `add` that look like such leftovers (its own temporary files): not removed.
+        check: called once the lock is held, before anything is staged or removed, e.g. to refuse a save over a
+            generation newer than the one the writer read (`jsonio.generation`); what it raises leaves the
+            folder unchanged.
     """
 
-    def __init__(self, record: Path, names: Iterable[str] = (), keep: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        record: Path,
+        names: Iterable[str] = (),
+        keep: Iterable[Path] = (),
+        check: Callable[[], None] | None = None,
+    ) -> None:
         self.record = Path(record)
         self.folder = self.record.parent
         self.token = uuid.uuid4().hex
@@ -74,11 +84,14 @@ class Publication:
         self._staged: dict[str, Path] = {}
         self._lock: int | None = None
         self._committed = False
+        self._check = check
 
     def __enter__(self) -> Publication:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock = lock_folder(self.folder)
         try:
+            if self._check is not None:
+                self._check()
             self._finish_interrupted()
             self._remove_leftovers()
         except BaseException:
@@ -122,7 +135,7 @@ class Publication:
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
         record = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
-        record[PUBLICATION_KEY] = {"token": self.token, "files": files}
+        record[PUBLICATION_KEY] = {"token": self.token, "files": files, RECORD_CRC_KEY: record_crc32(record)}
         write_json_atomically(self.record, record)
         self._committed = True
         for name, staged in self._staged.items():

@@ -12,8 +12,10 @@ new key.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,16 @@ PUBLICATION_KEY = "publication"
 READ_ATTEMPTS = 20
 """How often `retry_while_changing` reads again a folder that saves keep replacing, before it gives up."""
 _TOKEN = re.compile(r"[0-9a-f]{32}")
+RECORD_CRC_KEY = "record_crc32"
+"""The key, in a record's publication entry, of the CRC-32 of the record's other content (`record_crc32`)."""
+
+
+def record_crc32(value: dict[str, Any]) -> int:
+    """The CRC-32 of a record's content other than its publication entry, in a canonical JSON form (sorted keys,
+    no spaces), so it does not depend on how the file was indented."""
+    rest = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
+    canonical = json.dumps(rest, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return zlib.crc32(canonical.encode("utf-8"))
 
 
 class ChangedWhileReadingError(Exception):
@@ -82,6 +94,17 @@ class Snapshot:
         block = value.get(PUBLICATION_KEY)
         if block is not None and not _valid_block(block):
             raise DamagedFileError(path, f"its {PUBLICATION_KEY!r} entry is malformed", "Write the folder again.")
+        if block is not None and RECORD_CRC_KEY in block:
+            try:
+                found = record_crc32(value)
+            except ValueError:  # NaN or infinity: never written by a save
+                found = None
+            if found != block[RECORD_CRC_KEY]:
+                raise DamagedFileError(
+                    path,
+                    "its content differs from the CRC-32 it records (corrupted or edited by hand)",
+                    checks.get("remedy") or "Write the folder again, or restore it from a backup.",
+                )
         return cls(Path(path), value, raw)
 
     @property

@@ -6,7 +6,8 @@ they do with them beyond translating between the framework's types and these is 
 - `records`: the id map (a framework's string id → the index's int64 id), the records kept by int id in insertion
   order, groups of records (a source document's nodes), upserts, deletes and searches over the index.
 - `files`: saving a store file together with its index folder (one atomic commit) and reading both back
-  consistently while another process may be saving.
+  consistently while another process may be saving; a save over a newer generation than the one loaded raises
+  `StoreConflictError` (exported here).
 - `arguments`: checks of the arguments every store call takes (positive counts, id lists, new ids) and the short
   lists of offending values their messages show.
 - `metadata`: metadata kept as JSON (checked and copied when stored, copied again for user code).
@@ -18,3 +19,7 @@ they do with them beyond translating between the framework's types and these is 
   give windows, the cache of an embedder's last pass and how a store takes a document's windows from it.
 - `raw_faiss`: reading a bare faiss file, the format of folders written by earlier stores, for their conversion.
 """
+
+from fair_retrieval.jsonio import DamagedFileError, StoreConflictError
+
+__all__ = ["DamagedFileError", "StoreConflictError"]

@@ -26,9 +26,29 @@ def require_finite(vectors: np.ndarray) -> None:
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """`matrix` with every row L2-normalised (zero rows stay zero): inner products of unit rows are cosines."""
+    """`matrix` with every row L2-normalised: inner products of unit rows are cosines.
+
+    Raises:
+        ValueError: rows with NaN or infinite values (refused before any arithmetic, so numpy warns of nothing),
+            or zero rows, which have no direction (their cosine with anything is undefined); the message names
+            their positions.
+    """
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise ValueError(
+            f"The vectors at positions {bad[:5].tolist()} (in the order given) contain NaN or infinite values; "
+            "nothing was stored or searched. Check the embeddings that made them."
+        )
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)  # type: ignore[no-any-return]
+    zero = np.flatnonzero(norms[:, 0] == 0)
+    if zero.size:
+        raise ValueError(
+            f"The vectors at positions {zero[:5].tolist()} (in the order given) are all zeros: they have no direction, "
+            'so their cosine similarity is undefined (metric="cosine"). Nothing was stored or searched; drop them, '
+            'or use metric="ip" / "l2".'
+        )
+    return matrix / norms  # type: ignore[no-any-return]
 
 
 def text_vector_pairs(pairs: Any, name: str) -> tuple[list[str], np.ndarray]:

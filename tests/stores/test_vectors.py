@@ -16,9 +16,18 @@ def test_require_finite_names_the_rows() -> None:
         require_finite(bad)
 
 
-def test_unit_rows_normalise_and_leave_zero_rows() -> None:
-    rows = unit_rows(np.array([[3.0, 4.0], [0.0, 0.0]], np.float32))
-    np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, 0.0]])
+def test_unit_rows_normalise_and_refuse_zero_rows() -> None:
+    rows = unit_rows(np.array([[3.0, 4.0], [0.0, 1.0]], np.float32))
+    np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"positions \[1\].*all zeros.*cosine similarity is undefined"):
+        unit_rows(np.array([[3.0, 4.0], [0.0, 0.0]], np.float32))
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_unit_rows_refuse_non_finite_rows_without_a_numpy_warning(value: float) -> None:
+    with pytest.raises(ValueError, match=r"positions \[0\].*NaN or infinite"):
+        unit_rows(np.array([[value, 1.0], [1.0, 0.0]], np.float32))
 
 
 def test_pairs_become_texts_and_a_matrix() -> None:

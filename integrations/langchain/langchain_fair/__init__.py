@@ -2,10 +2,13 @@
 
 - `FairEmbeddings`: calibrated (position-fair) document embeddings, plain query embeddings.
 - `FaissVectorStore`: a FAISS vector store on `fair_retrieval.FaissIndex`, saved as JSON + faiss files (no pickle).
+- `StoreConflictError`: raised by `save_local` when another process saved the folder after this store was loaded
+  (reload and retry); `DamagedFileError`: raised by `load_local` for a damaged file.
 """
 
+from fair_retrieval.stores import DamagedFileError, StoreConflictError
 from langchain_fair.embeddings import FairEmbeddings
 from langchain_fair.vectorstores import FaissVectorStore
 
-__all__ = ["FairEmbeddings", "FaissVectorStore"]
+__all__ = ["DamagedFileError", "FairEmbeddings", "FaissVectorStore", "StoreConflictError"]
 __version__ = "0.1.0"

@@ -30,7 +30,7 @@ from typing_extensions import Self
 
 from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.modes import AGGREGATE_KEY, MULTIVECTOR_KEY, DocumentMode
 from fair_retrieval.stores.records import IndexedRecords
 
@@ -67,6 +67,7 @@ class LocalFolderPersistence:
     _records: IndexedRecords[StoredDocument]
     _embedding: Embeddings
     _mode: DocumentMode
+    _generation: StoreGeneration | None = None  # the store.json it was loaded from or last saved to
 
     def _settings(self) -> dict[str, Any]:
         """The store's "metric", "kind", "index_params" and document mode ("multivector", "aggregate"), as
@@ -88,6 +89,11 @@ class LocalFolderPersistence:
         folder run one after the other. store.json records the identity of the store's embeddings (as they are
         now), which `load_local` checks, and the store's mode (multi-vector and its aggregate, or pooled).
 
+        Concurrent writers: a store loaded with `load_local` (or loaded, then saved) remembers the store.json it
+        read or wrote; when another process saved into the folder since, the save is refused with
+        `StoreConflictError` and nothing is written: load the store again, redo the change and save again. A
+        store built in memory (the constructor, `from_texts`) replaces whatever the folder holds.
+
         Args:
             folder_path: the folder.
             index_name: as in langchain-community's FAISS store, a name that lets several stores share a folder:
@@ -98,6 +104,7 @@ class LocalFolderPersistence:
             The folder path.
 
         Raises:
+            StoreConflictError: (a ValueError) another writer saved into the folder after this store was loaded.
             ValueError: if `index_name` is empty or holds a path separator.
         """
         folder = Path(folder_path)
@@ -110,7 +117,9 @@ class LocalFolderPersistence:
             embedder=self._mode.identity(embedder_identity(self._embedding)),
             documents=self._records.records,
         )
-        save_store_file(store_file, data, self._records.index, index_folder)
+        generation = save_store_file(store_file, data, self._records.index, index_folder, base=self._generation)
+        if self._generation is not None:  # a loaded store keeps track of the folder it is saved to
+            self._generation = generation
         logger.info("Saved %d documents to %s (index_name=%r)", len(self._records), folder, index_name)
         return folder
 
@@ -226,6 +235,7 @@ class LocalFolderPersistence:
         held = store._records.index_mismatch()
         if held is not None:
             raise mismatch_error(store_file, len(state["documents"]), held)
+        store._generation = store_generation(store_file, raw)
         return store
 
 

@@ -54,7 +54,7 @@ from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import Aggregate
-from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
 from fair_retrieval.stores.metadata import json_metadata_list
@@ -214,6 +214,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         text_list = ensure_text_list(texts, "texts")
         metadata_list = json_metadata_list(metadatas, len(text_list))
         id_list = new_ids(ids, len(text_list))
+        check_store_entries(text_list, id_list, metadata_list)
         if not text_list:
             return []
         if self._mode.multivector:
@@ -282,6 +283,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
         metadata_list = json_metadata_list(metadatas, len(text_list))
         id_list = new_ids(ids, len(text_list))
+        check_store_entries(text_list, id_list, metadata_list)
         if not text_list:
             return []
         matrix = self._as_matrix(vectors, len(text_list), "text_embeddings")

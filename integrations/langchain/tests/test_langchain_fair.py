@@ -210,6 +210,11 @@ def test_load_refuses_foreign_or_inconsistent_folders(minilm: FairEmbedder, tmp_
     state = json.loads((folder / "store.json").read_text())
     state["documents"].pop()
     (folder / "store.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"store\.json is damaged"):  # index.json records its size and CRC-32
+        FaissVectorStore.load_local(folder, embeddings, gpu=False)
+    record = json.loads((folder / "index" / "index.json").read_text())
+    del record["publication"]  # a record of an earlier release: store.json is not checked, the index is
+    (folder / "index" / "index.json").write_text(json.dumps(record))
     with pytest.raises(ValueError, match="modified or written partially"):
         FaissVectorStore.load_local(folder, embeddings, gpu=False)
 

@@ -150,15 +150,30 @@ def test_a_damaged_file_is_refused_naming_it(tmp_path: Path, name: str, how: str
     assert isinstance(caught.value, DamagedFileError) and caught.value.path == folder / name
 
 
-def test_an_edited_store_file_is_still_read_and_checked(tmp_path: Path) -> None:
-    """store.json is checked against what index.json recorded only to notice concurrent saves: an edit by hand is
-    read as it is (and then checked against the index, as before)."""
+@pytest.mark.parametrize("edit", ["metadata", "byte", "swap"])
+def test_an_edited_store_file_is_refused(tmp_path: Path, edit: str) -> None:
+    """store.json is checked against the size and CRC-32 index.json records for it: an edit by hand, a changed
+    byte or two documents swapped are refused as damage, naming the file."""
     folder = build_store(1).save_local(tmp_path / "store")
-    state = json.loads((folder / "store.json").read_text())
-    state["documents"][0]["metadata"]["edited"] = True
-    (folder / "store.json").write_text(json.dumps(state))
-    loaded = FaissVectorStore.load_local(folder, embeddings(), gpu=False)
-    assert loaded.get_by_ids(["v1-0"])[0].metadata == {"v": 1, "edited": True}
+    path = folder / "store.json"
+    state = json.loads(path.read_text())
+    if edit == "metadata":
+        state["documents"][0]["metadata"]["edited"] = True
+        path.write_text(json.dumps(state))
+    elif edit == "swap":
+        first, second = state["documents"][0], state["documents"][1]
+        first["int_id"], second["int_id"] = second["int_id"], first["int_id"]
+        state["documents"][0], state["documents"][1] = second, first
+        path.write_text(json.dumps(state))
+    else:
+        raw = bytearray(path.read_bytes())
+        raw[raw.index(b"note 3")] = ord("m")  # same size, one byte changed inside a text
+        path.write_bytes(bytes(raw))
+    from fair_retrieval.jsonio import DamagedFileError
+
+    with pytest.raises(DamagedFileError, match=r"store\.json is damaged.*Rebuild the store") as caught:
+        FaissVectorStore.load_local(folder, embeddings(), gpu=False)
+    assert caught.value.path == path
 
 
 # ------------------------------------------------------------------------------------------------ loads during saves

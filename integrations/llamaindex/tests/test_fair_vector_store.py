@@ -165,7 +165,10 @@ def test_delete_removes_every_node_of_the_document(store: FairFaissVectorStore, 
 def test_a_node_without_source_is_its_own_document() -> None:
     store = FairFaissVectorStore(gpu=False)
     store.add(
-        [Document(text="a whole document", id_="doc-x", embedding=[1.0, 0.0]), TextNode(id_="y", embedding=[0.0, 1.0])]
+        [
+            Document(text="a whole document", id_="doc-x", embedding=[1.0, 0.0]),
+            TextNode(id_="y", text="y", embedding=[0.0, 1.0]),
+        ]
     )
     store.delete("doc-x")
     assert store.node_ids == ["y"]
@@ -332,7 +335,10 @@ def _far_store(kind: str) -> tuple[FairFaissVectorStore, np.ndarray, list[int]]:
     far = [int(p) for p in np.argsort(vectors @ query)[:5]]
     nodes = [
         TextNode(
-            id_=f"n{p}", embedding=vector.tolist(), metadata={"rare": "yes" if p in far else "no", "bucket": p % 10}
+            id_=f"n{p}",
+            text=f"n{p}",
+            embedding=vector.tolist(),
+            metadata={"rare": "yes" if p in far else "no", "bucket": p % 10},
         )
         for p, vector in enumerate(vectors)
     ]
@@ -415,19 +421,28 @@ def test_query_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
 
 def test_add_errors_leave_the_store_unchanged(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
     before = list(store.node_ids)
-    fine = TextNode(id_="new", embedding=vectors[0].tolist())
+    fine = TextNode(id_="new", text="new", embedding=vectors[0].tolist())
     with pytest.raises(ValueError, match=r"nodes\[1\] \('bare'\) has no embedding"):
         store.add([fine, TextNode(id_="bare", text="no vector")])
     with pytest.raises(ValueError, match="have 3-d embeddings but this store holds 16-d"):
-        store.add([TextNode(id_="short", embedding=[1.0, 2.0, 3.0])])
+        store.add([TextNode(id_="short", text="short", embedding=[1.0, 2.0, 3.0])])
     with pytest.raises(ValueError, match="sizes"):
-        store.add([fine, TextNode(id_="short", embedding=[1.0, 2.0, 3.0])])
+        store.add([fine, TextNode(id_="short", text="short", embedding=[1.0, 2.0, 3.0])])
     with pytest.raises(ValueError, match="repeat within this add: 'new'"):
         store.add([fine, fine])
     with pytest.raises(TypeError, match=r"as JSON.*isoformat"):
-        store.add([TextNode(id_="dated", embedding=vectors[0].tolist(), metadata={"when": datetime.date(2024, 1, 1)})])
+        store.add(
+            [
+                TextNode(
+                    id_="dated",
+                    text="dated",
+                    embedding=vectors[0].tolist(),
+                    metadata={"when": datetime.date(2024, 1, 1)},
+                )
+            ]
+        )
     with pytest.raises(ValueError, match="NaN"):
-        store.add([TextNode(id_="nan", embedding=[float("nan")] * DIM)])
+        store.add([TextNode(id_="nan", text="nan", embedding=[float("nan")] * DIM)])
     with pytest.raises(TypeError, match="expected a llama-index node"):
         store.add(["just text"])  # type: ignore[list-item]
     assert store.node_ids == before and store.client is not None and len(store.client) == COUNT
@@ -454,7 +469,7 @@ def test_constructor_arguments() -> None:
     custom = FairFaissVectorStore(FaissIndex(DIM, metric="l2", gpu=False, kind="hnsw", M=8))
     assert custom.metric == "l2" and custom.client is not None and custom.client.kind == "hnsw"
     l2 = FairFaissVectorStore.create(dim=2, metric="l2", gpu=False)
-    l2.add([TextNode(id_="a", embedding=[0.0, 0.0]), TextNode(id_="b", embedding=[3.0, 4.0])])
+    l2.add([TextNode(id_="a", text="a", embedding=[0.0, 0.0]), TextNode(id_="b", text="b", embedding=[3.0, 4.0])])
     result = l2.query(VectorStoreQuery(query_embedding=[3.0, 3.0], similarity_top_k=2))
     assert result.ids == ["b", "a"] and result.similarities == pytest.approx([1.0, 18.0])  # squared distances
 
@@ -572,7 +587,7 @@ def test_persist_and_load_round_trip(tmp_path: Path, vectors: np.ndarray) -> Non
         assert after.ids == before.ids
         np.testing.assert_allclose(after.similarities, before.similarities, atol=1e-6)
     loaded.delete("doc-4")
-    loaded.add([TextNode(id_="later", embedding=vectors[1].tolist())])
+    loaded.add([TextNode(id_="later", text="later", embedding=vectors[1].tolist())])
     assert loaded._int_ids["later"] == store._next_int_id  # new ids continue after the persisted counter
 
 
@@ -581,7 +596,7 @@ def test_an_empty_store_round_trips(tmp_path: Path) -> None:
     assert not (tmp_path / "store.index").exists()
     loaded = FairFaissVectorStore.from_persist_path(str(tmp_path / "store.json"), gpu=False)
     assert loaded.client is None and loaded.node_ids == []
-    loaded.add([TextNode(id_="a", embedding=[1.0, 0.0])])
+    loaded.add([TextNode(id_="a", text="a", embedding=[1.0, 0.0])])
     assert loaded.client is not None and loaded.client.kind == "hnsw" and loaded.client.params["M"] == 8
 
 

@@ -93,3 +93,29 @@ def test_sigkill_anywhere_in_persist_leaves_the_old_or_the_new_store(forkserver:
     assert files == sorted(
         [STORE_FILE, "default__vector_store.index/index.faiss", "default__vector_store.index/index.json"]
     )
+
+
+@pytest.mark.parametrize("edit", ["byte", "swap", "half"])
+def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path, edit: str) -> None:
+    """The JSON file is checked against the size and CRC-32 the index folder's record keeps for it: a changed byte
+    in a node's text, two nodes' vectors swapped, or a truncation are refused, naming the file."""
+    import json
+
+    from llama_index.embeddings.fair import DamagedFileError
+
+    build_store(1).persist(str(tmp_path / STORE_FILE))
+    path = tmp_path / STORE_FILE
+    if edit == "byte":
+        raw = bytearray(path.read_bytes())
+        raw[raw.index(b"node 3 of") + 5] = ord("9")
+        path.write_bytes(bytes(raw))
+    elif edit == "swap":
+        state = json.loads(path.read_text())
+        first, second = state["nodes"][0], state["nodes"][1]
+        first["int_id"], second["int_id"] = second["int_id"], first["int_id"]
+        path.write_text(json.dumps(state))
+    else:
+        path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(DamagedFileError, match=rf"{STORE_FILE} is damaged.*Rebuild the store") as caught:
+        FairFaissVectorStore.from_persist_dir(str(tmp_path), gpu=False)
+    assert caught.value.path == path

@@ -95,3 +95,25 @@ def test_record_embed_model_tells_a_store_after_the_fact(shared: FairEmbedder) -
     assert store.embedder_identity == shared.identity()
     with pytest.raises(ValueError, match="needs an embed model"):
         store.record_embed_model(None)
+
+
+def test_the_info_line_says_an_earlier_release_only_when_it_was_one(
+    shared: FairEmbedder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    embed_model = FairEmbedding(embedder=shared)
+    folder = _persisted(tmp_path, embed_model, record=False)  # this release, never told its embed model
+
+    def info() -> str:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="fair_retrieval.identity"):
+            FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
+        return " ".join(r.getMessage() for r in caplog.records if "records no embedder" in r.getMessage())
+
+    assert "never told its embed model" in info() and "earlier release" not in info()
+    state = json.loads((folder / "default__vector_store.json").read_text())
+    del state["embedder"]  # as the first release wrote it
+    (folder / "default__vector_store.json").write_text(json.dumps(state))
+    record = json.loads((folder / "default__vector_store.index" / "index.json").read_text())
+    del record["publication"]  # and its index folder, before publications
+    (folder / "default__vector_store.index" / "index.json").write_text(json.dumps(record))
+    assert "saved by an earlier release" in info()

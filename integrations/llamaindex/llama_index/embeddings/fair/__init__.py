@@ -5,13 +5,17 @@
   nodes, deletes and upserts (IngestionPipeline docstore strategies), applies metadata filters inside the search,
   and persists without pickle (needs faiss: the `faiss` extra; imported on first use); with `multivector=True` it
   keeps each node as its window vectors and returns k distinct nodes by their best window.
+- `StoreConflictError`: raised by `persist` when another process persisted there after this store was loaded
+  (reload and retry); `DamagedFileError`: raised by `from_persist_dir` for a damaged file.
 """
 
 from typing import Any
 
 from llama_index.embeddings.fair.base import FairEmbedding
 
-__all__ = ["FairEmbedding", "FairFaissVectorStore"]
+from fair_retrieval.jsonio import DamagedFileError, StoreConflictError
+
+__all__ = ["DamagedFileError", "FairEmbedding", "FairFaissVectorStore", "StoreConflictError"]
 __version__ = "0.1.0"
 
 

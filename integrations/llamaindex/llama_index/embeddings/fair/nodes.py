@@ -16,9 +16,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from llama_index.core.constants import DATA_KEY, TYPE_KEY
-from llama_index.core.schema import BaseNode, MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
+from fair_retrieval.inputs import check_store_entries
 from fair_retrieval.stores.multivector import BEST_WINDOW_KEY
 from fair_retrieval.stores.window_source import content_offset
 
@@ -42,9 +43,17 @@ class StoredNode(NamedTuple):
 
 
 def stored_node(node: Any, position: int) -> StoredNode:
-    """A node's record: its JSON form without the embedding, checked to survive JSON (what persist writes)."""
+    """A node's record: its JSON form without the embedding, checked to survive JSON (what persist writes).
+
+    Raises:
+        TypeError: not a node, or metadata that is not JSON.
+        ValueError: an empty or whitespace-only text, an empty id, or a lone surrogate in the text, id or metadata
+            (`fair_retrieval.inputs.check_store_entries`).
+    """
     if not isinstance(node, BaseNode):
         raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
+    text = node.text if isinstance(node, TextNode) else None  # other nodes (images, …) need no text
+    check_store_entries([text], [node.node_id], [node.metadata], first_position=position)
     data = node.to_dict()
     data["embedding"] = None  # the vector lives in the index
     try:

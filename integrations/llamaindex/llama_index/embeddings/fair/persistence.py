@@ -32,7 +32,7 @@ from fair_retrieval.identity import check_identity, embedder_identity
 from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import load_store_file, save_store_file
+from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.modes import AGGREGATE_KEY, DocumentMode
 from fair_retrieval.stores.multivector import window_embedder
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
@@ -48,6 +48,11 @@ DEFAULT_PERSIST_PATH = os.path.join(
 INDEX_SUFFIX = ".index"  # the FaissIndex folder next to the store file: default__vector_store.index/
 FORMAT_NAME = "llama-index-fair-faiss-store"
 FORMAT_VERSION = 1
+UNRECORDED_EARLIER = "saved by an earlier release"
+UNRECORDED_WITHOUT_MODEL = (
+    "persisted by a store that was never told its embed model: pass embed_model= to create() or the constructor, "
+    "or call record_embed_model(), before persisting"
+)
 MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
 MISMATCH_REMEDY = (
     "Load it with the embed model it was built with (same model and options), or rebuild the index with this one."
@@ -67,6 +72,7 @@ class StorePersistence:
     _embed_model: Any
     _recorded_identity: dict[str, Any] | None
     _mode: DocumentMode
+    _unrecorded: str  # why a persisted store records no identity (set on load)
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
@@ -107,12 +113,19 @@ class StorePersistence:
         model) and, for a multi-vector store, the keys "multivector" and "aggregate" (its folder is a
         `MultiVectorIndex.save` one; a pooled store's file is as earlier releases wrote it).
 
+        Concurrent writers: persists into one folder run one after the other. A store loaded with
+        `from_persist_path` / `from_persist_dir` (or loaded, then persisted) remembers the JSON file it read or
+        wrote; when another process persisted there since, `persist` raises `StoreConflictError` and writes
+        nothing: load the store again, redo the change and persist again. A store built in memory replaces
+        whatever is there.
+
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
             fs: None or a local fsspec filesystem; faiss writes local files only.
 
         Raises:
             NotImplementedError: a non-local `fs`.
+            StoreConflictError: (a ValueError) another writer persisted there after this store was loaded.
             ValueError: node metadata that stopped being JSON (e.g. NaN put in after adding).
         """
         _require_local(fs)
@@ -134,7 +147,10 @@ class StorePersistence:
                 for int_id, record in self._records.records.items()
             ],
         }
-        save_store_file(path, json_bytes(state, indent=None), self._records.index, folder)
+        base: StoreGeneration | None = getattr(self, "_generation", None)  # set by from_persist_path
+        generation = save_store_file(path, json_bytes(state, indent=None), self._records.index, folder, base=base)
+        if base is not None:  # a loaded store keeps track of the file it is persisted to
+            self._generation = generation
         logger.info("Persisted %d nodes to %s (vectors in %s)", len(self._records), path, folder.name)
 
     @classmethod
@@ -197,6 +213,7 @@ class StorePersistence:
                 allow_mismatch=allow_embedder_mismatch,
                 override=MISMATCH_OVERRIDE,
                 remedy=MISMATCH_REMEDY,
+                unrecorded=getattr(store, "_unrecorded", UNRECORDED_EARLIER),
             )
             store._embed_model = embed_model
         elif store._recorded_identity is not None:
@@ -234,6 +251,7 @@ class StorePersistence:
         if identity is not None and not isinstance(identity, dict):
             raise ValueError(f"{path} records a malformed embedder {identity!r}; persist the store again.")
         store._recorded_identity = identity
+        store._unrecorded = UNRECORDED_WITHOUT_MODEL if "embedder" in state else UNRECORDED_EARLIER
         index, folder_name = None, state.get("index_folder")
         if folder_name is not None:
             if not isinstance(folder_name, str) or Path(folder_name).name != folder_name or folder_name in ("", ".."):
@@ -255,6 +273,7 @@ class StorePersistence:
                 f"{path} lists {len(state['nodes'])} nodes but its index folder holds {held} vectors under "
                 "other ids: the folder was modified or written partially. Persist the store again, or rebuild it."
             )
+        store._generation = store_generation(path, raw)
         return store
 
     @classmethod
