@@ -17,6 +17,17 @@ stores. Search runs on CPU, all 1,000 queries in one call, with the threads fais
     python benchmarks/index_recall.py --set real --data DATA_DIR  # SQuAD, XQuAD, SciFact ($FAIR_RETRIEVAL_DATA)
     python benchmarks/index_recall.py --set synthetic --vectors 1000000
     python benchmarks/index_recall.py --set real --embed-only     # fill the embedding cache and stop
+    python benchmarks/index_recall.py --multivector                # documents as window vectors (below)
+
+With `--multivector`: document recall@10 of a `MultiVectorIndex` (what the stores keep in `multivector=True` mode)
+on hnsw and the sized ivfpq default against flat (exact: the same k documents brute force over all windows gives),
+on real window vectors: the chunks both default splitters (LlamaIndex `SentenceSplitter()`, LangChain
+`RecursiveCharacterTextSplitter()`) make of the 16 SQuAD-v2 dev articles and of the pipelines study's reddit pages
+(`--with-scifact` adds the SciFact abstracts as documents), embedded window by window by `FairEmbedder` at its
+defaults (MiniLM unless `--model`; the pipelines study's window cache is reused). Queries: 1,000 SQuAD-v2 and reddit
+questions (a fixed random sample). Per index and `fetch_factor` (the first window search asks for fetch_factor × k ×
+the mean windows per document; 2 is the default, larger ones are tried until recall@10 ≥ 0.95): document recall@10
+against flat, the windows fetched per query (all rounds), ms/query.
 """
 
 from __future__ import annotations
@@ -196,9 +207,172 @@ def measure(
     return rows
 
 
+def multivector_corpus(
+    data: Path, model: str | None, scifact: bool, splitters: list[str]
+) -> tuple[Any, list[str], str]:
+    """DocumentWindows of the default splitters' chunks of SQuAD-v2 dev and reddit (and SciFact), 1,000 questions."""
+    import sys
+
+    from fair_retrieval import FairEmbedder
+    from fair_retrieval.evaluation.bundled import bundled_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import pipelines  # the pipelines study's documents, splitters and window cache
+
+    squad, squad_q = pipelines.squad_documents(data / "squad-v2-dev" / "dev-v2.0.json")
+    reddit, reddit_q = pipelines.reddit_documents(
+        data / "squadshifts-reddit" / "reddit_v1.0.json", max_posts=pipelines.REDDIT_POSTS
+    )
+    texts: list[str] = []
+    for documents in (squad, reddit):
+        for pipeline in splitters:
+            texts += [c.text for c in pipelines.split(pipeline, documents, None, None)]
+    if scifact:
+        from fair_retrieval.evaluation.data.beir import load_scifact
+
+        texts += list(load_scifact(data / "scifact").corpus.values())
+    questions = [q.text for q in squad_q + reddit_q]
+    picks = np.random.default_rng(0).choice(len(questions), size=min(QUERIES, len(questions)), replace=False)
+    questions = [questions[i] for i in sorted(picks)]
+    # The windows the pipelines study computed are reused: its adapters' embedder (loaded by path) and its SciFact
+    # run's (built on the loaded model) have the same configuration but are named apart in the cache.
+    embedder = FairEmbedder(model or bundled_model())
+    caches = []
+    for one in (embedder, FairEmbedder(embedder.model)):
+        shared = pipelines.SharedWindows(one, {})
+        shared.remember = True
+        caches.append(shared._cache(one.calibration)[0])
+    keys = [pipelines._text_key(t) for t in texts]
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if not any(k in c for c in caches)))
+    logging.info("Windows of %d documents with %r; %d not cached yet", len(texts), embedder, len(missing))
+    if missing:
+        embedder.embed_document_windows(missing, show_progress_bar=True)  # into the first cache
+    windows = pipelines._assemble([next(c[k] for c in caches if k in c) for k in keys])
+    return windows, questions, repr(embedder)
+
+
+def _counting(search: Any, fetched: list[int]) -> Any:
+    """`search` that appends the k it is asked for to `fetched`."""
+
+    def counted(vectors: Any, k: int, **kwargs: Any) -> Any:
+        fetched.append(int(k))
+        return search(vectors, k, **kwargs)
+
+    return counted
+
+
+def measure_multivector(
+    windows: Any, queries: np.ndarray, kinds: list[str], factors: list[int], aggregates: list[str]
+) -> list[dict[str, Any]]:
+    """Document recall@10 vs flat per (aggregate, kind, fetch_factor, search setting), windows fetched, ms/query.
+
+    Each index is built once; `fetch_factor` (the store's over-fetch) is tried at 2 (the default) and larger until
+    recall@10 ≥ 0.95, then the kind's search settings (nprobe for ivfpq, efSearch for hnsw) at the default factor.
+    """
+    from fair_retrieval import MultiVectorIndex
+
+    sweeps = {"hnsw": ["efSearch=128"], "ivfpq": ["nprobe=64", "nprobe=128"]}
+    rows = []
+    for aggregate in aggregates:
+        truth: list[set[int]] = []
+        for kind in ["flat", *kinds]:
+            started = time.perf_counter()
+            index = MultiVectorIndex(windows.dim, kind=kind, gpu=False, aggregate=aggregate)
+            index.add(windows)
+            build_s = time.perf_counter() - started
+            default_search = index.windows.search_params
+            fetched: list[int] = []
+            index.windows.search = _counting(index.windows.search, fetched)  # type: ignore[method-assign]
+            plan = [(f, "") for f in ([2] if kind == "flat" else factors)] + [(2, x) for x in sweeps.get(kind, [])]
+            met = False
+            for factor, search in plan:
+                if met and not search:
+                    continue  # a larger over-fetch is not needed once the target is met
+                index._fetch_factor = factor  # the store's over-fetch (the constructor's fetch_factor)
+                if default_search:
+                    index.windows.set_search(default_search)
+                if search:
+                    index.windows.set_search(search)
+                found, per_query = [], []
+                fetched.clear()
+                for query in queries:
+                    before = len(fetched)
+                    started = time.perf_counter()
+                    hits = index.search_documents(query, K)
+                    per_query.append(time.perf_counter() - started)
+                    found.append({hit.id for hit in hits})
+                    fetched[before:] = [sum(fetched[before:])]  # windows asked for by this query, all rounds
+                if kind == "flat":
+                    truth = found
+                recall = float(np.mean([len(f & t) / len(t) for f, t in zip(found, truth, strict=True)]))
+                met = met or (not search and recall >= 0.95)
+                rows.append(
+                    {
+                        "aggregate": aggregate,
+                        "kind": kind,
+                        "factory": index.windows.factory,
+                        "search": index.windows.search_params,
+                        "fetch_factor": factor,
+                        "recall@10": round(recall, 4),
+                        "windows_fetched_mean": round(float(np.mean(fetched)), 1),
+                        "ms/query": round(1000 * float(np.mean(per_query)), 3),
+                        "build_s": round(build_s, 1),
+                    }
+                )
+                logging.info("%s", rows[-1])
+    return rows
+
+
+def main_multivector(args: argparse.Namespace) -> None:
+    splitters = args.splitters.split(",")
+    windows, questions, embedder = multivector_corpus(args.data, args.model, args.with_scifact, splitters)
+    from fair_retrieval import FairEmbedder
+    from fair_retrieval.evaluation.bundled import bundled_model
+
+    queries = FairEmbedder(args.model or bundled_model()).embed_queries(questions)
+    logging.info(
+        "multi-vector set: %d documents, %d windows, %d queries", len(windows), windows.vectors.shape[0], len(questions)
+    )
+    rows = measure_multivector(windows, queries, ["hnsw", "ivfpq"], [2, 4, 8, 16], args.aggregates.split(","))
+    print(
+        f"\nmulti-vector: {len(windows):,} documents, {windows.vectors.shape[0]:,} windows, {len(questions)} queries,"
+        f" k={K}, {embedder}\n"
+    )
+    print(
+        "| aggregate | windows index | search | fetch_factor | document recall@10 vs flat | windows fetched/query |"
+        " ms/query | build s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['aggregate']} | {row['kind']} ({row['factory']}) | {row['search'] or '—'} |"
+            f" {row['fetch_factor']} |"
+            f" {row['recall@10']:.3f} | {row['windows_fetched_mean']:.0f} | {row['ms/query']} | {row['build_s']} |"
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "documents": len(windows),
+                    "windows": int(windows.vectors.shape[0]),
+                    "embedder": embedder,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--set", choices=["real", "synthetic"], required=True)
+    parser.add_argument("--set", choices=["real", "synthetic"])
+    parser.add_argument("--multivector", action="store_true", help="document recall of a MultiVectorIndex (above)")
+    parser.add_argument("--model", default=None, help="--multivector: model folder (default: bundled MiniLM)")
+    parser.add_argument("--aggregates", default="max", help="--multivector: comma-separated aggregates")
+    parser.add_argument("--with-scifact", action="store_true", help="--multivector: add the SciFact abstracts")
+    parser.add_argument(
+        "--splitters", default="llamaindex,langchain", help="--multivector: whose default splitter's chunks"
+    )
     parser.add_argument(
         "--data",
         type=Path,
@@ -216,6 +390,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.multivector:
+        if args.threads:
+            import faiss
+
+            faiss.omp_set_num_threads(args.threads)
+        main_multivector(args)
+        return
+    if args.set is None:
+        parser.error("--set is required (or --multivector)")
     import faiss
 
     from fair_retrieval.index.recall import exact_neighbours

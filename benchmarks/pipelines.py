@@ -22,15 +22,38 @@ each embedder's own query vectors are the same (≤ 1e-5), and passed to each st
 
 Reported per (dataset, pipeline, embedder): nDCG@10, Recall@10, nDCG@10 by where the answer sits in its chunk and in
 its document (thirds, by characters), PSI over the chunk thirds, the share of document tokens never embedded, the
-share of chunks calibrated, chunks/s of indexing, and 95 % paired-bootstrap intervals of the nDCG@10 change and the
-relative PSI change vs the anchor. Two experiments that no store offers, in the default pipelines: every chunk kept as
-its window vectors and scored by its best window (max-of-windows) or by the mean of that and the pooled score.
+share of chunks calibrated, chunks/s of indexing, the mean number of distinct chunks returned for k = 10, and 95 %
+paired-bootstrap intervals of the nDCG@10 change and the relative PSI change vs the anchor and vs our pooled default.
 SciFact (5,183 abstracts, no positions) checks that the window policies cost general retrieval nothing: abstracts
 longer than the window are windowed too.
 
-The rule that chooses the default (RULE): in both default pipelines (llamaindex, langchain) on squad-v2 and reddit,
+The multi-vector study (docs/multivector_study.md), in the default pipelines:
+- small-to-big: each stack's own recipe over the same chunks as parents, children at the model's window in model
+  tokens, the anchor's embedding: LangChain `ParentDocumentRetriever` (`FaissVectorStore`, an `InMemoryStore`
+  docstore, `search_kwargs={"k": 10}`), LlamaIndex `IndexNode` children + `RecursiveRetriever`
+  (`similarity_top_k=10`); scored on the distinct parents they return (fewer than 10 as they are);
+- pooled-store: our pooled default through the store the multi-vector rows use (LangChain `FaissVectorStore`,
+  LlamaIndex `FairFaissVectorStore`), the reference for index size, build time and query latency;
+- mv-<aggregate>: `multivector=True` with each aggregate, through the stores as a user builds them (LangChain
+  `FaissVectorStore.from_texts(..., multivector=True, aggregate=...)` + `as_retriever(search_kwargs={"k": 10})`,
+  LlamaIndex `VectorStoreIndex` over `FairFaissVectorStore.create(..., multivector=True, ...)` +
+  `as_retriever(similarity_top_k=10)`), the embedder at its defaults;
+- mv-calibrated-<aggregate>: the same with calibration that acts inside the window (MULTIVECTOR_CALIBRATION: for a
+  window too short for the default calibration, baskets of 64 tokens from one full basket on; else the default).
+Rows of one embedder configuration share its windows (one pass, remembered by text), so build time is that of the
+first of them; index size is the bytes of the saved store folder; latency is per retriever call over the first
+1,000 queries (query vectors precomputed, so it is the store's search and the stack's own overhead). SciFact adds
+pooled vs multi-vector (`MultiVectorIndex`, flat, the stores' index) for the same embedder.
+
+The rule that chose the window policy (RULE): in both default pipelines (llamaindex, langchain) on squad-v2 and reddit,
 PSI ≥ 70 % below the anchor's and nDCG@10 ≥ the anchor's + 0.04; SciFact nDCG@10 ≥ truncation − 0.005; among the
-candidates meeting it, the highest mean nDCG@10 over those four runs.
+candidates meeting it, the highest mean nDCG@10 over those four runs. The multi-vector rule (MULTIVECTOR_RULE, written
+before its run in docs/multivector_study.md): on both stacks and both position sets, nDCG@10 ≥ pooled + 0.04 and ≥
+the stack's small-to-big anchor, PSI ≤ pooled's; SciFact ≥ pooled − 0.005; the aggregate default is the highest
+mean nDCG@10 over the four runs among the aggregates meeting it (equal to three decimals: "max", then "top2").
+
+    python benchmarks/pipelines.py --pipelines llamaindex,langchain --runs anchor,default,small-to-big,pooled-store,\
+        mv-max,mv-max-mean,mv-top2,mv-calibrated-max,mv-calibrated-max-mean,mv-calibrated-top2 --scifact multivector
 """
 
 from __future__ import annotations
@@ -40,6 +63,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,13 +72,13 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval import FairEmbedder
+from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedder import INSTANCE_DEFAULT
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.data.needle import build_needle_benchmark
 from fair_retrieval.evaluation.data.squad import read_squad
 from fair_retrieval.evaluation.metrics import per_query_metrics, position_sensitivity_index
-from fair_retrieval.windows import pool_windows
 
 DATA = Path(os.environ.get("FAIR_RETRIEVAL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATASETS = ("squad-v2", "reddit", "needle")
@@ -74,8 +98,20 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "windows-512-plain": {"long_documents": "windows", "max_length": 512, "calibration": None},
 }
 ANCHOR = "anchor"
-MULTI_VECTOR = ("max-of-windows", "mix-of-max-and-mean")  # experiments: several vectors per chunk (no store has it)
+POOLED = "default"  # our pooled default: what the multi-vector rows are compared with
+SMALL_TO_BIG = "small-to-big"  # the stack's own parent/child recipe with the anchor's embedding
+POOLED_STORE = "pooled-store"  # our pooled default through the store of the multi-vector rows (size, latency)
+AGGREGATE_CHOICES = ("max", "max-mean", "top2")  # the stores' `aggregate=` options, "max" first (ties go to it)
+MULTIVECTOR = tuple(f"mv-{a}" for a in AGGREGATE_CHOICES)
+MULTIVECTOR_CALIBRATED = tuple(f"mv-calibrated-{a}" for a in AGGREGATE_CHOICES)
+STORE_RUNS = (*MULTIVECTOR, POOLED_STORE, *MULTIVECTOR_CALIBRATED)  # pooled-store after mv-*: it reuses their pass
+MULTIVECTOR_RUNS = (SMALL_TO_BIG, *STORE_RUNS)
+TIE_ORDER = ("max", "top2", "max-mean")  # the simplest first: a tie of mean nDCG@10 goes to the earlier
+MV_GAIN, LATENCY_QUERIES, K = 0.04, 1000, 10
 LABELS = {"llamaindex": "HuggingFaceEmbedding", "langchain": "HuggingFaceEmbeddings"}
+CACHE = Path(__file__).resolve().parents[1] / ".bench_cache" / "pipelines"  # windows per text (ignored by git)
+SMALL_TO_BIG_LABELS = {"llamaindex": "IndexNode + RecursiveRetriever", "langchain": "ParentDocumentRetriever"}
+OURS = {"llamaindex": "FairEmbedding", "langchain": "FairEmbeddings"}
 
 logger = logging.getLogger("pipelines")
 
@@ -213,31 +249,81 @@ def split(pipeline: str, documents: dict[str, str], fair_llama: Any, fair_langch
 # ---------------------------------------------------------------------------------------------------- embedders
 
 
-def embedder_names(pipeline: str) -> list[str]:
-    """The embedders run in `pipeline`: the anchor, ours as shipped and plain, and (default pipelines) candidates."""
+def embedder_names(pipeline: str, only: list[str] | None = None) -> list[str]:
+    """The runs of `pipeline`: the anchor, ours as shipped and plain, and (default pipelines) the candidate policies
+    and the multi-vector study's rows; `only` keeps those named (in this order)."""
     names = [ANCHOR, "default", "default-plain"]
     if pipeline in DEFAULT_PIPELINES:
-        names += list(CANDIDATES)
-    return names
+        names += [*CANDIDATES, *MULTIVECTOR_RUNS]
+    return names if only is None else [n for n in names if n in only]
 
 
 def make_embedding(stack: str, name: str, model: str) -> Any:
-    """The stack's embedding object for `name`, loaded as a user loads it (by model path)."""
+    """The stack's embedding object for `name`, loaded as a user loads it (by model path).
+
+    An anchor gets the model's own prompts when it has them (e.g. multilingual-e5's "query: " / "passage: ", as its
+    model card asks and as FairEmbedder applies them); for a model without prompts it is the stack's default.
+    """
+    query, document = model_prompts(model)
     if stack == "llamaindex":
         from llama_index.embeddings.fair import FairEmbedding
 
         if name == ANCHOR:
             from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
-            return HuggingFaceEmbedding(model_name=model)
-        return FairEmbedding(model=model, **_options(name))
+            prompts = {"query_instruction": query, "text_instruction": document} if query or document else {}
+            return HuggingFaceEmbedding(model_name=model, **prompts)
+        fixed = with_model_prompts(model, _options(name))
+        return FairEmbedding(model=model, **_options(name)) if fixed is None else FairEmbedding(embedder=fixed)
     from langchain_fair import FairEmbeddings
 
     if name == ANCHOR:
         from langchain_huggingface import HuggingFaceEmbeddings
 
-        return HuggingFaceEmbeddings(model_name=model)
-    return FairEmbeddings(model=model, **_options(name))
+        prompts = (
+            {"encode_kwargs": {"prompt": document or ""}, "query_encode_kwargs": {"prompt": query or ""}}
+            if query or document
+            else {}
+        )
+        return HuggingFaceEmbeddings(model_name=model, **prompts)
+    fixed = with_model_prompts(model, _options(name))
+    return FairEmbeddings(model=model, **_options(name)) if fixed is None else FairEmbeddings(embedder=fixed)
+
+
+def with_model_prompts(model: str, options: dict[str, Any]) -> FairEmbedder | None:
+    """A FairEmbedder with `options` whose document prompt is the model's configured one, where loading the model
+    plainly resolves another (None when it resolves the configured one, or the model has none).
+
+    sentence-transformers 6 adds an empty "document" prompt to every model, which hides multilingual-e5's
+    "passage: " from `fair_retrieval.loading.document_prompt`; the prompt is then given explicitly, as
+    `EmbedderOptions.build(prompts=...)` allows, so that ours and the anchors read the same texts.
+    """
+    from fair_retrieval.embedder_options import EmbedderOptions
+
+    _, document = model_prompts(model)
+    if document is None:
+        return None
+    plain = FairEmbedder(model, **options)
+    if plain._document_prompt == document:
+        return None
+    return EmbedderOptions(**options).build(model, prompts={"document": document})
+
+
+def model_prompts(model: str) -> tuple[str | None, str | None]:
+    """The (query, document) prompts of a sentence-transformers folder's config, (None, None) if it has none."""
+    config = Path(model) / "config_sentence_transformers.json"
+    prompts = json.loads(config.read_text()).get("prompts", {}) if config.is_file() else {}
+    document = next((prompts[n] for n in ("document", "passage", "corpus") if prompts.get(n)), None)
+    return prompts.get("query") or None, document
+
+
+def multivector_calibration(embedder: FairEmbedder) -> Calibration:
+    """Calibration that acts inside one window: the default where a window holds its baskets, else baskets of 64
+    tokens from one full basket on (MiniLM's 256-token window cannot hold the default's 2 × 192)."""
+    default = Calibration()
+    if embedder.window_content_tokens >= default.min_content_tokens:
+        return default
+    return Calibration(basket_size=64, min_full_baskets=1)
 
 
 def _options(name: str) -> dict[str, Any]:
@@ -286,6 +372,320 @@ def retrieve(stack: str, embedding: Any, chunks: list[Chunk], queries: np.ndarra
     store = FaissVectorStore.from_texts([c.text for c in chunks], embedding, ids=[c.cid for c in chunks])
     seconds = time.perf_counter() - started
     return [[doc.id for doc in store.similarity_search_by_vector(v.tolist(), k=10)] for v in queries], seconds
+
+
+class SharedWindows:
+    """One FairEmbedder for our rows of a (dataset, pipeline): its windows remembered, its queries looked up.
+
+    While `remember` is on, `embed_document_windows` answers a text it has embedded before (with the same embedder
+    configuration and calibration) from a cache kept per text in CACHE (so a later run reuses it); `embed_documents`
+    is the pooled part of `embed_document_windows` (the library computes it so). So the pooled rows and one
+    multi-vector row per aggregate embed the chunks once. `embed_query` returns the batch-embedded plain query
+    vector of a benchmark question (checked equal on a sample by the caller), so latency is the store's search, not
+    the model's.
+    """
+
+    def __init__(self, embedder: FairEmbedder, queries: dict[str, np.ndarray]) -> None:
+        self.embedder = embedder
+        self.remember = False
+        self.hits = 0  # texts answered from remembered windows
+        self.embedded = 0  # texts embedded
+        self._caches: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+        embed_windows, embed_query = embedder.embed_document_windows, embedder.embed_query
+
+        def windows(
+            texts: Any,
+            calibration: Any = INSTANCE_DEFAULT,
+            show_progress_bar: Any = None,
+            positional_scaling: Any = INSTANCE_DEFAULT,
+        ) -> Any:
+            calibration = embedder.calibration if calibration is INSTANCE_DEFAULT else calibration
+            if not self.remember or positional_scaling is not INSTANCE_DEFAULT:
+                return embed_windows(texts, calibration, show_progress_bar, positional_scaling)
+            cache, name = self._cache(calibration)
+            missing = list(dict.fromkeys(t for t in texts if _text_key(t) not in cache))
+            if missing:
+                fresh = embed_windows(missing, calibration, show_progress_bar)
+                for i, text in enumerate(missing):
+                    rows = np.flatnonzero(fresh.owners == i)
+                    cache[_text_key(text)] = (
+                        fresh.pooled[i],
+                        fresh.vectors[rows],
+                        fresh.spans[rows],
+                        fresh.weights[rows],
+                    )
+                self._save(name, cache)
+            self.hits += len(texts) - len(missing)
+            self.embedded += len(missing)
+            return _assemble([cache[_text_key(t)] for t in texts])
+
+        def query(text: str) -> np.ndarray:
+            return queries[text] if text in queries else embed_query(text)
+
+        embedder.embed_document_windows = windows  # type: ignore[method-assign]  # embed_documents pools these
+        embedder.embed_query = query  # type: ignore[method-assign]
+
+    def _cache(self, calibration: Calibration | None) -> tuple[dict[str, tuple[np.ndarray, ...]], str]:
+        import hashlib
+
+        name = hashlib.sha256(f"{self.embedder!r}|{calibration!r}".encode()).hexdigest()[:20]
+        if name not in self._caches:
+            self._caches[name] = _load_windows(name)
+        return self._caches[name], name
+
+    def _save(self, name: str, cache: dict[str, tuple[np.ndarray, ...]]) -> None:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        cache.update({k: v for k, v in _load_windows(name).items() if k not in cache})  # another run's, kept
+        values = list(cache.values())
+        partial = CACHE / f"windows-{name}.{os.getpid()}.partial.npz"
+        np.savez(
+            partial,
+            keys=np.array(list(cache), dtype=str),
+            counts=np.array([v[1].shape[0] for v in values]),
+            pooled=np.stack([v[0] for v in values]),
+            vectors=np.concatenate([v[1] for v in values]),
+            spans=np.concatenate([v[2] for v in values]),
+            weights=np.concatenate([v[3] for v in values]),
+        )
+        partial.replace(CACHE / f"windows-{name}.npz")
+
+    def embedding(self, stack: str, calibration: Calibration | None = None) -> Any:
+        """The stack's adapter over the shared embedder (its own calibration unless `calibration` is given)."""
+        options = {} if calibration is None else {"calibration": calibration}
+        if stack == "llamaindex":
+            from llama_index.embeddings.fair import FairEmbedding
+
+            return FairEmbedding(embedder=self.embedder, **options)
+        from langchain_fair import FairEmbeddings
+
+        return FairEmbeddings(embedder=self.embedder, **options)
+
+
+def _load_windows(name: str) -> dict[str, tuple[np.ndarray, ...]]:
+    """The windows per text saved under `name` (empty if none)."""
+    path = CACHE / f"windows-{name}.npz"
+    if not path.exists():
+        return {}
+    with np.load(path) as stored:  # each array read once (an npz member is read again at every access)
+        keys, counts, pooled, vectors, spans, weights = (
+            stored[k] for k in ("keys", "counts", "pooled", "vectors", "spans", "weights")
+        )
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return {
+        key: (
+            pooled[i],
+            vectors[starts[i] : starts[i + 1]],
+            spans[starts[i] : starts[i + 1]],
+            weights[starts[i] : starts[i + 1]],
+        )
+        for i, key in enumerate(keys.tolist())
+    }
+
+
+def _text_key(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _assemble(parts: list[tuple[np.ndarray, ...]]) -> Any:
+    """DocumentWindows of texts from their cached (pooled, vectors, spans, weights)."""
+    from fair_retrieval.windows import DocumentWindows
+
+    counts = [p[1].shape[0] for p in parts]
+    return DocumentWindows(
+        np.stack([p[0] for p in parts]).astype(np.float32),
+        np.concatenate([p[1] for p in parts]).astype(np.float32),
+        np.repeat(np.arange(len(parts), dtype=np.int64), counts),
+        np.concatenate([p[2] for p in parts]).astype(np.int64),
+        np.concatenate([p[3] for p in parts]).astype(np.int64),
+    )
+
+
+class QueryTable:
+    """A LangChain `Embeddings` that embeds documents with `inner` and answers known queries from a table."""
+
+    def __new__(cls, inner: Any, queries: dict[str, np.ndarray]) -> Any:
+        from langchain_core.embeddings import Embeddings
+
+        class _Table(Embeddings):
+            def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                return inner.embed_documents(texts)  # type: ignore[no-any-return]
+
+            def embed_query(self, text: str) -> list[float]:
+                return queries[text].tolist() if text in queries else inner.embed_query(text)  # type: ignore[no-any-return]
+
+        return _Table()
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes of every file under `path`."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _timed_rankings(ask: Callable[[Question, np.ndarray], list[str]], questions: list[Question], queries: np.ndarray):
+    """Every question's ranking, and the seconds of each of the first LATENCY_QUERIES calls."""
+    rankings, seconds = [], []
+    for i, (question, vector) in enumerate(zip(questions, queries, strict=True)):
+        started = time.perf_counter()
+        rankings.append(ask(question, vector))
+        if i < LATENCY_QUERIES:
+            seconds.append(time.perf_counter() - started)
+    return rankings, seconds
+
+
+def _costs(build: float, seconds: list[float], size: int | None, chunks: int) -> dict[str, Any]:
+    ms = np.asarray(seconds) * 1000
+    return {
+        "build_s": build,
+        "chunks_per_s": chunks / build,
+        "latency_ms_p50": float(np.percentile(ms, 50)),
+        "latency_ms_p95": float(np.percentile(ms, 95)),
+        "latency_queries": len(seconds),
+        "index_bytes": size,
+    }
+
+
+class NoMultivectorError(RuntimeError):
+    """The installed adapter's store has no multi-vector mode (the run is skipped, not failed)."""
+
+
+def store_run(
+    stack: str,
+    embedding: Any,
+    chunks: list[Chunk],
+    questions: list[Question],
+    queries: np.ndarray,
+    aggregate: str | None,
+) -> tuple[list[list[str]], dict[str, Any]]:
+    """Index `chunks` in our store for `stack` (multi-vector with `aggregate`, or pooled when None) as a user does,
+    save it, and retrieve top-10 through the stack's retriever. Returns the rankings and the costs."""
+    import inspect
+
+    options = {} if aggregate is None else {"multivector": True, "aggregate": aggregate}
+    with tempfile.TemporaryDirectory(prefix="pipelines-store-") as folder:
+        if stack == "langchain":
+            from langchain_fair import FaissVectorStore
+
+            if options and "multivector" not in inspect.signature(FaissVectorStore.__init__).parameters:
+                raise NoMultivectorError("This langchain-fair's FaissVectorStore has no multivector mode.")
+            started = time.perf_counter()
+            store = FaissVectorStore.from_texts(
+                [c.text for c in chunks], embedding, ids=[c.cid for c in chunks], **options
+            )
+            build = time.perf_counter() - started
+            store.save_local(folder)
+            retriever = store.as_retriever(search_kwargs={"k": K})
+
+            def ask(question: Question, vector: np.ndarray) -> list[str]:
+                return [doc.id for doc in retriever.invoke(question.text)]
+        else:
+            from llama_index.core import StorageContext, VectorStoreIndex
+            from llama_index.core.schema import QueryBundle, TextNode
+            from llama_index.embeddings.fair import FairFaissVectorStore
+
+            if options and "multivector" not in inspect.signature(FairFaissVectorStore.create).parameters:
+                raise NoMultivectorError(
+                    "This llama-index-embeddings-fair's FairFaissVectorStore has no multivector mode."
+                )
+            vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
+            nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+            started = time.perf_counter()
+            index = VectorStoreIndex(
+                nodes, storage_context=StorageContext.from_defaults(vector_store=vector_store), embed_model=embedding
+            )
+            build = time.perf_counter() - started
+            index.storage_context.persist(persist_dir=folder)
+            retriever = index.as_retriever(similarity_top_k=K)
+
+            def ask(question: Question, vector: np.ndarray) -> list[str]:
+                bundle = QueryBundle(query_str=question.text, embedding=vector.tolist())
+                return [hit.node.node_id for hit in retriever.retrieve(bundle)]
+
+        size = folder_bytes(Path(folder))
+    rankings, seconds = _timed_rankings(ask, questions, queries)
+    return rankings, _costs(build, seconds, size, len(chunks))
+
+
+def small_to_big_run(
+    stack: str,
+    model: str,
+    chunks: list[Chunk],
+    questions: list[Question],
+    queries: np.ndarray,
+    reference: FairEmbedder,
+) -> tuple[list[list[str]], dict[str, Any]]:
+    """The stack's own small-to-big over `chunks` as parents: children of one window (model tokens, the window's
+    overlap), embedded by the anchor; the distinct parents returned for k = 10, in the order the retriever gives."""
+    size, overlap = reference.window_content_tokens, reference.window_overlap
+    anchor = make_embedding(stack, ANCHOR, model)
+    own = np.array([query_vector_fn(stack, anchor)(q.text) for q in questions[:16]], dtype=np.float32)
+    if np.abs(own - queries[:16]).max() > 1e-5:
+        raise RuntimeError("The anchor's query vectors differ from the plain ones; the benchmark assumes equality.")
+    table = {q.text: v for q, v in zip(questions, queries, strict=True)}
+    if stack == "langchain":
+        from langchain_core.documents import Document
+        from langchain_core.stores import InMemoryStore
+        from langchain_fair import FaissVectorStore
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+        try:
+            from langchain_classic.retrievers import ParentDocumentRetriever
+        except ImportError:  # langchain < 1.0
+            from langchain.retrievers import ParentDocumentRetriever
+
+        children = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
+            reference.tokenizer, chunk_size=size, chunk_overlap=overlap
+        )
+        retriever = ParentDocumentRetriever(
+            vectorstore=FaissVectorStore(QueryTable(anchor, table)),
+            docstore=InMemoryStore(),
+            child_splitter=children,
+            search_kwargs={"k": K},
+        )
+        started = time.perf_counter()
+        retriever.add_documents(
+            [Document(page_content=c.text, metadata={"chunk": c.cid}) for c in chunks], ids=[c.cid for c in chunks]
+        )
+        build = time.perf_counter() - started
+        child_count = sum(len(children.split_text(c.text)) for c in chunks)  # as add_documents splits them
+
+        def ask(question: Question, vector: np.ndarray) -> list[str]:
+            return _distinct(doc.metadata["chunk"] for doc in retriever.invoke(question.text))
+    else:
+        from llama_index.core import VectorStoreIndex
+        from llama_index.core.node_parser import SentenceSplitter
+        from llama_index.core.retrievers import RecursiveRetriever
+        from llama_index.core.schema import IndexNode, QueryBundle, TextNode
+
+        parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+        splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=reference.tokenizer.tokenize)
+        started = time.perf_counter()
+        nodes = [
+            IndexNode.from_text_node(child, parent.node_id)
+            for parent in parents
+            for child in splitter.get_nodes_from_documents([parent])
+        ]
+        vector_retriever = VectorStoreIndex(nodes, embed_model=anchor).as_retriever(similarity_top_k=K)
+        build = time.perf_counter() - started
+        child_count = len(nodes)
+        retriever = RecursiveRetriever(
+            "vector", retriever_dict={"vector": vector_retriever}, node_dict={p.node_id: p for p in parents}
+        )
+
+        def ask(question: Question, vector: np.ndarray) -> list[str]:
+            bundle = QueryBundle(query_str=question.text, embedding=vector.tolist())
+            return _distinct(hit.node.node_id for hit in retriever.retrieve(bundle))
+
+    rankings, seconds = _timed_rankings(ask, questions, queries)
+    costs = _costs(build, seconds, None, len(chunks))
+    costs["children"] = child_count
+    return rankings, costs
+
+
+def _distinct(ids: Any) -> list[str]:
+    """`ids` without repeats, first occurrence kept."""
+    return list(dict.fromkeys(ids))
 
 
 # ---------------------------------------------------------------------------------------------------- scoring
@@ -363,16 +763,46 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reddit-posts", type=int, default=REDDIT_POSTS, help=f"first N reddit posts (default {REDDIT_POSTS})"
     )
+    parser.add_argument(
+        "--squad-articles", type=int, default=None, help="first N SQuAD-v2 dev articles (default: all 16)"
+    )
+    parser.add_argument(
+        "--runs",
+        default=None,
+        help="comma-separated run names to do (default: every run of each pipeline), e.g. "
+        + ",".join([ANCHOR, POOLED, *MULTIVECTOR_RUNS]),
+    )
+    parser.add_argument(
+        "--scifact",
+        choices=("candidates", "multivector", "both"),
+        default="both",
+        help="SciFact: the window policies vs truncation, pooled vs multi-vector, or both (default)",
+    )
     parser.add_argument("--no-scifact", action="store_true", help="skip the SciFact check")
+    parser.add_argument(
+        "--faiss-threads",
+        type=int,
+        default=1,
+        help="faiss OpenMP threads (default 1: on a shared CPU, idle threads' barriers dominate small searches)",
+    )
     parser.add_argument("--report", action="store_true", help="only write the tables and plot from results.json")
+    parser.add_argument(
+        "--merge",
+        default="",
+        help="comma-separated --out folders of other runs (same model and documents) whose runs are added first",
+    )
     return parser.parse_args(argv)
 
 
 def load_documents(
-    name: str, reference: FairEmbedder, reddit_posts: int = REDDIT_POSTS
+    name: str, reference: FairEmbedder, reddit_posts: int = REDDIT_POSTS, squad_articles: int | None = None
 ) -> tuple[dict[str, str], list[Question]]:
     if name == "squad-v2":
-        return squad_documents(DATA / "squad-v2-dev" / "dev-v2.0.json")
+        documents, questions = squad_documents(DATA / "squad-v2-dev" / "dev-v2.0.json")
+        if squad_articles is not None:
+            documents = dict(list(documents.items())[:squad_articles])
+            questions = [q for q in questions if q.document in documents]
+        return documents, questions
     if name == "reddit":
         return reddit_documents(DATA / "squadshifts-reddit" / "reddit_v1.0.json", max_posts=reddit_posts)
     return needle_documents(reference.token_lengths)
@@ -386,8 +816,10 @@ def run_pipeline(
     results: dict[str, Any],
     save: Callable[[], None],
     reddit_posts: int = REDDIT_POSTS,
+    only: list[str] | None = None,
+    squad_articles: int | None = None,
 ) -> None:
-    documents, questions = load_documents(dataset, reference, reddit_posts)
+    documents, questions = load_documents(dataset, reference, reddit_posts, squad_articles)
     stack = "llamaindex" if pipeline.startswith("llamaindex") else "langchain"
     default_llama = make_embedding("llamaindex", "default", model)
     from langchain_fair import FairEmbeddings
@@ -406,10 +838,70 @@ def run_pipeline(
         median_chunk_tokens=float(np.median(reference.token_lengths([c.text for c in chunks]))),
         chunk_third=judged["chunk_third"],
     )
-    for name in embedder_names(pipeline):
+    shared: SharedWindows | None = None
+    for name in embedder_names(pipeline, only):
         if name in entry["runs"]:
             continue
-        embedding = make_embedding(stack, name, model)
+        qids = [q.qid for q in kept]
+        if shared is None and pipeline in DEFAULT_PIPELINES and (name == POOLED or name in STORE_RUNS):
+            shared = SharedWindows(
+                fair_embedder_of(make_embedding(stack, "default", model)),
+                {q.text: v for q, v in zip(kept, query_vectors, strict=True)},
+            )
+        # LangChain's default pipeline stores in our FaissVectorStore: its pooled default row goes through the store
+        # (pooled-store measures it again in the process of the multi-vector rows, for size and latency side by side)
+        langchain_pooled = stack == "langchain" and pipeline in DEFAULT_PIPELINES and name == POOLED
+        if name in MULTIVECTOR_RUNS or langchain_pooled:
+            if name == SMALL_TO_BIG:
+                rankings, costs = small_to_big_run(stack, model, chunks, kept, query_vectors, reference)
+                label = f"{SMALL_TO_BIG_LABELS[stack]} over {LABELS[stack]}"
+            else:
+                assert shared is not None
+                calibrated = name in MULTIVECTOR_CALIBRATED
+                embedding = shared.embedding(stack, multivector_calibration(shared.embedder) if calibrated else None)
+                own = np.array([query_vector_fn(stack, embedding)(q.text) for q in kept[:16]], dtype=np.float32)
+                if np.abs(own - query_vectors[:16]).max() > 1e-5:
+                    raise RuntimeError(f"{name}: its query vectors differ from the plain ones.")
+                aggregate = name.removeprefix("mv-").removeprefix("calibrated-") if name.startswith("mv-") else None
+                shared.remember, hits, embedded = True, shared.hits, shared.embedded
+                try:
+                    rankings, costs = store_run(stack, embedding, chunks, kept, query_vectors, aggregate)
+                except NoMultivectorError as error:
+                    logger.warning("%s %s skipped: %s", key, name, error)
+                    continue
+                # texts whose windows an earlier row (or run) computed: then build_s is the store's part only
+                costs.update(texts_reused=shared.hits - hits, texts_embedded=shared.embedded - embedded)
+                costs["embedding_reused"] = costs["texts_reused"] > 0
+                store = "FaissVectorStore" if stack == "langchain" else "FairFaissVectorStore"
+                mode = "" if aggregate is None else f"multivector=True, aggregate={aggregate!r}"
+                label = f"{OURS[stack]} in {store}({mode}) over {fair_embedder_of(embedding)!r}"
+                if calibrated:
+                    label += f", calibration={embedding.calibration!r}"
+                if name == POOLED:
+                    costs.update(coverage(embedding, chunks, reference))
+            run = score(dict(zip(qids, rankings, strict=True)), judged)
+            run.update({"tokens_never_embedded": None, "chunks_calibrated": None, **costs})
+            run["distinct"] = float(np.mean([len(set(r)) for r in rankings]))
+            run["embedder"] = label
+            entry["runs"][name] = run
+            logger.info(
+                "%s %s: nDCG@10 %.4f PSI %.3f (distinct %.2f, build %.1f s, p50 %.2f ms, %s bytes)",
+                key,
+                name,
+                run["ndcg@10"],
+                run["psi"],
+                run["distinct"],
+                run["build_s"],
+                run["latency_ms_p50"],
+                run["index_bytes"],
+            )
+            save()
+            continue
+        if name == POOLED and shared is not None:  # LlamaIndex's default store, our default embedder (shared pass)
+            embedding = shared.embedding(stack)
+            shared.remember = True
+        else:
+            embedding = make_embedding(stack, name, model)
         fair = fair_embedder_of(embedding)
         same = [n for n, r in entry["runs"].items() if fair is not None and r["embedder"] == repr(fair)]
         if same:  # the same configuration under another name (e.g. the default is one of the candidates)
@@ -420,48 +912,16 @@ def run_pipeline(
         if np.abs(own - query_vectors[:16]).max() > 1e-5:
             raise RuntimeError(f"{name}: its query vectors differ from the plain ones; the benchmark assumes equality.")
         rankings, seconds = retrieve(stack, embedding, chunks, query_vectors)
-        run = score(dict(zip([q.qid for q in kept], rankings, strict=True)), judged)
+        run = score(dict(zip(qids, rankings, strict=True)), judged)
         run.update(coverage(embedding, chunks, reference))
         run["chunks_per_s"] = len(chunks) / seconds
+        run["distinct"] = float(np.mean([len(set(r)) for r in rankings]))
         run["embedder"] = repr(fair) if fair is not None else type(embedding).__name__
         entry["runs"][name] = run
         logger.info(
             "%s %s: nDCG@10 %.4f PSI %.3f (%.1f chunks/s)", key, name, run["ndcg@10"], run["psi"], run["chunks_per_s"]
         )
         save()
-    if pipeline in DEFAULT_PIPELINES and not all(name in entry["runs"] for name in MULTI_VECTOR):
-        multi_vector_runs(entry, chunks, judged, kept, query_vectors, reference)
-        save()
-
-
-def multi_vector_runs(
-    entry: dict[str, Any],
-    chunks: list[Chunk],
-    judged: dict[str, Any],
-    questions: list[Question],
-    queries: np.ndarray,
-    reference: FairEmbedder,
-) -> None:
-    """Experiments no store offers: each chunk kept as its window vectors, scored by the best window ("max") or by
-    the mean of the best window's and the pooled vector's scores ("mix"). Exact top-10 by numpy (no store)."""
-    windows = FairEmbedder(reference.model, calibration=None)  # the default's windows, plain
-    plan = windows.plan_documents([c.text for c in chunks])
-    started = time.perf_counter()
-    vectors = windows.embed_documents(plan.pieces)  # every window as a text of its own: (W, d)
-    seconds = time.perf_counter() - started
-    owners = np.asarray(plan.owners)
-    window_scores = queries @ vectors.T  # (Q, W)
-    best = np.full((len(queries), len(chunks)), -np.inf, dtype=np.float32)
-    np.maximum.at(best.T, owners, window_scores.T)  # best window per chunk
-    pooled = queries @ pool_windows(vectors, plan.owners, plan.weights, len(chunks)).T
-    for name, scores in (("max-of-windows", best), ("mix-of-max-and-mean", (best + pooled) / 2)):
-        top = np.argsort(-scores, axis=1)[:, :10]
-        rankings = {q.qid: [chunks[j].cid for j in row] for q, row in zip(questions, top, strict=True)}
-        run = score(rankings, judged)
-        run.update(tokens_never_embedded=0.0, chunks_calibrated=0.0, chunks_per_s=len(chunks) / seconds)
-        run["embedder"] = f"{name} over {windows!r}"
-        entry["runs"][name] = run
-        logger.info("%s: nDCG@10 %.4f PSI %.3f", name, run["ndcg@10"], run["psi"])
 
 
 def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], save: Callable[[], None]) -> None:
@@ -511,6 +971,64 @@ def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], sa
         save()
 
 
+def run_scifact_multivector(
+    model: str,
+    reference: FairEmbedder,
+    results: dict[str, Any],
+    save: Callable[[], None],
+    calibrated: bool = True,
+) -> None:
+    """SciFact nDCG@10 of pooled vs multi-vector for the store's embedder (defaults) and the calibrated one.
+
+    One `embed_document_windows` pass per embedder gives both the pooled vectors (what `embed_documents` returns) and
+    the windows; the windows go into a flat `MultiVectorIndex` (the index the stores keep) per aggregate.
+    """
+    from fair_retrieval import MultiVectorIndex
+    from fair_retrieval.evaluation.data.beir import load_scifact
+
+    task = load_scifact(DATA / "scifact")
+    ids = list(task.corpus)
+    texts = [task.corpus[i] for i in ids]
+    entry = results.setdefault("scifact", {"runs": {}, "abstracts": len(texts)})
+    embedder = FairEmbedder(reference.model)
+    shared = SharedWindows(embedder, {})  # the windows are kept per text (benchmarks/index_recall.py reuses them)
+    shared.remember = True
+    configurations = (("", None), ("calibrated-", multivector_calibration(embedder)))[: 2 if calibrated else 1]
+    queries = None
+    for prefix, calibration in configurations:
+        names = ["pooled-calibrated" if prefix else POOLED] + [f"mv-{prefix}{a}" for a in AGGREGATE_CHOICES]
+        if all(n in entry["runs"] for n in names):
+            continue
+        if queries is None:
+            queries = reference.embed_queries(list(task.queries.values()))
+        started = time.perf_counter()
+        windows = embedder.embed_document_windows(
+            texts, calibration=embedder.calibration if calibration is None else calibration, show_progress_bar=True
+        )
+        seconds = time.perf_counter() - started
+        label = repr(embedder) + ("" if calibration is None else f", calibration={calibration!r}")
+        runs: dict[str, tuple[str, np.ndarray]] = {
+            names[0]: (label, np.argsort(-(queries @ windows.pooled.T), axis=1)[:, :K])
+        }
+        for aggregate, name in zip(AGGREGATE_CHOICES, names[1:], strict=True):
+            index = MultiVectorIndex(windows.dim, aggregate=aggregate)
+            index.add(windows)
+            runs[name] = (f"MultiVectorIndex(aggregate={aggregate!r}) over {label}", index.search(queries, K)[1])
+        for name, (what, top) in runs.items():
+            rankings = {qid: [ids[j] for j in row if j >= 0] for qid, row in zip(task.queries, top, strict=True)}
+            per_query = per_query_metrics(rankings, task.qrels, ndcg_k=(10,), recall_k=(10,))
+            ndcg = {q: m["ndcg@10"] for q, m in per_query.items()}
+            entry["runs"][name] = {
+                "ndcg@10": float(np.mean(list(ndcg.values()))),
+                "per_query": ndcg,
+                "embedder": what,
+                "windows": int(windows.vectors.shape[0]),
+                "embed_s": seconds,
+            }
+            logger.info("scifact %s: nDCG@10 %.4f", name, entry["runs"][name]["ndcg@10"])
+        save()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -524,24 +1042,43 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         path.write_text(json.dumps(results))
 
+    for folder in [f for f in args.merge.split(",") if f]:
+        for key, entry in json.loads((Path(folder) / "results.json").read_text()).items():
+            mine = results.setdefault(key, {**entry, "runs": {}})
+            for name, run in entry["runs"].items():
+                mine["runs"].setdefault(name, run)
+
     if not args.report:
+        import faiss
+
+        faiss.omp_set_num_threads(args.faiss_threads)
         model = args.model or bundled_model()
-        reference = FairEmbedder(model, calibration=None, long_documents="truncate")
+        plain = {"calibration": None, "long_documents": "truncate"}
+        reference = with_model_prompts(model, plain) or FairEmbedder(model, **plain)
         datasets = [d for d in args.datasets.split(",") if d]
         missing = [d for d in datasets if d != "needle" and not DATA.exists()]
         if missing:
             print(f"Skipping {missing}: no evaluation data at {DATA} (set FAIR_RETRIEVAL_DATA).", file=sys.stderr)
             datasets = [d for d in datasets if d not in missing]
+        only = None if args.runs is None else [n for n in args.runs.split(",") if n]
         for pipeline in [p for p in args.pipelines.split(",") if p]:
             for dataset in datasets:
-                run_pipeline(dataset, pipeline, model, reference, results, save, args.reddit_posts)
+                run_pipeline(
+                    dataset, pipeline, model, reference, results, save, args.reddit_posts, only, args.squad_articles
+                )
         if not args.no_scifact and DATA.exists():
-            run_scifact(model, reference, results, save)
+            if args.scifact in ("candidates", "both"):
+                run_scifact(model, reference, results, save)
+            if args.scifact in ("multivector", "both"):
+                calibrated = only is None or any(n in only for n in MULTIVECTOR_CALIBRATED)
+                run_scifact_multivector(model, reference, results, save, calibrated)
     report = summarise(results)
     (out / "summary.json").write_text(json.dumps(report, indent=2))
     (out / "pipelines.md").write_text(markdown(results, report))
     (out / "readme_table.md").write_text(readme_table(results))
     (out / "candidates.md").write_text(candidate_table(results, report))
+    (out / "multivector.md").write_text(multivector_table(results) + "\n" + multivector_rule_table(results, report))
+    (out / "readme_multivector.md").write_text(readme_multivector_table(results, report["multivector"]["aggregate"]))
     plot(results, out / "pipelines.png")
     print(markdown(results, report))
     return 0
@@ -565,6 +1102,14 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             run["vs_anchor"] = paired_bootstrap(anchor["per_query"], run["per_query"], groups)
             run["ndcg_gain"] = run["ndcg@10"] - anchor["ndcg@10"]
             run["psi_cut"] = 1 - run["psi"] / max(anchor["psi"], 1e-12)
+            pooled = entry["runs"].get(POOLED)
+            if pooled is not None and name != POOLED:
+                run["vs_pooled"] = paired_bootstrap(pooled["per_query"], run["per_query"], groups)
+                run["gain_vs_pooled"] = run["ndcg@10"] - pooled["ndcg@10"]
+            small = entry["runs"].get(SMALL_TO_BIG)
+            if small is not None and name.startswith("mv-"):
+                run["vs_small_to_big"] = paired_bootstrap(small["per_query"], run["per_query"], groups)
+                run["gain_vs_small_to_big"] = run["ndcg@10"] - small["ndcg@10"]
     verdicts: dict[str, Any] = {}
     names = ["default", "default-plain", *CANDIDATES]
     scifact = results.get("scifact", {}).get("runs", {})
@@ -589,7 +1134,63 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         }
     qualifying = [n for n in CANDIDATES if verdicts[n]["meets_rule"]]
     chosen = max(qualifying, key=lambda n: verdicts[n]["mean_ndcg"]) if qualifying else None
-    return {"verdicts": verdicts, "chosen": chosen}
+    return {"verdicts": verdicts, "chosen": chosen, "multivector": multivector_verdicts(results)}
+
+
+def multivector_verdicts(results: dict[str, Any]) -> dict[str, Any]:
+    """The multi-vector rule (docs/multivector_study.md) for every multi-vector run, and the aggregate it picks.
+
+    Per (position set, default pipeline): nDCG@10 ≥ pooled + MV_GAIN, ≥ the stack's small-to-big, PSI ≤ pooled's;
+    SciFact ≥ pooled − SCIFACT_TOLERANCE. The aggregate: the highest mean nDCG@10 over the four runs among the
+    aggregates meeting it (rounded to three decimals; a tie goes to the earlier of AGGREGATE_CHOICES, "max" first);
+    if none meets it, the same among those meeting the PSI and SciFact parts.
+    """
+    scifact = results.get("scifact", {}).get("runs", {})
+    verdicts: dict[str, Any] = {}
+    for name in (*MULTIVECTOR, *MULTIVECTOR_CALIBRATED):
+        parts: dict[str, Any] = {}
+        ndcgs = []
+        for dataset in RULE_DATASETS:
+            for pipeline in DEFAULT_PIPELINES:
+                runs = results.get(f"{dataset}/{pipeline}", {}).get("runs", {})
+                run, pooled, small = runs.get(name), runs.get(POOLED), runs.get(SMALL_TO_BIG)
+                if run is None or pooled is None:
+                    parts[f"{dataset}/{pipeline}"] = None
+                    continue
+                ndcgs.append(run["ndcg@10"])
+                parts[f"{dataset}/{pipeline}"] = {
+                    "gain": run["ndcg@10"] >= pooled["ndcg@10"] + MV_GAIN,
+                    "small_to_big": None if small is None else run["ndcg@10"] >= small["ndcg@10"],
+                    "psi": run["psi"] <= pooled["psi"],
+                }
+        pooled_name = "pooled-calibrated" if name in MULTIVECTOR_CALIBRATED else POOLED
+        sci, base = scifact.get(name, {}).get("ndcg@10"), scifact.get(POOLED, {}).get("ndcg@10")
+        sci_ok = None if sci is None or base is None else sci >= base - SCIFACT_TOLERANCE
+        complete = all(v is not None and None not in v.values() for v in parts.values())
+        verdicts[name] = {
+            "runs": parts,
+            "scifact_ok": sci_ok,
+            "scifact_vs": POOLED,
+            "scifact_pooled_same_embedder": pooled_name,
+            "meets_rule": complete and all(all(v.values()) for v in parts.values()) and sci_ok is True,
+            "meets_psi_and_scifact": complete and all(v["psi"] for v in parts.values()) and sci_ok is True,
+            "mean_ndcg": float(np.mean(ndcgs)) if ndcgs else None,
+        }
+
+    def pick(names: list[str]) -> str | None:
+        if not names:
+            return None
+        return max(names, key=lambda n: (round(verdicts[n]["mean_ndcg"], 3), -TIE_ORDER.index(n.removeprefix("mv-"))))
+
+    meeting = [n for n in MULTIVECTOR if verdicts[n]["meets_rule"]]
+    fallback = [n for n in MULTIVECTOR if verdicts[n]["meets_psi_and_scifact"]]
+    chosen = pick(meeting) or pick(fallback)
+    return {
+        "verdicts": verdicts,
+        "rule_holds": bool(meeting),
+        "aggregate": None if chosen is None else chosen.removeprefix("mv-"),
+        "aggregate_by": "rule" if meeting else ("psi and scifact parts" if fallback else None),
+    }
 
 
 def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
@@ -613,7 +1214,8 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
             lines.append(
                 f"| {key} ({entry['chunks']} chunks, {entry['questions']} q) | {label} | {run['ndcg@10']:.3f}{delta} |"
                 f" {run['recall@10']:.3f} | {thirds} | {run['psi']:.2f}{cut} | {doc} |"
-                f" {run['tokens_never_embedded']:.0%} | {run['chunks_calibrated']:.0%} | {run['chunks_per_s']:.1f} |"
+                f" {_share(run['tokens_never_embedded'])} | {_share(run['chunks_calibrated'])} |"
+                f" {run['chunks_per_s']:.1f} |"
             )
     if "scifact" in results:
         runs = results["scifact"]["runs"]
@@ -637,7 +1239,7 @@ def readme_table(results: dict[str, Any]) -> str:
     ]
     for key, entry in results.items():
         dataset, _, pipeline = key.partition("/")
-        if key == "scifact" or pipeline not in DEFAULT_PIPELINES or "default" not in entry["runs"]:
+        if key == "scifact" or pipeline not in DEFAULT_PIPELINES or not {"default", ANCHOR} <= set(entry["runs"]):
             continue
         where = f"{dataset} ({entry['documents']} documents, {entry['questions']} questions) → {pipeline}"
         for name, label in (
@@ -653,8 +1255,159 @@ def readme_table(results: dict[str, Any]) -> str:
             psi = f"{run['psi']:.2f}" + (f" ({-run['psi_cut']:+.0%})" if "psi_cut" in run else "")
             lines.append(
                 f"| {where if name == ANCHOR else ''} | {label} | {run['ndcg@10']:.3f} | {delta} |"
-                f" {'–' if end is None else f'{end:.3f}'} | {psi} | {run['tokens_never_embedded']:.0%} |"
+                f" {'–' if end is None else f'{end:.3f}'} | {psi} | {_share(run['tokens_never_embedded'])} |"
             )
+    return "\n".join(lines) + "\n"
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _ci(run: dict[str, Any], versus: str = "vs_pooled", gain: str = "gain_vs_pooled") -> str:
+    if versus not in run:
+        return ""
+    lo, hi = run[versus]["ndcg_delta_ci"]
+    return f"{run[gain]:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def _row_label(name: str, pipeline: str) -> str:
+    if name == ANCHOR:
+        return LABELS[pipeline]
+    if name == SMALL_TO_BIG:
+        return SMALL_TO_BIG_LABELS[pipeline]
+    if name == POOLED:
+        return f"{OURS[pipeline]} (pooled, default)"
+    if name == POOLED_STORE:
+        return f"{OURS[pipeline]} pooled in {'FaissVectorStore' if pipeline == 'langchain' else 'FairFaissVectorStore'}"
+    calibrated = name in MULTIVECTOR_CALIBRATED
+    aggregate = name.removeprefix("mv-").removeprefix("calibrated-")
+    return f"multivector=True, aggregate={aggregate!r}" + (", calibrated windows" if calibrated else "")
+
+
+def multivector_table(results: dict[str, Any]) -> str:
+    """The multi-vector study: every row of the default pipelines with Δ vs pooled, distinct results, costs."""
+    lines = [
+        "| data → pipeline | run | nDCG@10 | Δ vs pooled [95 % CI] | Δ vs small-to-big [95 % CI] |"
+        " begin / mid / end of chunk | PSI | distinct of 10 | build s | index MB | p50 / p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, entry in results.items():
+        dataset, _, pipeline = key.partition("/")
+        if key == "scifact" or pipeline not in DEFAULT_PIPELINES:
+            continue
+        where = f"{dataset} ({entry['documents']} docs, {entry['chunks']} chunks, {entry['questions']} q) → {pipeline}"
+        first = True
+        for name in (ANCHOR, SMALL_TO_BIG, POOLED, POOLED_STORE, *MULTIVECTOR, *MULTIVECTOR_CALIBRATED):
+            run = entry["runs"].get(name)
+            if run is None or (name == POOLED_STORE and run.get("same_as") == POOLED):
+                continue
+            thirds = " / ".join("–" if v is None else f"{v:.3f}" for v in run["chunk_third"])
+            build = (
+                ""
+                if "build_s" not in run
+                else f"{run['build_s']:.1f}" + (" (reused)" if run.get("embedding_reused") else "")
+            )
+            size = "" if run.get("index_bytes") is None else f"{run['index_bytes'] / 1e6:.2f}"
+            latency = (
+                "" if "latency_ms_p50" not in run else f"{run['latency_ms_p50']:.2f} / {run['latency_ms_p95']:.2f}"
+            )
+            lines.append(
+                f"| {where if first else ''} | {_row_label(name, pipeline)} | {run['ndcg@10']:.3f} | {_ci(run)} |"
+                f" {_ci(run, 'vs_small_to_big', 'gain_vs_small_to_big')} |"
+                f" {thirds} | {run['psi']:.2f} | {run.get('distinct', 10.0):.2f} | {build} | {size} | {latency} |"
+            )
+            first = False
+    scifact = results.get("scifact", {}).get("runs", {})
+    if POOLED in scifact:
+        base = scifact[POOLED]
+        lines += ["", "| SciFact (300 claims, 5,183 abstracts) | nDCG@10 | Δ vs pooled [95 % CI] |", "|---|---|---|"]
+        for name in (POOLED, *MULTIVECTOR, "pooled-calibrated", *MULTIVECTOR_CALIBRATED):
+            run = scifact.get(name)
+            if run is None:
+                continue
+            delta = ""
+            if name != POOLED:
+                lo, hi = paired_bootstrap(base["per_query"], run["per_query"], {})["ndcg_delta_ci"]
+                delta = f"{run['ndcg@10'] - base['ndcg@10']:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+            lines.append(f"| {name} | {run['ndcg@10']:.4f} | {delta} |")
+    return "\n".join(lines) + "\n"
+
+
+def multivector_rule_table(results: dict[str, Any], report: dict[str, Any]) -> str:
+    """The rule's table: each multi-vector run on the four rule runs (vs pooled and small-to-big), SciFact, verdict."""
+    keys = [f"{d}/{p}" for d in RULE_DATASETS for p in DEFAULT_PIPELINES]
+    lines = [
+        "| run | " + " | ".join(f"{k} nDCG@10 (PSI)" for k in keys) + " | mean | SciFact Δ vs pooled | rule |",
+        "|---" * (len(keys) + 4) + "|",
+    ]
+    mv = report["multivector"]
+    scifact = results.get("scifact", {}).get("runs", {})
+    base = scifact.get(POOLED, {}).get("ndcg@10")
+    for name in (ANCHOR, SMALL_TO_BIG, POOLED, *MULTIVECTOR, *MULTIVECTOR_CALIBRATED):
+        cells, ndcgs = [], []
+        for key in keys:
+            run = results.get(key, {}).get("runs", {}).get(name)
+            cells.append("–" if run is None else f"{run['ndcg@10']:.3f} ({run['psi']:.2f})")
+            if run is not None:
+                ndcgs.append(run["ndcg@10"])
+        sci = scifact.get(name, {}).get("ndcg@10")
+        sci_cell = "–" if sci is None or base is None or name == POOLED else f"{sci - base:+.4f}"
+        verdict = mv["verdicts"].get(name)
+        rule = "–"
+        if verdict is not None:
+            failed = [
+                f"{k}: {part}"
+                for k, parts in verdict["runs"].items()
+                if parts
+                for part, ok in parts.items()
+                if ok is False
+            ]
+            if verdict["scifact_ok"] is False:
+                failed.append("scifact")
+            rule = "meets" if verdict["meets_rule"] else "fails " + ", ".join(failed) if failed else "incomplete"
+            missing = [k for k, parts in verdict["runs"].items() if parts is None or None in parts.values()]
+            if missing or verdict["scifact_ok"] is None:
+                rule += (
+                    " (not measured: "
+                    + ", ".join(missing + (["scifact"] if verdict["scifact_ok"] is None else []))
+                    + ")"
+                )
+            if name.removeprefix("mv-") == mv["aggregate"]:
+                rule += " — chosen aggregate"
+        mean = f"{np.mean(ndcgs):.3f}" if len(ndcgs) == len(keys) else "–"
+        label = {ANCHOR: "anchor", SMALL_TO_BIG: "small-to-big (stack's own)", POOLED: "pooled (default)"}.get(
+            name, name
+        )
+        lines.append(f"| {label} | {' | '.join(cells)} | {mean} | {sci_cell} | {rule} |")
+    lines.append("")
+    lines.append(f"Rule holds: {mv['rule_holds']}; aggregate: {mv['aggregate']} (by {mv['aggregate_by']}).")
+    return "\n".join(lines) + "\n"
+
+
+def readme_multivector_table(results: dict[str, Any], aggregate: str | None) -> str:
+    """The README's first-screen block: per default pipeline the anchor, small-to-big, pooled and multi-vector."""
+    name = f"mv-{aggregate or 'max'}"
+    lines = [
+        "| documents → pipeline | run | nDCG@10 | Δ vs pooled [95 % CI] | end-of-chunk nDCG@10 | PSI | results of 10 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, entry in results.items():
+        dataset, _, pipeline = key.partition("/")
+        if key == "scifact" or pipeline not in DEFAULT_PIPELINES or dataset not in RULE_DATASETS:
+            continue
+        where = f"{dataset} ({entry['documents']} documents, {entry['questions']} questions) → {pipeline}"
+        first = True
+        for row in (ANCHOR, SMALL_TO_BIG, POOLED, name):
+            run = entry["runs"].get(row)
+            if run is None:
+                continue
+            end = run["chunk_third"][2]
+            lines.append(
+                f"| {where if first else ''} | {_row_label(row, pipeline)} | {run['ndcg@10']:.3f} | {_ci(run)} |"
+                f" {'–' if end is None else f'{end:.3f}'} | {run['psi']:.2f} | {run.get('distinct', 10.0):.1f} |"
+            )
+            first = False
     return "\n".join(lines) + "\n"
 
 
@@ -665,7 +1418,7 @@ def candidate_table(results: dict[str, Any], report: dict[str, Any]) -> str:
     lines = [f"| policy | {head} | SciFact Δ vs truncate | rule |", "|---" * (len(keys) + 3) + "|"]
     scifact = results.get("scifact", {}).get("runs", {})
     base = scifact.get("truncate", {}).get("ndcg@10")
-    for name in [ANCHOR, *CANDIDATES, *MULTI_VECTOR]:
+    for name in [ANCHOR, *CANDIDATES]:
         cells = []
         for key in keys:
             run = results.get(key, {}).get("runs", {}).get(name)
@@ -678,8 +1431,6 @@ def candidate_table(results: dict[str, Any], report: dict[str, Any]) -> str:
         sci_cell = "–" if sci is None or base is None else f"{sci - base:+.4f}"
         verdict = report["verdicts"].get(name, {})
         rule = "chosen" if name == report["chosen"] else ("meets" if verdict.get("meets_rule") else "–")
-        if name in MULTI_VECTOR:
-            rule = "experiment (no store)"
         label = "anchor (HuggingFaceEmbedding/-s)" if name == ANCHOR else name
         lines.append(f"| {label} | {' | '.join(cells)} | {sci_cell} | {rule} |")
     return "\n".join(lines) + "\n"
