@@ -19,11 +19,12 @@ search: `knn_recall_at_k`, `top1_in_k`).
 from fair_retrieval.index.faiss_index import FaissIndex, Kind
 from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, import_faiss
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.multivector import AGGREGATES, Aggregate, DocumentHit, MultiVectorIndex
+from fair_retrieval.index.multivector import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, DocumentHit, MultiVectorIndex
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 
 __all__ = [
     "AGGREGATES",
+    "DEFAULT_AGGREGATE",
     "INDEX_FILE",
     "META_FILE",
     "WINDOWS_FILE",

@@ -4,7 +4,9 @@ One vector per document (the token-weighted mean of its windows) averages an ans
 window of a long chunk. A `MultiVectorIndex` keeps every window vector (`FairEmbedder.embed_document_windows`) in a
 `FaissIndex` and ranks *documents* by an aggregate of their windows' scores:
 
-- "max": the best window's score (the default; chosen in the README's multi-vector study).
+- "max": the best window's score (the default: the highest nDCG@10 of the three in every run of the README's
+  multi-vector study; that study's written fallback rule, which also asks for PSI ≤ the pooled vector's on every
+  run, points to "top2" instead — see docs/multivector_study.md).
 - "max-mean": the mean of the best window's score and the pooled vector's (the pooled vector is recomputed from the
   stored windows, so it is exactly what `embed_documents` gives).
 - "top2": the mean of the two best windows' scores (a one-window document: its window's score).

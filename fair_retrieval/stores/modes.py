@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fair_retrieval.index import AGGREGATES, Aggregate, FaissIndex, MultiVectorIndex
+from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, FaissIndex, MultiVectorIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.vectors import unit_rows
@@ -56,7 +56,7 @@ class DocumentMode:
     """
 
     multivector: bool = False
-    aggregate: Aggregate = "max"
+    aggregate: Aggregate = DEFAULT_AGGREGATE
 
     def __post_init__(self) -> None:
         if not isinstance(self.multivector, bool):
@@ -130,7 +130,7 @@ class DocumentMode:
             DamagedFileError: (a ValueError) a mode that is not a bool or an unknown aggregate.
         """
         multivector = state.get(MULTIVECTOR_KEY, False)
-        aggregate = state.get(AGGREGATE_KEY, "max")
+        aggregate = state.get(AGGREGATE_KEY, DEFAULT_AGGREGATE)
         try:
             return cls(multivector, aggregate)
         except (TypeError, ValueError) as error:

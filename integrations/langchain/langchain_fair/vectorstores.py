@@ -53,7 +53,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
-from fair_retrieval.index import Aggregate
+from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate
 from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import new_ids, preview
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
@@ -128,7 +128,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
         multivector: bool = False,
-        aggregate: Aggregate = "max",
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
         **index_params: int,
     ) -> None:
         if not isinstance(embedding, Embeddings):

@@ -92,7 +92,7 @@ from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StoreP
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
-from fair_retrieval.index import Aggregate
+from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate
 from fair_retrieval.index.gpu import GpuChoice, gpu_count
 from fair_retrieval.stores.arguments import id_strings, preview, repeated
 from fair_retrieval.stores.modes import DocumentMode
@@ -109,7 +109,6 @@ __all__ = ["BEST_WINDOW_KEY", "DEFAULT_PERSIST_PATH", "SUPPORTED_OPERATORS", "Fa
 Metric = Literal["ip", "l2"]
 METRICS: tuple[str, ...] = ("ip", "l2")
 KINDS: tuple[str, ...] = ("flat", "hnsw", "ivf", "ivfpq")
-DEFAULT_AGGREGATE: Aggregate = "max"
 MULTIVECTOR = "FairFaissVectorStore(multivector=True)"
 
 
