@@ -130,9 +130,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--aggregate",
         choices=AGGREGATES,
-        default=DEFAULT_AGGREGATE,
-        help="with --multivector, how a document's window scores make its score: max (its best window; the "
-        "default), max-mean (mean of the best window and the pooled vector), top2 (mean of the two best)",
+        default=None,
+        help="with --multivector, how a document's window scores make its score: max (its best window), max-mean "
+        "(mean of the best window and the pooled vector), top2 (mean of the two best; the default)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     parser.add_argument(
@@ -167,8 +167,10 @@ def run(args: argparse.Namespace) -> int:
     _check_chunk_flags(args)
     if args.factory and args.kind:
         raise ValueError("Pass either --kind or --factory, not both.")
-    if args.aggregate != DEFAULT_AGGREGATE and not args.multivector:
+    if args.aggregate is not None and not args.multivector:
         raise ValueError("--aggregate works with --multivector (documents kept as their windows); add it.")
+    if args.aggregate is None:
+        args.aggregate = DEFAULT_AGGREGATE  # resolved here once, for both engines
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     report: EmbeddingReport | None = None

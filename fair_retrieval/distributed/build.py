@@ -28,7 +28,7 @@ from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.index import Aggregate, FaissIndex, GpuChoice, Metric, MultiVectorIndex
 from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
-from fair_retrieval.index.plan import IndexPlan
+from fair_retrieval.index.plan import IndexPlan, for_windows
 from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
@@ -117,10 +117,12 @@ def build_index(
     else:
         limit = {} if flat_limit is None else {"flat_limit": flat_limit}
         plan = plan_index(count, dim, kind, opq=opq, train_size=train_size, **limit, **params)
+    multivector = bool(folder.job().get("multivector"))
+    if multivector and not isinstance(kind, IndexPlan) and "nprobe" not in params:
+        plan = for_windows(plan)  # documents found by their windows: an IVF plan visits more lists
     logger.info("Building %s for %d %d-d vectors from %s", plan.describe(), count, dim, folder.path)
-
     windows_index = _empty_index(plan, folder, dim, metric, gpu, gpu_shards, seed)
-    if folder.job().get("multivector"):
+    if multivector:
         return _build_multivector(folder, windows_index, plan, aggregate, show_progress_bar)
     index = windows_index
     remap = _needs_remap(folder)

@@ -76,7 +76,7 @@ def test_max_mean_is_exact_when_every_window_is_fetched_and_scores_are_the_mean(
 
 def test_a_hit_names_the_best_window_and_its_span() -> None:
     windows = random_windows(50)
-    index = MultiVectorIndex(windows.dim)
+    index = MultiVectorIndex(windows.dim, aggregate="max")  # the best window's own score
     index.add(windows)
     target = 12
     rows = windows.of(target)
@@ -104,7 +104,7 @@ def test_a_search_among_some_documents_returns_only_those_and_k_of_them() -> Non
     allowed = [3, 17, 42, 43, 44, 90]
     hits = index.search_documents(windows.vectors[0], 4, ids=allowed)
     assert len(hits) == 4 and {hit.id for hit in hits} <= set(allowed)
-    expected = [i for i in np.argsort(-brute_force(windows, windows.vectors[0], "max")) if i in allowed][:4]
+    expected = [i for i in np.argsort(-brute_force(windows, windows.vectors[0], index.aggregate)) if i in allowed][:4]
     assert [hit.id for hit in hits] == expected
     with pytest.raises(ValueError, match="not stored"):
         index.search_documents(windows.vectors[0], 4, ids=[1000])
@@ -226,3 +226,31 @@ def test_approximate_kinds_keep_most_of_the_exact_document_ranking(kind: str, pa
         assert len({hit.id for hit in found}) == 10
         overlap.append(len(truth & {hit.id for hit in found}) / 10)
     assert np.mean(overlap) >= 0.8  # random data at these settings; real data: the benchmark
+
+
+def test_an_ivf_windows_index_visits_a_quarter_of_its_lists_unless_nprobe_is_given(tmp_path: Path) -> None:
+    """A window the IVF stage misses can lose its document, so the multi-vector default probes nlist/4, not nlist/8."""
+    windows = random_windows(600, dim=16, seed=5)
+    widened = MultiVectorIndex(windows.dim, kind="ivf", nlist=64)
+    chosen = MultiVectorIndex(windows.dim, kind="ivf", nlist=64, nprobe=8)
+    pooled = FaissIndex(windows.dim, kind="ivf", nlist=64)
+    widened.add(windows)
+    chosen.add(windows)
+    pooled.add(windows.pooled[:600])
+    assert pooled.params["nprobe"] == 8  # the pooled default
+    assert widened.params["nprobe"] == 16 and chosen.params["nprobe"] == 8
+    widened.save(tmp_path / "multi")
+    assert MultiVectorIndex.load(tmp_path / "multi").params["nprobe"] == 16
+
+
+def test_window_nprobe_widens_only_ivf_plans_and_never_past_nlist() -> None:
+    from fair_retrieval.index.plan import for_windows, kind_plan, sized_ivfpq, window_nprobe
+
+    assert window_nprobe(256) == 64 and window_nprobe(32) == 16 and window_nprobe(8) == 8
+    sized = sized_ivfpq(20_000, 384)
+    assert sized.params["nprobe"] == sized.params["nlist"] // 8
+    wide = for_windows(sized)
+    assert wide.search["nprobe"] == wide.params["nprobe"] == sized.params["nlist"] // 4
+    assert wide.search["k_factor_rf"] == sized.search["k_factor_rf"] and wide.factory == sized.factory
+    assert for_windows(kind_plan("hnsw", 16)) == kind_plan("hnsw", 16)
+    assert for_windows(kind_plan("ivf", 16, nlist=100, nprobe=50)).params["nprobe"] == 50  # already more

@@ -16,7 +16,7 @@ SOURCE = Path("folder/store.json")
 
 
 def test_the_mode_is_checked_and_pooled_by_default() -> None:
-    assert DocumentMode() == DocumentMode(False, "max") and str(DocumentMode()) == "pooled documents"
+    assert DocumentMode() == DocumentMode(False, "top2") and str(DocumentMode()) == "pooled documents"
     assert str(DocumentMode(True, "top2")) == "multi-vector documents (aggregate='top2')"
     with pytest.raises(TypeError, match="multivector must be True or False"):
         DocumentMode(1)  # type: ignore[arg-type]
@@ -63,7 +63,7 @@ def test_each_mode_makes_and_loads_its_own_index(tmp_path: Path) -> None:
     multi.save(tmp_path / "multi")
     assert isinstance(DocumentMode(True, "top2").load_index(tmp_path / "multi", False), MultiVectorIndex)
     with pytest.raises(ValueError, match="aggregate='top2' but its store file records aggregate='max'"):
-        DocumentMode(True).load_index(tmp_path / "multi", False)
+        DocumentMode(True, "max").load_index(tmp_path / "multi", False)
     with pytest.raises(ValueError, match="multi-vector index"):
         DocumentMode().load_index(tmp_path / "multi", False)
 

@@ -88,9 +88,9 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
             the best window's character span in each result's metadata under "best_window" ({"start", "end",
             "window"}; it replaces a stored key of that name in the copy returned). Needs embeddings that give
             window vectors (`FairEmbeddings`): TypeError otherwise.
-        aggregate: how a multi-vector document's window scores become its score: "max" (its best window, the
-            default), "max-mean" (the mean of that and its pooled vector's score) or "top2" (the mean of its two
-            best windows). Ignored unless `multivector=True`.
+        aggregate: how a multi-vector document's window scores become its score: "max" (its best window),
+            "max-mean" (the mean of that and its pooled vector's score) or "top2" (the mean of its two best
+            windows; the default). Ignored unless `multivector=True`.
         **index_params: kind parameters passed to FaissIndex (e.g. nlist=64 for "ivf"; with `multivector=True`
             also `fetch_factor`, the over-fetch of the window search, see `fair_retrieval.MultiVectorIndex`).
 

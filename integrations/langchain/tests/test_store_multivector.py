@@ -21,6 +21,7 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_fair import FairEmbeddings, FaissVectorStore
 
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
+from fair_retrieval.index import DEFAULT_AGGREGATE
 from fair_retrieval.stores.multivector import BEST_WINDOW_KEY
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -77,7 +78,7 @@ def build(embeddings: FairEmbeddings, **options: Any) -> FaissVectorStore:
 
 
 def brute_force(
-    windows: DocumentWindows, query: np.ndarray, aggregate: str = "max", metric: str = "cosine"
+    windows: DocumentWindows, query: np.ndarray, aggregate: str = DEFAULT_AGGREGATE, metric: str = "cosine"
 ) -> np.ndarray:
     """Every document's aggregate score over all its windows, larger is better (l2: the negated distance)."""
     if metric == "l2":

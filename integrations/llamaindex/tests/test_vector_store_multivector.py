@@ -31,6 +31,7 @@ from llama_index.embeddings.fair import FairEmbedding, FairFaissVectorStore
 from llama_index.embeddings.fair.vector_store import BEST_WINDOW_KEY
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
+from fair_retrieval.index import DEFAULT_AGGREGATE
 from fair_retrieval.stores.window_source import content_offset
 
 WORDS = (
@@ -101,7 +102,7 @@ def _brute_force(
     embedder: FairEmbedder,
     query: list[float],
     k: int,
-    aggregate: str = "max",
+    aggregate: str = DEFAULT_AGGREGATE,
     keep: Callable[[BaseNode], bool] = lambda node: True,
 ) -> list[tuple[str, float, tuple[int, int]]]:
     """(node id, score, best window's span in the node's text) of the k best stored nodes, from every window."""

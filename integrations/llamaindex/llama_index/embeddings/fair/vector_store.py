@@ -131,8 +131,9 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         multivector: keep each node as the vectors of its windows (a `fair_retrieval.MultiVectorIndex`) and
             return `similarity_top_k` distinct nodes scored by `aggregate`, with the best window's character span
             in the returned node's metadata under `BEST_WINDOW_KEY`. False (the default): one vector per node.
-        aggregate: how a multi-vector node's window scores become its score: "max" (its best window, the
-            default), "max-mean" (best window and pooled vector averaged) or "top2" (mean of the two best).
+        aggregate: how a multi-vector node's window scores become its score: "max" (its best window),
+            "max-mean" (best window and pooled vector averaged) or "top2" (mean of the two best; what None, the
+            default, means in multi-vector mode). Multi-vector mode only.
         **index_params: kind parameters for FaissIndex (e.g. nlist=64 for "ivf", M=32 for "hnsw"; in multi-vector
             mode also fetch_factor, see `MultiVectorIndex`).
 
@@ -182,7 +183,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         gpu: GpuChoice = "auto",
         embed_model: Any | None = None,
         multivector: bool = False,
-        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        aggregate: Aggregate | None = None,
         **index_params: int,
     ) -> None:
         if "faiss_index" in index_params:
@@ -244,7 +245,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         kind: str = "flat",
         embed_model: Any | None = None,
         multivector: bool = False,
-        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        aggregate: Aggregate | None = None,
         **index_params: int,
     ) -> FairFaissVectorStore:
         """A store over a new FaissIndex of `dim`-d vectors (exact "flat" search unless `kind` says otherwise).
@@ -656,8 +657,8 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
 
 def _document_mode(multivector: Any, aggregate: Any) -> DocumentMode:
     """The store's document mode (`fair_retrieval.stores.modes`), or a TypeError / ValueError saying what to pass."""
-    mode = DocumentMode(multivector, aggregate)  # checks both
-    if not multivector and aggregate != DEFAULT_AGGREGATE:
+    mode = DocumentMode(multivector, DEFAULT_AGGREGATE if aggregate is None else aggregate)  # checks both
+    if not multivector and aggregate is not None:
         raise ValueError(
             f"aggregate={aggregate!r} scores a node by its windows, which only a multi-vector store keeps: pass "
             "multivector=True with it, or leave aggregate out."
