@@ -267,11 +267,11 @@ def measure_multivector(
     """Document recall@10 vs flat per (aggregate, kind, fetch_factor, search setting), windows fetched, ms/query.
 
     Each index is built once; `fetch_factor` (the store's over-fetch) is tried at 2 (the default) and larger until
-    recall@10 ≥ 0.95, then the kind's search settings (nprobe for ivfpq, efSearch for hnsw) at the default factor.
+    recall@10 ≥ 0.95, then the kind's search settings (for ivfpq nprobe at the pooled default's nlist/8 and at
+    nlist/2, around the windows' default nlist/4; for hnsw efSearch 128) at the default factor.
     """
     from fair_retrieval import MultiVectorIndex
 
-    sweeps = {"hnsw": ["efSearch=128"], "ivfpq": ["nprobe=64", "nprobe=128"]}
     rows = []
     for aggregate in aggregates:
         truth: list[set[int]] = []
@@ -283,6 +283,8 @@ def measure_multivector(
             default_search = index.windows.search_params
             fetched: list[int] = []
             index.windows.search = _counting(index.windows.search, fetched)  # type: ignore[method-assign]
+            nlist = index.params.get("nlist", 0)  # ivfpq: the pooled default's nlist/8 and twice the windows' nlist/4
+            sweeps = {"hnsw": ["efSearch=128"], "ivfpq": [f"nprobe={nlist // 8}", f"nprobe={nlist // 2}"]}
             plan = [(f, "") for f in ([2] if kind == "flat" else factors)] + [(2, x) for x in sweeps.get(kind, [])]
             met = False
             for factor, search in plan:
