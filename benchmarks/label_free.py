@@ -2,6 +2,7 @@
 
     python benchmarks/label_free.py                      # squad-v2, reddit (first 300 documents), needle; MiniLM
     python benchmarks/label_free.py --datasets needle    # a quick run
+    python benchmarks/label_free.py --model e5-small --pool trust-region   # the shipped tuner on another model
 
 Three position sets from three sources: SQuAD-v2 dev (Wikipedia), SQuADShifts reddit (posts) and the needle set
 (Python's documentation with planted facts), all at 512 tokens. For each one:
@@ -52,7 +53,7 @@ from fair_retrieval.evaluation.models import evaluation_model
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.split import calibrated_split
-from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace, Trial, describe, select_best
+from fair_retrieval.tuning import SEARCH_FIELDS, TRUST_REGION, SearchSpace, Trial, describe, select_best
 
 NDCG_TOLERANCE = 0.002  # the largest nDCG@10 loss a choice may cost on held-out data
 PSI_CUT_TARGET = 0.35  # … while cutting PSI by at least this share (or answering plain)
@@ -167,7 +168,7 @@ def study(dataset: str, args: argparse.Namespace, cache: EmbeddingCache, workdir
     plain_real, plain_probe = real.score("plain", plain_documents), probe.score("plain", plain_documents)
     texts = list(task.corpus.values())
     rows = []
-    for calibration in pool():
+    for calibration in pool() if args.pool == "study" else [None, *TRUST_REGION]:
         documents, _ = real.document_embeddings(calibration)
         calibrated = None if calibration is None else embedder.calibrated_texts(texts, calibration)
         question = real.score(describe(calibration), documents, calibration)
@@ -433,6 +434,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=OUTPUT / "cache", help="embedding cache")
     parser.add_argument("--output", type=Path, default=OUTPUT, help="results folder")
     parser.add_argument("--skip-cli", action="store_true", help="score the pool only (no `fair-retrieval tune` run)")
+    parser.add_argument(
+        "--pool",
+        choices=["study", "trust-region"],
+        default="study",
+        help="study: the pool above; trust-region: plain and the shipped TRUST_REGION only (what `tune` chooses "
+        "among), a quick check of the shipped tuner on another model",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     args.output.mkdir(parents=True, exist_ok=True)
