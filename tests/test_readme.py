@@ -224,3 +224,17 @@ def test_the_layout_page_lists_every_module_and_subpackage() -> None:
     for folder, names in listed.items():
         if folder:  # a folder whose modules the block lists one by one: all of them, and no others
             assert names == package_entries(package / folder), folder
+
+
+def test_ci_builds_the_docs_then_runs_the_readme_test_command_last() -> None:
+    """The README's quick start has its two commands; .ci/run builds this site strictly, then runs the second one,
+    verbatim, as its last step."""
+    text = README.read_text(encoding="utf-8")
+    quick_start = re.search(r"^## Quick start \(the two commands\)\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
+    assert quick_start is not None, "README.md has no quick start"
+    commands = re.findall(r"^```bash\n(.*?)^```", quick_start.group(1), re.MULTILINE | re.DOTALL)
+    assert len(commands) == 2, "the quick start shows the set-up command and the test command"
+    steps = [line for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()]
+    steps = [line for line in steps if not line.lstrip().startswith("#")]
+    assert steps[-1] == commands[1].strip()
+    assert any("mkdocs build --strict" in step for step in steps[:-1])
