@@ -39,8 +39,9 @@ MODELS = {"cls": ("bert", "cls"), "last": ("qwen3", "lasttoken"), "mean": ("bert
 
 
 def measured_calibration() -> Any:
-    """The configuration measured: the published one (B = 128) with every layer calibrated, for which the README's
-    figures were taken (memory grows with the number of baskets, so the basket size is fixed here)."""
+    """The configuration measured: the published one (B = 128) with every layer calibrated, for which the memory
+    figures of docs/guides/performance.md were taken (memory grows with the number of baskets, so the basket size is
+    fixed here)."""
     import dataclasses
 
     from fair_retrieval import Calibration

@@ -10,8 +10,8 @@ attention mass and are not part of any basket.
 
 It is measured here without changing the engine: the embedder's per-pass special-token mask is widened to the first
 K content tokens, which is exactly how special_tokens="preserve" makes keys isolated. Embeddings are cached under
---cache-dir with the lead count in their key. The result (see the README's quality section) did not justify a
-`Calibration` option: SciFact did not improve and the PSI cut fell.
+--cache-dir with the lead count in their key. The result (docs/defaults.md, "Ideas against the general-retrieval
+cost") did not justify a `Calibration` option: SciFact did not improve and the PSI cut fell.
 """
 
 from __future__ import annotations

