@@ -44,7 +44,7 @@ SEARCH_FIELDS = (
 # coordinate search that lost at most 0.002 nDCG@10 against real questions on each of SQuAD-v2 dev, SQuADShifts
 # reddit and the needle set (MiniLM, 512 tokens; benchmarks/label_free.py). Label-free tuning chooses inside it:
 # probes measure position bias but cannot see the accuracy a configuration costs, and over the whole space they
-# chose configurations that cost real questions 0.0155 nDCG@10 (README, "On your own corpus").
+# chose configurations that cost real questions 0.0155 nDCG@10 (docs/guides/cli.md, "On your own corpus").
 TRUST_REGION: tuple[Calibration, ...] = (
     Calibration(strength=0.5),  # the default before the two-model study
     Calibration(strength=0.25),

@@ -35,7 +35,7 @@ MIN_PROBE_WORDS = 4
 # Share of a sentence's content words left out of its probe. Validated on SQuAD-v2 dev and XQuAD-en with their
 # questions hidden: at 0.3 and 0.5 probes were too easy (lexical) and label-free tuning picked strength 1.0, which
 # costs real questions nDCG@10 on SQuAD; at 0.7 the probe ranking of configurations follows the questions' (Spearman
-# 0.83 / 0.82) and the choice keeps nDCG@10 (README, "On your own corpus").
+# 0.83 / 0.82) and the choice keeps nDCG@10 (docs/guides/cli.md, "On your own corpus").
 DEFAULT_DROP = 0.7
 LEAK_NGRAM = 3  # no 3 consecutive probe words may appear consecutively in the document
 MIN_DOCUMENTS = 10  # fewer documents make nDCG@10 meaningless (every document is in the top 10)
