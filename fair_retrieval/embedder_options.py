@@ -25,6 +25,7 @@ import torch
 from fair_retrieval.attention import Pooling
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.loading import (
+    cuda_half_precision,
     has_sentence_transformers_config,
     load_sentence_transformer,
     pick_device,
@@ -230,7 +231,7 @@ class EmbedderOptions:
             card.base_model = name  # FairEmbedder names a model it did not load itself by its card's base model
         precision = self.precision
         if precision == "auto" and device.type == "cuda":  # what "auto" means for a model FairEmbedder loads
-            precision = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+            precision = cuda_half_precision()
         return loaded, {**kwargs, "device": device, "precision": precision, "model_kwargs": None}
 
     def non_default(self) -> frozenset[str]:

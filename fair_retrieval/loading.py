@@ -229,13 +229,19 @@ def load_model(model: Any, device: torch.device, model_kwargs: Mapping[str, Any]
     return name, load_sentence_transformer(name, device, kwargs), True, has_config
 
 
+def cuda_half_precision() -> Precision:
+    """What precision="auto" means for a model loaded here on CUDA: bfloat16 where the GPU supports it, else
+    float16 (the one place this rule is written)."""
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+
+
 def apply_precision(model: Any, device: torch.device, precision: Precision, loaded_here: bool) -> None:
     """Cast the model's weights to `precision`: "auto" leaves them as they are except for a model loaded here on
-    CUDA (bfloat16 where supported, else float16); a half precision on CPU is applied with a warning."""
+    CUDA (`cuda_half_precision`); a half precision on CPU is applied with a warning."""
     if precision == "auto":
         if not (loaded_here and device.type == "cuda"):
             return
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        dtype = _DTYPES[cuda_half_precision()]
     else:
         dtype = _DTYPES[precision]
         if dtype != torch.float32 and device.type == "cpu":

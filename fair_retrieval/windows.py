@@ -330,8 +330,8 @@ def pool_windows(vectors: np.ndarray, owners: Sequence[int], weights: Sequence[f
 def default_overlap(tokens: int) -> int:
     """The default overlap of windows (and of the model-token splitters' chunks) of `tokens` tokens: an eighth.
 
-    Chosen by the pipelines benchmark's rule on dev data (docs/defaults.md, "Long documents"): with MiniLM's 254-token windows,
-    32 tokens of overlap.
+    Chosen by the pipelines benchmark's rule on dev data (docs/defaults.md, "Long documents"): with MiniLM's
+    254-token windows, 32 tokens of overlap.
     """
     return round(tokens / 8)
 
