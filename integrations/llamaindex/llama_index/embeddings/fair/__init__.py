@@ -13,7 +13,7 @@ from typing import Any
 
 from llama_index.embeddings.fair.base import FairEmbedding
 
-from fair_retrieval.jsonio import DamagedFileError, StoreConflictError
+from fair_retrieval.stores import DamagedFileError, StoreConflictError
 
 __all__ = ["DamagedFileError", "FairEmbedding", "FairFaissVectorStore", "StoreConflictError"]
 __version__ = "0.1.0"

@@ -28,15 +28,22 @@ from llama_index.embeddings.fair.legacy import legacy_message
 from llama_index.embeddings.fair.nodes import StoredNode
 from typing_extensions import Self
 
-from fair_retrieval.identity import check_identity, embedder_identity
-from fair_retrieval.index import Aggregate
-from fair_retrieval.index.gpu import GpuChoice
-from fair_retrieval.jsonio import json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
-from fair_retrieval.stores.modes import AGGREGATE_KEY, DocumentMode
-from fair_retrieval.stores.multivector import window_embedder
-from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
-from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.index import Aggregate, GpuChoice
+from fair_retrieval.stores import (
+    AGGREGATE_KEY,
+    DocumentMode,
+    IndexedRecords,
+    StoreGeneration,
+    check_identity,
+    embedder_identity,
+    json_bytes,
+    load_store_file,
+    looks_like_raw_faiss,
+    parse_versioned_json,
+    save_store_file,
+    store_generation,
+    window_embedder,
+)
 
 logger = logging.getLogger(__name__)
 

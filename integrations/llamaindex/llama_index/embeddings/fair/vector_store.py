@@ -91,16 +91,22 @@ from llama_index.embeddings.fair.nodes import (
 from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex, MultiVectorIndex
-from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate
-from fair_retrieval.index.gpu import GpuChoice, gpu_count
-from fair_retrieval.stores.arguments import id_strings, preview, repeated
-from fair_retrieval.stores.modes import DocumentMode
-from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
-from fair_retrieval.stores.records import IndexedRecords
-from fair_retrieval.stores.window_source import gathered_windows, within_content
-from fair_retrieval.validate import positive_int
-from fair_retrieval.windows import DocumentWindows
+from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
+from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate, GpuChoice, gpu_count
+from fair_retrieval.stores import (
+    BEST_WINDOW_KEY,
+    DocumentMode,
+    IndexedRecords,
+    WindowCache,
+    WindowEmbedder,
+    gathered_windows,
+    id_strings,
+    positive_int,
+    preview,
+    repeated,
+    window_embedder,
+    within_content,
+)
 
 logger = logging.getLogger(__name__)
 
