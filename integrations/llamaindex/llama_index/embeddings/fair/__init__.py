@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FairFaissVectorStore":  # lazy: the store imports fair_retrieval's faiss wrapper and its file formats
-        from llama_index.embeddings.fair.vector_store import FairFaissVectorStore
+    if name == "FairFaissVectorStore":  # moved to llama-index-vector-stores-fair (llama_index.vector_stores.fair)
+        from llama_index.vector_stores.fair import FairFaissVectorStore
 
         return FairFaissVectorStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

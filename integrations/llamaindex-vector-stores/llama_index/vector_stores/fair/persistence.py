@@ -24,8 +24,8 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.embeddings.fair.legacy import legacy_message
-from llama_index.embeddings.fair.nodes import StoredNode
+from llama_index.vector_stores.fair.legacy import legacy_message
+from llama_index.vector_stores.fair.nodes import StoredNode
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
@@ -248,7 +248,7 @@ class StorePersistence:
             max_version=FORMAT_VERSION,
             required=("metric", "kind", "next_int_id", "nodes"),
             writer="FairFaissVectorStore.persist()",
-            upgrade="llama-index-embeddings-fair",
+            upgrade="llama-index-vector-stores-fair",
         )
         mode = DocumentMode.saved(state, path, "Persist the store again, or rebuild it.")
         mode.check_requested(multivector, path)

@@ -6,7 +6,7 @@ CPU otherwise) under int64 ids it hands out, one per LlamaIndex node id (a node 
 stored, also when it is replaced and across persist / load), and keeps the nodes themselves. That bookkeeping (the
 id map, the nodes by int id, the nodes of each document, upserts, deletes, restricted searches, saving the store
 file with its index) is `fair_retrieval.stores`', shared with the LangChain store; this package translates
-LlamaIndex's types to it: nodes (`llama_index.embeddings.fair.nodes`), filters (`.filters`), the persisted files
+LlamaIndex's types to it: nodes (`llama_index.vector_stores.fair.nodes`), filters (`.filters`), the persisted files
 (`.persistence`, the store's base class) and folders of the earlier store (`.legacy`).
 
 Design choices, and why:
@@ -77,9 +77,9 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.embeddings.fair.filters import SUPPORTED_OPERATORS, metadata_predicate
-from llama_index.embeddings.fair.legacy import legacy_nodes
-from llama_index.embeddings.fair.nodes import (
+from llama_index.vector_stores.fair.filters import SUPPORTED_OPERATORS, metadata_predicate
+from llama_index.vector_stores.fair.legacy import legacy_nodes
+from llama_index.vector_stores.fair.nodes import (
     StoredNode,
     embedded_texts,
     node_embeddings,
@@ -88,7 +88,7 @@ from llama_index.embeddings.fair.nodes import (
     stored_node,
     with_best_window,
 )
-from llama_index.embeddings.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
+from llama_index.vector_stores.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
 from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
@@ -536,7 +536,7 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         )
 
     # ------------------------------------------------------------------------------------------------ persistence
-    # persist, from_persist_path and from_persist_dir: StorePersistence (llama_index.embeddings.fair.persistence)
+    # persist, from_persist_path and from_persist_dir: StorePersistence (llama_index.vector_stores.fair.persistence)
 
     @classmethod
     def from_legacy_persist_dir(
