@@ -1,6 +1,6 @@
 """No install the README recommends puts faiss-cpu and faiss-gpu in one environment (they are the same module).
 
-The extras of fair-retrieval and of both integration packages are read with tomllib; every `pip install` command in
+The extras of fair-retrieval and of the integration packages are read with tomllib; every `pip install` command in
 the READMEs is parsed into its requirements (a local project with extras, or a distribution), references such as
 `fair-retrieval[faiss]` are followed, and the faiss distributions each command (and each README section, whose
 commands go into one environment) would install are collected.
@@ -16,7 +16,12 @@ import pytest
 import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-PROJECT_FOLDERS = [REPO, REPO / "integrations" / "langchain", REPO / "integrations" / "llamaindex"]
+PROJECT_FOLDERS = [
+    REPO,
+    REPO / "integrations" / "langchain",
+    REPO / "integrations" / "llamaindex",
+    REPO / "integrations" / "llamaindex-vector-stores",
+]
 READMES = [REPO / "README.md", *(folder / "README.md" for folder in PROJECT_FOLDERS[1:])]
 FAISS = {"faiss-cpu": "cpu", "faiss-gpu": "gpu", "faiss-gpu-cu11": "gpu", "faiss-gpu-cu12": "gpu"}
 REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
