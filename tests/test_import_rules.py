@@ -146,6 +146,7 @@ def test_the_adapter_scan_covers_every_integration_package() -> None:
     scanned = {path.relative_to(INTEGRATIONS).as_posix() for path in adapter_modules()}
     assert "langchain/langchain_fair/vectorstores.py" in scanned
     assert "llamaindex/llama_index/embeddings/fair/base.py" in scanned
+    assert "llamaindex-vector-stores/llama_index/vector_stores/fair/vector_store.py" in scanned
     assert not any("/tests/" in name or name.endswith("conftest.py") for name in scanned)
 
 
