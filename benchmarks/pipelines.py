@@ -582,12 +582,14 @@ def store_run(
         else:
             from llama_index.core import StorageContext, VectorStoreIndex
             from llama_index.core.schema import QueryBundle, TextNode
-            from llama_index.embeddings.fair import FairFaissVectorStore
+
+            try:
+                from llama_index.vector_stores.fair import FairFaissVectorStore
+            except ImportError:  # an installed release from before the store had its own distribution
+                from llama_index.embeddings.fair import FairFaissVectorStore
 
             if options and "multivector" not in inspect.signature(FairFaissVectorStore.create).parameters:
-                raise NoMultivectorError(
-                    "This llama-index-embeddings-fair's FairFaissVectorStore has no multivector mode."
-                )
+                raise NoMultivectorError("The installed FairFaissVectorStore has no multivector mode.")
             vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
             nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
             started = time.perf_counter()

@@ -8,7 +8,8 @@ has those too). Everything is generated from a seed, so the corpus is the same o
 `build_case(answer_position="end")` puts every answer sentence last; `"start"` puts it first, as a control.
 Near misses go to a random position, drawn from the same seed for both settings.
 
-Used by the cookbook notebooks and by the integration tests of llama-index-embeddings-fair and langchain-fair.
+Used by the cookbook notebooks and by the integration tests of llama-index-embeddings-fair,
+llama-index-vector-stores-fair and langchain-fair.
 """
 
 from __future__ import annotations

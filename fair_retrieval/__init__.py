@@ -2,23 +2,55 @@
 
 Documents are embedded with attention calibration (arXiv 2606.02737) so that a passage whose relevant sentence sits
 at its end is found as often as one where it sits at its start; queries stay plain.
+
+The public names, each defined in one module and re-exported here:
+
+- `FairEmbedder`: the embedder (documents calibrated, queries plain); `Calibration` and `PositionalScaling`: how
+  documents are calibrated (attention calibration, LPES); `UnsupportedModelError`: a model whose attention cannot be
+  calibrated.
+- `DocumentWindows`: every window vector of some documents (`FairEmbedder.embed_document_windows`);
+  `LongDocuments`: what happens to a document longer than the model's window ("windows" or "truncate");
+  `Pooling`: how token vectors become one ("cls", "mean", "last"); `Precision`: the numeric precision of the weights.
+- `FaissIndex`, `MultiVectorIndex`, `DocumentHit`: the FAISS vector indices (`fair_retrieval.index` has the rest).
+- For wrappers of `FairEmbedder` in other frameworks (the LangChain and LlamaIndex embeddings): `EmbedderOptions`
+  (every `FairEmbedder` option, defaulted and checked in one place), `DEFAULTS` (its defaults), `INSTANCE_DEFAULT`
+  (an argument left at its default), `as_calibration` (a Calibration from its dict form), `resolve_embedder` (a
+  ready `FairEmbedder` or one loaded from a model, never both) and `chunk_plan` (the chunk size and overlap of a
+  text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`.
 """
 
-from fair_retrieval.attention import UnsupportedModelError
+from fair_retrieval.attention import Pooling, UnsupportedModelError
 from fair_retrieval.calibration import Calibration
 from fair_retrieval.embedder import FairEmbedder
+from fair_retrieval.embedder_options import (
+    DEFAULTS,
+    INSTANCE_DEFAULT,
+    EmbedderOptions,
+    Precision,
+    as_calibration,
+    resolve_embedder,
+)
 from fair_retrieval.index import DocumentHit, FaissIndex, MultiVectorIndex
 from fair_retrieval.positional import PositionalScaling
-from fair_retrieval.windows import DocumentWindows
+from fair_retrieval.windows import DocumentWindows, LongDocuments, chunk_plan
 
 __all__ = [
+    "DEFAULTS",
+    "INSTANCE_DEFAULT",
     "Calibration",
     "DocumentHit",
     "DocumentWindows",
+    "EmbedderOptions",
     "FairEmbedder",
     "FaissIndex",
+    "LongDocuments",
     "MultiVectorIndex",
+    "Pooling",
     "PositionalScaling",
+    "Precision",
     "UnsupportedModelError",
+    "as_calibration",
+    "chunk_plan",
+    "resolve_embedder",
 ]
 __version__ = "0.1.0"

@@ -48,7 +48,7 @@ def is_number(value: object) -> TypeGuard[int | float]:
 def positive_int(value: T, name: str, *, or_none: bool = False, note: str = "", numpy: bool = False) -> T:
     """`value` if it is an int ≥ 1 (not a bool), or None when `or_none`; else a ValueError.
 
-    The message reads "{name} must be a positive int[ or None][ ({note})], got {value!r}.".
+    The message reads `{name} must be a positive int[ or None][ ({note})], got {value!r}.`.
 
     Raises:
         ValueError: for anything else.
@@ -61,7 +61,7 @@ def positive_int(value: T, name: str, *, or_none: bool = False, note: str = "", 
 def int_at_least(value: T, name: str, minimum: int, *, or_none: bool = False, note: str = "") -> T:
     """`value` if it is an int ≥ `minimum` (not a bool), or None when `or_none`; else a ValueError.
 
-    The message reads "{name} must be an int ≥ {minimum}[ or None][ ({note})], got {value!r}.".
+    The message reads `{name} must be an int ≥ {minimum}[ or None][ ({note})], got {value!r}.`.
 
     Raises:
         ValueError: for anything else.

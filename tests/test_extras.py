@@ -1,7 +1,7 @@
 """No install the READMEs or the documentation recommend puts faiss-cpu and faiss-gpu in one environment (they are
 the same module).
 
-The extras of fair-retrieval and of both integration packages are read with tomllib; every `pip install` command in
+The extras of fair-retrieval and of the integration packages are read with tomllib; every `pip install` command in
 the READMEs and the pages of docs/ is parsed into its requirements (a local project with extras, or a distribution),
 references such as `fair-retrieval[faiss]` are followed, and the faiss distributions each command (and each section
 of a page, whose commands go into one environment) would install are collected. A command naming an extra that its
@@ -18,7 +18,12 @@ import pytest
 import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-PROJECT_FOLDERS = [REPO, REPO / "integrations" / "langchain", REPO / "integrations" / "llamaindex"]
+PROJECT_FOLDERS = [
+    REPO,
+    REPO / "integrations" / "langchain",
+    REPO / "integrations" / "llamaindex",
+    REPO / "integrations" / "llamaindex-vector-stores",
+]
 DOCS_PAGES = sorted((REPO / "docs").rglob("*.md"))
 READMES = [REPO / "README.md", *(folder / "README.md" for folder in PROJECT_FOLDERS[1:]), *DOCS_PAGES]
 FAISS = {"faiss-cpu": "cpu", "faiss-gpu": "gpu", "faiss-gpu-cu11": "gpu", "faiss-gpu-cu12": "gpu"}

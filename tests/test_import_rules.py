@@ -6,7 +6,11 @@ Rules:
 - nothing under `fair_retrieval/` outside `cli/` imports `fair_retrieval.cli` (the library never reaches up);
 - the engine (attention.py, kernels.py, calibration.py, positional.py) imports no other fair_retrieval module than the
   engine's own, `validate` and the `jsonio` package (its modules included); these leaves import nothing else of
-  fair_retrieval.
+  fair_retrieval;
+- the integration packages under `integrations/` (the LangChain and LlamaIndex adapters) import fair_retrieval only
+  through its public surface: `fair_retrieval`, `fair_retrieval.stores` and `fair_retrieval.index` (whose
+  `__all__` list what they export), never a module inside them, so the library's modules can be rearranged without
+  breaking an adapter. Their tests may reach further.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fair_retrieval"
+INTEGRATIONS = PACKAGE.parent / "integrations"
+ADAPTER_MAY_IMPORT = {"fair_retrieval", "fair_retrieval.stores", "fair_retrieval.index"}
+NOT_ADAPTER_CODE = {"tests", "build", "dist"}  # folders of an integration project that are not its package
 ENGINE = {
     "fair_retrieval.attention",
     "fair_retrieval.kernels",
@@ -35,8 +42,13 @@ def module_name(path: Path) -> str:
 
 def imported_modules(path: Path, package: str) -> set[str]:
     """Every fair_retrieval module that `path` (a module of `package`) imports, function-level imports included."""
+    return source_imports(path.read_text(encoding="utf-8"), package)
+
+
+def source_imports(source: str, package: str) -> set[str]:
+    """Every fair_retrieval module that `source` (the text of a module of `package`) imports."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -82,6 +94,26 @@ def violations() -> list[str]:
     return found
 
 
+def adapter_modules() -> list[Path]:
+    """Every module of the integration projects (each folder of `integrations/` with a pyproject.toml), their
+    tests, build folders and egg-info aside."""
+    found = []
+    for project in sorted(path.parent for path in INTEGRATIONS.glob("*/pyproject.toml")):
+        for path in sorted(project.rglob("*.py")):
+            parts = path.relative_to(project).parts
+            if not any(part in NOT_ADAPTER_CODE or part.endswith(".egg-info") for part in parts):
+                found.append(path)
+    return found
+
+
+def adapter_violations(source: str, where: str) -> list[str]:
+    """The fair_retrieval modules outside the public surface (`ADAPTER_MAY_IMPORT`) that adapter code imports."""
+    return [
+        f"{where} (an adapter) imports {name}; import it from {', '.join(sorted(ADAPTER_MAY_IMPORT))} instead"
+        for name in sorted(source_imports(source, "") - ADAPTER_MAY_IMPORT)
+    ]
+
+
 def _in_jsonio(name: str) -> bool:
     return name == JSONIO or name.startswith(f"{JSONIO}.")
 
@@ -101,3 +133,58 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
     found = imported_modules(source, "fair_retrieval.cli")
     assert {"fair_retrieval.cli.cmd_eval", "fair_retrieval.index"} <= found
     assert "fair_retrieval.cli.cmd_index" in modules()  # the scan covers the command modules
+
+
+def test_adapters_import_only_the_public_surface() -> None:
+    found = []
+    for path in adapter_modules():
+        found += adapter_violations(path.read_text(encoding="utf-8"), path.relative_to(INTEGRATIONS).as_posix())
+    assert found == []
+
+
+def test_the_adapter_scan_covers_every_integration_package() -> None:
+    scanned = {path.relative_to(INTEGRATIONS).as_posix() for path in adapter_modules()}
+    assert "langchain/langchain_fair/vectorstores.py" in scanned
+    assert "llamaindex/llama_index/embeddings/fair/base.py" in scanned
+    assert "llamaindex-vector-stores/llama_index/vector_stores/fair/vector_store.py" in scanned
+    assert not any("/tests/" in name or name.endswith("conftest.py") for name in scanned)
+
+
+def test_the_adapter_rule_flags_internal_imports() -> None:
+    source = (
+        "from fair_retrieval import FairEmbedder, stores\n"
+        "from fair_retrieval.stores import IndexedRecords\n"
+        "from fair_retrieval.index import GpuChoice\n"
+        "import fair_retrieval\n"
+        "from fair_retrieval.stores.records import IndexedRecords\n"
+        "import fair_retrieval.index.gpu\n"
+        "from fair_retrieval import jsonio\n"
+        "def later():\n"
+        "    from fair_retrieval.attention import Pooling\n"
+    )
+    flagged = adapter_violations(source, "probe.py")
+    assert [message.split(" imports ")[1].split(";")[0] for message in flagged] == [
+        "fair_retrieval.attention",
+        "fair_retrieval.index.gpu",
+        "fair_retrieval.jsonio",
+        "fair_retrieval.stores.records",
+    ]
+    assert all(message.startswith("probe.py (an adapter) imports ") for message in flagged)
+    assert (
+        adapter_violations(
+            "from fair_retrieval import FairEmbedder\nfrom fair_retrieval.stores import preview\n", "ok.py"
+        )
+        == []
+    )
+
+
+def test_every_name_of_the_public_surface_is_exported_and_documented() -> None:
+    import importlib
+
+    for name in sorted(ADAPTER_MAY_IMPORT):
+        module = importlib.import_module(name)
+        exported = module.__all__
+        assert len(exported) == len(set(exported)), name
+        missing = [item for item in exported if not hasattr(module, item)]
+        undocumented = [item for item in exported if f"`{item}`" not in (module.__doc__ or "")]
+        assert missing == [] and undocumented == [], (name, missing, undocumented)

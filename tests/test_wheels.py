@@ -1,7 +1,7 @@
-"""The built wheels, not the editable checkout: build all three, install them into a fresh venv, run them.
+"""The built wheels, not the editable checkout: build all four, install them into a fresh venv, run them.
 
 The fresh venv borrows the test environment's installed dependencies (torch, transformers, llama-index-core, …)
-through a `.pth` line naming that site-packages folder, so nothing is downloaded; the three wheels themselves are
+through a `.pth` line naming that site-packages folder, so nothing is downloaded; the four wheels themselves are
 installed with `--no-deps`, and the test checks that `fair_retrieval` is imported from the wheel, not the checkout.
 """
 
@@ -23,17 +23,28 @@ PROJECTS = {
     "fair_retrieval": REPO,
     "langchain_fair": REPO / "integrations" / "langchain",
     "llama_index_embeddings_fair": REPO / "integrations" / "llamaindex",
+    "llama_index_vector_stores_fair": REPO / "integrations" / "llamaindex-vector-stores",
 }
 
 pytestmark = pytest.mark.packaging
 
 EMBED = """
+import warnings
 import fair_retrieval, langchain_fair, llama_index.embeddings.fair as li
 from fair_retrieval import FairEmbedder
+from llama_index.vector_stores.fair import FairFaissVectorStore
+import llama_index.vector_stores.fair as vs
 print(fair_retrieval.__file__)
 print(langchain_fair.__file__)
 print(li.__file__)
+print(vs.__file__)
 print(FairEmbedder("sentence-transformers/all-MiniLM-L6-v2").embed_documents(["A wheel works."]).shape)
+store = FairFaissVectorStore.create(dim=3, gpu=False)
+print(store.class_name(), store.client.dim)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    old = li.FairFaissVectorStore  # the deprecated import path forwards to the new distribution
+print(old is FairFaissVectorStore, all(w.category is DeprecationWarning for w in caught) and len(caught) > 0)
 """
 
 
@@ -61,7 +72,7 @@ NOT_BUILT = shutil.ignore_patterns(
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The three wheels, each built from a clean copy of its project (the checkout gets no build/ folder)."""
+    """The four wheels, each built from a clean copy of its project (the checkout gets no build/ folder)."""
     pytest.importorskip("build", reason="the wheel test needs the `build` package (dev extra)")
     out = tmp_path_factory.mktemp("dist")
     built = {}
@@ -99,5 +110,6 @@ def test_installed_wheels_run_the_cli_and_embed(wheels: dict[str, Path], tmp_pat
     helped = run([str(script), "demo", "--help"], env=environment, cwd=tmp_path)
     assert "usage: fair-retrieval demo" in helped.stdout
     printed = run([str(python), "-c", EMBED], env=environment, cwd=tmp_path).stdout.splitlines()
-    assert all(line.startswith(str(env_dir)) for line in printed[:3]), printed  # the wheels, not the checkout
-    assert printed[3] == "(1, 384)"
+    assert all(line.startswith(str(env_dir)) for line in printed[:4]), printed  # the wheels, not the checkout
+    assert printed[4] == "(1, 384)"
+    assert printed[5:] == ["FairFaissVectorStore 3", "True True"], printed

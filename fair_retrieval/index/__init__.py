@@ -8,6 +8,12 @@ on GPUs), `selection` (searching among some ids inside faiss), `inspection` (rea
 `ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes to exact
 search: `knn_recall_at_k`, `top1_in_k`).
 
+Exported here: `FaissIndex` with its `Kind` and `Metric`; `MultiVectorIndex`, `DocumentHit` (one of its hits),
+`Aggregate`, `AGGREGATES` and `DEFAULT_AGGREGATE` (how a document's window scores become its score); the names of
+an index folder's files (`INDEX_FILE`, `META_FILE`, `WINDOWS_FILE`); `import_faiss` (faiss, or an ImportError
+naming the extra to install), `GpuChoice` (the `gpu="auto" | True | False` argument), `gpu_count` (how many GPUs
+such an argument means, refusing `gpu=True` without one) and `faiss_gpu_count` (how many GPUs faiss sees).
+
     from fair_retrieval.index import FaissIndex
 
     index = FaissIndex(384, kind="ivfpq")
@@ -17,7 +23,7 @@ search: `knn_recall_at_k`, `top1_in_k`).
 """
 
 from fair_retrieval.index.faiss_index import FaissIndex, Kind
-from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, import_faiss
+from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, gpu_count, import_faiss
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.multivector import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, DocumentHit, MultiVectorIndex
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
@@ -36,5 +42,6 @@ __all__ = [
     "Metric",
     "MultiVectorIndex",
     "faiss_gpu_count",
+    "gpu_count",
     "import_faiss",
 ]

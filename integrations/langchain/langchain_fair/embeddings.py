@@ -15,10 +15,19 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import Self
 
-from fair_retrieval import Calibration, DocumentWindows, FairEmbedder
-from fair_retrieval.attention import Pooling
-from fair_retrieval.embedder_options import DEFAULTS, EmbedderOptions, Precision, as_calibration, resolve_embedder
-from fair_retrieval.windows import LongDocuments, chunk_plan
+from fair_retrieval import (
+    DEFAULTS,
+    Calibration,
+    DocumentWindows,
+    EmbedderOptions,
+    FairEmbedder,
+    LongDocuments,
+    Pooling,
+    Precision,
+    as_calibration,
+    chunk_plan,
+    resolve_embedder,
+)
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter

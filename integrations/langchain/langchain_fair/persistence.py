@@ -28,11 +28,21 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval.identity import check_identity, embedder_identity
-from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
-from fair_retrieval.stores.modes import AGGREGATE_KEY, MULTIVECTOR_KEY, DocumentMode
-from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.stores import (
+    AGGREGATE_KEY,
+    MULTIVECTOR_KEY,
+    DamagedFileError,
+    DocumentMode,
+    IndexedRecords,
+    StoreGeneration,
+    check_identity,
+    embedder_identity,
+    json_bytes,
+    load_store_file,
+    parse_versioned_json,
+    save_store_file,
+    store_generation,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -54,15 +54,25 @@ from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate
-from fair_retrieval.inputs import check_store_entries, ensure_text_list
-from fair_retrieval.stores.arguments import new_ids, preview
-from fair_retrieval.stores.filtering import StoreFilter, store_filter
-from fair_retrieval.stores.metadata import json_metadata_list
-from fair_retrieval.stores.modes import DocumentMode, checked_windows, stored_windows
-from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, window_embedder
-from fair_retrieval.stores.records import IndexedRecords
-from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
-from fair_retrieval.validate import positive_int
+from fair_retrieval.stores import (
+    BEST_WINDOW_KEY,
+    DocumentMode,
+    IndexedRecords,
+    StoreFilter,
+    check_store_entries,
+    checked_windows,
+    ensure_text_list,
+    json_metadata_list,
+    new_ids,
+    positive_int,
+    preview,
+    relevance_function,
+    store_filter,
+    stored_windows,
+    text_vector_pairs,
+    unit_rows,
+    window_embedder,
+)
 from langchain_fair.persistence import LocalFolderPersistence, StoredDocument
 
 logger = logging.getLogger(__name__)

@@ -25,18 +25,21 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.node_parser import SentenceSplitter
 
-from fair_retrieval import Calibration, DocumentWindows, FairEmbedder
-from fair_retrieval.attention import Pooling
-from fair_retrieval.embedder_options import (
+from fair_retrieval import (
     DEFAULTS,
     INSTANCE_DEFAULT,
+    Calibration,
+    DocumentWindows,
     EmbedderOptions,
+    FairEmbedder,
+    LongDocuments,
+    Pooling,
     Precision,
     as_calibration,
+    chunk_plan,
     resolve_embedder,
 )
-from fair_retrieval.stores.multivector import WindowCache
-from fair_retrieval.windows import LongDocuments, chunk_plan
+from fair_retrieval.stores import WindowCache
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.simple import NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_FNAME
 
-from fair_retrieval.stores.arguments import preview
-from fair_retrieval.stores.raw_faiss import is_raw_faiss, read_raw_faiss
+from fair_retrieval.stores import is_raw_faiss, preview, read_raw_faiss
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
-from llama_index.embeddings.fair import FairFaissVectorStore
+from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from tests.fault_injection import Interruption, forkserver_context, run_child
 
@@ -101,7 +101,7 @@ def test_a_damaged_store_file_is_refused_naming_it(tmp_path: Path, edit: str) ->
     in a node's text, two nodes' vectors swapped, or a truncation are refused, naming the file."""
     import json
 
-    from llama_index.embeddings.fair import DamagedFileError
+    from llama_index.vector_stores.fair import DamagedFileError
 
     build_store(1).persist(str(tmp_path / STORE_FILE))
     path = tmp_path / STORE_FILE

@@ -36,7 +36,8 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
-from llama_index.embeddings.fair import FairEmbedding, FairFaissVectorStore
+from llama_index.embeddings.fair import FairEmbedding
+from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from fair_retrieval import FairEmbedder, FaissIndex
 
@@ -117,7 +118,7 @@ def store(vectors: np.ndarray) -> FairFaissVectorStore:
 
 
 def test_it_is_a_text_storing_pydantic_vector_store() -> None:
-    import llama_index.embeddings.fair as package
+    import llama_index.vector_stores.fair as package
 
     assert package.FairFaissVectorStore is FairFaissVectorStore
     assert issubclass(FairFaissVectorStore, BasePydanticVectorStore)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
-from llama_index.embeddings.fair import FairFaissVectorStore, StoreConflictError
+from llama_index.vector_stores.fair import FairFaissVectorStore, StoreConflictError
 
 from tests.concurrency import expected_keys, run_writers
 from tests.fault_injection import forkserver_context

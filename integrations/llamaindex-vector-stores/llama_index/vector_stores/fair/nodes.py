@@ -19,9 +19,7 @@ from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.inputs import check_store_entries
-from fair_retrieval.stores.multivector import BEST_WINDOW_KEY
-from fair_retrieval.stores.window_source import content_offset
+from fair_retrieval.stores import BEST_WINDOW_KEY, check_store_entries, content_offset
 
 __all__ = [
     "StoredNode",

@@ -27,8 +27,9 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
-from llama_index.embeddings.fair import FairEmbedding, FairFaissVectorStore
-from llama_index.embeddings.fair.vector_store import BEST_WINDOW_KEY
+from llama_index.embeddings.fair import FairEmbedding
+from llama_index.vector_stores.fair import FairFaissVectorStore
+from llama_index.vector_stores.fair.vector_store import BEST_WINDOW_KEY
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
@@ -192,7 +193,7 @@ def test_hnsw_also_returns_k_distinct_nodes(embed_model: FairEmbedding) -> None:
 
 
 def test_each_text_is_embedded_once(embed_model: FairEmbedding, embedded_texts: list[str], caplog: Any) -> None:
-    with caplog.at_level(logging.INFO, logger="llama_index.embeddings.fair.vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.vector_store"):
         _, store = _build(embed_model)
     stored = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
     assert Counter(embedded_texts) == Counter(stored)  # each text LlamaIndex embedded, once, and nothing else
@@ -219,7 +220,7 @@ def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
         node.embedding = vector  # another FairEmbedding: this store's embed model never saw these texts
     embedded_texts.clear()
     store = FairFaissVectorStore.create(dim=embedder.dimension, gpu=False, multivector=True, embed_model=embed_model)
-    with caplog.at_level(logging.INFO, logger="llama_index.embeddings.fair.vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.vector_store"):
         store.add(nodes)
     assert f"{len(nodes)} of {len(nodes)} nodes were not in the embed model's window cache" in caplog.text
     assert Counter(embedded_texts) == Counter(texts)  # once more, each
@@ -235,7 +236,7 @@ def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
         )
         for i, text in enumerate(texts[:2])
     ]
-    with caplog.at_level(logging.WARNING, logger="llama_index.embeddings.fair.vector_store"):
+    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.vector_store"):
         store.add(foreign)
     assert "2 nodes have embeddings other than the embed model gives" in caplog.text
 

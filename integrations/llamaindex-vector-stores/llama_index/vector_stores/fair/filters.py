@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
-from fair_retrieval.filters import Predicate, compile_filter
+from fair_retrieval.stores import Predicate, compile_filter
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_predicate"]
 

@@ -24,19 +24,26 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.embeddings.fair.legacy import legacy_message
-from llama_index.embeddings.fair.nodes import StoredNode
+from llama_index.vector_stores.fair.legacy import legacy_message
+from llama_index.vector_stores.fair.nodes import StoredNode
 from typing_extensions import Self
 
-from fair_retrieval.identity import check_identity, embedder_identity
-from fair_retrieval.index import Aggregate
-from fair_retrieval.index.gpu import GpuChoice
-from fair_retrieval.jsonio import json_bytes, parse_versioned_json
-from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
-from fair_retrieval.stores.modes import AGGREGATE_KEY, DocumentMode
-from fair_retrieval.stores.multivector import window_embedder
-from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
-from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.index import Aggregate, GpuChoice
+from fair_retrieval.stores import (
+    AGGREGATE_KEY,
+    DocumentMode,
+    IndexedRecords,
+    StoreGeneration,
+    check_identity,
+    embedder_identity,
+    json_bytes,
+    load_store_file,
+    looks_like_raw_faiss,
+    parse_versioned_json,
+    save_store_file,
+    store_generation,
+    window_embedder,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +248,7 @@ class StorePersistence:
             max_version=FORMAT_VERSION,
             required=("metric", "kind", "next_int_id", "nodes"),
             writer="FairFaissVectorStore.persist()",
-            upgrade="llama-index-embeddings-fair",
+            upgrade="llama-index-vector-stores-fair",
         )
         mode = DocumentMode.saved(state, path, "Persist the store again, or rebuild it.")
         mode.check_requested(multivector, path)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.embeddings.fair import FairEmbedding, FairFaissVectorStore
+from llama_index.embeddings.fair import FairEmbedding
+from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from fair_retrieval import Calibration, FairEmbedder
 
