@@ -167,7 +167,7 @@ class SearchResult:
 
 def describe(calibration: Calibration | None) -> str:
     """A compact, unique label: "plain", "paper", or the fields that differ from the paper's configuration
-    ("strength=0.25 basket_size=192 …"; index lists as "[4,5]").
+    ("strength=0.05 basket_size=192 …"; index lists as "[4,5]").
 
     Why the paper and not the library default: the paper's configuration never changes, so labels written into
     reports and tables keep their meaning when the default does.

@@ -23,7 +23,7 @@ EXPECTED = [
     ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the README's LlamaIndex example
     ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the README's LangChain example
     ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],
-    ["Calibration(strength=0.25", "None"],
+    ["Calibration(strength=0.05", "None"],
     ["The chess club meets on Thursday evenings"],
     [
         "2 documents, 1 calibrated\n",

@@ -13,7 +13,7 @@ from fair_retrieval import Calibration
 def test_defaults_are_the_studys_choice() -> None:
     default, paper = Calibration(), Calibration.paper()
     assert (default.strength, default.basket_size, default.layers, default.special_tokens) == (
-        0.25,
+        0.05,
         192,
         0.5,
         "preserve",

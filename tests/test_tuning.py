@@ -166,10 +166,10 @@ def test_errors_and_labels() -> None:
         calibration_search(synthetic, tolerance=-0.1, show_progress_bar=False)
     assert describe(None) == "plain"
     assert describe(Calibration.paper()) == "paper"
-    assert describe(Calibration()) == "strength=0.25 basket_size=192 special_tokens=preserve min_full_baskets=2"
+    assert describe(Calibration()) == "strength=0.05 basket_size=192 special_tokens=preserve min_full_baskets=2"
     assert (
         describe(Calibration(layers=(4, 5)))
-        == "strength=0.25 basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
+        == "strength=0.05 basket_size=192 layers=[4,5] special_tokens=preserve min_full_baskets=2"
     )
     assert (
         describe(dataclasses.replace(Calibration.paper(), strength=0.75, basket_size=64))
