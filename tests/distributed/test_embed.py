@@ -78,7 +78,7 @@ def test_distributed_embeddings_equal_single_process(resumed_job: dict, tiny_ber
     assert np.abs(vectors - expected).max() <= 1e-5
     # the workers really calibrated: plain vectors are far from what they stored
     plain = embedder.embed_documents([corpus["texts"][i] for i in order], calibration=None)
-    assert np.abs(vectors - plain).max() > 1e-2
+    assert np.abs(vectors - plain).max() > 1e-3  # the default λ 0.05 moves this tiny model by ~8e-3
 
 
 def test_ids_are_preserved_and_unique(resumed_job: dict, corpus: dict) -> None:
