@@ -48,7 +48,7 @@ from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import as_ids, as_vectors, some
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.persistence import META_FILE, WINDOWS_FILE
-from fair_retrieval.index.plan import window_nprobe
+from fair_retrieval.index.plan import wider_nprobe
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     DamagedFileError,
@@ -287,13 +287,13 @@ class MultiVectorIndex:
         return doc_ids
 
     def _widen_probes_if_trained(self) -> None:
-        """Once the windows index is trained, let an IVF one visit `window_nprobe(nlist)` lists (see plan)."""
+        """Once the windows index is trained, let an IVF one visit `plan.wider_nprobe` lists (see plan)."""
         if not self._widen_probes or not self._windows.is_trained:
             return
         self._widen_probes = False
-        params = self._windows.params
-        if "nlist" in params and "nprobe" in params and window_nprobe(params["nlist"]) > params["nprobe"]:
-            self._windows.set_search({"nprobe": window_nprobe(params["nlist"])})
+        wider = wider_nprobe(self._windows.params)
+        if wider is not None:
+            self._windows.set_search({"nprobe": wider})
 
     def remove(self, ids: Any) -> int:
         """Remove documents (every window of each); ids not stored are ignored. Returns how many were removed."""

@@ -164,12 +164,20 @@ def window_nprobe(nlist: int) -> int:
     return min(nlist, max(MIN_NPROBE, nlist // WINDOW_NPROBE_SHARE))
 
 
+def wider_nprobe(params: dict[str, int]) -> int | None:
+    """The nprobe an IVF index of window vectors with these kind parameters should visit instead of its own
+    (`window_nprobe(nlist)`), or None when it is not IVF or already visits at least that many lists."""
+    nlist, nprobe = params.get("nlist"), params.get("nprobe")
+    if nlist is None or nprobe is None or window_nprobe(nlist) <= nprobe:
+        return None
+    return window_nprobe(nlist)
+
+
 def for_windows(plan: IndexPlan) -> IndexPlan:
     """`plan` for an index of window vectors: an IVF plan visits `window_nprobe(nlist)` lists if that is more."""
-    nlist, nprobe = plan.params.get("nlist"), plan.params.get("nprobe")
-    if nlist is None or nprobe is None or window_nprobe(nlist) <= nprobe:
+    wider = wider_nprobe(plan.params)
+    if wider is None:
         return plan
-    wider = window_nprobe(nlist)
     return replace(plan, search={**plan.search, "nprobe": wider}, params={**plan.params, "nprobe": wider})
 
 
