@@ -96,6 +96,15 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "windows-256-overlap32": {"long_documents": "windows", "max_length": 256, "window_overlap": 32},
     "windows-512": {"long_documents": "windows", "max_length": 512},
     "windows-512-plain": {"long_documents": "windows", "max_length": 512, "calibration": None},
+    # A model whose own window is 512 tokens (multilingual-e5-small): truncation and the default's overlap there.
+    "truncate-512": {"long_documents": "truncate", "max_length": 512},
+    "windows-512-overlap64": {"long_documents": "windows", "max_length": 512, "window_overlap": 64},
+    "windows-512-overlap64-plain": {
+        "long_documents": "windows",
+        "max_length": 512,
+        "window_overlap": 64,
+        "calibration": None,
+    },
 }
 ANCHOR = "anchor"
 POOLED = "default"  # our pooled default: what the multi-vector rows are compared with
@@ -926,11 +935,21 @@ def run_pipeline(
         save()
 
 
+def truncation_of(reference: FairEmbedder) -> str:
+    """The truncation candidate at the model's own window (`reference` is the embedder at its defaults): the
+    baseline of the SciFact check."""
+    window = reference.max_length
+    names = [n for n, o in CANDIDATES.items() if o["long_documents"] == "truncate" and o["max_length"] == window]
+    if not names:
+        raise ValueError(f"No truncation candidate at {window} tokens in CANDIDATES; add one for this model.")
+    return names[0]
+
+
 def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], save: Callable[[], None]) -> None:
     """SciFact nDCG@10 of each candidate policy vs truncation (abstracts longer than the window are windowed).
 
-    Only abstracts that some candidate reads differently from truncation at 256 tokens (those over 256 tokens) are
-    embedded per candidate; every candidate embeds the others exactly as truncation does (no window, no cut, and
+    Only abstracts that some candidate reads differently from truncation at the model's window (`truncation_of`:
+    256 tokens for MiniLM, 512 for e5-small), those longer than it, are embedded per candidate; every candidate embeds the others exactly as truncation does (no window, no cut, and
     too short to calibrate: checked on a sample), so their vectors are shared.
     """
     from fair_retrieval.evaluation.data.beir import load_scifact
@@ -939,25 +958,28 @@ def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], sa
     ids = list(task.corpus)
     texts = [task.corpus[i] for i in ids]
     lengths = np.array(reference.token_lengths(texts))
-    long_ones = np.flatnonzero(lengths > 256)
+    truncation = truncation_of(reference)
+    window = CANDIDATES[truncation]["max_length"]
+    long_ones = np.flatnonzero(lengths > window)
     queries = reference.embed_queries(list(task.queries.values()))
-    base_embedder = FairEmbedder(reference.model, **CANDIDATES["truncate"])
+    base_embedder = FairEmbedder(reference.model, **CANDIDATES[truncation])
     base = base_embedder.embed_documents(texts, show_progress_bar=True)
     entry = results.setdefault("scifact", {"runs": {}, "abstracts": len(texts), "over_256_tokens": len(long_ones)})
-    sample = np.flatnonzero(lengths <= 256)[:64]
-    for name in ["truncate", *[n for n in CANDIDATES if n != "truncate"], "default", "default-plain"]:
-        if name in entry["runs"]:
-            continue
+    entry["truncation"] = truncation
+    sample = np.flatnonzero(lengths <= window)[:64]
+    for name in [truncation, *[n for n in CANDIDATES if n != truncation], "default", "default-plain"]:
+        if name in entry["runs"] or _options(name).get("max_length", window) < window:
+            continue  # done, or a window shorter than the model's (it would cut abstracts truncation keeps whole)
         embedder = FairEmbedder(reference.model, **_options(name))
         same = [n for n, r in entry["runs"].items() if r["embedder"] == repr(embedder)]
         if same:
             entry["runs"][name] = {**entry["runs"][same[0]], "same_as": same[0]}
             continue
         vectors = base.copy()
-        if name != "truncate":
+        if name != truncation:
             short = embedder.embed_documents([texts[i] for i in sample])
             if np.abs(short - base[sample]).max() > 1e-5:
-                raise RuntimeError(f"{name} changes abstracts that fit 256 tokens; embed them all instead.")
+                raise RuntimeError(f"{name} changes abstracts that fit {window} tokens; embed them all instead.")
             vectors[long_ones] = embedder.embed_documents([texts[i] for i in long_ones], show_progress_bar=True)
         scores = queries @ vectors.T
         top = np.argsort(-scores, axis=1)[:, :10]
@@ -1126,7 +1148,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                 checks.append(run["psi_cut"] >= PSI_CUT and run["ndcg_gain"] >= NDCG_GAIN)
                 ndcgs.append(run["ndcg@10"])
         sci = scifact.get(name, {}).get("ndcg@10")
-        base = scifact.get("truncate", {}).get("ndcg@10")
+        base = scifact.get(results.get("scifact", {}).get("truncation", "truncate"), {}).get("ndcg@10")
         sci_ok = None if sci is None or base is None else sci >= base - SCIFACT_TOLERANCE
         verdicts[name] = {
             "position_checks": checks,
@@ -1221,7 +1243,7 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
             )
     if "scifact" in results:
         runs = results["scifact"]["runs"]
-        base = runs.get("truncate", {}).get("ndcg@10")
+        base = runs.get(results["scifact"].get("truncation", "truncate"), {}).get("ndcg@10")
         lines += ["", "| SciFact | nDCG@10 | Δ vs truncate |", "|---|---|---|"]
         for name, run in runs.items():
             diff = "" if base is None else f"{run['ndcg@10'] - base:+.4f}"
@@ -1419,7 +1441,7 @@ def candidate_table(results: dict[str, Any], report: dict[str, Any]) -> str:
     head = " | ".join(f"{k} nDCG@10 (PSI vs anchor)" for k in keys)
     lines = [f"| policy | {head} | SciFact Δ vs truncate | rule |", "|---" * (len(keys) + 3) + "|"]
     scifact = results.get("scifact", {}).get("runs", {})
-    base = scifact.get("truncate", {}).get("ndcg@10")
+    base = scifact.get(results.get("scifact", {}).get("truncation", "truncate"), {}).get("ndcg@10")
     for name in [ANCHOR, *CANDIDATES]:
         cells = []
         for key in keys:
