@@ -106,7 +106,7 @@ def measure_one_layer(model: str, tokens: int, docs: int, repeats: int = 3) -> d
     """Child-process mode: plain and calibrated peaks of one calibrated layer's attention call on the same inputs."""
     import torch
 
-    import fair_retrieval.attention as engine
+    import fair_retrieval.engine.hook as engine
     from fair_retrieval import FairEmbedder
 
     torch.set_num_threads(1)

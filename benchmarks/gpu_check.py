@@ -171,7 +171,7 @@ def kernel_checks(results: list[Result], device: str = "cuda") -> None:
     """
     import torch
 
-    from fair_retrieval import kernels
+    from fair_retrieval.engine import kernels
 
     def compare(dtype: torch.dtype) -> str:
         if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -261,7 +261,8 @@ def speed_checks(results: list[Result], model: str, device: str = "cuda") -> Non
 
     import torch
 
-    from fair_retrieval import Calibration, FairEmbedder, kernels
+    from fair_retrieval import Calibration, FairEmbedder
+    from fair_retrieval.engine import kernels
 
     texts = long_texts(SPEED_DOCS if device == "cuda" else 2, words=450)
 

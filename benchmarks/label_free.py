@@ -53,7 +53,14 @@ from fair_retrieval.evaluation.models import evaluation_model
 from fair_retrieval.evaluation.probes import probe_task_for
 from fair_retrieval.evaluation.runner import PRIMARY, Evaluator, RunResult
 from fair_retrieval.evaluation.split import calibrated_split
-from fair_retrieval.tuning import SEARCH_FIELDS, TRUST_REGION, SearchSpace, Trial, describe, select_best
+from fair_retrieval.tuning.calibration_search import (
+    SEARCH_FIELDS,
+    TRUST_REGION,
+    SearchSpace,
+    Trial,
+    describe,
+    select_best,
+)
 
 NDCG_TOLERANCE = 0.002  # the largest nDCG@10 loss a choice may cost on held-out data
 PSI_CUT_TARGET = 0.35  # … while cutting PSI by at least this share (or answering plain)

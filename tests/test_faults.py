@@ -31,7 +31,7 @@ faiss = pytest.importorskip("faiss")
 from fair_retrieval import FaissIndex  # noqa: E402
 from fair_retrieval.cli import main  # noqa: E402
 from fair_retrieval.cli.common import dump_json  # noqa: E402
-from fair_retrieval.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
+from fair_retrieval.cli.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
 from fair_retrieval.inputs import Document  # noqa: E402
 from fair_retrieval.jsonio import DamagedFileError  # noqa: E402
 from tests.fault_injection import (  # noqa: E402
@@ -255,7 +255,7 @@ def test_sigkill_of_the_index_command_leaves_a_searchable_index(
 
 
 def test_the_next_run_removes_staging_folders_of_killed_runs_only(tmp_path: Path) -> None:
-    from fair_retrieval.index_folder import staging_folder
+    from fair_retrieval.cli.index_folder import staging_folder
 
     output = tmp_path / "index"
     abandoned = tmp_path / ".index.partial-killed"

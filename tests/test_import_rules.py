@@ -1,12 +1,15 @@
 """Imports run one way: CLI → library → engine. Checked by parsing every module's imports with `ast`.
 
 Rules:
+- the folders of `fair_retrieval/` are layers (`LAYERS`, lowest first): a module imports only its own folder and
+  lower layers, so nothing imports upward (the package root, which re-exports the public names, is above the
+  library, and only the CLI sits above it); the leaf helpers (`validate`, `version`, `jsonio/`, then
+  `frozen_json`, `inputs`) are the lowest, and the engine (`engine/`) imports only itself and them;
+- no circle: no module imports itself through others (function-level imports included), in the library or among
+  the benchmarks;
+- no module of the library or of the integration packages is longer than `MAX_LINES`;
 - no `fair_retrieval/cli/cmd_*.py` imports another command module (shared code lives in cli/common.py,
   cli/options.py and the other non-command modules of cli/);
-- nothing under `fair_retrieval/` outside `cli/` imports `fair_retrieval.cli` (the library never reaches up);
-- the engine (attention.py, kernels.py, calibration.py, positional.py) imports no other fair_retrieval module than the
-  engine's own, `validate` and the `jsonio` package (its modules included); these leaves import nothing else of
-  fair_retrieval;
 - the integration packages under `integrations/` (the LangChain and LlamaIndex adapters) import fair_retrieval only
   through its public surface: `fair_retrieval`, `fair_retrieval.stores` and `fair_retrieval.index` (whose
   `__all__` list what they export), never a module inside them, so the library's modules can be rearranged without
@@ -22,17 +25,21 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fair_retrieval"
 INTEGRATIONS = PACKAGE.parent / "integrations"
 ADAPTER_MAY_IMPORT = {"fair_retrieval", "fair_retrieval.stores", "fair_retrieval.index"}
 NOT_ADAPTER_CODE = {"tests", "build", "dist"}  # folders of an integration project that are not its package
-ENGINE = {
-    "fair_retrieval.attention",
-    "fair_retrieval.kernels",
-    "fair_retrieval.calibration",
-    "fair_retrieval.positional",
-    "fair_retrieval.layers",
-    "fair_retrieval.frozen_json",
-}
-JSONIO = "fair_retrieval.jsonio"  # the engine may import this package and its modules (`_in_jsonio`)
-ENGINE_MAY_IMPORT = ENGINE | {"fair_retrieval.validate", "fair_retrieval"}
-ENTRY_POINT = "fair_retrieval.__main__"  # `python -m fair_retrieval` runs the CLI (the top of the stack)
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"fair_retrieval.validate", "fair_retrieval.version", "fair_retrieval.jsonio"}),
+    frozenset({"fair_retrieval.frozen_json", "fair_retrieval.inputs"}),
+    frozenset({"fair_retrieval.engine"}),
+    frozenset({"fair_retrieval.embedding"}),
+    frozenset({"fair_retrieval.index"}),
+    frozenset({"fair_retrieval.stores", "fair_retrieval.evaluation"}),
+    frozenset({"fair_retrieval.tuning", "fair_retrieval.distributed"}),
+    frozenset({"fair_retrieval"}),  # the package root: the public names, re-exported
+    frozenset({"fair_retrieval.cli"}),  # with fair_retrieval.__main__
+)
+"""The layers of the package, lowest first: each entry a set of folders (or top-level modules)."""
+ENTRY_POINT = "fair_retrieval.__main__"
+MAX_LINES = 500
+BENCHMARKS = PACKAGE.parent / "benchmarks"
 
 
 def module_name(path: Path) -> str:
@@ -75,23 +82,98 @@ def modules() -> dict[str, set[str]]:
     return found
 
 
+def unit_of(name: str) -> str:
+    """The folder (or top-level module) of `name` that `LAYERS` lists (fair_retrieval.index.plan: its folder)."""
+    if name == ENTRY_POINT:
+        return "fair_retrieval.cli"  # `python -m fair_retrieval` is the command line
+    parts = name.split(".")
+    return "fair_retrieval" if len(parts) == 1 else ".".join(parts[:2])
+
+
+def layer_of(name: str) -> int:
+    unit = unit_of(name)
+    for position, units in enumerate(LAYERS):
+        if unit in units:
+            return position
+    raise AssertionError(f"{unit} is in no layer of LAYERS: add it where it belongs")
+
+
 def violations() -> list[str]:
     found = []
     for name, imports in modules().items():
         if name.startswith("fair_retrieval.cli.cmd_"):
             others = sorted(i for i in imports if i.startswith("fair_retrieval.cli.cmd_") and i != name)
             found += [f"{name} imports the command module {other}" for other in others]
-        elif not name.startswith("fair_retrieval.cli") and name != ENTRY_POINT:
-            found += [f"{name} (library) imports {i}" for i in sorted(imports) if i.startswith("fair_retrieval.cli")]
-        if name in ENGINE:
-            found += [f"{name} (engine) imports {i}" for i in sorted(imports - ENGINE_MAY_IMPORT) if not _in_jsonio(i)]
-        if name == "fair_retrieval.validate":
-            found += [f"{name} (a leaf the engine imports) imports {i}" for i in sorted(imports)]
-        if _in_jsonio(name):
-            found += [
-                f"{name} (jsonio, which the engine imports) imports {i}" for i in sorted(imports) if not _in_jsonio(i)
-            ]
+        for imported in sorted(imports):
+            if unit_of(imported) != unit_of(name) and layer_of(imported) >= layer_of(name):
+                found.append(f"{name} (layer {layer_of(name)}) imports {imported} (layer {layer_of(imported)})")
     return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module of an import graph (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every library module → the library modules it imports, a package's import of a submodule counted as an
+    import of the submodule only (`from fair_retrieval.engine import kernels` → fair_retrieval.engine.kernels)."""
+    found = modules()
+    graph = {}
+    for name, imports in found.items():
+        graph[name] = {
+            i
+            for i in imports
+            if i != name and not any(other.startswith(i + ".") for other in imports if other in found)
+        }
+    return graph
+
+
+def benchmark_graph() -> dict[str, set[str]]:
+    """Every benchmark script → the benchmark scripts it imports (they import each other by module name)."""
+    scripts = {path.stem: path for path in BENCHMARKS.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in scripts.items():
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in scripts and not node.level:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names if alias.name in scripts)
+        graph[name] = imported - {name}
+    return graph
 
 
 def adapter_modules() -> list[Path]:
@@ -114,12 +196,39 @@ def adapter_violations(source: str, where: str) -> list[str]:
     ]
 
 
-def _in_jsonio(name: str) -> bool:
-    return name == JSONIO or name.startswith(f"{JSONIO}.")
-
-
 def test_imports_run_one_way() -> None:
     assert violations() == []
+
+
+def test_every_folder_of_the_package_is_in_a_layer() -> None:
+    for name in modules():
+        layer_of(name)  # raises for a folder LAYERS does not list
+
+
+def test_the_layer_rule_flags_an_upward_import() -> None:
+    assert layer_of("fair_retrieval.engine.attention") < layer_of("fair_retrieval.embedding.embedder")
+    assert layer_of("fair_retrieval.index.plan") < layer_of("fair_retrieval")  # the root is above the library
+    assert unit_of("fair_retrieval.validate") == "fair_retrieval.validate" and layer_of("fair_retrieval.validate") == 0
+
+
+def test_no_import_circle_in_the_library_or_the_benchmarks() -> None:
+    assert circles(module_graph()) == []
+    assert circles(benchmark_graph()) == []
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    files = [*PACKAGE.rglob("*.py"), *adapter_modules()]
+    long = {
+        path.relative_to(PACKAGE.parent).as_posix(): lines
+        for path in files
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
 
 
 def test_the_ray_command_code_lives_in_the_cli() -> None:
@@ -160,11 +269,11 @@ def test_the_adapter_rule_flags_internal_imports() -> None:
         "import fair_retrieval.index.gpu\n"
         "from fair_retrieval import jsonio\n"
         "def later():\n"
-        "    from fair_retrieval.attention import Pooling\n"
+        "    from fair_retrieval.engine.hook import Pooling\n"
     )
     flagged = adapter_violations(source, "probe.py")
     assert [message.split(" imports ")[1].split(";")[0] for message in flagged] == [
-        "fair_retrieval.attention",
+        "fair_retrieval.engine.hook",
         "fair_retrieval.index.gpu",
         "fair_retrieval.jsonio",
         "fair_retrieval.stores.records",

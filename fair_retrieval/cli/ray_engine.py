@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from fair_retrieval.distributed.plan import FLAT_LIMIT, PlanKind
-from fair_retrieval.embedder_options import EmbedderOptions
+from fair_retrieval.embedding.options import EmbedderOptions
 from fair_retrieval.index.gpu import GpuChoice
 
 SHARDS_FOLDER = "shards"

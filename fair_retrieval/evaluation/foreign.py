@@ -142,7 +142,7 @@ class ForeignEmbedder:
         texts = ensure_text_list(texts)
         show = bool(show_progress_bar)
         if self.kind == "sentence-transformers":
-            from fair_retrieval.loading import document_prompt
+            from fair_retrieval.embedding.loading import document_prompt
 
             vectors: Any = self._encode(texts, document_prompt(self.wrapped), show)
         elif self.kind == "llamaindex":
@@ -157,7 +157,7 @@ class ForeignEmbedder:
         texts = ensure_text_list(texts)
         show = bool(show_progress_bar)
         if self.kind == "sentence-transformers":
-            from fair_retrieval.loading import query_prompt
+            from fair_retrieval.embedding.loading import query_prompt
 
             return _normalised(self._encode(texts, query_prompt(self.wrapped), show), len(texts))
         embed_one = self.wrapped.get_query_embedding if self.kind == "llamaindex" else self.wrapped.embed_query
@@ -211,7 +211,7 @@ class ForeignEmbedder:
 
     def _document_prompt(self) -> str | None:
         """The prompt the wrapped object puts before each document, resolved as sentence-transformers does."""
-        from fair_retrieval.loading import document_prompt
+        from fair_retrieval.embedding.loading import document_prompt
 
         prompts = getattr(self._model, "prompts", None) or {}
         if self.kind == "llamaindex":
@@ -284,7 +284,7 @@ def huggingface_anchor(
     Raises:
         ValueError: if the model cannot be loaded, or max_length is not a positive int.
     """
-    from fair_retrieval.loading import load_sentence_transformer, pick_device, resolve_model
+    from fair_retrieval.embedding.loading import load_sentence_transformer, pick_device, resolve_model
 
     positive_int(max_length, "max_length", or_none=True, note="the model's own")
     name = resolve_model(model)
@@ -320,7 +320,7 @@ def _has_methods(obj: Any, *names: str) -> bool:
 
 def _fair_embedder_inside(wrapped: Any) -> Any:
     """The FairEmbedder behind fair-retrieval's own LlamaIndex / LangChain adapters, else None."""
-    from fair_retrieval.embedder import FairEmbedder
+    from fair_retrieval.embedding.embedder import FairEmbedder
 
     inside = getattr(wrapped, "fair_embedder", None)
     return inside if isinstance(inside, FairEmbedder) else None

@@ -39,7 +39,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
-from fair_retrieval.calibration import Calibration
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.runner import PRIMARY, RunResult, format_score
 
@@ -157,7 +157,7 @@ def build_report(
         raise ValueError("A report needs at least one run.")
     if coverage is not None and len(coverage) != len(runs):
         raise ValueError(f"coverage has {len(coverage)} entries for {len(runs)} runs; give one per run (or None).")
-    from fair_retrieval import __version__
+    from fair_retrieval.version import __version__
 
     first = runs[0]
     return {

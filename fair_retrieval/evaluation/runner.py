@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.calibration import Calibration
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.groups import Grouping, default_grouping, make_grouping, position_bins

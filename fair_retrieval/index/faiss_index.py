@@ -21,40 +21,37 @@ them (`fair_retrieval.index.gpu`). Folders on disk and their format are `fair_re
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from fair_retrieval.index.building import ID_MAP_PREFIX, apply_search, new_cpu_index, rebuilt_with
-from fair_retrieval.index.gpu import GpuChoice, gpu_count, import_faiss, index_to_cpu, index_to_gpus
+from fair_retrieval.index.gpu import GpuChoice, gpus_for_kind, import_faiss, index_to_cpu, index_to_gpus, train_on_cpu
 from fair_retrieval.index.ids import IdSet, as_ids, as_vectors
-from fair_retrieval.index.inspection import Metric, native_ivf, params_of, reconstruct
-from fair_retrieval.index.persistence import StoredIndex, UntrainedIvfpq, read_folder, write_folder
+from fair_retrieval.index.inspection import METRICS, Metric, params_of, reconstruct
+from fair_retrieval.index.persistence import StoredIndex
 from fair_retrieval.index.plan import (
     POINTS_PER_CENTROID,
     PQ_CODEBOOK_BITS,
     IndexPlan,
+    Kind,
     parse_search,
     requested_plan,
     sized_ivfpq,
 )
+from fair_retrieval.index.saving import SavedIndex
 from fair_retrieval.index.selection import Searchable, search_among, stored_selection
 from fair_retrieval.validate import is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
 
-Kind = Literal["flat", "hnsw", "ivf", "ivfpq"]
-
 GPU_MAX_K = 2048  # faiss' GPU k-selection limit
-_METRICS = ("ip", "l2")
 _NATIVE = "native"
 
 
-class FaissIndex:
+class FaissIndex(SavedIndex):
     """A FAISS index of float32 vectors addressed by int64 ids.
 
     Args:
@@ -89,7 +86,7 @@ class FaissIndex:
         - Ids given by `add(vectors)` without ids continue after the largest id stored at that moment.
         - `search(queries, k, ids=...)` searches only among the given ids, inside faiss (an IDSelector in the
           search parameters, with the index's own nprobe / efSearch): k hits whenever k of those ids are stored,
-          which filtering an unrestricted top-k cannot promise. Metadata filters (`fair_retrieval.filters`) pick
+          which filtering an unrestricted top-k cannot promise. Metadata filters (`fair_retrieval.stores.filters`) pick
           the ids in the stores.
     """
 
@@ -109,7 +106,7 @@ class FaissIndex:
         self._faiss = import_faiss()
         if not is_positive_int(dim, numpy=True):
             raise ValueError(f"dim must be a positive int (the embedding size), got {dim!r}.")
-        if metric not in _METRICS:
+        if metric not in METRICS:
             raise ValueError(f"metric must be 'ip' (inner product / cosine) or 'l2', got {metric!r}.")
         self._dim = int(dim)
         self._metric: Metric = metric
@@ -118,7 +115,7 @@ class FaissIndex:
         self._plan: IndexPlan | None = (
             _stored.plan if _stored is not None else self._initial_plan(kind, factory, params)
         )
-        self._gpu_count = self._choose_gpus(gpu)
+        self._gpu_count = gpus_for_kind(self.kind, gpu, self._faiss)
         self._gpu_shards = bool(gpu_shards)
         self._gpu_resources: Any = None
         self._ids = IdSet(_stored.ids.tolist() if _stored is not None else ())
@@ -387,102 +384,6 @@ class FaissIndex:
         self._ids.require_known(np.unique(wanted))
         return reconstruct(self._cpu_index(), wanted, self._dim)
 
-    def save(
-        self,
-        folder: str | os.PathLike[str],
-        *,
-        companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
-    ) -> Path:
-        """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed), atomically.
-
-        index.faiss is written under a temporary name and fsynced; index.json, written last, commits it (with its
-        size and CRC-32); then it is renamed into place (`fair_retrieval.jsonio.Publication`). Killed at any point,
-        even by SIGKILL, the folder holds the previous index or this one, never a mix, and a `load` running
-        meanwhile reads one of them. Saves into one folder run one after the other; the next save removes what a
-        killed one left.
-
-        Optimistic concurrency: an index loaded from `folder` (or loaded, then saved there) remembers the
-        generation it read or wrote, and a save into that folder after another writer saved there is refused with
-        `StoreConflictError` (nothing is written): load again, redo the change, save again. An index built in
-        memory replaces whatever the folder holds.
-
-        Args:
-            folder: the index folder.
-            companions: files of an enclosing format to publish in the same commit, so that they change together
-                with the index: name relative to `folder` (it may lead out of it, e.g. "../store.json") → a
-                finished file with the new content, on the same file system, which is moved (not copied). Readers
-                find them through index.json with `jsonio.Snapshot`.
-
-        Returns:
-            The folder path.
-
-        Raises:
-            StoreConflictError: (a ValueError) another writer saved into `folder` since this index was loaded
-                from it (or last saved there).
-        """
-        record: dict[str, Any] = {
-            "factory": self.factory,
-            "ids": self._id_policy(),
-            "search": self.search_params,
-            "count": len(self),
-        }
-        if self._index is None:  # a sized ivfpq index that has not trained: nothing for faiss to write yet
-            record.update(dim=self._dim, metric=self._metric, kind="ivfpq", params=self._pending)
-            record["search"] = ",".join(f"{key}={value}" for key, value in self._search_override.items())
-            index = None
-        else:
-            index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
-        path = Path(folder)
-        key = os.path.abspath(path)
-        base = (self._saved_at[1],) if self._saved_at is not None and self._saved_at[0] == key else None
-        generation = write_folder(path, record, index, companions, base=base)
-        if self._saved_at is not None:  # a loaded index keeps track of the folder it is saved to
-            self._saved_at = (key, generation)
-        logger.info("Saved %s to %s", self, path)
-        return path
-
-    @classmethod
-    def load(
-        cls,
-        folder: str | os.PathLike[str],
-        gpu: GpuChoice = "auto",
-        gpu_shards: bool = False,
-        *,
-        _multivector: bool = False,  # private: MultiVectorIndex.load reads its windows index
-    ) -> FaissIndex:
-        """Load an index written by `save` (either format version); `gpu` and `gpu_shards` as in the constructor.
-
-        dim, metric, structure and search parameters come from the faiss file; index.json adds the format
-        version, the id policy and the count (checked). index.json is read first and index.faiss checked against
-        the size and CRC-32 it records (folders of earlier releases record none); a save that replaces the folder
-        meanwhile makes the load read it again, so it returns the index before or after that save.
-
-        Raises:
-            FileNotFoundError: if the folder lacks index.faiss or index.json.
-            DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
-                this faiss; the message names the file.
-            ValueError: if index.json is malformed or disagrees with index.faiss, or the folder holds a
-                `MultiVectorIndex` (load that with `MultiVectorIndex.load`).
-        """
-
-        def restore(saved: StoredIndex | UntrainedIvfpq) -> FaissIndex:
-            if isinstance(saved, UntrainedIvfpq):
-                index = cls(
-                    saved.dim,
-                    metric=saved.metric,
-                    kind="ivfpq",
-                    gpu=gpu,
-                    gpu_shards=gpu_shards,
-                    search=saved.search,
-                    **saved.params,
-                )
-            else:
-                index = cls(saved.dim, saved.metric, gpu=gpu, gpu_shards=gpu_shards, _stored=saved)
-            index._saved_at = (os.path.abspath(folder), saved.generation)
-            return index
-
-        return read_folder(folder, restore, multivector=_multivector)
-
     # ------------------------------------------------------------------------------------------------ internals
 
     @property
@@ -542,17 +443,6 @@ class FaissIndex:
     def _describe(self) -> str:
         return self._plan.describe() if self._plan is not None else "sized when it trains"
 
-    def _choose_gpus(self, gpu: GpuChoice) -> int:
-        """How many GPUs to use: 0 for CPU."""
-        count = gpu_count(gpu, self._faiss)
-        if self.kind == "hnsw":
-            if gpu is True:
-                raise ValueError("faiss has no GPU implementation of HNSW; use kind='flat'/'ivf'/'ivfpq' or gpu=False.")
-            if count:
-                logger.info("HNSW runs on CPU: faiss has no GPU implementation of it.")
-            return 0
-        return count
-
     def _to_gpu_if_wanted(self) -> None:
         """Move the (trained, CPU) live index to the GPU(s) chosen at construction."""
         if self._gpu_count == 0 or self._on_gpu:
@@ -576,30 +466,16 @@ class FaissIndex:
             return self._index
         if self._cpu_copy is not None:
             return self._cpu_copy
-        copy = index_to_cpu(self._index)
-        if native_ivf(self._faiss, copy):
-            self._faiss.extract_index_ivf(copy).set_direct_map_type(self._faiss.DirectMap.Hashtable)
+        copy = index_to_cpu(self._index, self._faiss)
         if cache:
             self._cpu_copy = copy
         return copy
 
     def _train_cpu(self, vectors: np.ndarray) -> None:
         """Train the (CPU, untrained) live index; k-means assignment runs on a GPU when one is used."""
-        faiss = self._faiss
-        ivf = faiss.try_extract_index_ivf(self._index)
-        helper = None  # held here: faiss keeps only a raw pointer to the clustering index
-        if self._gpu_count and ivf is not None:
-            resources = self._gpu_resources = self._gpu_resources or faiss.StandardGpuResources()
-            helper = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexFlat(self._dim, ivf.metric_type))
-            ivf.clustering_index = helper
-        try:
-            self._index.train(vectors)
-        finally:
-            if ivf is not None:
-                ivf.clustering_index = None
-            del helper
+        self._gpu_resources = train_on_cpu(self._faiss, self._index, vectors, self._gpu_count, self._gpu_resources)
         assert self._plan is not None
-        self._plan = replace(self._plan, params=params_of(faiss, self._index))
+        self._plan = replace(self._plan, params=params_of(self._faiss, self._index))
 
     def _rebuilt_without(self, index: Any, targets: np.ndarray) -> Any:
         """A copy of `index` holding every stored vector except `targets` (for structures faiss cannot delete

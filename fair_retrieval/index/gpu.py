@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from fair_retrieval.index.inspection import native_ivf
+
 logger = logging.getLogger(__name__)
 
 GpuChoice = Literal["auto"] | bool
@@ -101,12 +103,47 @@ def index_to_gpus(index: Any, count: int, *, shards: bool = False, resources: An
     return faiss.index_cpu_to_all_gpus(index, co=multiple, ngpu=count), resources
 
 
-def index_to_cpu(index: Any) -> Any:
-    """A CPU copy of an index that may live on GPUs (faiss writes only CPU indices); a CPU index as it is."""
-    faiss = import_faiss()
+def gpus_for_kind(kind: str, gpu: GpuChoice, faiss: Any | None = None) -> int:
+    """How many GPUs an index of `kind` uses for a `gpu` argument (0: CPU); HNSW, which faiss cannot run on a GPU,
+    always stays on the CPU and refuses gpu=True."""
+    count = gpu_count(gpu, faiss)
+    if kind != "hnsw":
+        return count
+    if gpu is True:
+        raise ValueError("faiss has no GPU implementation of HNSW; use kind='flat'/'ivf'/'ivfpq' or gpu=False.")
+    if count:
+        logger.info("HNSW runs on CPU: faiss has no GPU implementation of it.")
+    return 0
+
+
+def train_on_cpu(faiss: Any, index: Any, vectors: Any, gpus: int, resources: Any = None) -> Any:
+    """Train the CPU `index` on `vectors`; with `gpus`, an IVF index's k-means assignment runs on GPU 0. Returns the
+    GPU resources used (`resources`, created if needed), or `resources` unchanged on CPU."""
+    ivf = faiss.try_extract_index_ivf(index)
+    helper = None  # held here: faiss keeps only a raw pointer to the clustering index
+    if gpus and ivf is not None:
+        resources = resources or faiss.StandardGpuResources()
+        helper = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexFlat(int(index.d), ivf.metric_type))
+        ivf.clustering_index = helper
+    try:
+        index.train(vectors)
+    finally:
+        if ivf is not None:
+            ivf.clustering_index = None
+        del helper
+    return resources
+
+
+def index_to_cpu(index: Any, faiss: Any | None = None) -> Any:
+    """A CPU copy of an index that may live on GPUs (faiss writes only CPU indices); a CPU index as it is. A copy
+    of an IVF index that holds ids in its lists gets a hashtable direct map, so that it can reconstruct by id."""
+    faiss = faiss or import_faiss()
     if faiss_gpu_count(faiss) == 0:
         return index  # faiss-cpu: there are no GPU indices
-    return faiss.index_gpu_to_cpu(index)
+    copy = faiss.index_gpu_to_cpu(index)
+    if native_ivf(faiss, copy):
+        faiss.extract_index_ivf(copy).set_direct_map_type(faiss.DirectMap.Hashtable)
+    return copy
 
 
 def _cpu_only_parts(faiss: Any, index: Any) -> list[str]:

@@ -8,11 +8,13 @@ index, and read its kind, its parameters in FaissIndex's names, its metric, its 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 Metric = Literal["ip", "l2"]
+"""How vectors are compared: inner product (cosine for unit vectors; larger is better) or squared L2 distance."""
+METRICS: tuple[str, ...] = get_args(Metric)
 
 ID_MAPS = ("IndexIDMap", "IndexIDMap2")  # faiss' wrappers that map positions to caller ids
 

@@ -2,15 +2,8 @@
 
 One vector per document (the token-weighted mean of its windows) averages an answer away when it sits in one
 window of a long chunk. A `MultiVectorIndex` keeps every window vector (`FairEmbedder.embed_document_windows`) in a
-`FaissIndex` and ranks *documents* by an aggregate of their windows' scores:
-
-- "max": the best window's score (the highest nDCG@10 of the three in every run of the multi-vector study).
-- "max-mean": the mean of the best window's score and the pooled vector's (the pooled vector is recomputed from the
-  stored windows, so it is exactly what `embed_documents` gives).
-- "top2": the mean of the two best windows' scores (a one-window document: its window's score). The default: the
-  study's rule, written before its runs, asks for PSI ≤ the pooled vector's on every run, and "top2" is the only
-  aggregate that met it ("max" scores 0.04 nDCG@10 more on average and missed it by 0.014 of PSI on one run; see
-  docs/multivector_study.md). Pass aggregate="max" for the best window alone.
+`FaissIndex` and ranks *documents* by an aggregate of their windows' scores (`fair_retrieval.index.aggregates`:
+"max", "max-mean", "top2", the default).
 
 A search returns k *distinct* documents. The windows index is searched for more windows than k (the over-fetch:
 `fetch_factor` × k × the mean windows per document at first) and asked again for four times as many until k
@@ -32,23 +25,33 @@ one, so a pooled store is never read as a multi-vector one, nor the other way ro
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
-from fair_retrieval.index.faiss_index import FaissIndex, Kind
+from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.index.aggregates import (
+    AGGREGATES,
+    DEFAULT_AGGREGATE,
+    Aggregate,
+    aggregate_score,
+    higher_better,
+    metric_score,
+    window_scores,
+)
+from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import as_ids, as_vectors, some
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.persistence import META_FILE, WINDOWS_FILE
-from fair_retrieval.index.plan import wider_nprobe
+from fair_retrieval.index.plan import Kind, wider_nprobe
+from fair_retrieval.index.window_table import REMEDY, WindowTable
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     DamagedFileError,
@@ -57,18 +60,10 @@ from fair_retrieval.jsonio import (
     retry_while_changing,
 )
 from fair_retrieval.validate import is_positive_int
-from fair_retrieval.windows import DocumentWindows
 
 __all__ = ["AGGREGATES", "Aggregate", "DocumentHit", "MultiVectorIndex"]
 
-Aggregate = Literal["max", "max-mean", "top2"]
-"""How a document's window scores become its score (see the module docstring)."""
-AGGREGATES: tuple[str, ...] = get_args(Aggregate)
-DEFAULT_AGGREGATE: Aggregate = "top2"
 DEFAULT_FETCH_FACTOR = 2
-_FORMAT = "fair-retrieval-multivector"
-_VERSION = 1
-_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
 
 
 @dataclass(frozen=True)
@@ -369,7 +364,7 @@ class MultiVectorIndex:
         while True:
             raw, window_ids = self._windows.search(vector, fetch, ids=selected)
             keep = window_ids[0] >= 0
-            window_ids, scores = window_ids[0][keep], self._higher_better(raw[0][keep])
+            window_ids, scores = window_ids[0][keep], higher_better(self.metric, raw[0][keep])
             hits = self._rank(vector[0], window_ids, scores, k)
             exhausted = window_ids.size >= total or fetch >= total
             if exhausted or self._certain(hits, scores, k):
@@ -415,7 +410,7 @@ class MultiVectorIndex:
             if problem is not None:
                 if not record.is_current():
                     raise ChangedWhileReadingError
-                raise DamagedFileError(path / WINDOWS_FILE, problem, _REMEDY)
+                raise DamagedFileError(path / WINDOWS_FILE, problem, REMEDY)
             windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
             if not record.is_current():
                 raise ChangedWhileReadingError
@@ -426,60 +421,21 @@ class MultiVectorIndex:
     # ------------------------------------------------------------------------------------------------ internals
 
     def _table(self) -> dict[str, Any]:
-        live = [w for ws in self._of.values() for w in ws.tolist()]
-        return {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "aggregate": self._aggregate,
-            "fetch_factor": self._fetch_factor,
-            "next_window": len(self._owner),
-            "documents": list(self._of),
-            "windows": [len(ws) for ws in self._of.values()],
-            "window_ids": live,
-            "starts": [self._start[w] for w in live],
-            "ends": [self._end[w] for w in live],
-            "weights": [self._weight[w] for w in live],
-        }
+        return WindowTable(self._owner, self._start, self._end, self._weight, self._of).to_json(
+            self._aggregate, self._fetch_factor
+        )
 
     @classmethod
     def _restore(cls, windows: FaissIndex, raw: bytes, path: Path) -> MultiVectorIndex:
-        try:
-            table = json.loads(raw)
-            if table.get("format") != _FORMAT or int(table.get("version", 0)) > _VERSION:
-                raise ValueError(f"not a {_FORMAT} file of version ≤ {_VERSION}")
-            index = cls(
-                windows.dim,
-                windows.metric,
-                aggregate=table["aggregate"],
-                fetch_factor=table["fetch_factor"],
-                _windows=windows,
-            )
-            size = int(table["next_window"])
-            index._owner = array("q", [-1] * size)
-            index._start, index._end, index._weight = (
-                array("q", [0] * size),
-                array("q", [0] * size),
-                array("q", [0] * size),
-            )
-            live = np.asarray(table["window_ids"], dtype=np.int64)
-            position = 0
-            for doc_id, count in zip(table["documents"], table["windows"], strict=True):
-                own = live[position : position + count]
-                index._of[int(doc_id)] = own
-                for w in own.tolist():
-                    index._owner[w] = int(doc_id)
-                position += count
-            for w, start, end, weight in zip(
-                live.tolist(), table["starts"], table["ends"], table["weights"], strict=True
-            ):
-                index._start[w], index._end[w], index._weight[w] = int(start), int(end), int(weight)
-        except (KeyError, TypeError, ValueError, IndexError) as error:
-            raise DamagedFileError(path, f"its window table cannot be read ({error})", _REMEDY) from error
-        if set(live.tolist()) != set(windows.ids.tolist()) or position != live.size:
-            raise ValueError(
-                f"{path} lists {live.size} windows but the index holds {len(windows)} (other ids); the folder was "
-                "modified by hand. " + _REMEDY
-            )
+        table, settings = WindowTable.from_json(raw, path, windows.ids)
+        index = cls(windows.dim, windows.metric, **settings, _windows=windows)
+        index._owner, index._start, index._end, index._weight, index._of = (
+            table.owner,
+            table.start,
+            table.end,
+            table.weight,
+            table.of,
+        )
         return index
 
     def _window_ids(self, doc_ids: Sequence[int]) -> np.ndarray:
@@ -492,26 +448,12 @@ class MultiVectorIndex:
     def _empty(self, rows: int) -> np.ndarray:
         return np.zeros((rows, self.dim), dtype=np.float32)
 
-    def _higher_better(self, scores: np.ndarray) -> np.ndarray:
-        """Scores as "larger is better" (squared L2 distances negated)."""
-        return scores.astype(np.float64) if self.metric == "ip" else -scores.astype(np.float64)
-
-    def _metric_score(self, value: float) -> float:
-        """A "larger is better" score back in the metric's direction."""
-        return float(value) if self.metric == "ip" else float(-value)
-
     def _pooled(self, doc_id: int) -> np.ndarray:
         window_ids = self._of[doc_id]
         vectors = self._windows.get_vectors(window_ids).astype(np.float64)  # (w, d)
         weights = np.asarray([self._weight[w] for w in window_ids.tolist()], dtype=np.float64)
         pooled = (vectors * weights[:, None]).sum(axis=0)  # (d,)
         return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
-
-    def _window_scores(self, query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """ "Larger is better" scores of `vectors` (w, d) against one query (d,)."""
-        if self.metric == "ip":
-            return vectors.astype(np.float64) @ query.astype(np.float64)
-        return -((vectors.astype(np.float64) - query.astype(np.float64)) ** 2).sum(axis=1)
 
     def _rank(self, query: np.ndarray, window_ids: np.ndarray, scores: np.ndarray, k: int) -> list[DocumentHit]:
         """The documents of the windows found, ranked by the aggregate (exact for candidates but "max")."""
@@ -524,15 +466,14 @@ class MultiVectorIndex:
         for i in order:
             doc_id = int(owners[i])
             window_ids_of = self._of[doc_id]
-            own = self._window_scores(query, self._windows.get_vectors(window_ids_of))
+            own = window_scores(self.metric, query, self._windows.get_vectors(window_ids_of))
             best = int(np.argmax(own))
-            if self._aggregate == "top2":
-                value = float(np.sort(own)[-2:].mean())
-            else:  # "max-mean"
-                pooled = self._window_scores(query, self._pooled(doc_id)[None, :])[0]
-                value = float((own[best] + pooled) / 2)
+            pooled = None
+            if self._aggregate == "max-mean":
+                pooled = float(window_scores(self.metric, query, self._pooled(doc_id)[None, :])[0])
+            value = aggregate_score(self._aggregate, own, pooled)
             hits.append(self._hit(doc_id, int(window_ids_of[best]), value))
-        hits.sort(key=lambda hit: -self._higher_better(np.asarray([hit.score]))[0])
+        hits.sort(key=lambda hit: -higher_better(self.metric, np.asarray([hit.score]))[0])
         return hits
 
     def _certain(self, hits: list[DocumentHit], scores: np.ndarray, k: int) -> bool:
@@ -542,8 +483,10 @@ class MultiVectorIndex:
         if self._aggregate != "top2":
             return True  # "max": exact once k documents are found; "max-mean": ranks the documents found
         bound = float(scores[-1])  # every window not found scores at most this
-        return float(self._higher_better(np.asarray([hits[k - 1].score]))[0]) >= bound
+        return float(higher_better(self.metric, np.asarray([hits[k - 1].score]))[0]) >= bound
 
     def _hit(self, doc_id: int, window_id: int, value: float) -> DocumentHit:
         position = int(np.flatnonzero(self._of[doc_id] == window_id)[0])
-        return DocumentHit(doc_id, self._metric_score(value), position, (self._start[window_id], self._end[window_id]))
+        return DocumentHit(
+            doc_id, metric_score(self.metric, value), position, (self._start[window_id], self._end[window_id])
+        )

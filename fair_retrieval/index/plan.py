@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from fair_retrieval.validate import is_positive_int
 
@@ -41,6 +41,10 @@ NPROBE_SHARE = 8  # nprobe = nlist / NPROBE_SHARE
 # A multi-vector index ranks documents by their windows: at nlist/8 the sized IVF-PQ kept document recall@10 0.939 of
 # flat (real MiniLM windows, 256 lists; more over-fetch changed nothing), at nlist/4 0.967 (docs/multivector_study.md).
 WINDOW_NPROBE_SHARE = 4
+
+Kind = Literal["flat", "hnsw", "ivf", "ivfpq"]
+"""The named index kinds (a faiss factory string builds any other index)."""
+KINDS: tuple[str, ...] = get_args(Kind)
 
 KIND_PARAMS: dict[str, dict[str, int]] = {
     "flat": {},

@@ -20,7 +20,7 @@ The modules, with the names exported from each:
   messages show. `id_strings` (a list of ids, not one string), `new_ids` (the ids of documents being added, or new
   ones), `repeated` (the keys that occur twice), `preview` (a short list for a message).
 - `metadata`: metadata kept as JSON. `json_metadata_list` (each document's metadata checked and copied).
-- `filtering`: a metadata filter compiled once per call, in the grammar of `fair_retrieval.filters`.
+- `filtering`: a metadata filter compiled once per call, in the grammar of `fair_retrieval.stores.filters`.
   `store_filter` (a filter dict, a callable or None, compiled) and `StoreFilter` (what it returns).
 - `vectors`: vectors prepared for the index and relevance scores in [0, 1]. `unit_rows` (checked, unit rows for
   cosine), `text_vector_pairs` (texts and their precomputed vectors, checked), `relevance_function` (a metric's
@@ -40,24 +40,24 @@ The modules, with the names exported from each:
 
 Defined elsewhere in fair_retrieval and re-exported here because every store builder needs them:
 
-- from `fair_retrieval.identity`: `embedder_identity` (which embedder made a store's vectors, as JSON) and
+- from `fair_retrieval.embedding.identity`: `embedder_identity` (which embedder made a store's vectors, as JSON) and
   `check_identity` (the load-time check of a recorded identity against the embeddings given).
 - from `fair_retrieval.jsonio`: `json_bytes` (a store file's bytes), `parse_versioned_json` (a store file read back,
   refusing another format or a newer version), `DamagedFileError` (a damaged store file) and `StoreConflictError`
   (a save over a store another writer saved after it was loaded).
-- from `fair_retrieval.filters`: `compile_filter` (a filter dict → a predicate on metadata) and `Predicate`.
+- from `fair_retrieval.stores.filters`: `compile_filter` (a filter dict → a predicate on metadata) and `Predicate`.
 - from `fair_retrieval.inputs`: `check_store_entries` (texts, ids and metadata a store can keep) and
   `ensure_text_list` (a list of strings, not one string).
 - from `fair_retrieval.validate`: `positive_int` (a count such as k, checked).
 """
 
-from fair_retrieval.filters import Predicate, compile_filter
-from fair_retrieval.identity import check_identity, embedder_identity
+from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.arguments import id_strings, new_ids, preview, repeated
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.filtering import StoreFilter, store_filter
+from fair_retrieval.stores.filters import Predicate, compile_filter
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.modes import AGGREGATE_KEY, MULTIVECTOR_KEY, DocumentMode, checked_windows, stored_windows
 from fair_retrieval.stores.multivector import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder

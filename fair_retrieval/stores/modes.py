@@ -21,15 +21,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, FaissIndex, MultiVectorIndex
+from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, FaissIndex, Metric, MultiVectorIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.vectors import unit_rows
-from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class DocumentMode:
     # ------------------------------------------------------------------------------------------------ the index
 
     def new_index(
-        self, dim: int, metric: Literal["ip", "l2"], kind: Any, gpu: GpuChoice, params: Mapping[str, Any]
+        self, dim: int, metric: Metric, kind: Any, gpu: GpuChoice, params: Mapping[str, Any]
     ) -> FaissIndex | MultiVectorIndex:
         """The empty index of a store's first add: a `FaissIndex`, or a `MultiVectorIndex` with the aggregate.
 

@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import DocumentHit
-from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ recognise such a file and read its vectors back, so that an adapter can rebuild 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from fair_retrieval.index.gpu import import_faiss
+from fair_retrieval.index.inspection import Metric
 
 __all__ = ["is_raw_faiss", "looks_like_raw_faiss", "read_raw_faiss"]
 
@@ -28,7 +28,7 @@ def is_raw_faiss(path: Path) -> bool:
         return looks_like_raw_faiss(handle.read(4))
 
 
-def read_raw_faiss(path: Path) -> tuple[np.ndarray, Literal["ip", "l2"]]:
+def read_raw_faiss(path: Path) -> tuple[np.ndarray, Metric]:
     """The vectors (row i: the vector at faiss position i) and the metric of a bare faiss index file.
 
     Raises:
@@ -38,7 +38,7 @@ def read_raw_faiss(path: Path) -> tuple[np.ndarray, Literal["ip", "l2"]]:
     raw = faiss.read_index(str(path))
     if int(raw.metric_type) not in (int(faiss.METRIC_INNER_PRODUCT), int(faiss.METRIC_L2)):
         raise ValueError(f"{path} uses faiss metric {raw.metric_type}; only inner product and L2 are converted.")
-    metric: Literal["ip", "l2"] = "ip" if int(raw.metric_type) == int(faiss.METRIC_INNER_PRODUCT) else "l2"
+    metric: Metric = "ip" if int(raw.metric_type) == int(faiss.METRIC_INNER_PRODUCT) else "l2"
     try:
         vectors = raw.reconstruct_n(0, int(raw.ntotal)) if raw.ntotal else np.zeros((0, int(raw.d)), np.float32)
     except RuntimeError as error:

@@ -25,11 +25,11 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
+from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
 from fair_retrieval.stores.multivector import best_window_metadata
 from fair_retrieval.stores.vectors import require_finite
-from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 

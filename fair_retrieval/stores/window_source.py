@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.stores.modes import checked_windows
 from fair_retrieval.stores.multivector import WindowCache, WindowEmbedder, concatenate
-from fair_retrieval.windows import DocumentWindows
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fair_retrieval import FairEmbedder
-from fair_retrieval.calibration import Calibration
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.compare import diagnose_corpus
 from fair_retrieval.evaluation.data.needle import haystack_sentences

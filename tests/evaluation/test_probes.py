@@ -16,7 +16,7 @@ from fair_retrieval.evaluation.probes import (
     probe_task_for,
     sentence_spans,
 )
-from fair_retrieval.tuning import SearchSpace, tune_unlabelled
+from fair_retrieval.tuning.calibration_search import SearchSpace, tune_unlabelled
 
 
 def corpus(count: int = 30, sentences: int = 12, seed: int = 0) -> dict[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fair_retrieval.calibration import Calibration
+from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.metrics import metric_names

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.stores.multivector import WindowCache
 from fair_retrieval.stores.window_source import content_offset, gathered_windows, within_content
-from fair_retrieval.windows import DocumentWindows
 
 DIM = 4
 

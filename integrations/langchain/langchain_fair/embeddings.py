@@ -26,6 +26,7 @@ from fair_retrieval import (
     Precision,
     as_calibration,
     chunk_plan,
+    option_doc,
     resolve_embedder,
 )
 
@@ -65,36 +66,24 @@ class FairEmbeddings(BaseModel, Embeddings):
     embedder: FairEmbedder | None = Field(
         default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
     )
+    # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
     calibration: Calibration | None = Field(
         default=DEFAULTS.calibration,
-        description="How documents are calibrated; None embeds them plainly. With `embedder` and no value given, "
-        "the embedder's own calibration.",
+        description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
     )
-    pooling: Pooling | None = Field(
-        default=DEFAULTS.pooling, description="Token pooling; None takes it from the model (loading only)."
-    )
-    max_length: int | None = Field(
-        default=DEFAULTS.max_length,
-        description="The model's window in tokens; None uses the model's (loading only).",
-    )
+    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description=option_doc("pooling", loading_note=True))
+    max_length: int | None = Field(default=DEFAULTS.max_length, description=option_doc("max_length", loading_note=True))
     long_documents: LongDocuments = Field(
-        default=DEFAULTS.long_documents,
-        description="A document longer than the window: split into windows that are embedded and pooled "
-        "(windows), or cut off as HuggingFaceEmbeddings does (truncate) (loading only).",
+        default=DEFAULTS.long_documents, description=option_doc("long_documents", loading_note=True)
     )
     window_overlap: int | None = Field(
-        default=DEFAULTS.window_overlap,
-        description="Tokens consecutive windows share; None = an eighth of a window (loading only).",
+        default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
     )
-    batch_size: int = Field(default=DEFAULTS.batch_size, description="Texts per forward pass (loading only).")
-    device: str | None = Field(default=None, description="cpu, cuda, mps…; None picks the best (loading only).")
-    precision: Precision = Field(default=DEFAULTS.precision, description="Weight precision (loading only).")
-    show_progress_bar: bool = Field(
-        default=DEFAULTS.show_progress_bar, description="Show a progress bar while embedding documents."
-    )
-    model_kwargs: dict[str, Any] | None = Field(
-        default=None, description="Extra keyword arguments for the transformers model (loading only)."
-    )
+    batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
+    device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
+    precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
+    show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
+    model_kwargs: dict[str, Any] | None = Field(default=None, description=option_doc("model_kwargs", loading_note=True))
 
     _embedder: FairEmbedder = PrivateAttr()
 

@@ -4,8 +4,8 @@ A saved store is a folder with `index/` (FaissIndex.save) and `store.json` (docu
 store saved under another `index_name` uses `<name>/` and `<name>.store.json`, so several stores can share a
 folder. Saving both together and reading them back consistently is `fair_retrieval.stores.files`' job; this module
 says where the files are and what store.json holds (format "langchain-fair-faiss-store", version 1), checks the
-recorded embeddings (`fair_retrieval.identity`), and refuses a folder written by langchain-community's FAISS store
-(its documents are in a pickle) with the way to convert it.
+recorded embeddings (`fair_retrieval.embedding.identity`), and refuses a folder written by langchain-community's FAISS
+store (its documents are in a pickle) with the way to convert it.
 
 A multi-vector store (`multivector=True`) records its mode and aggregate in store.json (the optional keys
 "multivector" and "aggregate", `fair_retrieval.stores.modes`; a file without them is a pooled store, as every file
@@ -151,7 +151,7 @@ class LocalFolderPersistence:
         The index folder's index.json is read first and names the store.json of the same save, so a load that
         runs while the folder is being saved again returns the store before or after that save.
 
-        store.json records the identity of the embeddings the store was saved with (`fair_retrieval.identity`:
+        store.json records the identity of the embeddings the store was saved with (`fair_retrieval.embedding.identity`:
         model, pooling, window, long-document policy, calibration, LPES and prompts of a FairEmbeddings; class and
         model name of other embeddings). `embeddings` with another identity are refused, because new documents
         and queries would then be embedded into another vector space than the stored vectors. A store saved by
@@ -301,7 +301,7 @@ def store_json(
         settings: the store's "metric", "kind", "index_params" and (optional keys) "multivector", "aggregate".
         next_int_id: the int id the next new document takes.
         has_index: whether an index folder is saved with it.
-        embedder: the identity of the store's embeddings (`fair_retrieval.identity.embedder_identity`).
+        embedder: the identity of the store's embeddings (`fair_retrieval.embedding.identity.embedder_identity`).
         documents: the stored documents by int id, in insertion order.
     """
     state = {

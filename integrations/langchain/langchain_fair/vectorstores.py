@@ -13,10 +13,11 @@ folder (`langchain_fair.saved_store`). Both change together: store.json is publi
 `load_local` running meanwhile reads one of them. Nothing is pickled, so loading a store cannot execute code; in
 exchange, metadata must be JSON: str keys and str / int / float / bool / None / list / dict values.
 
-store.json also records which embeddings made the vectors (`fair_retrieval.identity`: "embedder"), and `load_local`
-refuses other embeddings with a ValueError listing what differs, unless told `allow_embedder_mismatch=True`. The
-key is optional, so the format stays version 1: the first release reads new files (it ignores the key), and files
-of the first release load here with an INFO line saying the embeddings cannot be checked.
+store.json also records which embeddings made the vectors (`fair_retrieval.embedding.identity`: "embedder"), and
+`load_local` refuses other embeddings with a ValueError listing what differs, unless told
+`allow_embedder_mismatch=True`. The key is optional, so the format stays version 1: the first release reads new files
+(it ignores the key), and files of the first release load here with an INFO line saying the embeddings cannot be
+checked.
 
 With `multivector=True` a document is kept as the vectors of its windows (`fair_retrieval.MultiVectorIndex`,
 from `embed_document_windows`: one pass gives the window vectors and the pooled one) and every search returns k
@@ -28,8 +29,8 @@ multi-vector stores and refuses to mix modes. store.json records the mode and th
 format stays version 1) and `load_local` takes them from there; a pooled store is never read as a multi-vector one.
 What is not LangChain's is `fair_retrieval.stores.modes`', shared with the LlamaIndex store.
 
-Filters are `fair_retrieval.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``, …)
-or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
+Filters are `fair_retrieval.stores.filters` dicts (``{"year": {"$gte": 2024}}``, ``$in``, ``$and``, ``$or``, ``$not``,
+…) or functions of the metadata; the search runs over the matching documents only, so it returns k hits whenever k
 documents match.
 
 Coming from langchain-community's FAISS store: `save_local` / `load_local` take the same arguments (`index_name`,
@@ -49,39 +50,35 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate
+from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.stores import (
-    BEST_WINDOW_KEY,
     DocumentMode,
     IndexedRecords,
-    StoreFilter,
     check_store_entries,
     checked_windows,
     ensure_text_list,
     json_metadata_list,
     new_ids,
-    positive_int,
     preview,
     relevance_function,
     store_filter,
     stored_windows,
     text_vector_pairs,
-    unit_rows,
     window_embedder,
 )
 from langchain_fair.persistence import LocalFolderPersistence, StoredDocument
+from langchain_fair.searching import StoreSearch
 
 logger = logging.getLogger(__name__)
 
 Metric = Literal["cosine", "ip", "l2"]
-Filter = Mapping[str, Any] | Callable[[dict[str, Any]], bool]  # see fair_retrieval.filters
 
 
-class FaissVectorStore(LocalFolderPersistence, VectorStore):
+class FaissVectorStore(LocalFolderPersistence, StoreSearch, VectorStore):
     """A FAISS vector store for LangChain that never pickles.
 
     Args:
@@ -418,7 +415,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
     def _new_index(self, dim: int) -> FaissIndex | MultiVectorIndex:
         """The index of a store's first add, when the vector size is known ("cosine" searches unit vectors by "ip");
         a `MultiVectorIndex` in multi-vector mode."""
-        metric: Literal["ip", "l2"] = "l2" if self._metric == "l2" else "ip"
+        metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
         # FaissIndex checks the kind and the parameters
         return self._mode.new_index(dim, metric, self._kind, self._gpu, self._index_params)
 
@@ -478,112 +475,7 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
 
     # ------------------------------------------------------------------------------------------------ searching
 
-    def similarity_search_with_score_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        filter: Filter | None = None,
-        fetch_k: int = 20,
-        **kwargs: Any,
-    ) -> list[tuple[Document, float]]:
-        """The k documents nearest to a query vector, with their raw scores (see `metric`).
-
-        In a multi-vector store: the k best distinct documents by their aggregate score (see the constructor), each
-        with its best window's span in its metadata under "best_window" (on the copy returned; the stored metadata
-        is unchanged).
-
-        Args:
-            embedding: the query vector.
-            k: how many documents to return.
-            filter: which documents may be returned: a `fair_retrieval.filters` dict (``{"lang": "en"}``, a list
-                value meaning "any of", ``{"year": {"$gte": 2024}}``, ``$in``/``$nin``, ``$and``/``$or``/``$not``, …)
-                or a function of the metadata dict returning True for documents to keep. The search runs among the
-                matching documents only, so it returns min(k, matches) of them. A malformed filter raises
-                ValueError before anything is searched.
-            fetch_k: unused here (filtering no longer needs extra candidates); accepted for compatibility with
-                langchain-community's FAISS store.
-            **kwargs: unused; accepted for LangChain compatibility.
-        """
-        predicate = store_filter(filter)
-        positive_int(k, "k")
-        if not self._records:
-            return []
-        query = self._as_matrix([embedding], 1, "the query embedding")
-        return [(self._document(int_id, window), score) for int_id, score, window in self._search(query, k, predicate)]
-
-    def similarity_search_with_score(
-        self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
-    ) -> list[tuple[Document, float]]:
-        """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
-        predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
-        return self.similarity_search_with_score_by_vector(
-            self._embedding.embed_query(query), k, filter=predicate, fetch_k=fetch_k, **kwargs
-        )
-
-    def similarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
-    ) -> list[Document]:
-        """The k documents nearest to a query vector."""
-        hits = self.similarity_search_with_score_by_vector(embedding, k, filter=filter, fetch_k=fetch_k, **kwargs)
-        return [document for document, _ in hits]
-
-    def similarity_search(
-        self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
-    ) -> list[Document]:
-        """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
-        predicate = store_filter(filter)
-        return self.similarity_search_by_vector(self._embedding.embed_query(query), k, predicate, fetch_k, **kwargs)
-
-    def max_marginal_relevance_search_by_vector(
-        self,
-        embedding: list[float],
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: Filter | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """k documents chosen from the `fetch_k` nearest for relevance *and* diversity (MMR).
-
-        Args:
-            embedding: the query vector.
-            k: how many documents to return.
-            fetch_k: candidates MMR chooses from: the `fetch_k` nearest documents that pass `filter` (in a
-                multi-vector store, `fetch_k` distinct documents, compared by their pooled vectors; each result
-                carries its best window as in `similarity_search_with_score_by_vector`).
-            lambda_mult: 1 is pure relevance, 0 pure diversity.
-            filter: as in `similarity_search_with_score_by_vector`.
-            **kwargs: unused; accepted for LangChain compatibility.
-        """
-        predicate = store_filter(filter)
-        positive_int(k, "k")
-        if not 0.0 <= lambda_mult <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}.")
-        candidates = max(k, positive_int(fetch_k, "fetch_k"))
-        if not self._records:
-            return []
-        query = self._as_matrix([embedding], 1, "the query embedding")
-        hits = self._search(query, candidates, predicate)
-        if not hits:
-            return []
-        vectors = self._records.vectors([int_id for int_id, _, _ in hits]).tolist()
-        chosen = maximal_marginal_relevance(query[0], vectors, lambda_mult=lambda_mult, k=k)
-        return [self._document(hits[position][0], hits[position][2]) for position in chosen]
-
-    def max_marginal_relevance_search(
-        self,
-        query: str,
-        k: int = 4,
-        fetch_k: int = 20,
-        lambda_mult: float = 0.5,
-        filter: Filter | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
-        predicate = store_filter(filter)
-        return self.max_marginal_relevance_search_by_vector(
-            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=predicate, **kwargs
-        )
+    # similarity_search*, max_marginal_relevance_search*: StoreSearch (langchain_fair.searching)
 
     def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
         """A LangChain retriever over this store (search_type "similarity", "mmr" or "similarity_score_threshold").
@@ -604,40 +496,3 @@ class FaissVectorStore(LocalFolderPersistence, VectorStore):
         return relevance_function(self._metric)
 
     # ------------------------------------------------------------------------------------------------ internals
-
-    def _as_matrix(self, vectors: Any, count: int, source: str) -> np.ndarray:
-        """Embeddings as a float32 matrix the index takes: checked shape, and L2-normalised rows for "cosine"."""
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != count:
-            raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
-        index = self._records.index
-        if index is not None and matrix.shape[1] != index.dim:
-            raise ValueError(
-                f"{source} gave {matrix.shape[1]}-d vectors but this store holds {index.dim}-d ones; use the "
-                "embeddings the store was built with."
-            )
-        return unit_rows(matrix) if self._metric == "cosine" else matrix
-
-    def _search(
-        self, query: np.ndarray, k: int, predicate: StoreFilter | None
-    ) -> list[tuple[int, float, dict[str, int] | None]]:
-        """(int id, raw score, best window or None) of the k best matches of one prepared query row among the
-        documents that pass `predicate` (the index searches only those: `FaissIndex.search(..., ids=...)`; in
-        multi-vector mode k distinct documents and their best windows: `IndexedRecords.search_hits`)."""
-        selected: np.ndarray | None = None
-        if predicate is not None:
-            kept = self._records.matching(lambda document: predicate(document.metadata))
-            if not kept:
-                return []
-            if len(kept) < len(self._records):
-                selected = np.asarray(kept, dtype=np.int64)
-        return self._records.search_hits(query, k, selected)
-
-    def _document(self, int_id: int, best_window: dict[str, int] | None = None) -> Document:
-        """A copy of a stored document, so callers cannot change the store by editing what they got; a search hit
-        of a multi-vector store carries its `best_window` in the copy's metadata."""
-        id_, text, metadata = self._records.records[int_id]
-        copied = copy.deepcopy(metadata)
-        if best_window is not None:
-            copied[BEST_WINDOW_KEY] = dict(best_window)
-        return Document(id=id_, page_content=text, metadata=copied)

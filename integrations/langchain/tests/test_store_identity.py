@@ -69,7 +69,7 @@ def test_a_first_release_store_loads_saying_it_cannot_be_checked(
 ) -> None:
     folder = tmp_path / "old"
     shutil.copytree(FIXTURES / "store_v1_cosine_flat", folder)
-    with caplog.at_level(logging.INFO, logger="fair_retrieval.identity"):
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.identity"):
         loaded = FaissVectorStore.load_local(folder, FakeEmbeddings(size=8), gpu=False)
     assert len(loaded) == 3
     assert any("cannot check" in r.getMessage() for r in caplog.records if r.levelname == "INFO")

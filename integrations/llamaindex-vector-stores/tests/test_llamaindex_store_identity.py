@@ -1,4 +1,5 @@
-"""FairFaissVectorStore records which embed model made its vectors and checks it on load (`fair_retrieval.identity`).
+"""FairFaissVectorStore records which embed model made its vectors and checks it on load
+(`fair_retrieval.embedding.identity`).
 
 LlamaIndex never hands a vector store its embed model, so the store records the one it is told about
 (`embed_model=` / `record_embed_model`) and checks the one given to `from_persist_dir(..., embed_model=...)`.
@@ -82,7 +83,7 @@ def test_an_unrecorded_store_loads_saying_it_cannot_be_checked_and_records_it_ne
     embed_model = FairEmbedding(embedder=shared)
     folder = _persisted(tmp_path, embed_model, record=False)
     assert _recorded(folder) is None
-    with caplog.at_level(logging.INFO, logger="fair_retrieval.identity"):
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.identity"):
         loaded = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
     assert any("cannot check" in r.getMessage() for r in caplog.records if r.levelname == "INFO")
     loaded.persist(str(folder / "default__vector_store.json"))
@@ -106,7 +107,7 @@ def test_the_info_line_says_an_earlier_release_only_when_it_was_one(
 
     def info() -> str:
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="fair_retrieval.identity"):
+        with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.identity"):
             FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
         return " ".join(r.getMessage() for r in caplog.records if "records no embedder" in r.getMessage())
 

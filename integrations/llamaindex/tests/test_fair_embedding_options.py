@@ -10,7 +10,8 @@ import pytest
 from llama_index.embeddings.fair import FairEmbedding
 from sentence_transformers import SentenceTransformer
 
-from fair_retrieval import Calibration, FairEmbedder, loading
+from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedding import loading
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 QUERY_INSTRUCTION = "Represent this question for retrieving passages: "

@@ -1,6 +1,6 @@
-"""llama-index `MetadataFilters` translated to the filter grammar of `fair_retrieval.filters`.
+"""llama-index `MetadataFilters` translated to the filter grammar of `fair_retrieval.stores.filters`.
 
-`FairFaissVectorStore` filters nodes by their metadata with `fair_retrieval.filters`, the grammar the LangChain
+`FairFaissVectorStore` filters nodes by their metadata with `fair_retrieval.stores.filters`, the grammar the LangChain
 store reads too; this module maps LlamaIndex's filters onto it: FilterOperator EQ, NE, GT, GTE, LT, LTE, IN, NIN and
 IS_EMPTY, combined with FilterCondition AND, OR and NOT (none of them), nested as wanted. Operators with no
 equivalent there are refused with a ValueError naming them, never answered with a silently empty result.
@@ -16,7 +16,8 @@ from fair_retrieval.stores import Predicate, compile_filter
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_predicate"]
 
-# llama-index filter operators and their fair_retrieval.filters equivalents (IS_EMPTY is composed in _filter_leaf).
+# llama-index filter operators and their fair_retrieval.stores.filters equivalents (IS_EMPTY is composed in
+# _filter_leaf).
 _OPERATORS: dict[FilterOperator, str] = {
     FilterOperator.EQ: "$eq",
     FilterOperator.NE: "$ne",
@@ -52,7 +53,7 @@ def metadata_predicate(filters: Any) -> Predicate | None:
 
 
 def _filter_spec(filters: MetadataFilters, where: str) -> dict[str, Any]:
-    """`MetadataFilters` as a `fair_retrieval.filters` dict ({} keeps every node, as an empty list does)."""
+    """`MetadataFilters` as a `fair_retrieval.stores.filters` dict ({} keeps every node, as an empty list does)."""
     members = []
     for position, item in enumerate(filters.filters):
         here = f"{where}.filters[{position}]"

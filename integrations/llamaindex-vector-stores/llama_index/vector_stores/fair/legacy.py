@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
 
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.simple import NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_FNAME
 
+from fair_retrieval.index import Metric
 from fair_retrieval.stores import is_raw_faiss, preview, read_raw_faiss
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ LEGACY_INDEX_STORE = "index_store.json"
 LEGACY_ID_MAP = "id_map.json"  # written by llama-index's FaissMapVectorStore
 
 
-def legacy_nodes(folder: Path, namespace: str) -> tuple[list[BaseNode], Literal["ip", "l2"]]:
+def legacy_nodes(folder: Path, namespace: str) -> tuple[list[BaseNode], Metric]:
     """The nodes (copies, their `embedding` set from the faiss file) of an old folder, and the faiss metric.
 
     Raises:

@@ -5,7 +5,7 @@ Persisting writes two things, neither pickled, so loading cannot execute code: a
 "llama-index-fair-faiss-store", version 1), and next to it a FaissIndex folder (`default__vector_store.index/`:
 faiss' own binary format plus JSON). Writing them together and reading them back consistently is
 `fair_retrieval.stores.files`' job; this module says where the files are and what the JSON file holds, and checks
-the recorded embed model (`fair_retrieval.identity`) and the document mode: a multi-vector store records
+the recorded embed model (`fair_retrieval.embedding.identity`) and the document mode: a multi-vector store records
 "multivector": true and its "aggregate" (also in the identity it records, `fair_retrieval.stores.modes`) and keeps
 a `MultiVectorIndex` folder; a pooled store's file is as earlier releases wrote it (no mode recorded means pooled,
 so folders persisted before multi-vector stores existed load unchanged), and neither is ever read as the other.
@@ -24,7 +24,7 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.vector_stores.fair.legacy import legacy_message
+from llama_index.vector_stores.fair.legacy import legacy_message, legacy_nodes
 from llama_index.vector_stores.fair.nodes import StoredNode
 from typing_extensions import Self
 
@@ -83,8 +83,8 @@ class StorePersistence:
 
     @property
     def embedder_identity(self) -> dict[str, Any] | None:
-        """The identity `persist` records for the vectors (`fair_retrieval.identity.embedder_identity`): that of the
-        embed model the store was told about, else the one read from the persisted store, else None (unknown)."""
+        """The identity `persist` records for the vectors (`fair_retrieval.embedding.identity.embedder_identity`): that
+        of the embed model the store was told about, else the one read from the persisted store, else None (unknown)."""
         if self._embed_model is not None:
             return embedder_identity(self._embed_model)
         return copy.deepcopy(self._recorded_identity)
@@ -321,6 +321,47 @@ class StorePersistence:
             multivector=multivector,
             aggregate=aggregate,
         )
+
+    @classmethod
+    def from_legacy_persist_dir(
+        cls,
+        persist_dir: str = DEFAULT_PERSIST_DIR,
+        *,
+        gpu: GpuChoice = "auto",
+        namespace: str = DEFAULT_VECTOR_STORE,
+        kind: str = "flat",
+        **index_params: int,
+    ) -> Self:
+        """Convert a folder persisted with the earlier FairFaissVectorStore (or llama-index's FaissVectorStore).
+
+        Such a folder holds a raw faiss index at `default__vector_store.json` (vectors by position) and the nodes
+        in `docstore.json`, tied together by the positions in `index_store.json`. The result is a store holding
+        those nodes with their vectors; it does not change the folder. Its old index_store restricts retrievers to
+        the old node ids, so build a new index over the store and persist that::
+
+            store = FairFaissVectorStore.from_legacy_persist_dir("storage")
+            index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+            index.storage_context.persist("storage")  # now in this store's format
+
+        Args:
+            persist_dir: the old folder.
+            gpu: as in the constructor.
+            namespace: the vector store's name in the storage context ("default" unless you named it).
+            kind: the FaissIndex kind of the new store ("flat" unless you want another).
+            **index_params: its kind parameters.
+
+        Raises:
+            FileNotFoundError: the folder lacks the faiss file, docstore.json or index_store.json.
+            ValueError: the faiss file's vectors cannot be read back, or the files do not fit together (e.g. a
+                folder written by FaissMapVectorStore); then rebuild the index from your documents.
+        """
+        folder = Path(persist_dir)
+        nodes, metric = legacy_nodes(folder, namespace)
+        params: dict[str, Any] = index_params  # the FaissIndex checks them
+        store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, **params)  # type: ignore[call-arg]  # the store's constructor
+        store.add(nodes)
+        logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
+        return store  # type: ignore[no-any-return]
 
 
 def _require_local(fs: Any | None) -> None:

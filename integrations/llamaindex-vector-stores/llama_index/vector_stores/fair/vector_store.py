@@ -19,7 +19,7 @@ Design choices, and why:
 - A node's document is its `ref_doc_id`, or its own id when it has no source (as `IngestionPipeline` counts them):
   `delete(ref_doc_id)` removes every node of that document, which is what upserts need.
 - `add` upserts: a node id already stored is replaced (vector, text and metadata).
-- Filters are llama-index `MetadataFilters` on the nodes' metadata, translated to `fair_retrieval.filters` (the
+- Filters are llama-index `MetadataFilters` on the nodes' metadata, translated to `fair_retrieval.stores.filters` (the
   grammar the LangChain store uses), and the search runs over the matching nodes only (`FaissIndex.search(...,
   ids=...)`), so a filtered query returns `similarity_top_k` nodes whenever that many match. Operators with no
   equivalent there are refused with a ValueError naming them, never answered with a silently empty result.
@@ -50,8 +50,8 @@ killed at any point leaves the previous store or the new one, and a load running
 Which embed model made the vectors: LlamaIndex never tells a vector store (`VectorStoreIndex` and
 `IngestionPipeline` embed the nodes themselves and hand the store finished vectors; `StorageContext.persist` passes
 only a path), so the store cannot find it out. Tell it: `embed_model=` in the constructor or `create`, or
-`record_embed_model` later; `persist` then writes its identity (`fair_retrieval.identity`) into the JSON file, and
-`from_persist_dir(..., embed_model=...)` refuses another configuration (a ValueError listing what differs) unless
+`record_embed_model` later; `persist` then writes its identity (`fair_retrieval.embedding.identity`) into the JSON file,
+and `from_persist_dir(..., embed_model=...)` refuses another configuration (a ValueError listing what differs) unless
 `allow_embedder_mismatch=True`. A store persisted without one (or by an earlier release) loads with an INFO line
 saying it cannot be checked. Folders written by the earlier
 FairFaissVectorStore (a raw faiss file at that path, the nodes in docstore.json) are recognised and converted with
@@ -62,37 +62,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode
-from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.core.vector_stores.types import (
-    DEFAULT_PERSIST_DIR,
     BasePydanticVectorStore,
     MetadataFilters,
-    VectorStoreQuery,
-    VectorStoreQueryMode,
-    VectorStoreQueryResult,
 )
-from llama_index.vector_stores.fair.filters import SUPPORTED_OPERATORS, metadata_predicate
-from llama_index.vector_stores.fair.legacy import legacy_nodes
+from llama_index.vector_stores.fair.filters import SUPPORTED_OPERATORS
 from llama_index.vector_stores.fair.nodes import (
     StoredNode,
     embedded_texts,
     node_embeddings,
-    node_metadata,
-    restored_node,
     stored_node,
-    with_best_window,
 )
 from llama_index.vector_stores.fair.persistence import DEFAULT_PERSIST_PATH, StorePersistence
+from llama_index.vector_stores.fair.reading import StoreReading
 from typing_extensions import Self
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
-from fair_retrieval.index import DEFAULT_AGGREGATE, Aggregate, GpuChoice, gpu_count
+from fair_retrieval.index import DEFAULT_AGGREGATE, KINDS, METRICS, Aggregate, GpuChoice, Metric, gpu_count
 from fair_retrieval.stores import (
     BEST_WINDOW_KEY,
     DocumentMode,
@@ -100,8 +91,6 @@ from fair_retrieval.stores import (
     WindowCache,
     WindowEmbedder,
     gathered_windows,
-    id_strings,
-    positive_int,
     preview,
     repeated,
     window_embedder,
@@ -112,13 +101,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BEST_WINDOW_KEY", "DEFAULT_PERSIST_PATH", "SUPPORTED_OPERATORS", "FairFaissVectorStore"]
 
-Metric = Literal["ip", "l2"]
-METRICS: tuple[str, ...] = ("ip", "l2")
-KINDS: tuple[str, ...] = ("flat", "hnsw", "ivf", "ivfpq")
 MULTIVECTOR = "FairFaissVectorStore(multivector=True)"
 
 
-class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
+class FairFaissVectorStore(StorePersistence, StoreReading, BasePydanticVectorStore):
     """A LlamaIndex vector store on `fair_retrieval.FaissIndex`: delete, upsert, metadata filters, GPU, no pickle.
 
     Args:
@@ -338,11 +324,6 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         return self._records.keys
 
     @property
-    def _int_ids(self) -> Mapping[str, int]:
-        """The id map: node id → the index's int64 id."""
-        return self._records.int_ids
-
-    @property
     def _next_int_id(self) -> int:
         return self._records.next_int_id
 
@@ -436,148 +417,11 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
         """Remove every node (the index keeps its dimension, training and device)."""
         self._records.clear()
 
-    # ------------------------------------------------------------------------------------------------ reading
-
-    def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
-        """Copies of stored nodes, with their embeddings: those in `node_ids` (in that order; unknown ids are
-        skipped) and/or matching `filters`; every node (in insertion order) when both are None.
-
-        Raises:
-            ValueError: a filter this store cannot apply.
-            TypeError: node_ids given as one string, or filters that are not MetadataFilters.
-        """
-        selected = self._select(node_ids, None, filters, empty_means_all=False)
-        if selected is None:
-            int_ids = list(self._records.records)
-        elif node_ids is not None:  # the caller's order
-            chosen = set(selected)
-            int_ids = [
-                self._int_ids[node_id] for node_id in dict.fromkeys(node_ids) if self._int_ids.get(node_id) in chosen
-            ]
-        else:
-            chosen = set(selected)
-            int_ids = [int_id for int_id in self._records.records if int_id in chosen]
-        if not int_ids:
-            return []
-        vectors = self._records.vectors(int_ids)
-        nodes = []
-        for int_id, vector in zip(int_ids, vectors, strict=True):
-            node = self._node(int_id)
-            node.embedding = vector.tolist()
-            nodes.append(node)
-        return nodes
-
-    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The `query.similarity_top_k` stored nodes nearest to `query.query_embedding`, best first.
-
-        Restrictions, all applied inside the search (`FaissIndex.search(..., ids=...)`), so the result holds
-        `similarity_top_k` nodes whenever that many satisfy them:
-
-        - `node_ids`: only these nodes; `doc_ids`: only nodes of these documents; with both, nodes in both. An
-          empty list restricts nothing: `VectorStoreIndex.as_retriever` passes `node_ids=[]` for stores that keep
-          text.
-        - `filters`: llama-index `MetadataFilters` on the nodes' metadata, with FilterOperator EQ, NE, GT, GTE, LT,
-          LTE, IN, NIN and IS_EMPTY, combined with FilterCondition AND, OR or NOT (none of them), nested as wanted.
-          They follow `fair_retrieval.filters`: a missing field matches only NE, NIN and IS_EMPTY; values compare
-          within a type family (numbers with numbers, strings with strings: "2024" is not 2024); IS_EMPTY matches
-          a field that is absent, None, "" or [].
-
-        Args:
-            query: the llama-index query; only mode DEFAULT (dense vector search) is supported.
-            **kwargs: unused; accepted for LlamaIndex compatibility.
-
-        In multi-vector mode the result holds `similarity_top_k` distinct nodes ranked by the store's aggregate
-        of their windows' scores, and each returned node carries its best window under `BEST_WINDOW_KEY` in its
-        metadata: {"start", "end"} (the character span in `node.get_content()`) and "window" (its position among
-        the node's windows). The key is excluded from the text embed models and LLMs see; stored nodes do not
-        change.
-
-        Returns:
-            nodes (copies, without embeddings), their ids, and similarities: inner products for metric "ip"
-            (larger is better), squared L2 distances for "l2" (smaller is better); in multi-vector mode the
-            aggregate of those.
-
-        Raises:
-            ValueError: another query mode, no query embedding or one of the wrong size, a similarity_top_k that
-                is not a positive int, or a filter this store cannot apply (the message names the operator).
-            TypeError: filters that are not MetadataFilters.
-        """
-        mode = VectorStoreQueryMode(query.mode)
-        if mode != VectorStoreQueryMode.DEFAULT:
-            raise ValueError(
-                f"FairFaissVectorStore answers only VectorStoreQueryMode.DEFAULT (dense vector search), got "
-                f"{mode.name}; leave vector_store_query_mode at its default."
-            )
-        top_k = positive_int(query.similarity_top_k, "similarity_top_k")
-        if query.query_embedding is None:
-            raise ValueError(
-                "The query has no query_embedding: this store searches by vector. Embed the query with the store's "
-                "embed model (retrievers do this), or set VectorStoreQuery(query_embedding=...)."
-            )
-        vector = np.asarray(query.query_embedding, dtype=np.float32)
-        selected = self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True)
-        if vector.ndim != 1:
-            raise ValueError(f"query_embedding must be one vector (a list of floats), got shape {vector.shape}.")
-        index = self._records.index
-        if index is not None and vector.size != index.dim:
-            raise ValueError(
-                f"query_embedding has {vector.size} dimensions but this store holds {index.dim}-d vectors; "
-                "embed the query with the model the store was built with."
-            )
-        hits = self._records.search_hits(vector[None, :], top_k, selected)
-        nodes = []
-        for int_id, _, best_window in hits:
-            node = self._node(int_id)
-            nodes.append(node if best_window is None else with_best_window(node, best_window))
-        return VectorStoreQueryResult(
-            nodes=nodes,
-            similarities=[score for _, score, _ in hits],
-            ids=[self._records.records[int_id].key for int_id, _, _ in hits],
-        )
+    # get_nodes and query: StoreReading (llama_index.vector_stores.fair.reading)
 
     # ------------------------------------------------------------------------------------------------ persistence
-    # persist, from_persist_path and from_persist_dir: StorePersistence (llama_index.vector_stores.fair.persistence)
-
-    @classmethod
-    def from_legacy_persist_dir(
-        cls,
-        persist_dir: str = DEFAULT_PERSIST_DIR,
-        *,
-        gpu: GpuChoice = "auto",
-        namespace: str = DEFAULT_VECTOR_STORE,
-        kind: str = "flat",
-        **index_params: int,
-    ) -> FairFaissVectorStore:
-        """Convert a folder persisted with the earlier FairFaissVectorStore (or llama-index's FaissVectorStore).
-
-        Such a folder holds a raw faiss index at `default__vector_store.json` (vectors by position) and the nodes
-        in `docstore.json`, tied together by the positions in `index_store.json`. The result is a store holding
-        those nodes with their vectors; it does not change the folder. Its old index_store restricts retrievers to
-        the old node ids, so build a new index over the store and persist that::
-
-            store = FairFaissVectorStore.from_legacy_persist_dir("storage")
-            index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
-            index.storage_context.persist("storage")  # now in this store's format
-
-        Args:
-            persist_dir: the old folder.
-            gpu: as in the constructor.
-            namespace: the vector store's name in the storage context ("default" unless you named it).
-            kind: the FaissIndex kind of the new store ("flat" unless you want another).
-            **index_params: its kind parameters.
-
-        Raises:
-            FileNotFoundError: the folder lacks the faiss file, docstore.json or index_store.json.
-            ValueError: the faiss file's vectors cannot be read back, or the files do not fit together (e.g. a
-                folder written by FaissMapVectorStore); then rebuild the index from your documents.
-        """
-        folder = Path(persist_dir)
-        nodes, metric = legacy_nodes(folder, namespace)
-        params: dict[str, Any] = index_params  # the FaissIndex checks them
-        store = cls(None, metric=metric, kind=kind, gpu=gpu, **params)
-        store.add(nodes)
-        logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
-        return store
+    # persist, from_persist_path, from_persist_dir and from_legacy_persist_dir: StorePersistence
+    # (llama_index.vector_stores.fair.persistence)
 
     @classmethod
     def _persisted(
@@ -629,36 +473,6 @@ class FairFaissVectorStore(StorePersistence, BasePydanticVectorStore):
                 gathered.disagreeing,
             )
         return within_content(gathered.windows, offsets, lengths)
-
-    def _node(self, int_id: int) -> BaseNode:
-        """A new node object from the stored JSON form, so callers cannot change the store through it."""
-        return restored_node(self._records.records[int_id])
-
-    def _select(
-        self,
-        node_ids: Sequence[str] | None,
-        doc_ids: Sequence[str] | None,
-        filters: MetadataFilters | None,
-        *,
-        empty_means_all: bool,
-    ) -> list[int] | None:
-        """The sorted int ids satisfying every given restriction; None when nothing restricts (every node).
-
-        `empty_means_all`: an empty node_ids / doc_ids list restricts nothing (query) rather than selecting no
-        node (get_nodes, delete_nodes).
-        """
-        chosen: set[int] | None = None
-        if node_ids is not None and (node_ids or not empty_means_all):
-            wanted = id_strings(node_ids, "node_ids")
-            chosen = {self._int_ids[node_id] for node_id in wanted if node_id in self._records}
-        if doc_ids is not None and (doc_ids or not empty_means_all):
-            wanted = id_strings(doc_ids, "doc_ids")
-            in_documents = set().union(*(self._records.group(doc_id) for doc_id in wanted))
-            chosen = in_documents if chosen is None else chosen & in_documents
-        predicate = metadata_predicate(filters)
-        if predicate is not None:
-            chosen = set(self._records.matching(lambda record: predicate(node_metadata(record)), chosen))
-        return None if chosen is None else sorted(chosen)
 
 
 def _document_mode(multivector: Any, aggregate: Any) -> DocumentMode:

@@ -37,6 +37,7 @@ from fair_retrieval import (
     Precision,
     as_calibration,
     chunk_plan,
+    option_doc,
     resolve_embedder,
 )
 from fair_retrieval.stores import WindowCache
@@ -54,25 +55,16 @@ class FairEmbedding(BaseEmbedding):
 
     Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
     loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
-    `FairEmbedder` options (calibration … model_kwargs, `embed_batch_size` for batch_size) take their defaults,
-    allowed values and checks from `EmbedderOptions`.
+    `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, device, precision,
+    show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented where they are declared
+    (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed values and checks
+    from there. All but calibration and show_progress_bar only act when a model is loaded here; calibration
+    defaults to the embedder's own when given one.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
         embedder: an already loaded `FairEmbedder`.
-        calibration: how documents are calibrated; None embeds them plainly. Defaults to `Calibration()` (the
-            library default) when loading a model, and to the embedder's own calibration when given one.
-        pooling: "cls", "mean" or "last"; None takes it from the model (loading only).
-        max_length: the model's window in tokens; None uses the model's limit (loading only).
-        long_documents: "windows": a node longer than the window is split into windows that are embedded and
-            pooled, so every token counts; "truncate": cut off at the window, as `HuggingFaceEmbedding` does
-            (loading only).
-        window_overlap: tokens consecutive windows share; None = an eighth of a window (loading only).
-        device: "cpu", "cuda", …; None picks the best available (loading only).
-        precision: "auto", "float32", "float16" or "bfloat16" (loading only).
         embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
-        show_progress_bar: show a progress bar while embedding.
-        model_kwargs: extra keyword arguments for the transformers model (loading only).
         query_instruction: text put before every query, as in llama-index's `HuggingFaceEmbedding`: the model's
             "query" prompt (sentence-transformers' prompts). None keeps the model's own; "" means none (loading
             only).
@@ -97,20 +89,22 @@ class FairEmbedding(BaseEmbedding):
             the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
     """
 
+    # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
     calibration: Calibration | None = Field(
-        default=DEFAULTS.calibration, description="Calibration applied to documents (nodes); None embeds them plainly."
+        default=DEFAULTS.calibration,
+        description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
     )
-    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description="How token vectors are pooled.")
-    max_length: int | None = Field(default=DEFAULTS.max_length, description="The model's window in tokens.")
+    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description=option_doc("pooling", loading_note=True))
+    max_length: int | None = Field(default=DEFAULTS.max_length, description=option_doc("max_length", loading_note=True))
     long_documents: LongDocuments = Field(
-        default=DEFAULTS.long_documents, description="windows (split, embed, pool) or truncate."
+        default=DEFAULTS.long_documents, description=option_doc("long_documents", loading_note=True)
     )
-    window_overlap: int | None = Field(default=DEFAULTS.window_overlap, description="Tokens consecutive windows share.")
-    device: str | None = Field(default=None, description="Device the model runs on.")
-    precision: Precision = Field(default=DEFAULTS.precision, description="Numeric precision of the model weights.")
-    show_progress_bar: bool = Field(
-        default=DEFAULTS.show_progress_bar, description="Show a progress bar while embedding."
+    window_overlap: int | None = Field(
+        default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
     )
+    device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
+    precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
+    show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
     query_instruction: str | None = Field(
         default=None, description="Text put before every query (the model's query prompt); None: the model's own."
     )

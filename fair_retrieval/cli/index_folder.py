@@ -1,0 +1,305 @@
+"""The index folder that `fair-retrieval index` writes and `fair-retrieval search` reads, published atomically as a
+whole: its files, its manifest (written by `index_manifest`, read by `read_manifest`) and its documents.
+
+A folder holds the FaissIndex files (`index.faiss`, `index.json`), `documents.jsonl` (row i = the document, or
+chunk, of vector id i) and `manifest.json` (how the vectors were made: model, pooling, max length, long-document
+policy, calibration, chunk sizes). A multi-vector folder (`index --multivector`) holds a `MultiVectorIndex`
+instead: the window vectors in index.faiss, their table in `windows.json`, document id i = row i; its manifest
+records the aggregate under "multivector" (None or absent: one vector per document).
+
+`index` writes everything into a hidden staging folder beside the output first (`staging_folder`); `publish` then
+moves the files into the output as one `fair_retrieval.jsonio.Publication` whose record is the FaissIndex's
+index.json: the files arrive under temporary names, index.json (written last) commits them with their sizes and
+CRC-32s, and they are renamed into place. So an interrupted run (Ctrl-C, a crash, SIGKILL) at any point leaves the
+previous index whole or the new one, never a mix, and the next run finishes or removes what it left. `search` reads
+index.json first: `read_manifest` and `read_rows` find the manifest and documents.jsonl of the generation it names
+(`FaissIndex.load` does the same for index.faiss). A folder without a manifest is treated as not built. Folders
+written by earlier releases (no publication in index.json; the manifest moved in last) read as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.index.multivector import MultiVectorIndex
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
+from fair_retrieval.inputs import Document
+from fair_retrieval.jsonio import (
+    IN_USE_FILE,
+    READ_ATTEMPTS,
+    TEMPORARY_SUFFIX,
+    DamagedFileError,
+    Publication,
+    Snapshot,
+    held_folder,
+    parse_versioned_json,
+    record_generation,
+    remove_abandoned,
+    require_generation,
+    write_json_atomically,
+)
+
+if TYPE_CHECKING:
+    from fair_retrieval.index import FaissIndex
+
+MANIFEST_FILE = "manifest.json"
+DOCUMENTS_FILE = "documents.jsonl"
+INDEX_RECORD = META_FILE  # FaissIndex's index.json: the record that commits the whole folder
+INDEX_DATA = INDEX_FILE
+MANIFEST_FORMAT = "fair-retrieval-index"
+MANIFEST_VERSION = 1  # later fields (long_documents, window_overlap, chunking) are optional: old readers skip them
+LEGACY_LONG_DOCUMENTS = "truncate"
+"""The policy of an index whose manifest names none: it was built before windows existed, so it truncated."""
+REBUILD = "Rebuild it: fair-retrieval index --input DOCS --output DIR --overwrite."
+_STAGING_PREFIX = ".{name}.partial-"
+
+
+@contextlib.contextmanager
+def staging_folder(output: Path) -> Iterator[Path]:
+    """A hidden temporary folder beside `output` to write into; removed on exit, whatever happens.
+
+    The folder is locked while in use (`jsonio.held_folder`), so that a later run can tell the staging folders of
+    killed runs (SIGKILL skips the clean-up here) from those of runs still going, and removes the former.
+    """
+    output.parent.mkdir(parents=True, exist_ok=True)
+    prefix = _STAGING_PREFIX.format(name=output.name)
+    remove_abandoned(path for path in output.parent.glob(f"{prefix}*") if path.is_dir())
+    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=output.parent))
+    try:
+        with held_folder(staging):
+            yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = None) -> None:
+    """Publish every file of `staging` (a FaissIndex saved there, documents.jsonl, manifest.json) into `output`,
+    atomically as a whole, with the index's index.json as the record (see the module docstring).
+
+    Files of `output` that the new generation lacks (index.faiss of an untrained index) are removed; other files
+    in `output` are left alone.
+
+    Args:
+        staging: the staging folder.
+        output: the index folder.
+        base: `(generation,)` of `output` when the run started (`jsonio.record_generation` of its index.json, None
+            for none): checked once the folder lock is held, so a run that published meanwhile is not replaced
+            unseen. None checks nothing.
+
+    Raises:
+        FileNotFoundError: if `staging` holds no index.json (save the FaissIndex into it first).
+        StoreConflictError: (a ValueError) another run published into `output` since `base`; nothing changed.
+    """
+    source = staging / INDEX_RECORD
+    if not source.is_file():
+        raise FileNotFoundError(f"{staging} holds no {INDEX_RECORD}; save the FaissIndex there before publish().")
+    staged = Snapshot.read(source)
+    names = sorted(
+        path.name
+        for path in staging.iterdir()
+        if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
+    )
+    known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE, WINDOWS_FILE]
+    record = output / INDEX_RECORD
+
+    def check() -> None:
+        if base is not None:
+            require_generation(output, base[0], record_generation(record), "index run (it started before it)")
+
+    with Publication(record, [*known, *names], check=check) as publication:
+        for name in names:
+            publication.add(name, staging / name)
+        publication.commit(staged.value, entries=staged.files, remove=[name for name in known if name not in names])
+
+
+def index_manifest(
+    index: FaissIndex | MultiVectorIndex,
+    options: EmbedderOptions,
+    *,
+    model: str,
+    count: int,
+    chunking: dict[str, int] | None,
+    engine: str,
+) -> dict[str, Any]:
+    """The manifest of a folder holding `index`: how its vectors were made, so that queries are embedded alike.
+
+    Args:
+        index: the built FaissIndex, or MultiVectorIndex for documents kept as their windows (its dimension, kind,
+            metric and parameters are recorded; a multi-vector index also its aggregate, under "multivector").
+        options: the embedder's options as resolved for the documents (pooling and max_length None mean the
+            model's own, as `search` reads them).
+        model: the model reference queries are embedded with (a Hub id, or an absolute folder).
+        count: the vectors, = rows of documents.jsonl.
+        chunking: the chunk settings (`chunk_tokens`, `chunk_overlap`, `documents`), or None for one vector per
+            document.
+        engine: "local" or "ray".
+    """
+    from fair_retrieval.version import __version__
+
+    return {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "model": model,
+        "pooling": options.pooling,
+        "max_length": options.max_length,
+        "long_documents": options.long_documents,
+        "window_overlap": options.window_overlap,
+        "calibration": options.calibration.to_dict() if options.calibration is not None else None,
+        "chunking": chunking,
+        "dim": index.dim,
+        "count": count,
+        "kind": index.kind,
+        "metric": index.metric,
+        "params": index.params,
+        "documents": DOCUMENTS_FILE,
+        "multivector": {"aggregate": index.aggregate} if isinstance(index, MultiVectorIndex) else None,
+        "engine": engine,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "fair_retrieval_version": __version__,
+    }
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Write `manifest` (from `index_manifest`) as the folder's manifest.json (strict JSON, atomically)."""
+    write_json_atomically(folder / MANIFEST_FILE, manifest)
+
+
+def write_documents(documents: Iterable[Document], path: Path) -> None:
+    """Write documents.jsonl: row i is the document stored under vector id i."""
+    with path.open("w", encoding="utf-8") as handle:
+        for doc in documents:
+            row = {"id": doc.id, "text": doc.text, "metadata": doc.metadata}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of an index folder, checked: the one of the generation that index.json names.
+
+    Raises:
+        FileNotFoundError: if the folder does not exist.
+        ValueError: if the folder has no manifest (not built, or building was interrupted) or it is malformed
+            (DamagedFileError when it is truncated or corrupted).
+    """
+    if not folder.exists():
+        raise FileNotFoundError(
+            f"Index folder {folder} does not exist; build one with `fair-retrieval index --input DOCS --output DIR`."
+        )
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is a file; pass the folder written by `fair-retrieval index`.")
+    path = folder / MANIFEST_FILE
+    try:
+        with open_published(path) as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise ValueError(
+            f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
+            "`fair-retrieval index --input DOCS --output DIR`."
+        ) from None
+    return parse_versioned_json(
+        path, raw, format_name=MANIFEST_FORMAT, max_version=MANIFEST_VERSION, required=("model",), remedy=REBUILD
+    )
+
+
+def open_published(path: Path) -> IO[bytes]:
+    """Open a file of an index folder as its index.json has it (under its temporary name while a publication is
+    being finished, or was killed after its commit; else under `path`), checked against the size and CRC-32 the
+    record keeps for it before anything of it is used; the handle is at its start.
+
+    A file the record does not list (a folder of an earlier release) is opened unchecked.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        DamagedFileError: (a ValueError) the file differs from what index.json records (a changed byte, swapped
+            rows, an edit by hand, a truncation); the message names it and says to rebuild.
+        ValueError: saves kept replacing the folder while it was read.
+    """
+    for _ in range(READ_ATTEMPTS):
+        try:
+            record: Snapshot | None = Snapshot.read(path.parent / INDEX_RECORD)
+        except (OSError, ValueError):  # no index.json (yet), or a damaged one, which FaissIndex.load reports
+            record = None
+        if record is None or not record.lists(path.name):
+            return path.open("rb")
+        handle = record.open(path.name)
+        try:
+            problem = record.mismatch(path.name, handle)
+        except BaseException:
+            handle.close()
+            raise
+        if problem is None:
+            return handle
+        handle.close()
+        if record.is_current():
+            raise DamagedFileError(path, f"{problem} (truncated, corrupted or edited since it was indexed)", REBUILD)
+    raise ValueError(f"{path.parent} was replaced {READ_ATTEMPTS} times while it was read; search again.")
+
+
+def query_embedder_options(manifest: dict[str, Any], device: str | None = None) -> EmbedderOptions:
+    """The options that rebuild the index's embedder for queries: its pooling, max length and long-document
+    policy, uncalibrated (queries are embedded plainly).
+
+    A manifest written before long documents were windowed has no `long_documents` and no `window_overlap`; such an
+    index truncated its documents (`LEGACY_LONG_DOCUMENTS`) and had no windows to overlap (0).
+
+    Raises:
+        ValueError: for values in the manifest that `EmbedderOptions` refuses (a damaged manifest).
+    """
+    return EmbedderOptions(
+        calibration=None,
+        pooling=manifest.get("pooling"),
+        max_length=manifest.get("max_length"),
+        device=device,
+        long_documents=manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
+        window_overlap=manifest.get("window_overlap", 0),
+    )
+
+
+def manifest_identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The identity (`fair_retrieval.embedding.identity`) of the embedder that built the index, as far as the manifest
+    records it: model, pooling, max_length, long_documents, window_overlap and calibration (the manifest has no
+    LPES factors nor prompts: `index` sets neither). Manifests from before windows read as `query_embedder_options`
+    reads them (truncated, no overlap)."""
+    return {
+        "model": manifest.get("model"),
+        "pooling": manifest.get("pooling"),
+        "max_length": manifest.get("max_length"),
+        "long_documents": manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
+        "window_overlap": manifest.get("window_overlap", 0),
+        "calibration": manifest.get("calibration"),
+    }
+
+
+def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
+    """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass.
+
+    Raises:
+        ValueError: if rows are missing (DamagedFileError when a row is not JSON): the folder is inconsistent.
+    """
+    rows: dict[int, dict[str, Any]] = {}
+    if not wanted:
+        return rows
+    line_number = 0
+    with open_published(path) as handle, io.TextIOWrapper(handle, encoding="utf-8") as text:
+        try:
+            for line_number, line in enumerate(text, start=1):
+                if line_number - 1 in wanted:
+                    rows[line_number - 1] = json.loads(line)
+                    if len(rows) == len(wanted):
+                        break
+        except json.JSONDecodeError as error:
+            raise DamagedFileError(path, f"line {line_number} is not valid JSON ({error})", REBUILD) from None
+        except UnicodeDecodeError:
+            raise DamagedFileError(path, f"it is not UTF-8 text after line {line_number}", REBUILD) from None
+    missing = wanted - rows.keys()
+    if missing:
+        raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")
+    return rows

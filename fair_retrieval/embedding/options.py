@@ -1,0 +1,229 @@
+"""EmbedderOptions: the FairEmbedder settings, declared, defaulted and validated in this one place.
+
+Every surface that takes these settings (`FairEmbedder` itself, the Ray `EmbedderSpec`, the LlamaIndex and LangChain
+adapters, the command line) describes them with `EmbedderOptions`: its fields are the option names, its defaults the
+defaults (`DEFAULTS`), its `__post_init__` the validation, and the allowed values of a Literal option are that
+Literal's `typing.get_args`. A surface forwards what it was given with `EmbedderOptions.from_arguments` and builds
+with `fair_retrieval.embedding.building.build_embedder(options, model)`, so adding or changing an option touches
+this module and the signatures that expose it. `PROMPT_NAMES` are the model prompts a builder may replace (a text
+put before every query or every document, as an instruct model expects).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, get_args
+
+import torch
+
+from fair_retrieval.embedding.loading import (
+    Precision,
+    validate_pooling,
+)
+from fair_retrieval.embedding.windows import DEFAULT_OVERLAP_WORDS, LongDocuments
+from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.engine.hook import Pooling
+from fair_retrieval.engine.lpes import PositionalScaling
+from fair_retrieval.validate import int_at_least, one_of, positive_int
+
+__all__ = [
+    "DEFAULTS",
+    "INSTANCE_DEFAULT",
+    "LOADING_OPTIONS",
+    "PROMPT_NAMES",
+    "EmbedderOptions",
+    "Precision",
+    "as_calibration",
+    "option_doc",
+]
+
+
+class _Default:
+    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
+
+    def __repr__(self) -> str:
+        return "<instance default>"
+
+
+INSTANCE_DEFAULT: Any = _Default()
+"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it, and
+`EmbedderOptions.from_arguments` the option's default."""
+
+LOADING_OPTIONS: tuple[str, ...] = (
+    "pooling",
+    "max_length",
+    "batch_size",
+    "device",
+    "precision",
+    "model_kwargs",
+    "long_documents",
+    "window_overlap",
+)
+"""Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
+
+PROMPT_NAMES: tuple[str, ...] = ("query", "document")
+"""The prompts `build_embedder` can set: the text before every query, and before every document (window)."""
+
+
+@dataclass(frozen=True)
+class EmbedderOptions:
+    """Every `FairEmbedder` argument except the model, validated when created; the defaults of every surface.
+
+    Validation happens here, before any model is loaded, so a wrong value fails where it was written (on a Ray
+    driver rather than on each worker, in an adapter's constructor rather than at the first embedding). Change one
+    option of a value with `dataclasses.replace(options, max_length=256)`.
+
+    Args:
+        calibration: the default `Calibration` of `embed_documents`; None embeds documents plainly. Default:
+            `Calibration()`.
+        pooling: "cls", "mean" or "last" (`Pooling`); None (the default) takes it from the model's
+            sentence-transformers config (required when the model has none, or when its pooling is not one of these).
+        max_length: the model's window: tokens per text or per window; None (the default) uses the model's
+            configured limit.
+        batch_size: texts per forward pass (texts are sorted by length, so batches pad little). Default: 32.
+        device: "cpu", "cuda", "mps", … (or a `torch.device`); None (the default) picks cuda, then mps, then cpu.
+        precision: "auto" (the default: float32 on CPU/MPS; bfloat16, else float16, on CUDA for a model loaded
+            here), or "float32", "float16" or "bfloat16" (`Precision`).
+        show_progress_bar: default for the per-call flag of the same name. Default: False.
+        model_kwargs: extra keyword arguments for the transformers model when loading by name (e.g.
+            {"attn_implementation": "flash_attention_2"}; kept read-only). Default: None.
+        positional_scaling: the default LPES `PositionalScaling` of `embed_documents` (one factor per layer; RoPE
+            models only; combines with calibration); None (the default) leaves positions unchanged.
+        long_documents: what happens to a document longer than the window (`LongDocuments`): "windows" (the
+            default) cuts it into windows of `max_length` tokens, embeds (and calibrates) each and returns their
+            token-weighted mean, L2-normalised, so every token counts; "truncate" cuts it off at the window, as
+            sentence-transformers, LlamaIndex's HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings do.
+            Queries are never windowed: they are truncated, with a logged warning.
+        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the
+            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window).
+
+    Raises:
+        TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
+            positional_scaling).
+        ValueError: for a pooling, precision or long_documents that is not one of its Literal's values, a
+            max_length or batch_size that is not a positive int, or a window_overlap that is not an int ≥ 0.
+    """
+
+    calibration: Calibration | None = Calibration()  # noqa: RUF009 - frozen, so sharing it is safe
+    pooling: Pooling | None = None
+    max_length: int | None = None
+    batch_size: int = 32
+    device: str | torch.device | None = None
+    precision: Precision = "auto"
+    show_progress_bar: bool = False
+    model_kwargs: Mapping[str, Any] | None = None
+    positional_scaling: PositionalScaling | None = None
+    long_documents: LongDocuments = "windows"
+    window_overlap: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.calibration is not None and not isinstance(self.calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(self.calibration).__name__}.")
+        if self.pooling is not None:
+            validate_pooling(self.pooling)
+        positive_int(self.max_length, "max_length", or_none=True)
+        positive_int(self.batch_size, "batch_size")
+        if self.device is not None and not isinstance(self.device, str | torch.device):
+            raise TypeError(f"device must be a str, a torch.device or None, got {type(self.device).__name__}.")
+        one_of(self.precision, "precision", get_args(Precision), words=True)
+        if not isinstance(self.show_progress_bar, bool):
+            raise TypeError(f"show_progress_bar must be a bool, got {type(self.show_progress_bar).__name__}.")
+        if self.model_kwargs is not None:
+            if not isinstance(self.model_kwargs, Mapping):
+                raise TypeError(f"model_kwargs must be a dict or None, got {type(self.model_kwargs).__name__}.")
+            object.__setattr__(self, "model_kwargs", MappingProxyType(dict(self.model_kwargs)))
+        if self.positional_scaling is not None and not isinstance(self.positional_scaling, PositionalScaling):
+            raise TypeError(
+                f"positional_scaling must be a PositionalScaling or None, got {type(self.positional_scaling).__name__}."
+            )
+        one_of(self.long_documents, "long_documents", get_args(LongDocuments))
+        int_at_least(self.window_overlap, "window_overlap", 0, or_none=True, note=DEFAULT_OVERLAP_WORDS)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The option names, in declaration order (the keyword arguments of `FairEmbedder` after the model)."""
+        return tuple(field.name for field in fields(cls))
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping[str, Any], renamed: Mapping[str, str] | None = None) -> EmbedderOptions:
+        """The options among `arguments`: a function's parameters (`locals()`), parsed flags (`vars(args)`), a
+        model's fields. Why: a surface forwards everything it was given in one call instead of option by option.
+
+        Args:
+            arguments: values by name; names that are not options are ignored. An option that is missing, or whose
+                value is `INSTANCE_DEFAULT`, keeps its default.
+            renamed: the name an option has in `arguments` where it differs, e.g. {"batch_size": "embed_batch_size"}.
+
+        Raises:
+            ValueError, TypeError: as `EmbedderOptions` does for an invalid value.
+        """
+        renamed = renamed or {}
+        given = {
+            name: arguments[renamed.get(name, name)] for name in cls.names() if renamed.get(name, name) in arguments
+        }
+        return cls(**{name: value for name, value in given.items() if value is not INSTANCE_DEFAULT})
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The options as keyword arguments for `FairEmbedder` (model_kwargs as a plain dict of their own)."""
+        kwargs = {name: getattr(self, name) for name in self.names()}
+        if self.model_kwargs is not None:
+            kwargs["model_kwargs"] = dict(self.model_kwargs)
+        return kwargs
+
+    def non_default(self) -> frozenset[str]:
+        """Names of the options whose value differs from the default: what a caller set, as far as values tell."""
+        return frozenset(name for name in self.names() if getattr(self, name) != getattr(DEFAULTS, name))
+
+
+DEFAULTS = EmbedderOptions()
+"""The default of every option (`DEFAULTS.batch_size`, …): what a surface that exposes an option defaults it to."""
+
+
+def as_calibration(value: Any) -> Calibration | None:
+    """`value` as a Calibration: a Calibration or None as it is, a dict (from `Calibration.to_dict()`) converted.
+
+    Raises:
+        TypeError: for anything else.
+    """
+    if isinstance(value, dict):
+        return Calibration.from_dict(value)
+    if value is not None and not isinstance(value, Calibration):
+        raise TypeError(f"calibration must be a Calibration, a dict or None, got {type(value).__name__}.")
+    return value
+
+
+def option_doc(name: str, *, loading_note: bool = False) -> str:
+    """The documentation of option `name`, as the `EmbedderOptions` docstring declares it (its one declaration),
+    on one line: what surfaces that describe the option themselves (the adapters' field descriptions) show.
+
+    Args:
+        name: an option name (`EmbedderOptions.names()`).
+        loading_note: for an option in `LOADING_OPTIONS`, add that it only acts when a model is loaded (a ready
+            `FairEmbedder` has it fixed).
+
+    Raises:
+        ValueError: for a name that is not an option.
+    """
+    docs = _option_docs()
+    if name not in docs:
+        raise ValueError(f"{name!r} is not a FairEmbedder option; the options are {list(docs)}.")
+    text = docs[name]
+    return f"{text} Only when a model is loaded here." if loading_note and name in LOADING_OPTIONS else text
+
+
+@functools.cache
+def _option_docs() -> dict[str, str]:
+    """Option name → its text in the Args section of the `EmbedderOptions` docstring, joined onto one line."""
+    section = (EmbedderOptions.__doc__ or "").split("    Args:\n", 1)[1].split("\n\n", 1)[0]
+    docs: dict[str, str] = {}
+    for entry in re.split(r"\n        (?=\w+: )", "\n" + section.rstrip()):
+        if entry.strip():
+            name, _, text = entry.strip().partition(": ")
+            docs[name] = " ".join(text.split())
+    if list(docs) != list(EmbedderOptions.names()):
+        raise AssertionError(f"The EmbedderOptions docstring documents {list(docs)}, not its fields.")
+    return docs

@@ -1,0 +1,174 @@
+"""CLI smoke tests of `eval`, `tune` and `demo` with the real MiniLM on a small needle benchmark."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fair_retrieval.cli import main
+from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.engine.calibration import Calibration
+
+SMALL = ["--data", "needle", "--needle-documents", "9", "--max-tokens", "256"]
+
+
+@pytest.fixture
+def count_document_embeddings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts FairEmbedder.embed_documents calls (one element per call)."""
+    calls: list[int] = []
+    original = FairEmbedder.embed_documents
+
+    def counted(self, texts, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(texts))
+        return original(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(FairEmbedder, "embed_documents", counted)
+    return calls
+
+
+def test_eval_prints_table_and_writes_report_and_plot(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["eval", "--model", minilm, *SMALL, "--output-dir", str(tmp_path), "--strength", "0.75"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "needle@256: 9 queries, 9 documents" in out
+    assert re.search(r"PSI \(lower = fairer\)\s+\d\.\d{4}\s+\d\.\d{4}", out)
+    report = json.loads((tmp_path / "needle-256.json").read_text(encoding="utf-8"))
+    assert [run["label"] for run in report["runs"]] == ["plain", "calibrated"]
+    assert report["runs"][1]["calibration"]["strength"] == 0.75
+    assert report["model"]["max_length"] == 256 and report["grouping"]["groups"] == {"begin": 3, "middle": 3, "end": 3}
+    assert (tmp_path / "needle-256.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_without_calibration_and_bad_data(minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--model", minilm, *SMALL, "--output-dir", str(tmp_path), "--no-calibration"]) == 0
+    report = json.loads((tmp_path / "needle-256.json").read_text(encoding="utf-8"))
+    assert len(report["runs"]) == 1 and report["comparison"] is None
+    assert main(["eval", "--model", minilm, "--data", "nowhere/at/all"]) == 2
+    assert "neither a known dataset" in capsys.readouterr().err
+
+
+def test_tune_saves_a_loadable_configuration_and_reuses_cached_embeddings(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], count_document_embeddings: list[int]
+) -> None:
+    args = [
+        "tune",
+        "--model",
+        minilm,
+        *SMALL,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(tmp_path / "best.json"),
+        "--report-dir",
+        str(tmp_path / "runs"),
+        "--strengths",
+        "0.5,1.0",
+        "--basket-sizes",
+        "64",
+        "--layer-shares",
+        "0.5",
+        "--isolated-modes",
+        "preserve",
+        "--partial-basket-modes",
+        "equal",
+        "--special-tokens-modes",
+        "content",
+        "--min-full-baskets-values",
+        "1",
+        "--basket-size",
+        "64",
+        "--strength",
+        "0.5",
+        "--special-tokens",
+        "content",
+        "--min-full-baskets",
+        "1",
+        "--tolerance",
+        "1.0",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Pareto frontier" in out and "configurations evaluated" in out
+    first_calls = len(count_document_embeddings)
+    assert first_calls == 3  # plain + strength 0.5 + strength 1.0 (basket 64, the start, is one of them)
+    trials = json.loads((tmp_path / "runs" / "tune-needle-256.json").read_text(encoding="utf-8"))
+    assert len(trials["trials"]) == 3 and trials["plain"]["label"] == "plain"
+    if trials["improved"]:
+        chosen = Calibration.load(tmp_path / "best.json")
+        assert chosen.basket_size == 64 and chosen.strength in (0.5, 1.0)
+        assert chosen.to_dict() == trials["best"]["calibration"]
+        # the saved file is what --config reads
+        assert (
+            main(
+                [
+                    "eval",
+                    "--model",
+                    minilm,
+                    *SMALL,
+                    "--output-dir",
+                    str(tmp_path / "e"),
+                    "--config",
+                    str(tmp_path / "best.json"),
+                ]
+            )
+            == 0
+        )
+        first_calls = len(count_document_embeddings)
+    # a re-run finds every embedding in the cache
+    assert main(args) == 0
+    assert len(count_document_embeddings) == first_calls
+
+
+def test_demo_runs_offline_on_the_needle_benchmark(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "demo",
+            "--model",
+            minilm,
+            "--no-squad",
+            "--needle-documents",
+            "9",
+            "--max-tokens",
+            "256",
+            "--output-dir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "plain embeddings find late answers worse" in out and "of the position bias removed" in out
+    assert "FAISS index of 9 calibrated needle@256 documents" in out
+    assert re.search(r"  1\. needle-d\d{3} \(score 0\.\d{3}\)", out)
+    assert (tmp_path / "needle-256.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_without_data_announces_the_default_and_names_the_missing_files(
+    minilm: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.delenv("FAIR_RETRIEVAL_DATA", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    with caplog.at_level("WARNING", logger="fair_retrieval.cli.common"):
+        assert main(["eval", "--model", minilm, "--output-dir", str(tmp_path)]) == 2
+    assert "No --data given: using squad-v2" in caplog.text
+    error = capsys.readouterr().err
+    assert "squad-v2-dev/dev-v2.0.json" in error and "rajpurkar.github.io" in error and "--data-dir" in error
+
+
+def test_help_shows_the_defaults_of_model_and_data(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("eval", "tune"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at hyphens
+        assert "(default:squad-v2)" in text and "(default:sentence-transformers/all-MiniLM-L6-v2" in text
