@@ -8,10 +8,11 @@ applies it lives in `fair_retrieval.engine.attention`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from fair_retrieval.frozen_json import FrozenJson, check_fields
 from fair_retrieval.validate import is_int, is_number
@@ -21,19 +22,9 @@ PartialBasketMode = Literal["equal", "proportional"]
 SpecialTokensMode = Literal["content", "preserve"]
 LayerSpec = float | int | tuple[int, ...]
 
-_ISOLATED_MODES = ("preserve", "equal")
-_PARTIAL_BASKET_MODES = ("equal", "proportional")
-_SPECIAL_TOKENS_MODES = ("content", "preserve")
-_FIELDS = (
-    "strength",
-    "basket_size",
-    "layers",
-    "isolated",
-    "partial_basket",
-    "special_tokens",
-    "min_full_baskets",
-    "strength_ramp",
-)
+_ISOLATED_MODES: tuple[str, ...] = get_args(IsolatedMode)
+_PARTIAL_BASKET_MODES: tuple[str, ...] = get_args(PartialBasketMode)
+_SPECIAL_TOKENS_MODES: tuple[str, ...] = get_args(SpecialTokensMode)
 
 
 @dataclass(frozen=True)
@@ -231,3 +222,7 @@ def _normalise_layers(layers: object) -> LayerSpec:
     raise TypeError(
         f"layers must be a fraction in (0, 1], a positive int, or a sequence of ints, got {type(layers).__name__}."
     )
+
+
+_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Calibration))
+"""The fields of `Calibration`, in declaration order (what its JSON form holds)."""

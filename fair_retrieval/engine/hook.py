@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
@@ -36,7 +36,7 @@ from fair_retrieval.engine.layers import UnsupportedModelError, layer_of_module
 logger = logging.getLogger(__name__)
 
 Pooling = Literal["cls", "mean", "last"]
-POOLING_MODES: tuple[str, ...] = ("cls", "mean", "last")
+POOLING_MODES: tuple[str, ...] = get_args(Pooling)
 
 _PREFIX = "fair_"
 _REGISTER_LOCK = threading.Lock()

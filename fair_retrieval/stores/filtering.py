@@ -33,8 +33,8 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
 
     Args:
         spec: a `fair_retrieval.stores.filters` dict, a function of the metadata dict returning a truth value, an
-            already compiled filter, or None. A function gets a copy of each metadata dict, so one that edits its argument
-            cannot edit the store.
+            already compiled filter, or None. A function gets a copy of each metadata dict, so one that edits its
+            argument cannot edit the store.
 
     Raises:
         ValueError: a malformed filter dict (the message names the place), before any search.

@@ -13,12 +13,18 @@ import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from tqdm.auto import tqdm
 
-from fair_retrieval.engine.calibration import Calibration, LayerSpec
+from fair_retrieval.engine.calibration import (
+    Calibration,
+    IsolatedMode,
+    LayerSpec,
+    PartialBasketMode,
+    SpecialTokensMode,
+)
 from fair_retrieval.tuning.genetic import genetic_search as genetic_search  # the LPES search, re-exported
 
 logger = logging.getLogger(__name__)
@@ -28,16 +34,9 @@ logger = logging.getLogger(__name__)
 # ==================================================================================================================
 
 SearchStrategy = Literal["trusted", "coordinate", "grid"]
-# The Calibration fields the search varies, in the order the coordinate search visits them.
-SEARCH_FIELDS = (
-    "strength",
-    "basket_size",
-    "layers",
-    "isolated",
-    "partial_basket",
-    "special_tokens",
-    "min_full_baskets",
-)
+# The Calibration fields the search varies (all but the strength ramp), in the order the coordinate search visits
+# them: Calibration's own.
+SEARCH_FIELDS: tuple[str, ...] = tuple(field.name for field in fields(Calibration) if field.name != "strength_ramp")
 
 
 # The trust region: the configurations labelled dev sets support — every configuration that lost at most 0.002
@@ -61,9 +60,9 @@ class SearchSpace:
     strength: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
     basket_size: tuple[int, ...] = (32, 64, 128, 192, 256)
     layers: tuple[LayerSpec, ...] = (0.25, 0.5, 0.75, 1.0)
-    isolated: tuple[str, ...] = ("preserve", "equal")
-    partial_basket: tuple[str, ...] = ("equal", "proportional")
-    special_tokens: tuple[str, ...] = ("content", "preserve")
+    isolated: tuple[str, ...] = get_args(IsolatedMode)
+    partial_basket: tuple[str, ...] = get_args(PartialBasketMode)
+    special_tokens: tuple[str, ...] = get_args(SpecialTokensMode)
     min_full_baskets: tuple[int, ...] = (1, 2, 3)
 
     def __post_init__(self) -> None:
