@@ -15,12 +15,19 @@ PIPELINES = Path(__file__).resolve().parents[1] / "benchmarks" / "pipelines.py"
 
 @pytest.fixture(scope="module")
 def pipelines() -> Any:
+    """The benchmark's modules (benchmarks/pipelines.py and its siblings), as a namespace of their names."""
+    import types
+
+    sys.path.insert(0, str(PIPELINES.parent))  # its sibling modules, as when run as a script
     spec = importlib.util.spec_from_file_location("pipelines_benchmark", PIPELINES)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module
+    import pipelines_report
+    import pipelines_runs
+
+    return types.SimpleNamespace(**{**vars(pipelines_runs), **vars(pipelines_report), **vars(module)})
 
 
 def _results(ndcg: dict[str, float], psi: dict[str, float], scifact: dict[str, float]) -> dict[str, Any]:
