@@ -309,7 +309,11 @@ class StorePersistence:
             aggregate: as in `from_persist_path`.
 
         Raises:
-            As `from_persist_path`.
+            FileNotFoundError: no store in `persist_dir` under `namespace`, or its index folder is missing.
+            ValueError: as `from_persist_path` (an earlier store's folder, malformed files, another embed model, or
+                another mode or aggregate than the store's).
+            TypeError: a multi-vector store with an `embed_model` that gives no window vectors.
+            NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
         persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
