@@ -199,3 +199,19 @@ def test_the_adapters_fields_describe_the_options_with_their_declaration(surface
     for name in described:
         assert fields[name].description is not None
         assert fields[name].description.startswith(option_doc(name)), (surface, name)
+
+
+def test_the_surfaces_import_without_docstrings() -> None:
+    """`python -OO` strips docstrings, the options' declaration included: the adapters' fields then have empty
+    descriptions instead of failing to import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import langchain_fair, llama_index.embeddings.fair\n"
+        "from fair_retrieval import option_doc\n"
+        "print(repr(option_doc('pooling')))"
+    )
+    done = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "''"

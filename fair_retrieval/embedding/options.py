@@ -217,8 +217,13 @@ def option_doc(name: str, *, loading_note: bool = False) -> str:
 
 @functools.cache
 def _option_docs() -> dict[str, str]:
-    """Option name → its text in the Args section of the `EmbedderOptions` docstring, joined onto one line."""
-    section = (EmbedderOptions.__doc__ or "").split("    Args:\n", 1)[1].split("\n\n", 1)[0]
+    """Option name → its text in the Args section of the `EmbedderOptions` docstring, joined onto one line; "" for
+    every option when Python runs without docstrings (`python -OO`; dataclasses then put the signature there), so
+    that the surfaces still import."""
+    doc = EmbedderOptions.__doc__ or ""
+    if "    Args:\n" not in doc:
+        return dict.fromkeys(EmbedderOptions.names(), "")
+    section = doc.split("    Args:\n", 1)[1].split("\n\n", 1)[0]
     docs: dict[str, str] = {}
     for entry in re.split(r"\n        (?=\w+: )", "\n" + section.rstrip()):
         if entry.strip():
