@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from fair_retrieval.embedding.boundaries import WindowBoundaries, boundary_windows
 from fair_retrieval.embedding.loading import (
     apply_precision,
     canonical_model_name,
@@ -95,6 +96,7 @@ class FairEmbedder:
         positional_scaling: PositionalScaling | None = DEFAULTS.positional_scaling,
         long_documents: LongDocuments = DEFAULTS.long_documents,
         window_overlap: int | None = DEFAULTS.window_overlap,
+        window_boundaries: WindowBoundaries = DEFAULTS.window_boundaries,
     ) -> None:
         options = EmbedderOptions.from_arguments(locals())  # first: validates every option before any loading
         calibration = options.calibration
@@ -122,6 +124,7 @@ class FairEmbedder:
         self.long_documents: LongDocuments = options.long_documents
         overlap = options.window_overlap
         self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
+        self.window_boundaries: WindowBoundaries = options.window_boundaries
         if self.long_documents == "windows":
             fast = getattr(self.tokenizer, "is_fast", False)
             check_window_settings(
@@ -284,9 +287,9 @@ class FairEmbedder:
 
         Saved stores record it so that loading them with another configuration (which would mix incompatible
         vectors) is noticed. Keys: model (`model_name`; the default model's bundled copy counts as its Hub id),
-        pooling, max_length, long_documents, window_overlap, calibration (`Calibration.to_dict()` or None),
-        positional_scaling (`PositionalScaling.to_dict()` or None), document_prompt and query_prompt. Device,
-        precision and batch size are left out: they do not change what the vectors mean.
+        pooling, max_length, long_documents, window_overlap, window_boundaries, calibration
+        (`Calibration.to_dict()` or None), positional_scaling (`PositionalScaling.to_dict()` or None), document_prompt
+        and query_prompt. Device, precision and batch size are left out: they do not change what the vectors mean.
         """
         return {
             "model": canonical_model_name(self.model_name),
@@ -294,6 +297,7 @@ class FairEmbedder:
             "max_length": self.max_length,
             "long_documents": self.long_documents,
             "window_overlap": self.window_overlap,
+            "window_boundaries": self.window_boundaries,
             "calibration": self.calibration.to_dict() if self.calibration is not None else None,
             "positional_scaling": self.positional_scaling.to_dict() if self.positional_scaling is not None else None,
             "document_prompt": self._document_prompt,
@@ -304,6 +308,7 @@ class FairEmbedder:
         return (
             f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
             f"long_documents={self.long_documents!r}, window_overlap={self.window_overlap}, "
+            f"window_boundaries={self.window_boundaries!r}, "
             f"calibration={self.calibration!r}, positional_scaling={self.positional_scaling!r}, "
             f"device={str(self.device)!r})"
         )
@@ -356,8 +361,9 @@ class FairEmbedder:
                 texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
             )
         capacity = self.window_content_tokens
+        cut = boundary_windows if self.window_boundaries == "text" else fitting_windows
         return [
-            fitting_windows(text, offsets, capacity, self.window_overlap, self.max_length, self.token_lengths)
+            cut(text, offsets, capacity, self.window_overlap, self.max_length, self.token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
         ]
 

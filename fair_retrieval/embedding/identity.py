@@ -35,6 +35,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "max_length",
     "long_documents",
     "window_overlap",
+    "window_boundaries",
     "calibration",
     "positional_scaling",
     "document_prompt",
@@ -45,6 +46,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 _ADAPTER_ATTRIBUTES = ("fair_embedder", "embedder")  # LangChain's FairEmbeddings, LlamaIndex's FairEmbedding
 _MODEL_ATTRIBUTES = ("model_name", "model")  # what other embeddings classes call their model
 _MISSING = "<not recorded>"
+_UNRECORDED_MEANS = {"window_boundaries": "tokens"}  # fields added later: what a record without them was made with
 
 
 def embedder_identity(embeddings: Any) -> dict[str, Any]:
@@ -80,7 +82,8 @@ def identity_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]
     """The fields in which two identities differ: field → (recorded value, current value).
 
     A field only one of them has counts as a difference (its other value is shown as "<not recorded>"). Values
-    are compared as JSON, with these equivalences: the default model's names (`canonical_model_name`), a
+    are compared as JSON, with these equivalences: a record without `window_boundaries` was made with token
+    windows (the only kind before the option existed), the default model's names (`canonical_model_name`), a
     calibration dict and the same `Calibration` written by another release (defaults filled in), and LPES factors
     without the control points they were drawn from (not part of `PositionalScaling` equality).
     """
@@ -89,8 +92,9 @@ def identity_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]
     for field in order:
         if field not in recorded and field not in current:
             continue
-        old, new = recorded.get(field, _MISSING), current.get(field, _MISSING)
-        if field not in recorded or field not in current or _comparable(field, old) != _comparable(field, new):
+        implied = _UNRECORDED_MEANS.get(field, _MISSING)
+        old, new = recorded.get(field, implied), current.get(field, implied)
+        if _MISSING in (old, new) or _comparable(field, old) != _comparable(field, new):
             differences[field] = (old, new)
     return differences
 

@@ -20,6 +20,7 @@ from typing import Any, get_args
 
 import torch
 
+from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.loading import (
     Precision,
     validate_pooling,
@@ -62,6 +63,7 @@ LOADING_OPTIONS: tuple[str, ...] = (
     "model_kwargs",
     "long_documents",
     "window_overlap",
+    "window_boundaries",
 )
 """Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
 
@@ -99,7 +101,14 @@ class EmbedderOptions:
             sentence-transformers, LlamaIndex's HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings do.
             Queries are never windowed: they are truncated, with a logged warning.
         window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the
-            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window).
+            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window). With
+            window_boundaries="text" it is a budget: the next window repeats the last whole sentences of the one
+            before that fit in it.
+        window_boundaries: where a long document is cut into windows (`WindowBoundaries`): "text" cuts at
+            paragraph and sentence ends, packing whole paragraphs (else whole sentences) up to the window, so a
+            window does not mix the end of one passage with the start of the next; "tokens" cuts equal token
+            spans. A sentence longer than a window, or a text without such ends, is cut by tokens either way.
+            Default: "tokens".
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
@@ -119,6 +128,7 @@ class EmbedderOptions:
     positional_scaling: PositionalScaling | None = None
     long_documents: LongDocuments = "windows"
     window_overlap: int | None = None
+    window_boundaries: WindowBoundaries = "tokens"
 
     def __post_init__(self) -> None:
         if self.calibration is not None and not isinstance(self.calibration, Calibration):
@@ -142,6 +152,7 @@ class EmbedderOptions:
             )
         one_of(self.long_documents, "long_documents", get_args(LongDocuments))
         int_at_least(self.window_overlap, "window_overlap", 0, or_none=True, note=DEFAULT_OVERLAP_WORDS)
+        one_of(self.window_boundaries, "window_boundaries", get_args(WindowBoundaries))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

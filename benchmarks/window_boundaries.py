@@ -1,0 +1,399 @@
+"""Where to cut windows, and which store the stacks should get by default: the window study.
+
+    python benchmarks/window_boundaries.py --model FOLDER --out runs/wb-minilm [--squad-articles 8 --reddit-posts 480]
+    python benchmarks/window_boundaries.py --report --out runs/wb-minilm,runs/wb-e5   # tables and the rule's verdict
+
+Whole documents (SQuAD-v2 dev articles, SQuADShifts reddit pages, the needle documents; benchmarks/pipelines_data.py)
+go through each stack's default splitter (LlamaIndex `SentenceSplitter()`, LangChain
+`RecursiveCharacterTextSplitter()`), the same chunks for every run. Runs, all through the stores as users build them
+(`benchmarks/pipelines_runs.store_run`: LangChain `FaissVectorStore.from_texts`, LlamaIndex `VectorStoreIndex` over
+`FairFaissVectorStore.create`, saved, then the stack's retriever with k = 10):
+
+- small-to-big: the stack's own recipe (`ParentDocumentRetriever` / `IndexNode` + `RecursiveRetriever`), children of
+  one window, embedded by `HuggingFaceEmbedding(s)` (`pipelines_runs.small_to_big_run`);
+- <policy>/pooled and <policy>/<aggregate> for every window policy in POLICIES and aggregate in AGGREGATES: the store
+  pooled (`multivector=False`) and multi-vector (`multivector=True, aggregate=...`), over one pass per policy (the
+  windows of a text are remembered, `pipelines_runs.SharedWindows`);
+- multi-scale/<aggregate>: every chunk keeps its windows of both sizes ("text" and "text-half") in one multi-vector
+  store, scored by its best window of either size (the embedder hands the store both sets of windows).
+
+Reported per run: nDCG@10 with 95 % paired-bootstrap intervals of the change vs token-pooled (today's default store)
+and vs small-to-big, PSI over the chunk thirds, vectors per chunk, index bytes, build seconds, query p50 / p95 ms.
+SciFact (`--scifact`): pooled and multi-vector nDCG@10 per policy (abstracts that fit one window are the same under
+every policy, so only the longer ones are embedded again).
+
+The rule (RULE, written before the run; docs/window_study.md) is applied by `verdict`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pipelines import bundled_model, load_documents
+from pipelines_data import DATA, Question, judgements, score, split
+from pipelines_runs import SharedWindows, small_to_big_run, store_run
+
+from fair_retrieval import FairEmbedder
+from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.evaluation.bootstrap import paired_bootstrap
+
+logger = logging.getLogger("window_boundaries")
+
+AGGREGATES = ("max", "top2", "max-mean")
+POLICIES: dict[str, dict[str, Any]] = {
+    "tokens": {},  # today's default: equal token windows, an eighth of a window of overlap
+    "text": {"window_boundaries": "text"},  # whole paragraphs / sentences, an eighth of a window of whole units
+    "text-half": {"window_boundaries": "text", "half": True},  # the same at half the model's window
+    "text-stride": {"window_boundaries": "text", "overlap": 0.5},  # sentence stride: half a window of whole units
+}
+MULTI_SCALE = ("text", "text-half")
+BASELINE = "tokens/pooled"  # today's store default
+SMALL_TO_BIG = "small-to-big"
+RULE = {
+    "pooled_gain": 0.04,  # nDCG@10 ≥ token-pooled + 0.04 ...
+    "pooled_gain_lower": 0.02,  # ... with the 95 % lower bound above +0.02 (both stacks × squad-v2/reddit × models)
+    "scifact_tolerance": 0.005,  # SciFact ≥ token-pooled − 0.005
+    "s2b_lower": -0.01,  # vs small-to-big: lower bound above −0.01 on every run ...
+    "s2b_mean": 0.01,  # ... and mean change above +0.01
+}
+RULE_DATASETS = ("squad-v2", "reddit")
+STACKS = ("llamaindex", "langchain")
+
+
+def policy_embedder(model: str, name: str) -> FairEmbedder:
+    """The FairEmbedder of a window policy (POLICIES), the model's own window unless the policy halves it."""
+    options = dict(POLICIES[name])
+    probe = FairEmbedder(model, calibration=None)
+    if options.pop("half", False):
+        options["max_length"] = probe.max_length - probe.window_content_tokens // 2
+    share = options.pop("overlap", None)
+    if share is not None:
+        options["window_overlap"] = int(probe.window_content_tokens * share)
+    return FairEmbedder(model, **options)
+
+
+class MultiScale:
+    """Hands a store the windows of two embedders at once (the pooled vector of the first): multi-scale chunks."""
+
+    def __init__(self, first: SharedWindows, second: SharedWindows) -> None:
+        self.first, self.second = first, second
+        embed = first.embedder.embed_document_windows
+
+        def both(texts: Any, *args: Any, **kwargs: Any) -> DocumentWindows:
+            a = embed(texts, *args, **kwargs)
+            b = second.embedder.embed_document_windows(texts, *args, **kwargs)
+            order = np.argsort(np.concatenate([a.owners, b.owners]), kind="stable")
+            stack = [np.concatenate([x, y])[order] for x, y in ((a.vectors, b.vectors), (a.owners, b.owners))]
+            spans = np.concatenate([a.spans, b.spans])[order]
+            weights = np.concatenate([a.weights, b.weights])[order]
+            return DocumentWindows(a.pooled, stack[0], stack[1], spans, weights)
+
+        first.embedder.embed_document_windows = both  # type: ignore[method-assign]
+        self._restore = embed
+
+    def close(self) -> None:
+        self.first.embedder.embed_document_windows = self._restore  # type: ignore[method-assign]
+
+
+def run_pair(
+    dataset: str, stack: str, model: str, args: argparse.Namespace, results: dict[str, Any], save: Any
+) -> None:
+    """Every run of one (dataset, stack) that `results` does not hold yet."""
+    reference = FairEmbedder(model)
+    documents, questions = load_documents(dataset, reference, args.reddit_posts, args.squad_articles)
+    chunks = split(stack, documents, None, None)
+    judged = judgements(questions, chunks, documents)
+    kept: list[Question] = [q for q in questions if q.qid in judged["qrels"]]
+    queries = reference.embed_queries([q.text for q in kept])
+    table = {q.text: v for q, v in zip(kept, queries, strict=True)}
+    entry = results.setdefault(f"{dataset}/{stack}", {"runs": {}})
+    thirds = {str(t): [q for q, k in judged["chunk_third"].items() if k == t] for t in range(3)}
+    entry.update(chunks=len(chunks), documents=len(documents), questions=len(kept), groups=thirds)
+    runs = entry["runs"]
+
+    def record(name: str, rankings: list[list[str]], costs: dict[str, Any], vectors: float | None) -> None:
+        run = score(dict(zip([q.qid for q in kept], rankings, strict=True)), judged)
+        run.update(costs, vectors_per_chunk=vectors)
+        runs[name] = run
+        logger.info("%s/%s %s: nDCG@10 %.4f PSI %.3f", dataset, stack, name, run["ndcg@10"], run["psi"])
+        save()
+
+    if SMALL_TO_BIG not in runs:
+        rankings, costs = small_to_big_run(stack, model, chunks, kept, queries, reference)
+        record(SMALL_TO_BIG, rankings, costs, costs["children"] / len(chunks))
+    shared: dict[str, SharedWindows] = {}
+    for policy in POLICIES:
+        names = [f"{policy}/pooled", *(f"{policy}/{a}" for a in AGGREGATES)]
+        if all(n in runs for n in names) and not (policy in MULTI_SCALE and _multi_missing(runs)):
+            continue
+        windows = SharedWindows(policy_embedder(model, policy), table)
+        windows.remember = True
+        shared[policy] = windows
+        plan = windows.embedder.plan_documents([c.text for c in chunks])
+        vectors = len(plan.pieces) / len(chunks)
+        for name, aggregate in zip(names, (None, *AGGREGATES), strict=True):
+            if name not in runs:
+                rankings, costs = store_run(stack, windows.embedding(stack), chunks, kept, queries, aggregate)
+                record(name, rankings, costs, vectors if aggregate else 1.0)
+    if _multi_missing(runs):
+        first, second = (shared.get(p) or _remembered(model, p, table) for p in MULTI_SCALE)
+        both = MultiScale(first, second)
+        count = sum(len(s.embedder.plan_documents([c.text for c in chunks]).pieces) for s in (first, second))
+        try:
+            for aggregate in AGGREGATES:
+                name = f"multi-scale/{aggregate}"
+                if name not in runs:
+                    rankings, costs = store_run(stack, first.embedding(stack), chunks, kept, queries, aggregate)
+                    record(name, rankings, costs, count / len(chunks))
+        finally:
+            both.close()
+
+
+def _multi_missing(runs: dict[str, Any]) -> bool:
+    return any(f"multi-scale/{a}" not in runs for a in AGGREGATES)
+
+
+def _remembered(model: str, policy: str, table: dict[str, np.ndarray]) -> SharedWindows:
+    windows = SharedWindows(policy_embedder(model, policy), table)
+    windows.remember = True
+    return windows
+
+
+def run_scifact(model: str, results: dict[str, Any], save: Any) -> None:
+    """SciFact pooled and multi-vector nDCG@10 per policy; only abstracts longer than a window are embedded again."""
+    from fair_retrieval import MultiVectorIndex
+    from fair_retrieval.evaluation.data.beir import load_scifact
+    from fair_retrieval.evaluation.metrics import per_query_metrics
+
+    task = load_scifact(DATA / "scifact")
+    ids = list(task.corpus)
+    texts = [task.corpus[i] for i in ids]
+    entry = results.setdefault("scifact", {"runs": {}, "abstracts": len(texts)})
+    queries = FairEmbedder(model).embed_queries(list(task.queries.values()))
+    base: DocumentWindows | None = None
+    for policy in POLICIES:
+        names = [f"{policy}/pooled", *(f"{policy}/{a}" for a in AGGREGATES)]
+        if all(n in entry["runs"] for n in names):
+            continue
+        embedder = policy_embedder(model, policy)
+        if base is None:
+            base = embedder.embed_document_windows(texts, show_progress_bar=True) if policy == "tokens" else None
+            base = base or policy_embedder(model, "tokens").embed_document_windows(texts, show_progress_bar=True)
+        windows = base
+        if policy != "tokens":
+            long_ones = [i for i, n in enumerate(embedder.token_lengths(texts)) if n > embedder.max_length]
+            entry.setdefault("long", {})[policy] = len(long_ones)
+            windows = _spliced(base, long_ones, embedder.embed_document_windows([texts[i] for i in long_ones]))
+        scored = {names[0]: np.argsort(-(queries @ windows.pooled.T), axis=1)[:, :10]}
+        for aggregate, name in zip(AGGREGATES, names[1:], strict=True):
+            index = MultiVectorIndex(windows.dim, aggregate=aggregate)
+            index.add(windows)
+            scored[name] = index.search(queries, 10)[1]
+        for name, top in scored.items():
+            rankings = {q: [ids[j] for j in row if j >= 0] for q, row in zip(task.queries, top, strict=True)}
+            per_query = per_query_metrics(rankings, task.qrels, ndcg_k=(10,), recall_k=(10,))
+            ndcg = {q: m["ndcg@10"] for q, m in per_query.items()}
+            entry["runs"][name] = {"ndcg@10": float(np.mean(list(ndcg.values()))), "per_query": ndcg}
+            logger.info("scifact %s: nDCG@10 %.4f", name, entry["runs"][name]["ndcg@10"])
+        save()
+
+
+def _spliced(base: DocumentWindows, replaced: list[int], fresh: DocumentWindows) -> DocumentWindows:
+    """`base` with the windows of documents `replaced` (in order) taken from `fresh`."""
+    parts, where = [], {d: j for j, d in enumerate(replaced)}
+    for d in range(len(base)):
+        source, row = (fresh, where[d]) if d in where else (base, d)
+        rows = source.of(row)
+        parts.append((source.vectors[rows], source.spans[rows], source.weights[rows], source.pooled[row]))
+    counts = [p[0].shape[0] for p in parts]
+    return DocumentWindows(
+        np.stack([p[3] for p in parts]),
+        np.concatenate([p[0] for p in parts]),
+        np.repeat(np.arange(len(parts), dtype=np.int64), counts),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- the rule
+
+
+def verdict(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The rule over every model's results: for each candidate, whether it meets the pooled part and the
+    small-to-big part, and the pick (highest mean nDCG@10 among those meeting both, else the pooled part; a tie to
+    fewer vectors)."""
+    candidates = sorted({n for r in models.values() for e in r.values() for n in e.get("runs", {})} - {SMALL_TO_BIG})
+    table: dict[str, Any] = {}
+    for name in candidates:
+        pooled_ok, s2b_ok, means, vectors, fails = True, True, [], [], []
+        for model, results in models.items():
+            for dataset in RULE_DATASETS:
+                for stack in STACKS:
+                    runs = results.get(f"{dataset}/{stack}", {}).get("runs", {})
+                    if name not in runs:
+                        continue
+                    run, base, small = runs[name], runs[BASELINE], runs[SMALL_TO_BIG]
+                    groups = results[f"{dataset}/{stack}"].get("groups", {})
+                    vs_pooled = paired_bootstrap(base["per_query"], run["per_query"], groups)
+                    vs_small = paired_bootstrap(small["per_query"], run["per_query"], {})
+                    gain, (lo, _) = _delta(base, run), vs_pooled["ndcg_delta_ci"]
+                    if name != BASELINE and (gain < RULE["pooled_gain"] or lo <= RULE["pooled_gain_lower"]):
+                        pooled_ok = False
+                        fails.append(f"{model} {dataset}/{stack}: vs pooled {gain:+.3f} [{lo:+.3f}]")
+                    if name != BASELINE and vs_pooled.get("psi_change_ci", [0.0])[0] > 0:
+                        pooled_ok = False
+                        fails.append(f"{model} {dataset}/{stack}: PSI above pooled's")
+                    s_gain, (s_lo, _) = _delta(small, run), vs_small["ndcg_delta_ci"]
+                    means.append(s_gain)
+                    if s_lo <= RULE["s2b_lower"]:
+                        s2b_ok = False
+                        fails.append(f"{model} {dataset}/{stack}: vs small-to-big {s_gain:+.3f} [{s_lo:+.3f}]")
+                    vectors.append(run.get("vectors_per_chunk") or 1.0)
+            scifact = results.get("scifact", {}).get("runs", {})
+            tolerance = RULE["scifact_tolerance"]
+            if (
+                name in scifact
+                and BASELINE in scifact
+                and scifact[name]["ndcg@10"] < scifact[BASELINE]["ndcg@10"] - tolerance
+            ):
+                pooled_ok = False
+                fails.append(f"{model} scifact {scifact[name]['ndcg@10']:.3f}")
+        if not means:
+            continue
+        s2b_ok = s2b_ok and float(np.mean(means)) > RULE["s2b_mean"]
+        table[name] = {
+            "pooled_part": pooled_ok and name != BASELINE,
+            "small_to_big_part": s2b_ok,
+            "mean_vs_small_to_big": float(np.mean(means)),
+            "vectors_per_chunk": float(np.mean(vectors)),
+            "fails": fails,
+        }
+    return table
+
+
+def _delta(base: dict[str, Any], run: dict[str, Any]) -> float:
+    """Mean paired nDCG@10 change of `run` over `base` (the same queries)."""
+    return float(np.mean([run["per_query"][q] - v for q, v in base["per_query"].items()]))
+
+
+def mean_ndcg(models: dict[str, dict[str, Any]], name: str) -> float:
+    values = [
+        r[f"{d}/{s}"]["runs"][name]["ndcg@10"]
+        for r in models.values()
+        for d in RULE_DATASETS
+        for s in STACKS
+        if name in r.get(f"{d}/{s}", {}).get("runs", {})
+    ]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def pick(models: dict[str, dict[str, Any]], table: dict[str, Any]) -> tuple[str | None, str]:
+    both = [n for n, v in table.items() if v["pooled_part"] and v["small_to_big_part"]]
+    pool = both or [n for n, v in table.items() if v["pooled_part"]]
+    if not pool:
+        return None, "none"
+    best = max(pool, key=lambda n: (round(mean_ndcg(models, n), 3), -table[n]["vectors_per_chunk"]))
+    return best, "both parts" if both else "pooled part only"
+
+
+def report(folders: list[str]) -> str:
+    """The markdown tables of every run and the rule's verdict, from the results of `folders` (one per model)."""
+    models = {Path(f).name: json.loads((Path(f) / "results.json").read_text()) for f in folders}
+    lines = []
+    for model, results in models.items():
+        lines += [
+            f"### {model}",
+            "",
+            "| data → stack | run | nDCG@10 | Δ vs token-pooled [95 % CI] | "
+            "Δ vs small-to-big [95 % CI] | PSI | vectors/chunk | index MB | build s | p50 / p95 ms |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for key, entry in results.items():
+            if key == "scifact":
+                continue
+            runs = entry["runs"]
+            for name, run in runs.items():
+                cells = []
+                for base in (BASELINE, SMALL_TO_BIG):
+                    if base in runs and name != base:
+                        b = paired_bootstrap(runs[base]["per_query"], run["per_query"], {})
+                        lo, hi = b["ndcg_delta_ci"]
+                        cells.append(f"{_delta(runs[base], run):+.3f} [{lo:+.3f}, {hi:+.3f}]")
+                    else:
+                        cells.append("")
+                size = run.get("index_bytes")
+                lines.append(
+                    f"| {key} ({entry['documents']} docs, {entry['chunks']} chunks, {entry['questions']} q) | {name} | "
+                    f"{run['ndcg@10']:.3f} | {cells[0]} | {cells[1]} | {run['psi']:.2f} | "
+                    f"{run.get('vectors_per_chunk') or 0:.2f} | {'' if size is None else f'{size / 1e6:.2f}'} | "
+                    f"{run.get('build_s', 0):.1f} | {run.get('latency_ms_p50', 0):.2f} / "
+                    f"{run.get('latency_ms_p95', 0):.2f} |"
+                )
+        scifact = results.get("scifact", {}).get("runs", {})
+        if scifact:
+            lines += ["", "SciFact nDCG@10: " + ", ".join(f"{n} {r['ndcg@10']:.4f}" for n, r in scifact.items())]
+        lines.append("")
+    table = verdict(models)
+    best, how = pick(models, table)
+    header = "| candidate | mean nDCG@10 | pooled part | small-to-big part | mean Δ vs small-to-big | vectors | fails |"
+    lines += ["### The rule", "", header, "|---|---|---|---|---|---|---|"]
+    for name, v in sorted(table.items(), key=lambda kv: -mean_ndcg(models, kv[0])):
+        lines.append(
+            f"| {name} | {mean_ndcg(models, name):.3f} | {'yes' if v['pooled_part'] else 'no'} | "
+            f"{'yes' if v['small_to_big_part'] else 'no'} | {v['mean_vs_small_to_big']:+.3f} | "
+            f"{v['vectors_per_chunk']:.2f} | {'; '.join(v['fails'][:6])}{' …' if len(v['fails']) > 6 else ''} |"
+        )
+    lines += ["", f"Pick: **{best}** ({how})."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--out", default="runs/window-boundaries", help="results folder (comma-separated for --report)")
+    parser.add_argument("--datasets", default="squad-v2,reddit,needle")
+    parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument("--squad-articles", type=int, default=None, help="the first N SQuAD-v2 articles only")
+    parser.add_argument("--reddit-posts", type=int, default=1000, help="the first N reddit posts")
+    parser.add_argument("--scifact", action="store_true", help="also SciFact (pooled and multi-vector per policy)")
+    parser.add_argument("--threads", type=int, default=None, help="torch and faiss threads")
+    parser.add_argument("--report", action="store_true", help="only print the tables and the rule's verdict")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("fair_retrieval").setLevel(logging.ERROR)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.report:
+        print(report(args.out.split(",")))
+        return 0
+    if args.threads:
+        import faiss
+        import torch
+
+        torch.set_num_threads(args.threads)
+        faiss.omp_set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+
+    def save() -> None:
+        path.write_text(json.dumps(results))
+
+    model = args.model or bundled_model()
+    for dataset in [d for d in args.datasets.split(",") if d]:
+        for stack in [s for s in args.stacks.split(",") if s]:
+            run_pair(dataset, stack, model, args, results, save)
+    if args.scifact:
+        run_scifact(model, results, save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
