@@ -10,6 +10,7 @@ The public names, each defined in one module and re-exported here:
   calibrated.
 - `DocumentWindows`: every window vector of some documents (`FairEmbedder.embed_document_windows`);
   `LongDocuments`: what happens to a document longer than the model's window ("windows" or "truncate");
+  `WindowBoundaries`: where such a document is cut into windows ("text": paragraph and sentence ends; "tokens");
   `Pooling`: how token vectors become one ("cls", "mean", "last"); `Precision`: the numeric precision of the weights.
 - `FaissIndex`, `MultiVectorIndex`, `DocumentHit`: the FAISS vector indices (`fair_retrieval.index` has the rest).
 - For wrappers of `FairEmbedder` in other frameworks (the LangChain and LlamaIndex embeddings): `EmbedderOptions`
@@ -20,6 +21,7 @@ The public names, each defined in one module and re-exported here:
   text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`.
 """
 
+from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.building import resolve_embedder
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.embedding.options import (
@@ -52,6 +54,7 @@ __all__ = [
     "PositionalScaling",
     "Precision",
     "UnsupportedModelError",
+    "WindowBoundaries",
     "as_calibration",
     "chunk_plan",
     "option_doc",

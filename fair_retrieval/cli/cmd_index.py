@@ -296,11 +296,12 @@ def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> No
     if args.skip_bad_files:
         raise ValueError("--skip-bad-files works with --engine local; drop it, or fix the input first.")
     defaults = EmbedderOptions()
-    if (options.long_documents, options.window_overlap) != (defaults.long_documents, defaults.window_overlap):
+    policy = ("long_documents", "window_overlap", "window_boundaries")
+    if [getattr(options, name) for name in policy] != [getattr(defaults, name) for name in policy]:
         raise ValueError(
             f"--engine ray embeds long documents as the default does (--long-documents {defaults.long_documents} "
-            f"--window-overlap {defaults.window_overlap}); drop --long-documents/--window-overlap or use "
-            "--engine local."
+            f"--window-overlap {defaults.window_overlap} --window-boundaries {defaults.window_boundaries}); drop "
+            "--long-documents/--window-overlap/--window-boundaries or use --engine local."
         )
 
 

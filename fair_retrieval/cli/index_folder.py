@@ -153,6 +153,7 @@ def index_manifest(
         "max_length": options.max_length,
         "long_documents": options.long_documents,
         "window_overlap": options.window_overlap,
+        "window_boundaries": options.window_boundaries,
         "calibration": options.calibration.to_dict() if options.calibration is not None else None,
         "chunking": chunking,
         "dim": index.dim,
@@ -248,7 +249,8 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
     policy, uncalibrated (queries are embedded plainly).
 
     A manifest written before long documents were windowed has no `long_documents` and no `window_overlap`; such an
-    index truncated its documents (`LEGACY_LONG_DOCUMENTS`) and had no windows to overlap (0).
+    index truncated its documents (`LEGACY_LONG_DOCUMENTS`) and had no windows to overlap (0). One written before
+    windows could follow the text's boundaries has no `window_boundaries`: its windows were token windows.
 
     Raises:
         ValueError: for values in the manifest that `EmbedderOptions` refuses (a damaged manifest).
@@ -260,6 +262,7 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
         device=device,
         long_documents=manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
         window_overlap=manifest.get("window_overlap", 0),
+        window_boundaries=manifest.get("window_boundaries", "tokens"),
     )
 
 
@@ -274,6 +277,7 @@ def manifest_identity(manifest: dict[str, Any]) -> dict[str, Any]:
         "max_length": manifest.get("max_length"),
         "long_documents": manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
         "window_overlap": manifest.get("window_overlap", 0),
+        "window_boundaries": manifest.get("window_boundaries", "tokens"),
         "calibration": manifest.get("calibration"),
     }
 

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any, get_args
 
+from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.loading import DEFAULT_MODEL
 from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions
 from fair_retrieval.embedding.windows import DEFAULT_OVERLAP_WORDS, LongDocuments
@@ -47,6 +48,11 @@ def _model_flags() -> dict[str, dict[str, Any]]:
             "type": int,
             "metavar": "N",
             "help": f"tokens consecutive windows share (default: {DEFAULT_OVERLAP_WORDS})",
+        },
+        "window_boundaries": {
+            "choices": get_args(WindowBoundaries),
+            "help": "where long documents are cut into windows: at paragraph and sentence ends (text) or at equal "
+            f"token spans (tokens) (default: {DEFAULTS.window_boundaries})",
         },
     }
 

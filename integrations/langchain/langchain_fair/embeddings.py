@@ -24,6 +24,7 @@ from fair_retrieval import (
     LongDocuments,
     Pooling,
     Precision,
+    WindowBoundaries,
     as_calibration,
     chunk_plan,
     option_doc,
@@ -78,6 +79,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     )
     window_overlap: int | None = Field(
         default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
+    )
+    window_boundaries: WindowBoundaries = Field(
+        default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
     )
     batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
     device: str | None = Field(default=None, description=option_doc("device", loading_note=True))

@@ -35,6 +35,7 @@ from fair_retrieval import (
     LongDocuments,
     Pooling,
     Precision,
+    WindowBoundaries,
     as_calibration,
     chunk_plan,
     option_doc,
@@ -55,11 +56,11 @@ class FairEmbedding(BaseEmbedding):
 
     Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
     loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
-    `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, device, precision,
-    show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented where they are declared
-    (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed values and checks
-    from there. All but calibration and show_progress_bar only act when a model is loaded here; calibration
-    defaults to the embedder's own when given one.
+    `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries,
+    device, precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented where
+    they are declared (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed
+    values and checks from there. All but calibration and show_progress_bar only act when a model is loaded here;
+    calibration defaults to the embedder's own when given one.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
@@ -102,6 +103,9 @@ class FairEmbedding(BaseEmbedding):
     window_overlap: int | None = Field(
         default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
     )
+    window_boundaries: WindowBoundaries = Field(
+        default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
+    )
     device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
     precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
     show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
@@ -125,6 +129,7 @@ class FairEmbedding(BaseEmbedding):
         max_length: int | None = DEFAULTS.max_length,
         long_documents: LongDocuments = DEFAULTS.long_documents,
         window_overlap: int | None = DEFAULTS.window_overlap,
+        window_boundaries: WindowBoundaries = DEFAULTS.window_boundaries,
         device: str | None = None,  # DEFAULTS.device, typed as a str here (it is stored as one)
         precision: Precision = DEFAULTS.precision,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
@@ -169,6 +174,7 @@ class FairEmbedding(BaseEmbedding):
             "max_length": embedder.max_length,
             "long_documents": embedder.long_documents,
             "window_overlap": embedder.window_overlap,
+            "window_boundaries": embedder.window_boundaries,
             "device": str(embedder.device),
             "precision": precision,
             "show_progress_bar": show_progress_bar,
