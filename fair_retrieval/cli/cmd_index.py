@@ -296,12 +296,13 @@ def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> No
     if args.skip_bad_files:
         raise ValueError("--skip-bad-files works with --engine local; drop it, or fix the input first.")
     defaults = EmbedderOptions()
-    policy = ("long_documents", "window_overlap", "window_boundaries")
+    policy = ("long_documents", "window_overlap", "window_boundaries", "window_tokens")
     if [getattr(options, name) for name in policy] != [getattr(defaults, name) for name in policy]:
         raise ValueError(
             f"--engine ray embeds long documents as the default does (--long-documents {defaults.long_documents} "
-            f"--window-overlap {defaults.window_overlap} --window-boundaries {defaults.window_boundaries}); drop "
-            "--long-documents/--window-overlap/--window-boundaries or use --engine local."
+            f"--window-overlap {defaults.window_overlap} --window-boundaries {defaults.window_boundaries}, the "
+            "whole window); drop --long-documents/--window-overlap/--window-boundaries/--window-tokens or use "
+            "--engine local."
         )
 
 

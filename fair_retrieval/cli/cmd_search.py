@@ -148,8 +148,8 @@ def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folde
     )
     options = query_embedder_options(manifest, device=args.device)
     options = dataclasses.replace(options, pooling=requested["pooling"], max_length=requested["max_length"])
-    if args.max_length is not None:  # the manifest's overlap may not fit the new window; queries are never windowed
-        options = dataclasses.replace(options, window_overlap=None)
+    if args.max_length is not None:  # the manifest's windows may not fit the new one; queries are never windowed
+        options = dataclasses.replace(options, window_overlap=None, window_tokens=None)
     return str(args.model or manifest["model"]), options
 
 

@@ -154,6 +154,7 @@ def index_manifest(
         "long_documents": options.long_documents,
         "window_overlap": options.window_overlap,
         "window_boundaries": options.window_boundaries,
+        "window_tokens": options.window_tokens,
         "calibration": options.calibration.to_dict() if options.calibration is not None else None,
         "chunking": chunking,
         "dim": index.dim,
@@ -250,7 +251,8 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
 
     A manifest written before long documents were windowed has no `long_documents` and no `window_overlap`; such an
     index truncated its documents (`LEGACY_LONG_DOCUMENTS`) and had no windows to overlap (0). One written before
-    windows could follow the text's boundaries has no `window_boundaries`: its windows were token windows.
+    windows could follow the text's boundaries has no `window_boundaries` nor `window_tokens`: its windows were token
+    windows of the whole window.
 
     Raises:
         ValueError: for values in the manifest that `EmbedderOptions` refuses (a damaged manifest).
@@ -263,6 +265,7 @@ def query_embedder_options(manifest: dict[str, Any], device: str | None = None) 
         long_documents=manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
         window_overlap=manifest.get("window_overlap", 0),
         window_boundaries=manifest.get("window_boundaries", "tokens"),
+        window_tokens=manifest.get("window_tokens"),
     )
 
 
@@ -278,6 +281,7 @@ def manifest_identity(manifest: dict[str, Any]) -> dict[str, Any]:
         "long_documents": manifest.get("long_documents", LEGACY_LONG_DOCUMENTS),
         "window_overlap": manifest.get("window_overlap", 0),
         "window_boundaries": manifest.get("window_boundaries", "tokens"),
+        "window_tokens": manifest.get("window_tokens"),
         "calibration": manifest.get("calibration"),
     }
 

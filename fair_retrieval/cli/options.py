@@ -54,6 +54,11 @@ def _model_flags() -> dict[str, dict[str, Any]]:
             "help": "where long documents are cut into windows: at paragraph and sentence ends (text) or at equal "
             f"token spans (tokens) (default: {DEFAULTS.window_boundaries})",
         },
+        "window_tokens": {
+            "type": int,
+            "metavar": "N",
+            "help": "the most content tokens one window holds (default: all that --max-length holds)",
+        },
     }
 
 

@@ -97,6 +97,7 @@ class FairEmbedder:
         long_documents: LongDocuments = DEFAULTS.long_documents,
         window_overlap: int | None = DEFAULTS.window_overlap,
         window_boundaries: WindowBoundaries = DEFAULTS.window_boundaries,
+        window_tokens: int | None = DEFAULTS.window_tokens,
     ) -> None:
         options = EmbedderOptions.from_arguments(locals())  # first: validates every option before any loading
         calibration = options.calibration
@@ -122,6 +123,13 @@ class FairEmbedder:
         self._document_prompt = document_prompt(self.model)
         self._query_prompt = query_prompt(self.model)
         self.long_documents: LongDocuments = options.long_documents
+        self.window_tokens = options.window_tokens
+        if self.window_tokens is not None and self.window_tokens > self._window_room:
+            raise ValueError(
+                f"window_tokens={self.window_tokens} is more than the {self._window_room} content tokens "
+                f"max_length={self.max_length} holds after the prompt and special tokens; use at most "
+                f"{self._window_room}, raise max_length, or leave window_tokens=None."
+            )
         overlap = options.window_overlap
         self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
         self.window_boundaries: WindowBoundaries = options.window_boundaries
@@ -241,7 +249,13 @@ class FairEmbedder:
 
     @property
     def window_content_tokens(self) -> int:
-        """The most content tokens one window holds: `max_length` minus the document prompt and special tokens."""
+        """The most content tokens one window holds: `window_tokens`, or (None) all that `max_length` holds after
+        the document prompt and special tokens."""
+        return self._window_room if self.window_tokens is None else self.window_tokens
+
+    @property
+    def _window_room(self) -> int:
+        """The content tokens `max_length` holds: minus the document prompt and special tokens."""
         return self.max_length - self.token_lengths([""])[0]
 
     def plan_documents(self, texts: Sequence[str]) -> DocumentPlan:
@@ -253,10 +267,10 @@ class FairEmbedder:
         """
         texts = ensure_text_list(texts)
         lengths = self.token_lengths(texts, "document")
-        overhead = self.max_length - self.window_content_tokens
+        overhead = self.max_length - self._window_room  # the prompt and special tokens of a text
         if self.long_documents == "truncate":
             return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
-        long_ones = [i for i, n in enumerate(lengths) if n > self.max_length]
+        long_ones = [i for i, n in enumerate(lengths) if n - overhead > self.window_content_tokens]
         windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones]), strict=True))
         return DocumentPlan.windowing(texts, lengths, windows, overhead)
 
@@ -287,7 +301,7 @@ class FairEmbedder:
 
         Saved stores record it so that loading them with another configuration (which would mix incompatible
         vectors) is noticed. Keys: model (`model_name`; the default model's bundled copy counts as its Hub id),
-        pooling, max_length, long_documents, window_overlap, window_boundaries, calibration
+        pooling, max_length, long_documents, window_overlap, window_boundaries, window_tokens, calibration
         (`Calibration.to_dict()` or None), positional_scaling (`PositionalScaling.to_dict()` or None), document_prompt
         and query_prompt. Device, precision and batch size are left out: they do not change what the vectors mean.
         """
@@ -298,6 +312,7 @@ class FairEmbedder:
             "long_documents": self.long_documents,
             "window_overlap": self.window_overlap,
             "window_boundaries": self.window_boundaries,
+            "window_tokens": self.window_tokens,
             "calibration": self.calibration.to_dict() if self.calibration is not None else None,
             "positional_scaling": self.positional_scaling.to_dict() if self.positional_scaling is not None else None,
             "document_prompt": self._document_prompt,
@@ -308,7 +323,7 @@ class FairEmbedder:
         return (
             f"FairEmbedder(model={self.model_name!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
             f"long_documents={self.long_documents!r}, window_overlap={self.window_overlap}, "
-            f"window_boundaries={self.window_boundaries!r}, "
+            f"window_boundaries={self.window_boundaries!r}, window_tokens={self.window_tokens}, "
             f"calibration={self.calibration!r}, positional_scaling={self.positional_scaling!r}, "
             f"device={str(self.device)!r})"
         )
@@ -361,9 +376,10 @@ class FairEmbedder:
                 texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
             )
         capacity = self.window_content_tokens
+        limit = self.max_length - self._window_room + capacity  # a window's tokens, prompt and special ones included
         cut = boundary_windows if self.window_boundaries == "text" else fitting_windows
         return [
-            cut(text, offsets, capacity, self.window_overlap, self.max_length, self.token_lengths)
+            cut(text, offsets, capacity, self.window_overlap, limit, self.token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
         ]
 

@@ -36,6 +36,7 @@ IDENTITY_FIELDS: tuple[str, ...] = (
     "long_documents",
     "window_overlap",
     "window_boundaries",
+    "window_tokens",
     "calibration",
     "positional_scaling",
     "document_prompt",
@@ -46,7 +47,10 @@ IDENTITY_FIELDS: tuple[str, ...] = (
 _ADAPTER_ATTRIBUTES = ("fair_embedder", "embedder")  # LangChain's FairEmbeddings, LlamaIndex's FairEmbedding
 _MODEL_ATTRIBUTES = ("model_name", "model")  # what other embeddings classes call their model
 _MISSING = "<not recorded>"
-_UNRECORDED_MEANS = {"window_boundaries": "tokens"}  # fields added later: what a record without them was made with
+_UNRECORDED_MEANS = {
+    "window_boundaries": "tokens",
+    "window_tokens": None,
+}  # fields added later: what a record without them was made with
 
 
 def embedder_identity(embeddings: Any) -> dict[str, Any]:
@@ -82,10 +86,10 @@ def identity_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]
     """The fields in which two identities differ: field → (recorded value, current value).
 
     A field only one of them has counts as a difference (its other value is shown as "<not recorded>"). Values
-    are compared as JSON, with these equivalences: a record without `window_boundaries` was made with token
-    windows (the only kind before the option existed), the default model's names (`canonical_model_name`), a
-    calibration dict and the same `Calibration` written by another release (defaults filled in), and LPES factors
-    without the control points they were drawn from (not part of `PositionalScaling` equality).
+    are compared as JSON, with these equivalences: a record without `window_boundaries` or `window_tokens` was made with
+    token windows of the whole window (the only kind before the options existed), the default model's names
+    (`canonical_model_name`), a calibration dict and the same `Calibration` written by another release (defaults filled
+    in), and LPES factors without the control points they were drawn from (not part of `PositionalScaling` equality).
     """
     differences: dict[str, tuple[Any, Any]] = {}
     order = [*IDENTITY_FIELDS, *sorted((set(recorded) | set(current)) - set(IDENTITY_FIELDS))]

@@ -64,6 +64,7 @@ LOADING_OPTIONS: tuple[str, ...] = (
     "long_documents",
     "window_overlap",
     "window_boundaries",
+    "window_tokens",
 )
 """Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
 
@@ -109,6 +110,9 @@ class EmbedderOptions:
             window does not mix the end of one passage with the start of the next; "tokens" cuts equal token
             spans. A sentence longer than a window, or a text without such ends, is cut by tokens either way.
             Default: "tokens".
+        window_tokens: the most content tokens one window holds (at most what `max_length` holds after the prompt
+            and special tokens); a document with more is cut into windows. Smaller windows let a multi-vector store
+            find a passage by a window about its size. None (the default): all that `max_length` holds.
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
@@ -129,6 +133,7 @@ class EmbedderOptions:
     long_documents: LongDocuments = "windows"
     window_overlap: int | None = None
     window_boundaries: WindowBoundaries = "tokens"
+    window_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.calibration is not None and not isinstance(self.calibration, Calibration):
@@ -153,6 +158,7 @@ class EmbedderOptions:
         one_of(self.long_documents, "long_documents", get_args(LongDocuments))
         int_at_least(self.window_overlap, "window_overlap", 0, or_none=True, note=DEFAULT_OVERLAP_WORDS)
         one_of(self.window_boundaries, "window_boundaries", get_args(WindowBoundaries))
+        positive_int(self.window_tokens, "window_tokens", or_none=True)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

@@ -144,3 +144,25 @@ def test_a_record_without_the_field_means_token_windows(text_embedder: FairEmbed
     old = {k: v for k, v in tokens.items() if k != "window_boundaries"}
     assert identity_differences(old, tokens) == {}
     assert set(identity_differences(old, text_embedder.identity())) == {"window_boundaries"}
+
+
+def test_window_tokens_makes_smaller_windows_that_fit_and_cover(minilm: str) -> None:
+    text = article(21, paragraphs=8)
+    full = FairEmbedder(minilm, window_boundaries="text", calibration=None)
+    half = FairEmbedder(minilm, window_boundaries="text", window_tokens=127, calibration=None)
+    assert half.window_content_tokens == 127 and half.window_overlap == 16  # an eighth of the smaller window
+    pieces = windows_of(half, text)
+    assert len(pieces) > len(windows_of(full, text))
+    assert max(token_count(half, p.text) for p in pieces) <= 127 + 2
+    assert all(covered(text, pieces)[i] for i, ch in enumerate(text) if not ch.isspace())
+    medium = article(22, paragraphs=3, sentences=(4, 4), words=(12, 14))  # between half and the whole window
+    assert half.token_lengths([medium])[0] - 2 > 127 >= 0 and full.token_lengths([medium])[0] <= full.max_length
+    assert len(half.plan_documents([medium]).pieces) > 1 and len(full.plan_documents([medium]).pieces) == 1
+    assert half.identity()["window_tokens"] == 127 and full.identity()["window_tokens"] is None
+
+
+def test_window_tokens_above_the_window_is_refused(minilm: str) -> None:
+    with pytest.raises(ValueError, match="window_tokens=300 is more than the 254 content tokens"):
+        FairEmbedder(minilm, window_tokens=300)
+    with pytest.raises(ValueError, match="window_tokens"):
+        EmbedderOptions(window_tokens=0)

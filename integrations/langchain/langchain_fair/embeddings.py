@@ -83,6 +83,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     window_boundaries: WindowBoundaries = Field(
         default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
     )
+    window_tokens: int | None = Field(
+        default=DEFAULTS.window_tokens, description=option_doc("window_tokens", loading_note=True)
+    )
     batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
     device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
     precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))

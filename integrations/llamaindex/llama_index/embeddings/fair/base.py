@@ -57,8 +57,8 @@ class FairEmbedding(BaseEmbedding):
     Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
     loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
     `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries,
-    device, precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented where
-    they are declared (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed
+    window_tokens, device, precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented
+    where they are declared (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed
     values and checks from there. All but calibration and show_progress_bar only act when a model is loaded here;
     calibration defaults to the embedder's own when given one.
 
@@ -106,6 +106,9 @@ class FairEmbedding(BaseEmbedding):
     window_boundaries: WindowBoundaries = Field(
         default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
     )
+    window_tokens: int | None = Field(
+        default=DEFAULTS.window_tokens, description=option_doc("window_tokens", loading_note=True)
+    )
     device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
     precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
     show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
@@ -130,6 +133,7 @@ class FairEmbedding(BaseEmbedding):
         long_documents: LongDocuments = DEFAULTS.long_documents,
         window_overlap: int | None = DEFAULTS.window_overlap,
         window_boundaries: WindowBoundaries = DEFAULTS.window_boundaries,
+        window_tokens: int | None = DEFAULTS.window_tokens,
         device: str | None = None,  # DEFAULTS.device, typed as a str here (it is stored as one)
         precision: Precision = DEFAULTS.precision,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
@@ -175,6 +179,7 @@ class FairEmbedding(BaseEmbedding):
             "long_documents": embedder.long_documents,
             "window_overlap": embedder.window_overlap,
             "window_boundaries": embedder.window_boundaries,
+            "window_tokens": embedder.window_tokens,
             "device": str(embedder.device),
             "precision": precision,
             "show_progress_bar": show_progress_bar,
