@@ -54,6 +54,7 @@ from fair_retrieval.engine.hook import (
 )
 from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
 from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.validate import is_positive_int
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
 
@@ -130,7 +131,7 @@ class FairEmbedder:
                 f"max_length={self.max_length} holds after the prompt and special tokens; use at most "
                 f"{self._window_room}, raise max_length, or leave window_tokens=None."
             )
-        overlap = options.window_overlap
+        overlap = self._overlap_given = options.window_overlap
         self.window_overlap = default_overlap(self.window_content_tokens) if overlap is None else overlap
         self.window_boundaries: WindowBoundaries = options.window_boundaries
         if self.long_documents == "windows":
@@ -188,6 +189,7 @@ class FairEmbedder:
         calibration: Calibration | None = INSTANCE_DEFAULT,
         show_progress_bar: bool | None = None,
         positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
+        window_tokens: int | None = None,
     ) -> DocumentWindows:
         """Embed documents as `embed_documents` does, keeping the vector of every window as well.
 
@@ -200,7 +202,11 @@ class FairEmbedder:
         With `long_documents="truncate"` every document is one window (the start the model reads), so a store of
         window vectors holds the pooled ones.
 
-        Args: as `embed_documents`.
+        Args:
+            texts, calibration, show_progress_bar, positional_scaling: as `embed_documents`.
+            window_tokens: windows of at most this many content tokens for this call (a multi-vector store that
+                keeps smaller windows than the embedder's); the overlap is then an eighth of it, or the embedder's
+                own `window_overlap` when one was given (at most half of it). None: the embedder's windows.
         """
         if calibration is INSTANCE_DEFAULT:
             calibration = self.calibration
@@ -210,11 +216,12 @@ class FairEmbedder:
             positional_scaling = self.positional_scaling
         text_list = ensure_text_list(texts)
         self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
+        self._window_shape(window_tokens)  # fail before any work on a window that does not fit
         if not text_list:
             empty = np.zeros((0, self.dimension), dtype=np.float32)
             none = np.zeros(0, dtype=np.int64)
             return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
-        return self._embed_documents(text_list, calibration, show_progress_bar, positional_scaling)
+        return self._embed_documents(text_list, calibration, show_progress_bar, positional_scaling, window_tokens)
 
     def embed_queries(
         self,
@@ -258,20 +265,22 @@ class FairEmbedder:
         """The content tokens `max_length` holds: minus the document prompt and special tokens."""
         return self.max_length - self.token_lengths([""])[0]
 
-    def plan_documents(self, texts: Sequence[str]) -> DocumentPlan:
+    def plan_documents(self, texts: Sequence[str], window_tokens: int | None = None) -> DocumentPlan:
         """The pieces the model reads for `texts` under this embedder's `long_documents` policy (tokenizes only).
 
-        With "windows", a document longer than `max_length` tokens becomes the fewest equal windows of at most
-        `window_content_tokens` content tokens (sharing `window_overlap` tokens), cut at token boundaries of the
-        document's own tokenization; a document that fits is its own single piece, embedded exactly as before.
+        With "windows", a document with more than `window_content_tokens` content tokens (or `window_tokens`, for
+        this call) is cut into windows of at most that many (sharing `window_overlap` tokens), at token boundaries of
+        the document's own tokenization or at its paragraph and sentence ends (`window_boundaries`); a document that
+        fits is its own single piece, embedded exactly as before.
         """
         texts = ensure_text_list(texts)
         lengths = self.token_lengths(texts, "document")
         overhead = self.max_length - self._window_room  # the prompt and special tokens of a text
         if self.long_documents == "truncate":
             return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
-        long_ones = [i for i, n in enumerate(lengths) if n - overhead > self.window_content_tokens]
-        windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones]), strict=True))
+        capacity, overlap = self._window_shape(window_tokens)
+        long_ones = [i for i, n in enumerate(lengths) if n - overhead > capacity]
+        windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones], capacity, overlap), strict=True))
         return DocumentPlan.windowing(texts, lengths, windows, overhead)
 
     def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
@@ -367,7 +376,26 @@ class FairEmbedder:
             layer_of_module=self._layer_of_module,
         )
 
-    def _windows(self, texts: list[str]) -> list[list[WindowPiece]]:
+    def _window_shape(self, window_tokens: int | None) -> tuple[int, int]:
+        """(content tokens, overlap) of this embedder's windows, or of windows of `window_tokens` for one call.
+
+        Raises:
+            ValueError: for `window_tokens` that is not a positive int or more than `max_length` holds.
+        """
+        if window_tokens is None:
+            return self.window_content_tokens, self.window_overlap
+        if not is_positive_int(window_tokens) or window_tokens > self._window_room:
+            raise ValueError(
+                f"window_tokens must be a positive int of at most {self._window_room} content tokens (what "
+                f"max_length={self.max_length} holds), got {window_tokens!r}."
+            )
+        given = self._overlap_given
+        overlap = default_overlap(window_tokens) if given is None else min(given, window_tokens // 2)
+        return window_tokens, overlap
+
+    def _windows(
+        self, texts: list[str], capacity: int | None = None, overlap: int | None = None
+    ) -> list[list[WindowPiece]]:
         """Each text cut into windows (text, content tokens, character span) that fit `max_length` once re-tokenized."""
         if not texts:
             return []
@@ -375,11 +403,12 @@ class FairEmbedder:
             encoded = self.tokenizer(
                 texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
             )
-        capacity = self.window_content_tokens
+        capacity = self.window_content_tokens if capacity is None else capacity
+        overlap = self.window_overlap if overlap is None else overlap
         limit = self.max_length - self._window_room + capacity  # a window's tokens, prompt and special ones included
         cut = boundary_windows if self.window_boundaries == "text" else fitting_windows
         return [
-            cut(text, offsets, capacity, self.window_overlap, limit, self.token_lengths)
+            cut(text, offsets, capacity, overlap, limit, self.token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
         ]
 
@@ -422,11 +451,12 @@ class FairEmbedder:
         calibration: Calibration | None,
         show_progress_bar: bool | None,
         scaling: PositionalScaling | None,
+        window_tokens: int | None = None,
     ) -> DocumentWindows:
         """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call."""
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
-        plan = self.plan_documents(texts)
+        plan = self.plan_documents(texts, window_tokens)
         piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
             plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling

@@ -166,3 +166,16 @@ def test_window_tokens_above_the_window_is_refused(minilm: str) -> None:
         FairEmbedder(minilm, window_tokens=300)
     with pytest.raises(ValueError, match="window_tokens"):
         EmbedderOptions(window_tokens=0)
+
+
+def test_window_tokens_for_one_call_equals_an_embedder_with_that_window(minilm: str) -> None:
+    texts = [article(31, paragraphs=5), "A short one."]
+    text_full = FairEmbedder(minilm, window_boundaries="text", calibration=None)
+    text_half = FairEmbedder(minilm, window_boundaries="text", window_tokens=127, calibration=None)
+    once = text_full.embed_document_windows(texts, window_tokens=127)
+    fixed = text_half.embed_document_windows(texts)
+    np.testing.assert_array_equal(once.spans, fixed.spans)
+    np.testing.assert_allclose(once.vectors, fixed.vectors, atol=1e-6)
+    assert len(text_full.embed_document_windows(texts).vectors) < len(once.vectors)  # the embedder is unchanged
+    with pytest.raises(ValueError, match="window_tokens must be a positive int of at most 254"):
+        text_full.embed_document_windows(texts, window_tokens=255)
