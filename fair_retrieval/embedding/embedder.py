@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ from fair_retrieval.engine.hook import (
 )
 from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
 from fair_retrieval.inputs import ensure_text_list
-from fair_retrieval.validate import is_positive_int
+from fair_retrieval.validate import is_positive_int, one_of
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
 
@@ -190,6 +190,7 @@ class FairEmbedder:
         show_progress_bar: bool | None = None,
         positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
         window_tokens: int | None = None,
+        window_boundaries: WindowBoundaries | None = None,
     ) -> DocumentWindows:
         """Embed documents as `embed_documents` does, keeping the vector of every window as well.
 
@@ -207,6 +208,7 @@ class FairEmbedder:
             window_tokens: windows of at most this many content tokens for this call (a multi-vector store that
                 keeps smaller windows than the embedder's); the overlap is then an eighth of it, or the embedder's
                 own `window_overlap` when one was given (at most half of it). None: the embedder's windows.
+            window_boundaries: where to cut windows for this call ("text" or "tokens"); None: the embedder's own.
         """
         if calibration is INSTANCE_DEFAULT:
             calibration = self.calibration
@@ -217,11 +219,15 @@ class FairEmbedder:
         text_list = ensure_text_list(texts)
         self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         self._window_shape(window_tokens)  # fail before any work on a window that does not fit
+        if window_boundaries is not None:
+            one_of(window_boundaries, "window_boundaries", get_args(WindowBoundaries))
         if not text_list:
             empty = np.zeros((0, self.dimension), dtype=np.float32)
             none = np.zeros(0, dtype=np.int64)
             return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
-        return self._embed_documents(text_list, calibration, show_progress_bar, positional_scaling, window_tokens)
+        return self._embed_documents(
+            text_list, calibration, show_progress_bar, positional_scaling, window_tokens, window_boundaries
+        )
 
     def embed_queries(
         self,
@@ -265,7 +271,12 @@ class FairEmbedder:
         """The content tokens `max_length` holds: minus the document prompt and special tokens."""
         return self.max_length - self.token_lengths([""])[0]
 
-    def plan_documents(self, texts: Sequence[str], window_tokens: int | None = None) -> DocumentPlan:
+    def plan_documents(
+        self,
+        texts: Sequence[str],
+        window_tokens: int | None = None,
+        window_boundaries: WindowBoundaries | None = None,
+    ) -> DocumentPlan:
         """The pieces the model reads for `texts` under this embedder's `long_documents` policy (tokenizes only).
 
         With "windows", a document with more than `window_content_tokens` content tokens (or `window_tokens`, for
@@ -280,7 +291,8 @@ class FairEmbedder:
             return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
         capacity, overlap = self._window_shape(window_tokens)
         long_ones = [i for i, n in enumerate(lengths) if n - overhead > capacity]
-        windows = dict(zip(long_ones, self._windows([texts[i] for i in long_ones], capacity, overlap), strict=True))
+        cut = self._windows([texts[i] for i in long_ones], capacity, overlap, window_boundaries)
+        windows = dict(zip(long_ones, cut, strict=True))
         return DocumentPlan.windowing(texts, lengths, windows, overhead)
 
     def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
@@ -394,7 +406,11 @@ class FairEmbedder:
         return window_tokens, overlap
 
     def _windows(
-        self, texts: list[str], capacity: int | None = None, overlap: int | None = None
+        self,
+        texts: list[str],
+        capacity: int | None = None,
+        overlap: int | None = None,
+        boundaries: WindowBoundaries | None = None,
     ) -> list[list[WindowPiece]]:
         """Each text cut into windows (text, content tokens, character span) that fit `max_length` once re-tokenized."""
         if not texts:
@@ -406,7 +422,7 @@ class FairEmbedder:
         capacity = self.window_content_tokens if capacity is None else capacity
         overlap = self.window_overlap if overlap is None else overlap
         limit = self.max_length - self._window_room + capacity  # a window's tokens, prompt and special ones included
-        cut = boundary_windows if self.window_boundaries == "text" else fitting_windows
+        cut = boundary_windows if (boundaries or self.window_boundaries) == "text" else fitting_windows
         return [
             cut(text, offsets, capacity, overlap, limit, self.token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
@@ -452,11 +468,12 @@ class FairEmbedder:
         show_progress_bar: bool | None,
         scaling: PositionalScaling | None,
         window_tokens: int | None = None,
+        window_boundaries: WindowBoundaries | None = None,
     ) -> DocumentWindows:
         """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call."""
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
-        plan = self.plan_documents(texts, window_tokens)
+        plan = self.plan_documents(texts, window_tokens, window_boundaries)
         piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
             plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling

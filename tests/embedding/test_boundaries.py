@@ -179,3 +179,13 @@ def test_window_tokens_for_one_call_equals_an_embedder_with_that_window(minilm: 
     assert len(text_full.embed_document_windows(texts).vectors) < len(once.vectors)  # the embedder is unchanged
     with pytest.raises(ValueError, match="window_tokens must be a positive int of at most 254"):
         text_full.embed_document_windows(texts, window_tokens=255)
+
+
+def test_window_boundaries_for_one_call_equals_an_embedder_with_them(minilm: str) -> None:
+    texts = [article(32, paragraphs=5)]
+    by_tokens = FairEmbedder(minilm, calibration=None)
+    by_text = FairEmbedder(minilm, window_boundaries="text", window_tokens=127, calibration=None)
+    once = by_tokens.embed_document_windows(texts, window_tokens=127, window_boundaries="text")
+    np.testing.assert_array_equal(once.spans, by_text.embed_document_windows(texts).spans)
+    with pytest.raises(ValueError, match="window_boundaries"):
+        by_tokens.embed_document_windows(texts, window_boundaries="words")  # type: ignore[arg-type]
