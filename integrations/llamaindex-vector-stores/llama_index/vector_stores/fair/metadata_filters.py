@@ -1,9 +1,8 @@
-"""llama-index `MetadataFilters` translated to the filter grammar of `fair_retrieval.stores.filters`.
+"""llama-index `MetadataFilters` translated to the filter grammar of `fair_retrieval.stores.filter_grammar`.
 
-`FairFaissVectorStore` filters nodes by their metadata with `fair_retrieval.stores.filters`, the grammar the LangChain
-store reads too; this module maps LlamaIndex's filters onto it: FilterOperator EQ, NE, GT, GTE, LT, LTE, IN, NIN and
-IS_EMPTY, combined with FilterCondition AND, OR and NOT (none of them), nested as wanted. Operators with no
-equivalent there are refused with a ValueError naming them, never answered with a silently empty result.
+The LangChain store reads that grammar too; this module maps LlamaIndex's filters onto it: FilterOperator EQ, NE,
+GT, GTE, LT, LTE, IN, NIN and IS_EMPTY, combined with FilterCondition AND, OR and NOT (none of them), nested as
+wanted. Operators with no equivalent are refused with a ValueError naming them, never a silently empty result.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from fair_retrieval.stores import Predicate, compile_filter
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_predicate"]
 
-# llama-index filter operators and their fair_retrieval.stores.filters equivalents (IS_EMPTY is composed in
+# llama-index filter operators and their fair_retrieval.stores.filter_grammar equivalents (IS_EMPTY is composed in
 # _filter_leaf).
 _OPERATORS: dict[FilterOperator, str] = {
     FilterOperator.EQ: "$eq",
@@ -53,7 +52,7 @@ def metadata_predicate(filters: Any) -> Predicate | None:
 
 
 def _filter_spec(filters: MetadataFilters, where: str) -> dict[str, Any]:
-    """`MetadataFilters` as a `fair_retrieval.stores.filters` dict ({} keeps every node, as an empty list does)."""
+    """`MetadataFilters` as a filter dict of `fair_retrieval.stores` ({} keeps every node, as an empty list does)."""
     members = []
     for position, item in enumerate(filters.filters):
         here = f"{where}.filters[{position}]"
