@@ -12,6 +12,7 @@ The modules, with the names exported from each:
 
 - `document_store`: `DocumentStore`, `StoreHit` (one document a search found), `StoreMetric` and `STORE_METRICS`
   ("cosine", "ip", "l2").
+- `wrapped_store`: `WrappedStore` (the properties an adapter's store class reads off its `DocumentStore`).
 - `store_format`: `StoreFormat` (an adapter's file format), `save_store`, `load_store`.
 - `document_modes`: the document mode, pooled or multi-vector. `DEFAULT_MULTIVECTOR` (the stores' default mode,
   one constant), `DocumentMode` (a mode with its aggregate: the index it makes, how a saved store records it),
@@ -22,10 +23,13 @@ The modules, with the names exported from each:
   must have: its `key`), `StoreIndex` (`FaissIndex | MultiVectorIndex`).
 - `files`: a store file saved together with its index folder (one atomic commit) and read back consistently while
   another process may be saving. `save_store_file`, `load_store_file`, `store_generation`, `StoreGeneration`.
-- `arguments`: checks of the arguments store calls take. `id_strings`, `new_ids`, `repeated`, `preview`.
+- `arguments`: checks of the arguments store calls take. `checked_entries` (the documents of an add, checked),
+  `id_strings`, `new_ids`, `repeated`, `preview`.
 - `metadata`: metadata kept as JSON. `json_metadata_list`.
 - `filter_grammar`: the one filter grammar of the stores. `compile_filter` (a filter dict → a predicate on
   metadata), `Predicate`.
+- `operator_filters`: filters written as (field, operator name, value) conditions, as LlamaIndex's
+  `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names).
 - `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`.
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`,
   `relevance_function`.
@@ -34,7 +38,7 @@ The modules, with the names exported from each:
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
-  `is_raw_faiss`, `read_raw_faiss`.
+  `is_raw_faiss`, `read_raw_faiss`, `read_legacy_folder` (a folder LlamaIndex persisted around one).
 
 Defined elsewhere in fair_retrieval and re-exported here because every store builder needs them: `embedder_identity`
 and `check_identity` (`fair_retrieval.embedding.identity`), `json_bytes`, `parse_versioned_json`, `DamagedFileError`
@@ -45,7 +49,7 @@ and `StoreConflictError` (`fair_retrieval.jsonio`), `check_store_entries` and `e
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
-from fair_retrieval.stores.arguments import id_strings, new_ids, preview, repeated
+from fair_retrieval.stores.arguments import checked_entries, id_strings, new_ids, preview, repeated
 from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
@@ -61,11 +65,13 @@ from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_s
 from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.metadata import json_metadata_list
-from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_raw_faiss
+from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
+from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
+from fair_retrieval.stores.wrapped_store import WrappedStore
 from fair_retrieval.validate import positive_int
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "DEFAULT_MULTIVECTOR",
     "MULTIVECTOR_KEY",
     "STORE_METRICS",
+    "SUPPORTED_OPERATORS",
     "DamagedFileError",
     "DocumentMode",
     "DocumentStore",
@@ -90,10 +97,14 @@ __all__ = [
     "StoreMetric",
     "WindowCache",
     "WindowEmbedder",
+    "WrappedStore",
     "check_identity",
     "check_store_entries",
+    "checked_entries",
     "checked_windows",
+    "combined_spec",
     "compile_filter",
+    "condition_spec",
     "content_offset",
     "embedder_identity",
     "ensure_text_list",
@@ -109,6 +120,7 @@ __all__ = [
     "parse_versioned_json",
     "positive_int",
     "preview",
+    "read_legacy_folder",
     "read_raw_faiss",
     "relevance_function",
     "repeated",

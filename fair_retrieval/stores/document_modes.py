@@ -39,6 +39,7 @@ __all__ = [
     "MULTIVECTOR_KEY",
     "DocumentMode",
     "checked_windows",
+    "given_index_mode",
     "requested_mode",
     "stored_windows",
 ]
@@ -236,3 +237,25 @@ def stored_windows(index: MultiVectorIndex, ids: Sequence[int]) -> DocumentWindo
     return DocumentWindows(
         index.get_vectors(list(ids)), np.concatenate(vectors).astype(np.float32), owners, spans, weights
     )
+
+
+def given_index_mode(index: Any, requested: DocumentMode, dim: int | None, name: str) -> DocumentMode:
+    """The mode of a store built over `index` (the index's own), after checking that it fits."""
+    if not isinstance(index, FaissIndex | MultiVectorIndex):
+        raise TypeError(
+            f"index must be a fair_retrieval.FaissIndex or MultiVectorIndex, got {type(index).__name__}; for a new "
+            f"store use {name}.create(dim=...)."
+        )
+    if isinstance(index, MultiVectorIndex) != requested.multivector:
+        raise ValueError(
+            f"index is a {type(index).__name__} but multivector={requested.multivector}: pass a MultiVectorIndex with "
+            "multivector=True, or a FaissIndex with multivector=False."
+        )
+    if dim is not None:
+        raise ValueError("Pass either index or dim, not both: the index already knows its dimension.")
+    if len(index):
+        raise ValueError(
+            f"index already holds {len(index)} vectors, but this store has no documents for them. Pass an empty "
+            "index (the store adds vectors together with their documents), or load a saved store."
+        )
+    return DocumentMode(True, index.aggregate) if isinstance(index, MultiVectorIndex) else requested

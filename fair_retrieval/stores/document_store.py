@@ -30,7 +30,15 @@ from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
 from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.stores.arguments import id_strings, preview
-from fair_retrieval.stores.document_modes import DocumentMode, checked_windows, requested_mode, stored_windows
+from fair_retrieval.stores.document_modes import (
+    AGGREGATE_KEY,
+    MULTIVECTOR_KEY,
+    DocumentMode,
+    checked_windows,
+    given_index_mode,
+    requested_mode,
+    stored_windows,
+)
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.vectors import unit_rows
@@ -112,7 +120,7 @@ class DocumentStore(Generic[R]):
         self.name = name
         mode = requested_mode(multivector, aggregate)
         if index is not None:
-            mode = _given_index_mode(index, mode, dim, name)
+            mode = given_index_mode(index, mode, dim, name)
             metric = "cosine" if metric == "cosine" and index.metric == "ip" else index.metric
             kind = index.kind
         if metric not in STORE_METRICS:
@@ -187,12 +195,20 @@ class DocumentStore(Generic[R]):
             window_embedder(embedder, f"{self.name}(multivector=True)")
         self._embedder = embedder
 
-    def identity(self) -> dict[str, Any] | None:
-        """The identity a save records: the embedder's with the mode (`DocumentMode.identity`); else the one a
-        loaded store's file recorded; None when unknown."""
+    def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
+        """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
+        `with_mode` is False; without an embedder, the one a loaded store's file recorded; None when unknown."""
         if self._embedder is not None:
-            return self.mode.identity(embedder_identity(self._embedder))
-        return copy.deepcopy(self.recorded_identity)
+            identity = embedder_identity(self._embedder)
+        elif self.recorded_identity is not None:
+            identity = {
+                field: value
+                for field, value in copy.deepcopy(self.recorded_identity).items()
+                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY)
+            }
+        else:
+            return None
+        return self.mode.identity(identity) if with_mode else identity
 
     def __len__(self) -> int:
         return len(self._records)
@@ -228,6 +244,16 @@ class DocumentStore(Generic[R]):
         if keep is not None:
             chosen = set(self._records.matching(keep, chosen))
         return None if chosen is None else sorted(chosen)
+
+    def ordered(self, selected: Sequence[int] | None, keys: Sequence[str] | None = None) -> list[int]:
+        """The int ids of `selected` (None: every record), in the order of `keys` when given (each once), else in
+        insertion order."""
+        if selected is None:
+            return list(self._records.records)
+        chosen = set(selected)
+        if keys is not None:
+            return [int_id for int_id, _ in self.get(keys) if int_id in chosen]
+        return [int_id for int_id in self._records.records if int_id in chosen]
 
     def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
         """The stored (multi-vector: pooled) vectors of `int_ids`, float32 (n, dim)."""
@@ -369,6 +395,14 @@ class DocumentStore(Generic[R]):
             )
         return self.add_windows(records, within_content(gathered.windows, *spans))
 
+    def add_texts(self, records: Sequence[R], texts: list[str], embed_documents: Callable[[list[str]], Any]) -> None:
+        """Embed the records' texts and store them: by `embed_documents` (one vector each), or in multi-vector
+        mode window by window by the store's embedder (`embed_document_windows`, one pass)."""
+        if self.multivector:
+            self.add_windows(records, self.embed_windows(texts))
+        else:
+            self.add(records, embed_documents(texts), "embed_documents")
+
     def embed_windows(self, texts: list[str]) -> DocumentWindows:
         """The texts' windows from the store's embedder, in one pass.
 
@@ -381,11 +415,22 @@ class DocumentStore(Generic[R]):
         """Remove stored documents by int id."""
         self._records.remove(sorted(set(int_ids)))
 
-    def delete(self, keys: Iterable[str]) -> list[str]:
-        """Remove the documents stored under `keys`; returns the keys that were not stored (ignored)."""
+    def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
+        """Remove the documents stored under `keys`; returns the keys that were not stored, ignored with a WARNING.
+
+        Raises:
+            ValueError: with `strict`, keys that are not stored (nothing is removed then).
+        """
         unique = list(dict.fromkeys(keys))
+        unknown = [key for key in unique if key not in self._records]
+        if unknown and strict:
+            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
+        if unknown:
+            logger.warning(
+                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
+            )
         self.remove(int_id for int_id, _ in self.get(unique))
-        return [key for key in unique if key not in self._records]
+        return unknown
 
     def delete_group(self, group: str) -> int:
         """Remove every document of a group (an unknown group is nothing to delete); returns how many."""
@@ -447,25 +492,3 @@ class DocumentStore(Generic[R]):
         """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""
         metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
         return self._pending.new_index(dim, metric, self.kind, self._gpu, self.index_params)
-
-
-def _given_index_mode(index: Any, requested: DocumentMode, dim: int | None, name: str) -> DocumentMode:
-    """The mode of a store built over `index` (the index's own), after checking that it fits."""
-    if not isinstance(index, FaissIndex | MultiVectorIndex):
-        raise TypeError(
-            f"index must be a fair_retrieval.FaissIndex or MultiVectorIndex, got {type(index).__name__}; for a new "
-            f"store use {name}.create(dim=...)."
-        )
-    if isinstance(index, MultiVectorIndex) != requested.multivector:
-        raise ValueError(
-            f"index is a {type(index).__name__} but multivector={requested.multivector}: pass a MultiVectorIndex with "
-            "multivector=True, or a FaissIndex with multivector=False."
-        )
-    if dim is not None:
-        raise ValueError("Pass either index or dim, not both: the index already knows its dimension.")
-    if len(index):
-        raise ValueError(
-            f"index already holds {len(index)} vectors, but this store has no documents for them. Pass an empty "
-            "index (the store adds vectors together with their documents), or load a saved store."
-        )
-    return DocumentMode(True, index.aggregate) if isinstance(index, MultiVectorIndex) else requested

@@ -75,15 +75,17 @@ class StoreFormat(Generic[R]):
     store: str
     writer: str
     upgrade: str
-    remedy: str
     records_key: str
-    noun: str
     encode: Callable[[int, R], dict[str, Any]]
     decode: Callable[[Mapping[str, Any]], tuple[int, R]]
     names_index_folder: bool
     replaced_move_to_end: bool
-    group_of: Callable[[R], str] | None
-    mismatch_remedy: str
+    group_of: Callable[[R], str] | None = None
+    noun: str = "documents"
+    remedy: str = "Save the store again, or rebuild it from its documents."
+    mismatch_remedy: str = (
+        "Load it with the embeddings it was built with (same model and options), or rebuild it with these."
+    )
     unrecorded_without_model: str | None = None
     raw_faiss_message: Callable[[Path], str] | None = None
 

@@ -1,7 +1,5 @@
 """Where a `FaissVectorStore` is saved and what its store.json holds; `save_local` and `load_local`.
 
-A saved store is a folder with `index/` and `store.json` (format "langchain-fair-faiss-store", version 1); a store
-saved under another `index_name` uses `<name>/` and `<name>.store.json`, so several stores can share a folder.
 Saving, loading and their checks are `fair_retrieval.stores`' (`save_store`, `load_store`); this module names the
 files, writes and reads a document entry, and refuses a folder of langchain-community's FAISS store (its documents
 are in a pickle) with the way to convert it.
@@ -23,7 +21,6 @@ from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, save_s
 logger = logging.getLogger(__name__)
 
 DEFAULT_INDEX_NAME = "index"  # langchain-community's default; this name keeps the original layout
-COMMUNITY_SUFFIXES = (".faiss", ".pkl")  # what langchain-community's FAISS.save_local writes
 
 
 class StoredDocument(NamedTuple):
@@ -44,45 +41,29 @@ STORE_FORMAT: StoreFormat[StoredDocument] = StoreFormat(
     store="FaissVectorStore",
     writer="FaissVectorStore.save_local()",
     upgrade="langchain-fair",
-    remedy="Rebuild the store (from_texts / from_embeddings) and save it again, or restore the folder from a backup.",
     records_key="documents",
-    noun="documents",
     encode=lambda int_id, doc: {"id": doc.key, "int_id": int_id, "text": doc.text, "metadata": doc.metadata},
     decode=_decode,
-    names_index_folder=False,
+    names_index_folder=False,  # "has_index": the folder's place follows from index_name
     replaced_move_to_end=True,  # LangChain: an upserted document moves to the end
-    group_of=None,
-    mismatch_remedy=(
-        "Load it with the embeddings it was built with (same model and options), or rebuild it with these (from_texts)."
-    ),
 )
 
 
 class LocalFolders:
-    """`save_local` and `load_local` of `FaissVectorStore`, its base class."""
+    """`save_local` and `load_local`: `FaissVectorStore`'s base class."""
 
     _store: DocumentStore[StoredDocument]
     _relevance_score_fn: Callable[[float], float] | None
 
     def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
-        """Write the store to `folder_path` (created if needed), no pickle: `index/` and `store.json`.
-
-        store.json is published in the index folder's commit, so a save killed at any point leaves the previous
-        store or this one, and a `load_local` running meanwhile reads one of them; saves into one folder run one
-        after the other. store.json records the embeddings' identity and the document mode.
-
-        Args:
-            folder_path: the folder.
-            index_name: as in langchain-community: a store saved under another name than "index" is written to
-                `<name>/` and `<name>.store.json`. Load it with the same name.
-
-        Returns:
-            The folder path.
+        """Write the store to `folder_path` (created if needed; returned), no pickle: `index/` and `store.json`, in
+        one commit. Another `index_name` than "index" writes `<name>/` and `<name>.store.json` (as langchain-community
+        does), so several stores share a folder.
 
         Raises:
-            StoreConflictError: (a ValueError) another writer saved into the folder after this store was loaded
-                (load it again, redo the change, save again); nothing is written.
-            ValueError: if `index_name` is empty or holds a path separator.
+            StoreConflictError: (a ValueError) another writer saved there after this store was loaded: load it
+                again, redo the change, save again; nothing is written.
+            ValueError: an empty `index_name` or one with a path separator.
         """
         folder = Path(folder_path)
         index_folder, store_file = saved_paths(folder, index_name)
@@ -107,34 +88,34 @@ class LocalFolders:
         """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
 
         Args:
-            folder_path: the folder given to `save_local`.
-            embeddings: the embeddings for new documents and queries; their identity must be the recorded one
-                (model, pooling, window, calibration, prompts…), or new vectors would not be comparable.
-            index_name: the name given to `save_local`.
-            allow_dangerous_deserialization: accepted for code written for langchain-community, and ignored:
-                nothing is ever unpickled here.
-            gpu: as in the constructor.
-            relevance_score_fn: as in the constructor.
-            allow_embedder_mismatch: load even when `embeddings` differ from the recorded ones (a WARNING lists
-                the differences).
+            folder_path: the folder, and index_name the name, given to `save_local`.
+            embeddings: the embeddings for new documents and queries; their identity must be the recorded one.
+            allow_dangerous_deserialization: accepted for langchain-community's signature, and ignored: nothing
+                is ever unpickled here.
+            gpu: as in the constructor; relevance_score_fn too.
+            allow_embedder_mismatch: load even when `embeddings` differ (a WARNING lists the differences).
             multivector: None loads the saved mode; True or False requires it.
 
-        A folder of langchain-community's `FAISS.save_local` (`index.faiss` + `index.pkl`) is refused: convert it
-        once with `from_embeddings` (see the stores guide).
-
         Raises:
-            FileNotFoundError: no store file (or index) in the folder; for a langchain-community folder, the
-                message says how to convert it.
+            FileNotFoundError: no store file (or index); for a langchain-community folder (`index.faiss` +
+                `index.pkl`), the message says how to convert it (see the LangChain guide).
             DamagedFileError: (a ValueError) a truncated or corrupted file; the message names it.
             ValueError: malformed or disagreeing files, a malformed `index_name`, another mode than `multivector`,
-                or embeddings other than the recorded ones (unless `allow_embedder_mismatch=True`).
+                or other embeddings than the recorded ones (unless `allow_embedder_mismatch=True`).
             TypeError: `embeddings` is not a LangChain `Embeddings`, or gives no windows for a multi-vector store.
         """
         folder = Path(folder_path)
         index_folder, store_file = saved_paths(folder, index_name)
         if allow_dangerous_deserialization:
             logger.debug("allow_dangerous_deserialization=True changes nothing: FaissVectorStore never unpickles.")
-        refuse_community_folder(folder, index_name, store_file)
+        community = [path for path in (folder / f"{index_name}.faiss", folder / f"{index_name}.pkl") if path.is_file()]
+        if community and not store_file.is_file():
+            raise FileNotFoundError(
+                f"{folder} holds {' and '.join(path.name for path in community)}, written by langchain-community's "
+                f"FAISS.save_local, and no {store_file.name}. FaissVectorStore never unpickles (the documents are in "
+                "the .pkl): convert the folder once with langchain-community and FaissVectorStore.from_embeddings, "
+                "as the LangChain guide shows (docs/guides/langchain.md)."
+            )
         if not isinstance(embeddings, Embeddings):
             raise TypeError(f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}.")
         loaded = load_store(
@@ -153,11 +134,7 @@ class LocalFolders:
 
 
 def saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
-    """(index folder, store file) of a store saved under `index_name` in `folder`.
-
-    Raises:
-        ValueError: `index_name` is empty, "." / "..", or holds a path separator.
-    """
+    """(index folder, store file) of a store saved under `index_name` in `folder` (ValueError: not a plain name)."""
     if (
         not isinstance(index_name, str)
         or index_name in ("", ".", "..")
@@ -170,19 +147,3 @@ def saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
     if index_name == DEFAULT_INDEX_NAME:
         return folder / "index", folder / "store.json"
     return folder / index_name, folder / f"{index_name}.store.json"
-
-
-def refuse_community_folder(folder: Path, index_name: str, store_file: Path) -> None:
-    """Refuse a folder written by langchain-community's FAISS.save_local (and holding no store file of ours).
-
-    Raises:
-        FileNotFoundError: saying how to convert it once with `FaissVectorStore.from_embeddings`.
-    """
-    community = [folder / f"{index_name}{suffix}" for suffix in COMMUNITY_SUFFIXES]
-    if not store_file.is_file() and any(path.is_file() for path in community):
-        raise FileNotFoundError(
-            f"{folder} holds {' and '.join(path.name for path in community if path.is_file())}, written by "
-            f"langchain-community's FAISS.save_local, and no {store_file.name}. FaissVectorStore never unpickles "
-            "(the documents are in the .pkl): convert the folder once with langchain-community and "
-            "FaissVectorStore.from_embeddings, as the stores guide shows."
-        )

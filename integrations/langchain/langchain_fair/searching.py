@@ -1,8 +1,5 @@
-"""LangChain's similarity and MMR searches of a `FaissVectorStore` (the base class that holds them).
-
-Each search runs in the store's core (`fair_retrieval.stores.DocumentStore.search`) among the documents the filter
-keeps, so it returns k documents whenever k match; this module turns the hits into LangChain `Document`s.
-"""
+"""LangChain's similarity and MMR searches of a `FaissVectorStore` (its base class): each runs in the store's core
+(`DocumentStore.search`) among the documents the filter keeps; the hits become LangChain `Document`s."""
 
 from __future__ import annotations
 
@@ -29,22 +26,12 @@ class StoreSearch:
     def similarity_search_with_score_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """The k documents nearest to a query vector, with their raw scores (see `metric`).
-
-        In a multi-vector store: the k best distinct documents by their aggregate score, each with its best
-        window's span in its metadata under "best_window" (on the copy returned).
-
-        Args:
-            embedding: the query vector.
-            k: how many documents to return.
-            filter: a `fair_retrieval.stores.filter_grammar` dict (``{"lang": "en"}``, ``{"year": {"$gte": 2024}}``,
-                ``$in``, ``$and``, ``$or``, ``$not``, …) or a function of the metadata dict; the search runs among
-                the matching documents only. A malformed filter raises ValueError before anything is searched.
-            fetch_k: unused (filtering needs no extra candidates); accepted for langchain-community's signature.
-            **kwargs: unused; accepted for LangChain compatibility.
-        """
-        hits = self._hits(embedding, k, filter)
-        return [(self._document(hit), hit.score) for hit in hits]
+        """The k documents nearest to a query vector, with their raw scores (see `metric`), among those `filter`
+        keeps: a `fair_retrieval.stores.filter_grammar` dict (``{"year": {"$gte": 2024}}``, ``$in``, ``$or``, …) or
+        a function of the metadata, checked before anything is searched (`fetch_k` is unused: the search runs among
+        the matches). A multi-vector store's are k distinct documents, each with its best window's span under
+        "best_window" in its metadata (a copy)."""
+        return [(self._document(hit), hit.score) for hit in self._hits(embedding, k, filter)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -75,17 +62,9 @@ class StoreSearch:
         filter: Filter | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        """k documents chosen from the `fetch_k` nearest (that pass `filter`) for relevance *and* diversity (MMR).
-
-        Args:
-            embedding: the query vector.
-            k: how many documents to return.
-            fetch_k: the candidates MMR chooses from (a multi-vector store: `fetch_k` distinct documents, compared
-                by their pooled vectors).
-            lambda_mult: 1 is pure relevance, 0 pure diversity.
-            filter: as in `similarity_search_with_score_by_vector`.
-            **kwargs: unused; accepted for LangChain compatibility.
-        """
+        """k documents chosen for relevance and diversity (MMR; `lambda_mult` 1: relevance only, 0: diversity
+        only) among the `fetch_k` nearest that pass `filter` (a multi-vector store: distinct documents, compared by
+        their pooled vectors)."""
         predicate = store_filter(filter)
         positive_int(k, "k")
         if not 0.0 <= lambda_mult <= 1.0:
@@ -113,7 +92,6 @@ class StoreSearch:
         return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
 
     def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[StoredDocument]]:
-        """The core's hits for a query vector among the documents `filter` keeps."""
         predicate = store_filter(filter)
         positive_int(k, "k")
         keep = None if predicate is None else (lambda document: predicate(document.metadata))
@@ -121,10 +99,7 @@ class StoreSearch:
 
     @staticmethod
     def _document(hit: StoreHit[StoredDocument]) -> Document:
-        """A copy of a stored document (editing it cannot change the store), with a multi-vector hit's best
-        window in its metadata."""
-        id_, text, metadata = hit.record
-        copied = copy.deepcopy(metadata)
-        if hit.best_window is not None:
-            copied[BEST_WINDOW_KEY] = dict(hit.best_window)
-        return Document(id=id_, page_content=text, metadata=copied)
+        """A copy of a stored document, with a multi-vector hit's best window in its metadata."""
+        window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
+        metadata = {**copy.deepcopy(hit.record.metadata), **window}
+        return Document(id=hit.record.key, page_content=hit.record.text, metadata=metadata)

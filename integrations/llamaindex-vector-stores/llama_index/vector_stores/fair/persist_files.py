@@ -1,9 +1,9 @@
 """Where a `FairFaissVectorStore` persists and what its JSON file holds; `persist` and the loaders.
 
-`StorageContext.persist(dir)` writes `dir/default__vector_store.json` (format "llama-index-fair-faiss-store",
-version 1) and the index folder beside it (`default__vector_store.index/`). Saving, loading and their checks are
-`fair_retrieval.stores`' (`save_store`, `load_store`); this module names the files, writes and reads a node entry,
-and converts folders of the earlier store (`llama_index.vector_stores.fair.legacy_folders`).
+`StorageContext.persist(dir)` writes `dir/default__vector_store.json` and the index folder beside it
+(`default__vector_store.index/`); saving, loading and their checks are `fair_retrieval.stores`' (`save_store`,
+`load_store`). Folders of the earlier store (a raw faiss file where the JSON file now stands, the nodes in
+docstore.json) are converted by `from_legacy_persist_dir` (`fair_retrieval.stores.read_legacy_folder`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
+from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.vector_stores.fair.legacy_folders import legacy_message, legacy_nodes
 from llama_index.vector_stores.fair.node_records import StoredNode
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
-from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, save_store
+from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, read_legacy_folder, save_store
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +37,24 @@ def _decode(entry: Mapping[str, Any]) -> tuple[int, StoredNode]:
     return int(entry["int_id"]), StoredNode(str(entry["node_id"]), str(entry["doc_id"]), entry["node"])
 
 
+def legacy_message(path: Path) -> str:
+    """The error for a raw faiss file where the JSON file should be: how to convert the folder."""
+    folder = str(path.parent)
+    return (
+        f"{path} is a raw faiss index, written by the earlier FairFaissVectorStore (a subclass of llama-index's "
+        "FaissVectorStore) or by FaissVectorStore itself; its nodes are in docstore.json next to it. Convert the "
+        f"folder once: store = FairFaissVectorStore.from_legacy_persist_dir({folder!r}); "
+        "index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model); "
+        f"index.storage_context.persist({folder!r}). Or rebuild the index from your documents."
+    )
+
+
 STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
     name="llama-index-fair-faiss-store",
     version=1,
     store="FairFaissVectorStore",
     writer="FairFaissVectorStore.persist()",
     upgrade="llama-index-vector-stores-fair",
-    remedy="Persist the store again, or rebuild it.",
     records_key="nodes",
     noun="nodes",
     encode=lambda int_id, node: {"int_id": int_id, "node_id": node.key, "doc_id": node.doc_id, "node": node.node},
@@ -51,9 +62,6 @@ STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
     names_index_folder=True,
     replaced_move_to_end=False,  # a replaced node keeps its place
     group_of=lambda node: node.doc_id,  # delete(ref_doc_id) removes a document's nodes
-    mismatch_remedy=(
-        "Load it with the embed model it was built with (same model and options), or rebuild the index with this one."
-    ),
     unrecorded_without_model=(
         "persisted by a store that was never told its embed model: pass embed_model= to create() or the "
         "constructor, or call record_embed_model(), before persisting"
@@ -68,16 +76,12 @@ class PersistFiles:
     _store: DocumentStore[StoredNode]
 
     def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None) -> None:
-        """Write the JSON file at `persist_path` and the index folder beside it (`<name>.index/`), no pickle.
-
-        The JSON file is published in the index folder's commit, so a persist killed at any point leaves the
-        previous store or this one; persists into one folder run one after the other. It records `store_identity`.
+        """Write the JSON file at `persist_path` and the index folder beside it (`<name>.index/`) in one commit,
+        no pickle; it records `store_identity`.
 
         Raises:
             NotImplementedError: a non-local `fs` (faiss writes local files only).
-            StoreConflictError: (a ValueError) another writer persisted there after this store was loaded (load it
-                again, redo the change, persist again); nothing is written.
-            ValueError: node metadata that stopped being JSON since it was added.
+            StoreConflictError: (a ValueError) another writer persisted there since this store was loaded.
         """
         _require_local(fs)
         path = Path(persist_path)
@@ -103,36 +107,28 @@ class PersistFiles:
             persist_path: the JSON file `persist` wrote.
             fs: None or a local fsspec filesystem.
             gpu: as in the constructor.
-            embed_model: the embed model you query (and add) with: checked against the recorded identity and
-                recorded by the next `persist`. None checks nothing and keeps the recorded identity.
+            embed_model: the embed model you query with: checked against the recorded one, recorded next time.
             allow_embedder_mismatch: load even when `embed_model` differs (a WARNING lists the differences).
             multivector: None takes the persisted mode; True or False requires it.
-            aggregate: None takes the persisted aggregate; a name requires a multi-vector store built with it.
+            aggregate: None takes the persisted aggregate; a name requires it.
 
         Raises:
             FileNotFoundError: no store at `persist_path`, or its index folder is missing.
-            ValueError: a folder of the earlier store (the message says how to convert it with
-                `from_legacy_persist_dir`), malformed or disagreeing files, another embed model (unless
-                `allow_embedder_mismatch=True`), or another mode or aggregate.
+            ValueError: a folder of the earlier store (see `from_legacy_persist_dir`), malformed files, another
+                embed model (unless `allow_embedder_mismatch=True`), mode or aggregate.
             TypeError: a multi-vector store with an `embed_model` that gives no window vectors.
             NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
         path = Path(persist_path)
-        loaded = load_store(
-            STORE_FORMAT,
-            path,
-            _index_folder(path),
-            gpu=gpu,
-            embedder=embed_model,
-            allow_embedder_mismatch=allow_embedder_mismatch,
-            multivector=multivector,
-            aggregate=aggregate,
-            missing=(
-                f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) "
-                "or store.persist(path)), and pass that folder to from_persist_dir."
-            ),
+        missing = (
+            f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) or "
+            "store.persist(path)), and pass that folder to from_persist_dir."
         )
+        loaded = load_store(
+            STORE_FORMAT, path, _index_folder(path), gpu=gpu, embedder=embed_model, missing=missing,
+            allow_embedder_mismatch=allow_embedder_mismatch, multivector=multivector, aggregate=aggregate,
+        )  # fmt: skip
         store: Any = cls(multivector=False, gpu=False)  # type: ignore[call-arg]  # the store's constructor
         store._store = loaded
         return store  # type: ignore[no-any-return]
@@ -144,32 +140,14 @@ class PersistFiles:
         fs: Any | None = None,
         gpu: GpuChoice = "auto",
         namespace: str = DEFAULT_VECTOR_STORE,
-        *,
-        embed_model: Any | None = None,
-        allow_embedder_mismatch: bool = False,
-        multivector: bool | None = None,
-        aggregate: Aggregate | None = None,
+        **options: Any,
     ) -> Self:
-        """Load the store `StorageContext.persist(persist_dir)` wrote under `namespace` ("default").
-
-        The other arguments and the errors are those of `from_persist_path`.
-
-        Raises:
-            FileNotFoundError: no store in `persist_dir` under `namespace`, or its index folder is missing.
-            ValueError: as `from_persist_path`.
-            TypeError: as `from_persist_path`.
-            NotImplementedError: a non-local `fs`.
-        """
+        """Load the store `StorageContext.persist(persist_dir)` wrote under `namespace` ("default"); `options` and
+        the errors are those of `from_persist_path` (`embed_model`, `allow_embedder_mismatch`, `multivector`,
+        `aggregate`)."""
         _require_local(fs)
-        persist_path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
-        return cls.from_persist_path(
-            persist_path,
-            gpu=gpu,
-            embed_model=embed_model,
-            allow_embedder_mismatch=allow_embedder_mismatch,
-            multivector=multivector,
-            aggregate=aggregate,
-        )
+        path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
+        return cls.from_persist_path(path, gpu=gpu, **options)
 
     @classmethod
     def from_legacy_persist_dir(
@@ -183,22 +161,21 @@ class PersistFiles:
     ) -> Self:
         """A store holding the nodes and vectors of a folder persisted by the earlier FairFaissVectorStore (or
         llama-index's FaissVectorStore); the folder is not changed. Build a new index over the store and persist
-        that::
-
-            store = FairFaissVectorStore.from_legacy_persist_dir("storage")
-            index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
-            index.storage_context.persist("storage")
+        that (see the LlamaIndex guide).
 
         Raises:
             FileNotFoundError: the folder lacks the faiss file, docstore.json or index_store.json.
             ValueError: the faiss file's vectors cannot be read back, or the files do not fit together.
         """
-        folder = Path(persist_dir)
-        nodes, metric = legacy_nodes(folder, namespace)
+        raw_path = Path(persist_dir) / f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}"
+        entries, metric = read_legacy_folder(raw_path, "FairFaissVectorStore")
+        nodes = [json_to_doc(data) for data, _ in entries]
+        for node, (_, vector) in zip(nodes, entries, strict=True):
+            node.embedding = vector.tolist()
         params: dict[str, Any] = index_params  # the index checks them
         store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, **params)  # type: ignore[call-arg]
         store.add(nodes)
-        logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
+        logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), persist_dir)
         return store  # type: ignore[no-any-return]
 
 

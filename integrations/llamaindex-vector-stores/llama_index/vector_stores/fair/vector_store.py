@@ -1,15 +1,13 @@
 """FairFaissVectorStore: a LlamaIndex vector store on fair_retrieval's FaissIndex, with delete, upsert and filters.
 
-The store logic (ids, upserts, deletes, filtered searches, multi-vector nodes, persisting and loading) is
-`fair_retrieval.stores.DocumentStore`'s, shared with the LangChain store; this module translates LlamaIndex's types
-to it: nodes (`.node_records`), `MetadataFilters` (`.metadata_filters`) and the persisted files (`.persist_files`).
-See docs/guides/stores.md for the design and the persisted format.
+The store logic is `fair_retrieval.stores.DocumentStore`'s, shared with the LangChain store; this module translates
+LlamaIndex's nodes (`.node_records`), `MetadataFilters` (`.metadata_filters`) and files (`.persist_files`) to it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -30,52 +28,39 @@ from llama_index.vector_stores.fair.node_records import (
     node_metadata,
     restored_node,
     stored_node,
-    with_best_window,
 )
 from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.index import Aggregate, GpuChoice, Metric
-from fair_retrieval.stores import (
-    BEST_WINDOW_KEY,
-    DocumentStore,
-    positive_int,
-    preview,
-    repeated,
-)
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, WrappedStore, positive_int, preview, repeated
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["BEST_WINDOW_KEY", "DEFAULT_PERSIST_PATH", "SUPPORTED_OPERATORS", "FairFaissVectorStore"]
 
 
-class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
+class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
     """A LlamaIndex vector store on `fair_retrieval.FaissIndex`: delete, upsert, metadata filters, GPU, no pickle.
 
     Args:
-        index: an empty `FaissIndex` (or `MultiVectorIndex` with `multivector=True`) to use; or leave it out and
-            the store creates one from `dim`, `metric`, `kind`, `gpu` and `index_params`.
-        dim: vector size; None creates the index on the first `add`.
+        index: an empty `FaissIndex` (`MultiVectorIndex` with `multivector=True`) to use, or None.
+        dim: vector size; None (and no `index`) makes the index on the first `add`.
         metric: "ip" (inner product; cosine for FairEmbedding's unit vectors) or "l2" (squared Euclidean).
         kind: "flat" (exact, the default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
-        embed_model: the embed model the nodes' vectors come from: `persist` records its identity and loading
-            checks it (LlamaIndex does not tell a store). Required with `multivector=True`, where the store takes
-            each node's windows from it.
-        multivector: keep each node as its windows' vectors (a `MultiVectorIndex`) and return `similarity_top_k`
-            distinct nodes scored by `aggregate`, the best window's span in the metadata under `BEST_WINDOW_KEY`.
-            None: the library's default (`fair_retrieval.stores.DEFAULT_MULTIVECTOR`).
-        aggregate: "max", "max-mean" or "top2" (None: `fair_retrieval.index.DEFAULT_AGGREGATE`); refused for a
-            pooled store.
+        embed_model: what made the nodes' vectors: `persist` records it, loading checks it; required (its windows
+            are taken) with `multivector=True`.
+        multivector: keep nodes as their windows' vectors: k distinct nodes per query, the best window under
+            `BEST_WINDOW_KEY` in the metadata. None: `DEFAULT_MULTIVECTOR`.
+        aggregate: "max", "max-mean" or "top2" (None: `DEFAULT_AGGREGATE`); refused for a pooled store.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
-        TypeError: `index` is not a FaissIndex or MultiVectorIndex, or an embed model that gives no windows for a
-            multi-vector store.
-        ValueError: both `index` and `dim`, a non-empty `index` or one of the other mode, an unknown metric, kind
-            or aggregate, an aggregate for a pooled store, `multivector=True` without `embed_model`, a bad dim, or
-            gpu=True without a GPU.
+        TypeError: `index` is no FaissIndex / MultiVectorIndex, or a multi-vector store's embed model gives no windows.
+        ValueError: a bad or non-empty `index` (or with `dim`), metric, kind, aggregate (or one for a pooled store),
+            dim, or `gpu`, or `multivector=True` without `embed_model`.
     """
 
     stores_text: bool = True
@@ -141,47 +126,9 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
         """The `fair_retrieval.FaissIndex` (`MultiVectorIndex` in multi-vector mode; None before the first add)."""
         return self._store.index
 
-    @property
-    def index(self) -> FaissIndex | MultiVectorIndex | None:
-        """The index, as `client`."""
-        return self._store.index
-
-    @property
-    def metric(self) -> str:
-        """ "ip" or "l2": what the scores of `query` are."""
-        return self._store.metric
-
-    @property
-    def multivector(self) -> bool:
-        """Whether nodes are kept as their window vectors."""
-        return self._store.multivector
-
-    @property
-    def aggregate(self) -> Aggregate | None:
-        """How a node's window scores become its score in multi-vector mode; None for a pooled store."""
-        mode = self._store.mode
-        return mode.aggregate if mode.multivector else None
-
-    @property
-    def embedder_identity(self) -> dict[str, Any] | None:
-        """The identity of the embed model (the one told, else the one a loaded store recorded; None: unknown)."""
-        identity = self.store_identity
-        return (
-            None if identity is None else {k: v for k, v in identity.items() if k not in ("multivector", "aggregate")}
-        )
-
-    @property
-    def store_identity(self) -> dict[str, Any] | None:
-        """The identity `persist` records and loading checks: `embedder_identity` with a multi-vector store's mode."""
-        return self._store.identity()
-
     def record_embed_model(self, embed_model: Any) -> None:
-        """Tell the store which embed model its vectors come from (LlamaIndex does not), so `persist` records it.
-
-        Raises:
-            ValueError: None.
-            TypeError: in multi-vector mode, an embed model that gives no window vectors.
-        """
+        """Tell the store which embed model made its vectors, so `persist` records it (ValueError for None;
+        TypeError for one without windows in multi-vector mode)."""
         if embed_model is None:
             raise ValueError("record_embed_model needs an embed model (e.g. a FairEmbedding), got None.")
         self._store.embedder = embed_model
@@ -191,19 +138,9 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
         """The ids of the stored nodes, in insertion order (a replaced node keeps its place)."""
         return self._store.records.keys
 
-    @property
-    def _int_ids(self) -> Mapping[str, int]:
-        return self._store.records.int_ids
-
-    @property
-    def _next_int_id(self) -> int:
-        return self._store.records.next_int_id
-
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        """Store embedded nodes; a node id already stored is replaced (upsert).
-
-        A multi-vector store takes each node's windows from the embed model's pass that made its embedding
-        (`FairEmbedding.window_cache`); nodes not found there are embedded once more (an INFO line counts them).
+        """Store embedded nodes, replacing a stored node id; a multi-vector store takes their windows from the
+        embed model's pass (`FairEmbedding.window_cache`), embedding those it cannot find there once more.
 
         Raises:
             TypeError: something that is not a node, or a node whose metadata is not JSON.
@@ -211,12 +148,12 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
                 id repeated within the call. Nothing is stored then.
         """
         node_list = list(nodes)
-        if not node_list:
-            return []
         records = [stored_node(node, position) for position, node in enumerate(node_list)]
         doubled = repeated(record.key for record in records)
         if doubled:
             raise ValueError(f"node ids repeat within this add: {preview(doubled)}; pass each node once.")
+        if not records:
+            return []
         matrix = node_embeddings(node_list)
         index = self._store.index
         if index is not None and matrix.shape[1] != index.dim:
@@ -232,8 +169,8 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
         return [record.key for record in records]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Remove every node of the document `ref_doc_id` (nodes without a source count as their own); an unknown
-        document is nothing to delete, as `IngestionPipeline` upserts expect."""
+        """Remove every node of the document `ref_doc_id` (a node without a source is its own); an unknown document
+        is nothing to delete, as `IngestionPipeline` upserts expect."""
         self._store.delete_group(ref_doc_id)
 
     def delete_nodes(
@@ -250,8 +187,7 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
                 "delete_nodes needs node_ids and/or filters (given both, a node must match both); to remove every "
                 "node call clear()."
             )
-        selected = self._select(node_ids, None, filters, empty_means_all=False)
-        self._store.remove(self._store.records.records if selected is None else selected)
+        self._store.remove(self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False)))
 
     def clear(self) -> None:
         """Remove every node (the index keeps its dimension, training and device)."""
@@ -259,36 +195,20 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """Copies of stored nodes with their embeddings: those in `node_ids` (in that order) and/or matching
-        `filters`; every node when both are None.
-
-        Raises:
-            ValueError: a filter this store cannot apply.
-            TypeError: node_ids given as one string, or filters that are not MetadataFilters.
-        """
-        selected = self._select(node_ids, None, filters, empty_means_all=False)
-        records = self._store.records.records
-        if selected is None:
-            int_ids = list(records)
-        elif node_ids is not None:  # the caller's order
-            chosen = set(selected)
-            int_ids = [int_id for int_id, _ in self._store.get(node_ids) if int_id in chosen]
-        else:
-            int_ids = [int_id for int_id in records if int_id in set(selected)]
+        `filters`; every node when both are None."""
+        int_ids = self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False), node_ids)
         nodes = []
         for int_id, vector in zip(int_ids, self._store.vectors(int_ids) if int_ids else [], strict=True):
-            node = restored_node(records[int_id])
+            node = restored_node(self._store.records.records[int_id])
             node.embedding = vector.tolist()
             nodes.append(node)
         return nodes
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The `query.similarity_top_k` nodes nearest to `query.query_embedding`, best first.
-
-        `node_ids`, `doc_ids` (an empty list restricts nothing) and `filters` (`MetadataFilters`: EQ, NE, GT, GTE,
-        LT, LTE, IN, NIN, IS_EMPTY with AND, OR, NOT) restrict the search inside the index, so it returns
-        `similarity_top_k` nodes whenever that many qualify. Scores: inner products ("ip") or squared
-        L2 distances ("l2"); in multi-vector mode their aggregate, each node with its best window under
-        `BEST_WINDOW_KEY` in its metadata (a copy).
+        """The `query.similarity_top_k` nodes nearest to `query.query_embedding`, best first, among `node_ids`,
+        `doc_ids` (an empty list restricts nothing) and `filters` (`SUPPORTED_OPERATORS`), inside the index. Scores:
+        inner products ("ip") or squared L2 distances ("l2"); a multi-vector store's nodes are distinct, each with
+        its best window under `BEST_WINDOW_KEY` in its metadata.
 
         Raises:
             ValueError: another query mode, no query embedding or one of the wrong size, a bad similarity_top_k,
@@ -309,19 +229,14 @@ class FairFaissVectorStore(PersistFiles, BasePydanticVectorStore):
             )
         vector = np.asarray(query.query_embedding, dtype=np.float32)
         selected = self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True)
-        if vector.ndim != 1:
-            raise ValueError(f"query_embedding must be one vector (a list of floats), got shape {vector.shape}.")
         index = self._store.index
-        if index is not None and vector.size != index.dim:
+        if vector.ndim != 1 or (index is not None and vector.size != index.dim):
             raise ValueError(
-                f"query_embedding has {vector.size} dimensions but this store holds {index.dim}-d vectors; "
-                "embed the query with the model the store was built with."
+                f"query_embedding has {vector.size if vector.ndim == 1 else vector.shape} dimensions but this store "
+                f"holds {index.dim if index else '?'}-d vectors; embed the query with the store's model (one vector)."
             )
         hits = self._store.search(vector, top_k, among=selected)
-        nodes = [restored_node(hit.record) for hit in hits]
-        for node, hit in zip(nodes, hits, strict=True):
-            if hit.best_window is not None:
-                with_best_window(node, hit.best_window)
+        nodes = [restored_node(hit.record, hit.best_window) for hit in hits]
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[hit.score for hit in hits], ids=[hit.record.key for hit in hits]
         )
