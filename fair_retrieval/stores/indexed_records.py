@@ -87,11 +87,6 @@ class IndexedRecords(Generic[R]):
         return self._index
 
     @property
-    def multivector(self) -> bool:
-        """Whether records are kept as their window vectors (the index is a `MultiVectorIndex`)."""
-        return isinstance(self._index, MultiVectorIndex)
-
-    @property
     def int_ids(self) -> Mapping[str, int]:
         """The id map: key → int id in the index (read-only by contract: change it through this class)."""
         return self._int_ids
