@@ -13,26 +13,21 @@ The public names, each defined in one module and re-exported here:
   `WindowBoundaries`: where such a document is cut into windows ("text": paragraph and sentence ends; "tokens");
   `Pooling`: how token vectors become one ("cls", "mean", "last"); `Precision`: the numeric precision of the weights.
 - `FaissIndex`, `MultiVectorIndex`, `DocumentHit`: the FAISS vector indices (`fair_retrieval.index` has the rest).
-- For wrappers of `FairEmbedder` in other frameworks (the LangChain and LlamaIndex embeddings): `EmbedderOptions`
-  (every `FairEmbedder` option, defaulted and checked in one place), `DEFAULTS` (its defaults), `INSTANCE_DEFAULT`
-  (an argument left at its default), `as_calibration` (a Calibration from its dict form), `option_doc` (an option's
-  documentation, as `EmbedderOptions` declares it: the adapters' field descriptions), `resolve_embedder` (a
-  ready `FairEmbedder` or one loaded from a model, never both) and `chunk_plan` (the chunk size and overlap of a
-  text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`.
+- `EmbedderOptions`: every `FairEmbedder` option, defaulted and checked in one place; `DEFAULTS`: its defaults.
+
+What the framework adapters build on is in `fair_retrieval.adapters` (the embeddings' option plumbing; those names
+stay importable from here, where earlier releases exported them) and `fair_retrieval.stores` (the vector store).
 """
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
-from fair_retrieval.embedding.building import resolve_embedder
+from fair_retrieval.embedding.building import resolve_embedder as resolve_embedder
 from fair_retrieval.embedding.embedder import FairEmbedder
-from fair_retrieval.embedding.options import (
-    DEFAULTS,
-    INSTANCE_DEFAULT,
-    EmbedderOptions,
-    Precision,
-    as_calibration,
-    option_doc,
-)
-from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments, chunk_plan
+from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions, Precision
+from fair_retrieval.embedding.options import INSTANCE_DEFAULT as INSTANCE_DEFAULT
+from fair_retrieval.embedding.options import as_calibration as as_calibration
+from fair_retrieval.embedding.options import option_doc as option_doc
+from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments
+from fair_retrieval.embedding.windows import chunk_plan as chunk_plan
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling, UnsupportedModelError
 from fair_retrieval.engine.lpes import PositionalScaling
@@ -41,7 +36,6 @@ from fair_retrieval.version import __version__ as __version__
 
 __all__ = [
     "DEFAULTS",
-    "INSTANCE_DEFAULT",
     "Calibration",
     "DocumentHit",
     "DocumentWindows",
@@ -55,8 +49,4 @@ __all__ = [
     "Precision",
     "UnsupportedModelError",
     "WindowBoundaries",
-    "as_calibration",
-    "chunk_plan",
-    "option_doc",
-    "resolve_embedder",
 ]

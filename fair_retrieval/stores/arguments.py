@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.inputs import check_store_entries, ensure_text_list
+from fair_retrieval.stores.metadata import json_metadata_list
 
-__all__ = ["id_strings", "new_ids", "preview", "repeated"]
+__all__ = ["checked_entries", "id_strings", "new_ids", "preview", "repeated"]
 
 PREVIEW_LIMIT = 5
 
@@ -46,6 +47,21 @@ def new_ids(ids: Any, count: int) -> list[str]:
     if doubled:
         raise ValueError(f"ids repeat within this call: {preview(doubled)}; every id must be unique.")
     return id_list
+
+
+def checked_entries(texts: list[str], metadatas: Any, ids: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, text, metadata) of each text to store: metadata checked and copied as JSON (`json_metadata_list`), new
+    UUIDs where no id is given (`new_ids`), and the entries checked (`check_store_entries`).
+
+    Raises:
+        TypeError: a non-dict or non-JSON metadata value, or a non-string id.
+        ValueError: metadatas or ids of the wrong length, an id repeated within the call, or an entry the store
+            cannot keep.
+    """
+    metadata_list = json_metadata_list(metadatas, len(texts))
+    id_list = new_ids(ids, len(texts))
+    check_store_entries(texts, id_list, metadata_list)
+    return list(zip(id_list, texts, metadata_list, strict=True))
 
 
 def id_strings(values: Any, name: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 A framework that embeds documents before a store sees them (LlamaIndex's `VectorStoreIndex` and `IngestionPipeline`
 hand a vector store finished pooled vectors) gives a multi-vector store no windows. The embedder remembered them
-(`fair_retrieval.stores.multivector.WindowCache`), so `gathered_windows` takes each document's windows from that
+(`fair_retrieval.stores.window_cache.WindowCache`), so `gathered_windows` takes each document's windows from that
 pass and embeds only the documents it cannot find there (vectors made elsewhere, an evicted cache) once more.
 
 `within_content` moves window spans from the embedded text (which may carry a header, e.g. LlamaIndex's metadata
@@ -18,8 +18,8 @@ from typing import NamedTuple
 import numpy as np
 
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.modes import checked_windows
-from fair_retrieval.stores.multivector import WindowCache, WindowEmbedder, concatenate
+from fair_retrieval.stores.document_modes import checked_windows
+from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder, concatenate
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.multivector import WindowCache
+from fair_retrieval.stores.window_cache import WindowCache
 from fair_retrieval.stores.window_source import content_offset, gathered_windows, within_content
 
 DIM = 4

@@ -2,8 +2,7 @@
 
 - `FairEmbeddings`: calibrated (position-fair) document embeddings, plain query embeddings.
 - `FaissVectorStore`: a FAISS vector store on `fair_retrieval.FaissIndex`, saved as JSON + faiss files (no pickle).
-- `StoreConflictError`: raised by `save_local` when another process saved the folder after this store was loaded
-  (reload and retry); `DamagedFileError`: raised by `load_local` for a damaged file.
+- `StoreConflictError` (`save_local` over a folder saved since the store was loaded), `DamagedFileError`.
 """
 
 from fair_retrieval.stores import DamagedFileError, StoreConflictError

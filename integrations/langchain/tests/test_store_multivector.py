@@ -22,7 +22,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
-from fair_retrieval.stores.multivector import BEST_WINDOW_KEY
+from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SENTENCES = [

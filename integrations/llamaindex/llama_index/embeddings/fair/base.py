@@ -201,6 +201,11 @@ class FairEmbedding(BaseEmbedding):
         """The underlying `FairEmbedder` (to share its loaded model)."""
         return self._embedder
 
+    @property
+    def fair_embedder(self) -> FairEmbedder:
+        """The underlying `FairEmbedder`, under the name LangChain's `FairEmbeddings` gives it (same as `embedder`)."""
+        return self._embedder
+
     def text_splitter(
         self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
     ) -> SentenceSplitter:

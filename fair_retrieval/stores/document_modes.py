@@ -33,7 +33,20 @@ from fair_retrieval.stores.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AGGREGATE_KEY", "MULTIVECTOR_KEY", "DocumentMode", "checked_windows", "stored_windows"]
+__all__ = [
+    "AGGREGATE_KEY",
+    "DEFAULT_MULTIVECTOR",
+    "MULTIVECTOR_KEY",
+    "DocumentMode",
+    "checked_windows",
+    "given_index_mode",
+    "requested_mode",
+    "stored_windows",
+]
+
+DEFAULT_MULTIVECTOR = False
+"""The document mode of a store built without `multivector=`: the one place both adapters' default comes from
+(pooled: one vector per document). Stores saved without a mode are pooled whatever this says."""
 
 MULTIVECTOR_KEY = "multivector"
 """Store-file key (and identity field) of the mode: true for a multi-vector store; absent or false: pooled."""
@@ -55,7 +68,7 @@ class DocumentMode:
         ValueError: an unknown aggregate.
     """
 
-    multivector: bool = False
+    multivector: bool = DEFAULT_MULTIVECTOR
     aggregate: Aggregate = DEFAULT_AGGREGATE
 
     def __post_init__(self) -> None:
@@ -129,7 +142,7 @@ class DocumentMode:
         Raises:
             DamagedFileError: (a ValueError) a mode that is not a bool or an unknown aggregate.
         """
-        multivector = state.get(MULTIVECTOR_KEY, False)
+        multivector = state.get(MULTIVECTOR_KEY, False)  # a file without the key is pooled, whatever the default
         aggregate = state.get(AGGREGATE_KEY, DEFAULT_AGGREGATE)
         try:
             return cls(multivector, aggregate)
@@ -153,6 +166,26 @@ class DocumentMode:
                 f"{argument}={self.multivector} (or None, the saved mode); to change the mode, rebuild the store from "
                 f"its documents with {argument}={requested}."
             )
+
+
+def requested_mode(multivector: bool | None, aggregate: Aggregate | None) -> DocumentMode:
+    """The mode a store is built in: `multivector` (None: `DEFAULT_MULTIVECTOR`) with `aggregate` (None:
+    `DEFAULT_AGGREGATE`), the same rules for every adapter.
+
+    Raises:
+        TypeError: `multivector` is not a bool.
+        ValueError: an unknown aggregate, or an aggregate given for a pooled store (it would be silently unused).
+    """
+    mode = DocumentMode(
+        DEFAULT_MULTIVECTOR if multivector is None else multivector,
+        DEFAULT_AGGREGATE if aggregate is None else aggregate,
+    )
+    if not mode.multivector and aggregate is not None:
+        raise ValueError(
+            f"aggregate={aggregate!r} scores a document by its windows, which only a multi-vector store keeps: pass "
+            "multivector=True with it, or leave aggregate out."
+        )
+    return mode
 
 
 def checked_windows(windows: Any, count: int, source: str, *, unit: bool) -> DocumentWindows:
@@ -204,3 +237,25 @@ def stored_windows(index: MultiVectorIndex, ids: Sequence[int]) -> DocumentWindo
     return DocumentWindows(
         index.get_vectors(list(ids)), np.concatenate(vectors).astype(np.float32), owners, spans, weights
     )
+
+
+def given_index_mode(index: Any, requested: DocumentMode, dim: int | None, name: str) -> DocumentMode:
+    """The mode of a store built over `index` (the index's own), after checking that it fits."""
+    if not isinstance(index, FaissIndex | MultiVectorIndex):
+        raise TypeError(
+            f"index must be a fair_retrieval.FaissIndex or MultiVectorIndex, got {type(index).__name__}; for a new "
+            f"store use {name}.create(dim=...)."
+        )
+    if isinstance(index, MultiVectorIndex) != requested.multivector:
+        raise ValueError(
+            f"index is a {type(index).__name__} but multivector={requested.multivector}: pass a MultiVectorIndex with "
+            "multivector=True, or a FaissIndex with multivector=False."
+        )
+    if dim is not None:
+        raise ValueError("Pass either index or dim, not both: the index already knows its dimension.")
+    if len(index):
+        raise ValueError(
+            f"index already holds {len(index)} vectors, but this store has no documents for them. Pass an empty "
+            "index (the store adds vectors together with their documents), or load a saved store."
+        )
+    return DocumentMode(True, index.aggregate) if isinstance(index, MultiVectorIndex) else requested

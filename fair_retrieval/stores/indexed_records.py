@@ -28,8 +28,8 @@ import numpy as np
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
-from fair_retrieval.stores.multivector import best_window_metadata
 from fair_retrieval.stores.vectors import require_finite
+from fair_retrieval.stores.window_cache import best_window_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,6 @@ class IndexedRecords(Generic[R]):
     def index(self) -> StoreIndex | None:
         """The index holding the vectors (None until the first upsert when none was given)."""
         return self._index
-
-    @property
-    def multivector(self) -> bool:
-        """Whether records are kept as their window vectors (the index is a `MultiVectorIndex`)."""
-        return isinstance(self._index, MultiVectorIndex)
 
     @property
     def int_ids(self) -> Mapping[str, int]:

@@ -1,4 +1,4 @@
-"""A store's metadata filter, compiled once per call, in the grammar of `fair_retrieval.stores.filters`.
+"""A store's metadata filter, compiled once per call, in the grammar of `fair_retrieval.stores.filter_grammar`.
 
 A store's public methods call each other (a search by text calls the search by vector); the first compiles the
 filter, so that a malformed one fails before anything is embedded or searched, and hands the compiled
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fair_retrieval.stores.filters import Predicate, compile_filter
+from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.metadata import private_copy
 
 __all__ = ["StoreFilter", "store_filter"]
@@ -32,7 +32,7 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
     """The compiled `spec` (None for none; a `StoreFilter` as it is).
 
     Args:
-        spec: a `fair_retrieval.stores.filters` dict, a function of the metadata dict returning a truth value, an
+        spec: a `fair_retrieval.stores.filter_grammar` dict, a function of the metadata dict returning a truth value, an
             already compiled filter, or None. A function gets a copy of each metadata dict, so one that edits its
             argument cannot edit the store.
 

@@ -1,11 +1,5 @@
-"""LlamaIndex nodes as `FairFaissVectorStore` keeps them: a record per node (its ids and JSON form), and back.
-
-A node is kept as LlamaIndex serialises it (`BaseNode.to_dict()`, the docstore's JSON form) without its embedding,
-which lives in the index; `stored_node` checks that the node survives JSON (what `persist` writes), and
-`restored_node` makes a new node object from a record, so callers cannot change the store through what they get.
-In multi-vector mode `embedded_texts` gives what LlamaIndex embedded for each node (and where the node's own text
-starts in it), and `with_best_window` puts a hit's best window into a returned node's metadata.
-"""
+"""LlamaIndex nodes as `FairFaissVectorStore` keeps them: their ids and JSON form (`BaseNode.to_dict()`, without
+the embedding, which is in the index), and new node objects made from it (callers cannot change the store)."""
 
 from __future__ import annotations
 
@@ -21,15 +15,7 @@ from llama_index.core.storage.docstore.utils import json_to_doc
 
 from fair_retrieval.stores import BEST_WINDOW_KEY, check_store_entries, content_offset
 
-__all__ = [
-    "StoredNode",
-    "embedded_texts",
-    "node_embeddings",
-    "node_metadata",
-    "restored_node",
-    "stored_node",
-    "with_best_window",
-]
+__all__ = ["StoredNode", "embedded_texts", "node_embeddings", "node_metadata", "restored_node", "stored_node"]
 
 
 class StoredNode(NamedTuple):
@@ -45,8 +31,7 @@ def stored_node(node: Any, position: int) -> StoredNode:
 
     Raises:
         TypeError: not a node, or metadata that is not JSON.
-        ValueError: an empty or whitespace-only text, an empty id, or a lone surrogate in the text, id or metadata
-            (`fair_retrieval.inputs.check_store_entries`).
+        ValueError: an empty text or id, or a lone surrogate (`fair_retrieval.stores.check_store_entries`).
     """
     if not isinstance(node, BaseNode):
         raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
@@ -67,18 +52,16 @@ def stored_node(node: Any, position: int) -> StoredNode:
 
 def node_embeddings(nodes: list[BaseNode]) -> np.ndarray:
     """The nodes' embeddings as a float32 (n, dim) matrix, or a ValueError naming the first bad node."""
-    vectors = []
     for position, node in enumerate(nodes):
         if node.embedding is None:
             raise ValueError(
                 f"nodes[{position}] ({node.node_id!r}) has no embedding. Embed nodes before adding them "
                 "(VectorStoreIndex and an IngestionPipeline with an embed model do), or set node.embedding."
             )
-        vectors.append(node.embedding)
-    sizes = sorted({len(vector) for vector in vectors})
+    sizes = sorted({len(node.embedding or ()) for node in nodes})
     if len(sizes) > 1 or sizes[0] == 0:
         raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
-    return np.asarray(vectors, dtype=np.float32)
+    return np.asarray([node.embedding for node in nodes], dtype=np.float32)
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:
@@ -86,18 +69,21 @@ def node_metadata(record: StoredNode) -> Mapping[str, Any]:
     return record.node[DATA_KEY].get("metadata") or {}
 
 
-def restored_node(record: StoredNode) -> BaseNode:
-    """A new node object from a record's JSON form (without its embedding)."""
-    return json_to_doc(copy.deepcopy(record.node))
+def restored_node(record: StoredNode, best_window: Mapping[str, int] | None = None) -> BaseNode:
+    """A new node object from a record (without its embedding); a multi-vector hit's `best_window` goes under
+    `BEST_WINDOW_KEY` in its metadata (a span in `node.get_content()`), kept out of what embed models and LLMs see."""
+    node = json_to_doc(copy.deepcopy(record.node))
+    if best_window is not None:
+        node.metadata[BEST_WINDOW_KEY] = dict(best_window)
+        for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+            if BEST_WINDOW_KEY not in excluded:
+                excluded.append(BEST_WINDOW_KEY)
+    return node
 
 
 def embedded_texts(nodes: list[BaseNode]) -> tuple[list[str], list[int], list[int]]:
-    """What LlamaIndex embedded for each node, and where and how long the node's own text is in it.
-
-    `VectorStoreIndex` and `IngestionPipeline` embed `node.get_content(metadata_mode=MetadataMode.EMBED)`: the
-    node's text after its metadata lines. Returns (those texts, the offset of each node's own text in its embedded
-    text, the length of its own text).
-    """
+    """What LlamaIndex embedded for each node (`get_content(metadata_mode=MetadataMode.EMBED)`: its text after its
+    metadata lines), where the node's own text starts in it, and its length."""
     texts, offsets, lengths = [], [], []
     for node in nodes:
         embedded = node.get_content(metadata_mode=MetadataMode.EMBED)
@@ -106,16 +92,3 @@ def embedded_texts(nodes: list[BaseNode]) -> tuple[list[str], list[int], list[in
         offsets.append(content_offset(embedded, content))
         lengths.append(len(content))
     return texts, offsets, lengths
-
-
-def with_best_window(node: BaseNode, best_window: Mapping[str, int]) -> BaseNode:
-    """`node` (a copy made for the caller) with its best window under `BEST_WINDOW_KEY` in its metadata.
-
-    The span is in the node's own text (`node.get_content()[start:end]`). The key is kept out of the text that
-    embed models and LLMs see (`excluded_embed_metadata_keys`, `excluded_llm_metadata_keys`).
-    """
-    node.metadata[BEST_WINDOW_KEY] = dict(best_window)
-    for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
-        if BEST_WINDOW_KEY not in excluded:
-            excluded.append(BEST_WINDOW_KEY)
-    return node

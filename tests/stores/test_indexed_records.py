@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fair_retrieval import FaissIndex
-from fair_retrieval.stores.records import IndexedRecords
+from fair_retrieval.stores.indexed_records import IndexedRecords
 
 pytest.importorskip("faiss")
 

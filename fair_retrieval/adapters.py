@@ -1,0 +1,20 @@
+"""What the framework adapters (the LangChain and LlamaIndex embeddings) build on, apart from what users call.
+
+An adapter wraps `fair_retrieval.FairEmbedder` in another framework's embeddings class; these names let it declare
+the same options with the same defaults, documentation and checks, without repeating them:
+
+- `INSTANCE_DEFAULT`: the marker of an argument left at its default.
+- `as_calibration`: a `Calibration` from its dict form (what a framework's serialisation gives back).
+- `option_doc`: an option's documentation as `EmbedderOptions` declares it (the adapters' field descriptions).
+- `resolve_embedder`: a ready `FairEmbedder` or one loaded from a model, never both (the adapters' one rule).
+- `chunk_plan`: the chunk size and overlap of a text splitter feeding an embedder.
+
+The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
+where earlier releases exported them.
+"""
+
+from fair_retrieval.embedding.building import resolve_embedder
+from fair_retrieval.embedding.options import INSTANCE_DEFAULT, as_calibration, option_doc
+from fair_retrieval.embedding.windows import chunk_plan
+
+__all__ = ["INSTANCE_DEFAULT", "as_calibration", "chunk_plan", "option_doc", "resolve_embedder"]

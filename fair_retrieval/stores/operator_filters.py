@@ -1,0 +1,78 @@
+"""Filters written as (field, operator name, value) conditions, as frameworks with operator enums write them,
+translated to the filter grammar of `fair_retrieval.stores.filter_grammar`.
+
+LlamaIndex's `MetadataFilters` are such conditions (`FilterOperator.GTE` on "year" with 2024), combined by AND, OR or
+NOT. `condition_spec` turns one into a grammar dict and `combined_spec` combines several, checking what the grammar
+would refuse with messages in the framework's own terms; an operator with no equivalent is refused by name, never
+answered with a silently empty result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["SUPPORTED_OPERATORS", "combined_spec", "condition_spec"]
+
+OPERATORS: dict[str, str] = {
+    "EQ": "$eq",
+    "NE": "$ne",
+    "GT": "$gt",
+    "GTE": "$gte",
+    "LT": "$lt",
+    "LTE": "$lte",
+    "IN": "$in",
+    "NIN": "$nin",
+}
+ORDERINGS = ("GT", "GTE", "LT", "LTE")
+EMPTY_VALUES: tuple[Any, ...] = (None, "", [])  # what IS_EMPTY matches besides an absent field, as in llama-index
+SUPPORTED_OPERATORS: tuple[str, ...] = (*OPERATORS, "IS_EMPTY")
+"""The operator names a condition may use (combined with AND, OR and NOT, nested as wanted)."""
+
+
+def condition_spec(key: str, operator: str, value: Any, where: str, store: str) -> dict[str, Any]:
+    """One condition as a grammar dict.
+
+    Args:
+        key: the metadata field.
+        operator: the operator's name (`SUPPORTED_OPERATORS`), e.g. "GTE".
+        value: its operand.
+        where: where the condition is, for messages (e.g. "filters.filters[0]").
+        store: the store's class name, for messages.
+
+    Raises:
+        ValueError: a field starting with "$", an unsupported operator, IN / NIN without a list, or an ordering
+            without a number or string.
+    """
+    if key.startswith("$"):
+        raise ValueError(f"{where} filters on {key!r}; metadata keys starting with '$' cannot be filtered on here.")
+    if operator == "IS_EMPTY":
+        return {"$or": [{key: {"$exists": False}}, {key: {"$in": list(EMPTY_VALUES)}}]}
+    if operator not in OPERATORS:
+        raise ValueError(
+            f"{store} cannot filter with FilterOperator.{operator} ({where}, key {key!r}). It supports "
+            f"{', '.join(SUPPORTED_OPERATORS)}, combined with AND, OR and NOT; rewrite the filter with those (e.g. IN "
+            "for one of several values), or filter the retrieved nodes yourself."
+        )
+    if operator in ("IN", "NIN") and not isinstance(value, list):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} needs a list value, e.g. value=[{value!r}]; got "
+            f"{type(value).__name__} {value!r}."
+        )
+    if operator in ORDERINGS and (isinstance(value, bool) or not isinstance(value, int | float | str)):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} compares with a number or a string (dates as ISO "
+            f"strings), got {type(value).__name__} {value!r}."
+        )
+    return {key: {OPERATORS[operator]: value}}
+
+
+def combined_spec(condition: str, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Grammar dicts combined by "AND", "OR" or "NOT" (none of them holds); {} (every document) for no members."""
+    if not members:
+        return {}
+    if condition == "AND":
+        return {"$and": list(members)}
+    if condition == "OR":
+        return {"$or": list(members)}
+    return {"$not": {"$or": list(members)}}

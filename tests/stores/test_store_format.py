@@ -1,0 +1,67 @@
+"""save_store / load_store: the one save and restore sequence of every adapter's store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+
+pytest.importorskip("faiss")
+
+
+class Doc(NamedTuple):
+    key: str
+    text: str
+
+
+def _decode(entry: Mapping[str, Any]) -> tuple[int, Doc]:
+    return int(entry["int_id"]), Doc(entry["id"], entry["text"])
+
+
+FORMAT: StoreFormat[Doc] = StoreFormat(
+    name="probe-store",
+    version=1,
+    store="ProbeStore",
+    writer="ProbeStore.save()",
+    upgrade="probe",
+    records_key="documents",
+    encode=lambda int_id, doc: {"int_id": int_id, "id": doc.key, "text": doc.text},
+    decode=_decode,
+    names_index_folder=True,
+    replaced_move_to_end=True,
+)
+
+
+def _saved(tmp_path: Path) -> tuple[DocumentStore[Doc], Path]:
+    store: DocumentStore[Doc] = DocumentStore(gpu=False)
+    store.add([Doc("a", "alpha"), Doc("b", "beta")], np.eye(2, 4, dtype=np.float32) + 0.1)
+    path = tmp_path / "store.json"
+    save_store(store, FORMAT, path, tmp_path / "store.index")
+    return store, path
+
+
+def test_a_saved_store_loads_back_whole(tmp_path: Path) -> None:
+    store, path = _saved(tmp_path)
+    loaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+    assert loaded.records.keys == ["a", "b"] and loaded.metric == "cosine" and not loaded.multivector
+    assert loaded.records.int_ids == store.records.int_ids and loaded.generation is not None
+    np.testing.assert_allclose(loaded.vectors([0, 1]), store.vectors([0, 1]))
+
+
+def test_the_mode_asked_for_on_load_must_be_the_saved_one(tmp_path: Path) -> None:
+    _, path = _saved(tmp_path)
+    with pytest.raises(ValueError, match="holds a store of pooled documents, but multivector=True"):
+        load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, multivector=True, missing="-")
+    with pytest.raises(ValueError, match="which has no aggregate"):
+        load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, aggregate="max", missing="-")
+
+
+def test_a_missing_store_file_says_what_writes_one(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="write one first"):
+        load_store(FORMAT, tmp_path / "x.json", tmp_path / "x", gpu=False, embedder=None, missing="write one first")

@@ -1,0 +1,30 @@
+"""WrappedStore: the properties an adapter's store class reads off its DocumentStore."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from fair_retrieval.stores import DocumentStore, WrappedStore
+
+pytest.importorskip("faiss")
+
+
+class Doc(NamedTuple):
+    key: str
+
+
+class Adapter(WrappedStore):
+    def __init__(self, store: DocumentStore[Doc]) -> None:
+        self._store = store
+
+
+def test_the_views_read_the_core_store() -> None:
+    core: DocumentStore[Doc] = DocumentStore(metric="l2", gpu=False)
+    adapter = Adapter(core)
+    assert adapter.index is None and adapter.metric == "l2" and not adapter.multivector and adapter.aggregate is None
+    core.add([Doc("a"), Doc("b")], np.eye(2, 3, dtype=np.float32))
+    assert adapter.index is core.index and dict(adapter._int_ids) == {"a": 0, "b": 1} and adapter._next_int_id == 2
+    assert adapter.embedder_identity is None and adapter.store_identity is None
