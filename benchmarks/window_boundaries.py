@@ -87,16 +87,21 @@ class MultiScale:
         embed = first.embedder.embed_document_windows
 
         def both(texts: Any, *args: Any, **kwargs: Any) -> DocumentWindows:
-            a = embed(texts, *args, **kwargs)
-            b = second.embedder.embed_document_windows(texts, *args, **kwargs)
-            order = np.argsort(np.concatenate([a.owners, b.owners]), kind="stable")
-            stack = [np.concatenate([x, y])[order] for x, y in ((a.vectors, b.vectors), (a.owners, b.owners))]
-            spans = np.concatenate([a.spans, b.spans])[order]
-            weights = np.concatenate([a.weights, b.weights])[order]
-            return DocumentWindows(a.pooled, stack[0], stack[1], spans, weights)
+            return self.merged(
+                embed(texts, *args, **kwargs), second.embedder.embed_document_windows(texts, *args, **kwargs)
+            )
 
         first.embedder.embed_document_windows = both  # type: ignore[method-assign]
         self._restore = embed
+
+    @staticmethod
+    def merged(a: DocumentWindows, b: DocumentWindows) -> DocumentWindows:
+        """The windows of both, each document's together (`a`'s first), with `a`'s pooled vectors."""
+        order = np.argsort(np.concatenate([a.owners, b.owners]), kind="stable")
+        stack = [np.concatenate([x, y])[order] for x, y in ((a.vectors, b.vectors), (a.owners, b.owners))]
+        spans = np.concatenate([a.spans, b.spans])[order]
+        weights = np.concatenate([a.weights, b.weights])[order]
+        return DocumentWindows(a.pooled, stack[0], stack[1], spans, weights)
 
     def close(self) -> None:
         self.first.embedder.embed_document_windows = self._restore  # type: ignore[method-assign]
@@ -168,9 +173,7 @@ def _remembered(model: str, policy: str, table: dict[str, np.ndarray]) -> Shared
 
 def run_scifact(model: str, results: dict[str, Any], save: Any) -> None:
     """SciFact pooled and multi-vector nDCG@10 per policy; only abstracts longer than a window are embedded again."""
-    from fair_retrieval import MultiVectorIndex
     from fair_retrieval.evaluation.data.beir import load_scifact
-    from fair_retrieval.evaluation.metrics import per_query_metrics
 
     task = load_scifact(DATA / "scifact")
     ids = list(task.corpus)
@@ -178,9 +181,17 @@ def run_scifact(model: str, results: dict[str, Any], save: Any) -> None:
     entry = results.setdefault("scifact", {"runs": {}, "abstracts": len(texts)})
     queries = FairEmbedder(model).embed_queries(list(task.queries.values()))
     base: DocumentWindows | None = None
-    for policy in POLICIES:
+    kept: dict[str, DocumentWindows] = {}
+    for policy in (*POLICIES, "multi-scale"):
         names = [f"{policy}/pooled", *(f"{policy}/{a}" for a in AGGREGATES)]
+        if policy == "multi-scale":
+            names = names[1:]
         if all(n in entry["runs"] for n in names):
+            continue
+        if policy == "multi-scale":  # the windows of both sizes of each abstract, the pooled vector of the first
+            first, second = (kept.get(p) or _policy_windows(model, p, texts) for p in MULTI_SCALE)
+            _score_scifact(task, ids, queries, MultiScale.merged(first, second), names, entry, with_pooled=False)
+            save()
             continue
         embedder = policy_embedder(model, policy)
         if base is None:
@@ -188,21 +199,54 @@ def run_scifact(model: str, results: dict[str, Any], save: Any) -> None:
             base = base or policy_embedder(model, "tokens").embed_document_windows(texts, show_progress_bar=True)
         windows = base
         if policy != "tokens":
-            long_ones = [i for i, n in enumerate(embedder.token_lengths(texts)) if n > embedder.max_length]
-            entry.setdefault("long", {})[policy] = len(long_ones)
-            windows = _spliced(base, long_ones, embedder.embed_document_windows([texts[i] for i in long_ones]))
-        scored = {names[0]: np.argsort(-(queries @ windows.pooled.T), axis=1)[:, :10]}
-        for aggregate, name in zip(AGGREGATES, names[1:], strict=True):
-            index = MultiVectorIndex(windows.dim, aggregate=aggregate)
-            index.add(windows)
-            scored[name] = index.search(queries, 10)[1]
-        for name, top in scored.items():
-            rankings = {q: [ids[j] for j in row if j >= 0] for q, row in zip(task.queries, top, strict=True)}
-            per_query = per_query_metrics(rankings, task.qrels, ndcg_k=(10,), recall_k=(10,))
-            ndcg = {q: m["ndcg@10"] for q, m in per_query.items()}
-            entry["runs"][name] = {"ndcg@10": float(np.mean(list(ndcg.values()))), "per_query": ndcg}
-            logger.info("scifact %s: nDCG@10 %.4f", name, entry["runs"][name]["ndcg@10"])
+            windows = _policy_windows(model, policy, texts, base, entry)
+        kept[policy] = windows
+        _score_scifact(task, ids, queries, windows, names, entry, with_pooled=True)
         save()
+
+
+def _policy_windows(
+    model: str, policy: str, texts: list[str], base: DocumentWindows | None = None, entry: dict[str, Any] | None = None
+) -> DocumentWindows:
+    """SciFact's windows under `policy`: `base` (the token policy's) with the abstracts longer than a window of the
+    policy embedded again (the others are one window under every policy)."""
+    embedder = policy_embedder(model, policy)
+    if base is None:
+        base = policy_embedder(model, "tokens").embed_document_windows(texts, show_progress_bar=True)
+    overhead = embedder.token_lengths([""])[0]
+    lengths = embedder.token_lengths(texts)
+    long_ones = [i for i, n in enumerate(lengths) if n - overhead > embedder.window_content_tokens]
+    if entry is not None:
+        entry.setdefault("long", {})[policy] = len(long_ones)
+    return _spliced(base, long_ones, embedder.embed_document_windows([texts[i] for i in long_ones]))
+
+
+def _score_scifact(
+    task: Any,
+    ids: list[str],
+    queries: np.ndarray,
+    windows: DocumentWindows,
+    names: list[str],
+    entry: dict[str, Any],
+    with_pooled: bool,
+) -> None:
+    """SciFact nDCG@10 of `windows` pooled (if `with_pooled`, the first name) and per aggregate (the others)."""
+    from fair_retrieval import MultiVectorIndex
+    from fair_retrieval.evaluation.metrics import per_query_metrics
+
+    scored = {}
+    if with_pooled:
+        scored[names[0]] = np.argsort(-(queries @ windows.pooled.T), axis=1)[:, :10]
+    for aggregate, name in zip(AGGREGATES, names[1:] if with_pooled else names, strict=True):
+        index = MultiVectorIndex(windows.dim, aggregate=aggregate)
+        index.add(windows)
+        scored[name] = index.search(queries, 10)[1]
+    for name, top in scored.items():
+        rankings = {q: [ids[j] for j in row if j >= 0] for q, row in zip(task.queries, top, strict=True)}
+        per_query = per_query_metrics(rankings, task.qrels, ndcg_k=(10,), recall_k=(10,))
+        ndcg = {q: m["ndcg@10"] for q, m in per_query.items()}
+        entry["runs"][name] = {"ndcg@10": float(np.mean(list(ndcg.values()))), "per_query": ndcg}
+        logger.info("scifact %s: nDCG@10 %.4f", name, entry["runs"][name]["ndcg@10"])
 
 
 def _spliced(base: DocumentWindows, replaced: list[int], fresh: DocumentWindows) -> DocumentWindows:

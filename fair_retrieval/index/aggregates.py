@@ -2,13 +2,11 @@
 
 The aggregates (`Aggregate`):
 
-- "max": the best window's score (the highest nDCG@10 of the three in every run of the multi-vector study).
+- "max": the best window's score (the highest nDCG@10 of the three in every run of the multi-vector study and of
+  the window study). The default: the window study's rule, on intervals, picks it (docs/window_study.md).
 - "max-mean": the mean of the best window's score and the pooled vector's (the pooled vector is recomputed from the
   stored windows, so it is exactly what `embed_documents` gives).
-- "top2": the mean of the two best windows' scores (a one-window document: its window's score). The default: the
-  study's rule, written before its runs, asks for PSI ≤ the pooled vector's on every run, and "top2" is the only
-  aggregate that met it ("max" scores 0.04 nDCG@10 more on average and missed it by 0.014 of PSI on one run; see
-  docs/multivector_study.md). Pass aggregate="max" for the best window alone.
+- "top2": the mean of the two best windows' scores (a one-window document: its window's score).
 
 Scores are compared "larger is better": inner products as they are, squared L2 distances negated
 (`higher_better`, and `metric_score` back).
@@ -27,7 +25,7 @@ __all__ = ["AGGREGATES", "DEFAULT_AGGREGATE", "Aggregate", "aggregate_score", "h
 Aggregate = Literal["max", "max-mean", "top2"]
 """How a document's window scores become its score (see the module docstring)."""
 AGGREGATES: tuple[str, ...] = get_args(Aggregate)
-DEFAULT_AGGREGATE: Aggregate = "top2"
+DEFAULT_AGGREGATE: Aggregate = "max"
 
 
 def aggregate_score(aggregate: Aggregate, own: np.ndarray, pooled: float | None = None) -> float:

@@ -1,9 +1,9 @@
 """A store's document mode: one pooled vector per document, or the vectors of its windows (multi-vector).
 
 A store in multi-vector mode keeps each document as the vectors of its windows in a `MultiVectorIndex` and
-returns k distinct documents scored by an aggregate of their windows' scores; in the pooled mode (the default)
-each document is one vector in a `FaissIndex`. The adapters share what depends on the mode and not on their
-framework:
+returns k distinct documents scored by an aggregate of their windows' scores (the default,
+`DEFAULT_MULTIVECTOR`); in the pooled mode each document is one vector in a `FaissIndex`. The adapters share what
+depends on the mode and not on their framework:
 
 - `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add
   (`new_index`) and the one it loads (`load_index`); how a saved store records them (`settings`, optional keys
@@ -44,9 +44,11 @@ __all__ = [
     "stored_windows",
 ]
 
-DEFAULT_MULTIVECTOR = False
+DEFAULT_MULTIVECTOR = True
 """The document mode of a store built without `multivector=`: the one place both adapters' default comes from
-(pooled: one vector per document). Stores saved without a mode are pooled whatever this says."""
+(multi-vector: each document kept as its windows, the window study's pick; docs/window_study.md). A store whose
+embeddings give no windows is pooled (`store_windows.gives_windows`); stores saved without a mode are pooled
+whatever this says."""
 
 MULTIVECTOR_KEY = "multivector"
 """Store-file key (and identity field) of the mode: true for a multi-vector store; absent or false: pooled."""
@@ -68,7 +70,7 @@ class DocumentMode:
         ValueError: an unknown aggregate.
     """
 
-    multivector: bool = DEFAULT_MULTIVECTOR
+    multivector: bool = False  # what a store file without mode keys holds; new stores: `requested_mode`
     aggregate: Aggregate = DEFAULT_AGGREGATE
 
     def __post_init__(self) -> None:
@@ -125,14 +127,17 @@ class DocumentMode:
             return {}
         return {MULTIVECTOR_KEY: True, AGGREGATE_KEY: self.aggregate}
 
-    def identity(self, embedder: Mapping[str, Any]) -> dict[str, Any]:
-        """The identity a store records: its embedder's, with the mode and the aggregate of a multi-vector store.
+    def identity(self, embedder: Mapping[str, Any], windows: Any = None) -> dict[str, Any]:
+        """The identity a store records: its embedder's, with the mode, the aggregate and the window shape
+        (`StoreWindows.settings()`, when `windows` is given) of a multi-vector store.
 
         A pooled store's identity is the embedder's alone, as stores recorded it before multi-vector stores existed.
         """
         identity = dict(embedder)
         if self.multivector:
             identity.update({MULTIVECTOR_KEY: True, AGGREGATE_KEY: self.aggregate})
+            if windows is not None:
+                identity.update(windows.settings())
         return identity
 
     @classmethod

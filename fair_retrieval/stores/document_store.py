@@ -41,6 +41,14 @@ from fair_retrieval.stores.document_modes import (
 )
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
+from fair_retrieval.stores.store_windows import (
+    WINDOW_BOUNDARIES_KEY,
+    WINDOW_TOKENS_KEY,
+    StoreWindows,
+    default_windows,
+    gives_windows,
+    log_pooled_default,
+)
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
@@ -116,9 +124,18 @@ class DocumentStore(Generic[R]):
         replaced_move_to_end: bool = True,
         group_of: Callable[[R], str] | None = None,
         name: str = "DocumentStore",
+        windows: StoreWindows | None = None,
     ) -> None:
         self.name = name
+        if multivector is None and index is not None:  # a given index decides the mode
+            multivector = isinstance(index, MultiVectorIndex)
         mode = requested_mode(multivector, aggregate)
+        if multivector is None and mode.multivector and not gives_windows(embedder):
+            if embedder is not None:
+                log_pooled_default(embedder, name)
+            mode = requested_mode(False, aggregate)
+        # the windows a multi-vector store asks its embedder for (a loaded store: what its file records)
+        self.windows = windows if windows is not None else default_windows(embedder) if mode.multivector else None
         if index is not None:
             mode = given_index_mode(index, mode, dim, name)
             metric = "cosine" if metric == "cosine" and index.metric == "ip" else index.metric
@@ -145,7 +162,7 @@ class DocumentStore(Generic[R]):
             replaced_move_to_end=replaced_move_to_end,
             group_of=group_of,
         )
-        self.embedder = embedder  # checked against the mode
+        self.embedder = embedder  # checked against the mode; its window cache told the windows to keep
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -193,6 +210,9 @@ class DocumentStore(Generic[R]):
     def embedder(self, embedder: Any) -> None:
         if embedder is not None and self.multivector:
             window_embedder(embedder, f"{self.name}(multivector=True)")
+            cache = getattr(embedder, "window_cache", None)
+            if isinstance(cache, WindowCache):  # the embedder's own pass then makes this store's windows
+                cache.shape = self.windows or StoreWindows()
         self._embedder = embedder
 
     def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
@@ -204,11 +224,11 @@ class DocumentStore(Generic[R]):
             identity = {
                 field: value
                 for field, value in copy.deepcopy(self.recorded_identity).items()
-                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY)
+                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY, WINDOW_TOKENS_KEY, WINDOW_BOUNDARIES_KEY)
             }
         else:
             return None
-        return self.mode.identity(identity) if with_mode else identity
+        return self.mode.identity(identity, self.windows) if with_mode else identity
 
     def __len__(self) -> int:
         return len(self._records)
@@ -378,7 +398,8 @@ class DocumentStore(Generic[R]):
         embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
         cache = getattr(self._embedder, "window_cache", None)
         matrix = self.prepared(pooled, len(records), "the embeddings")
-        gathered = gathered_windows(texts, matrix, embedder, cache if isinstance(cache, WindowCache) else None)
+        shape = self.windows or StoreWindows()
+        gathered = gathered_windows(texts, matrix, embedder, cache if isinstance(cache, WindowCache) else None, shape)
         if gathered.misses:
             log.info(
                 "%d of %d nodes were not in the embed model's window cache (embedded elsewhere, or evicted); "
@@ -409,7 +430,8 @@ class DocumentStore(Generic[R]):
         Raises:
             TypeError: the embedder gives no windows (or there is none).
         """
-        return window_embedder(self._embedder, f"{self.name}(multivector=True)").embed_document_windows(texts)
+        embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
+        return (self.windows or StoreWindows()).embed(embedder, texts)
 
     def remove(self, int_ids: Iterable[int]) -> None:
         """Remove stored documents by int id."""

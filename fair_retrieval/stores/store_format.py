@@ -32,6 +32,7 @@ from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.files import load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
+from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.window_cache import window_embedder
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ def save_store(store: DocumentStore[R], fmt: StoreFormat[R], store_file: Path, i
         "index_params": store.index_params,
         **where,
         **store.mode.settings(),
+        **(store.windows.settings() if store.multivector and store.windows is not None else {}),
         "next_int_id": store.records.next_int_id,
         **({} if fmt.names_index_folder else {"has_index": has_index}),
         "embedder": store.identity(),
@@ -188,6 +190,7 @@ def _restore(
         remedy=fmt.remedy,
     )
     mode = DocumentMode.saved(state, store_file, fmt.remedy)
+    windows = StoreWindows.saved(state, store_file, fmt.remedy) if mode.multivector else None
     mode.check_requested(requested[0], store_file.parent if not fmt.names_index_folder else store_file)
     _check_aggregate(store_file, mode, requested[1])
     kind = state["kind"]
@@ -201,6 +204,7 @@ def _restore(
         replaced_move_to_end=fmt.replaced_move_to_end,
         group_of=fmt.group_of,
         name=fmt.store,
+        windows=windows,
     )
     store.kind = kind
     recorded = state.get("embedder")
@@ -213,7 +217,7 @@ def _restore(
         unrecorded = fmt.unrecorded_without_model if "embedder" in state else None
         check_identity(
             recorded,
-            mode.identity(embedder_identity(embedder)),
+            mode.identity(embedder_identity(embedder), windows),
             source=str(store_file),
             allow_mismatch=allow_mismatch,
             override=MISMATCH_OVERRIDE,

@@ -83,18 +83,27 @@ class WindowCache:
 
     def __init__(self, capacity: int = CACHE_WINDOWS) -> None:
         self._capacity = capacity
-        self._entries: OrderedDict[bytes, DocumentWindows] = OrderedDict()
+        self.shape: Any = None
+        """The windows the embedder's pass makes (a `StoreWindows`, set by the multi-vector store it feeds; None:
+        the embedder's own): its `embed_document_windows` arguments, and what entries are kept under."""
+        self._entries: OrderedDict[tuple[bytes, Any], DocumentWindows] = OrderedDict()
         self._windows = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    def embed(self, embedder: Any, texts: list[str]) -> DocumentWindows:
+        """`embedder`'s windows of `texts` in the current `shape` (its own windows when none is set), remembered."""
+        windows = embedder.embed_document_windows(texts) if self.shape is None else self.shape.embed(embedder, texts)
+        self.remember(texts, windows)
+        return windows
+
     def remember(self, texts: Sequence[str], windows: DocumentWindows) -> None:
-        """Keep each text's windows (one document of `windows` per text, in order)."""
+        """Keep each text's windows (one document of `windows` per text, in order), made in the current `shape`."""
         with self._lock:
             for position, text in enumerate(texts):
-                key = _key(text)
+                key = (_key(text), _shape_key(self.shape))
                 entry = windows.select([position])
                 old = self._entries.pop(key, None)
                 self._windows += len(entry.owners) - (len(old.owners) if old is not None else 0)
@@ -103,16 +112,19 @@ class WindowCache:
                 _, dropped = self._entries.popitem(last=False)
                 self._windows -= len(dropped.owners)
 
-    def take(self, texts: Sequence[str], pooled: np.ndarray) -> tuple[list[DocumentWindows | None], int]:
-        """The remembered windows of each text whose pooled vector matches `pooled` (n, d) (None where none is).
+    def take(
+        self, texts: Sequence[str], pooled: np.ndarray, shape: Any = None
+    ) -> tuple[list[DocumentWindows | None], int]:
+        """The remembered windows of each text, made in `shape`, whose pooled vector matches `pooled` (n, d) (None
+        where none is).
 
-        A text embedded since with another configuration, or given a vector made elsewhere, does not match and is
-        a miss. Returns the entries and the number of misses.
+        A text embedded since with another configuration or window shape, or given a vector made elsewhere, does
+        not match and is a miss. Returns the entries and the number of misses.
         """
         found: list[DocumentWindows | None] = []
         with self._lock:
             for text, vector in zip(texts, pooled, strict=True):
-                entry = self._entries.get(_key(text))
+                entry = self._entries.get((_key(text), _shape_key(shape)))
                 if entry is not None and np.allclose(entry.pooled[0], vector, atol=1e-5):
                     found.append(entry)
                 else:
@@ -132,6 +144,11 @@ def concatenate(parts: Sequence[DocumentWindows]) -> DocumentWindows:
         np.concatenate([part.spans for part in parts]),
         np.concatenate([part.weights for part in parts]),
     )
+
+
+def _shape_key(shape: Any) -> tuple[tuple[str, Any], ...]:
+    """A window shape as a dict key: its store-file settings (none: the embedder's own windows)."""
+    return () if shape is None else tuple(sorted((k, repr(v)) for k, v in shape.settings().items()))
 
 
 def _key(text: str) -> bytes:

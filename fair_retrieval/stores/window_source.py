@@ -19,6 +19,7 @@ import numpy as np
 
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.stores.document_modes import checked_windows
+from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder, concatenate
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,11 @@ class GatheredWindows(NamedTuple):
 
 
 def gathered_windows(
-    texts: Sequence[str], pooled: np.ndarray, embedder: WindowEmbedder, cache: WindowCache | None
+    texts: Sequence[str],
+    pooled: np.ndarray,
+    embedder: WindowEmbedder,
+    cache: WindowCache | None,
+    shape: StoreWindows | None = None,
 ) -> GatheredWindows:
     """Each text's windows: from `cache` where its pooled vector matches `pooled`, else embedded once by `embedder`.
 
@@ -54,6 +59,8 @@ def gathered_windows(
         pooled: float32 (len(texts), d), the vectors the framework gave the store.
         embedder: what embeds the misses (`embed_document_windows`), in one call.
         cache: the embedder's cache of recent windows, or None (every text is embedded again).
+        shape: the windows the store keeps: cached windows of another shape are misses, and misses are embedded
+            in it. None: the embedder's own windows.
 
     Returns:
         The windows in input order, with the counts of misses and of misses whose given vector disagrees.
@@ -66,15 +73,16 @@ def gathered_windows(
     if pooled.ndim != 2 or pooled.shape[0] != len(texts):
         raise ValueError(f"Got {len(texts)} texts but vectors of shape {pooled.shape}; pass one vector per text.")
     found: list[DocumentWindows | None]
+    shape = shape or StoreWindows()
     if cache is not None:
-        found, _ = cache.take(texts, pooled)
+        found, _ = cache.take(texts, pooled, shape)
     else:
         found = [None] * len(texts)
     missing = [position for position, entry in enumerate(found) if entry is None]
     disagreeing = 0
     if missing:
         embedded = checked_windows(
-            embedder.embed_document_windows([texts[position] for position in missing]),
+            shape.embed(embedder, [texts[position] for position in missing]),
             len(missing),
             "embed_document_windows",
             unit=False,

@@ -16,7 +16,7 @@ SOURCE = Path("folder/store.json")
 
 
 def test_the_mode_is_checked_and_pooled_by_default() -> None:
-    assert DocumentMode() == DocumentMode(False, "top2") and str(DocumentMode()) == "pooled documents"
+    assert DocumentMode() == DocumentMode(False, "max") and str(DocumentMode()) == "pooled documents"
     assert str(DocumentMode(True, "top2")) == "multi-vector documents (aggregate='top2')"
     with pytest.raises(TypeError, match="multivector must be True or False"):
         DocumentMode(1)  # type: ignore[arg-type]

@@ -44,10 +44,11 @@ class WindowEmbedder:
 
 
 def test_the_default_mode_and_aggregate_come_from_one_place() -> None:
-    store: DocumentStore[Doc] = DocumentStore(gpu=False)
+    store: DocumentStore[Doc] = DocumentStore(gpu=False, embedder=WindowEmbedder())
     assert store.multivector is DEFAULT_MULTIVECTOR
     multi: DocumentStore[Doc] = DocumentStore(gpu=False, multivector=True, embedder=WindowEmbedder())
     assert multi.mode.aggregate == DEFAULT_AGGREGATE
+    assert not DocumentStore(gpu=False).multivector  # no embedder to take windows from: pooled
 
 
 def test_arguments_are_checked_when_the_store_is_built() -> None:

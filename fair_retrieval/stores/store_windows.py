@@ -1,0 +1,156 @@
+"""The windows a multi-vector store keeps, and the mode a store gets when none is asked for.
+
+A multi-vector store scores a document by its best window, so its windows need not be the embedder's: the window
+study (docs/window_study.md) found windows of half the model's window, cut at the text's own boundaries (whole
+paragraphs, else whole sentences; `window_boundaries="text"`), ahead of every other policy and of each stack's
+small-to-big recipe. So a new multi-vector store asks its embedder for windows of that shape on every call
+(`FairEmbedder.embed_document_windows(..., window_tokens=..., window_boundaries=...)`), records it in its file,
+and keeps it when loaded; the pooled vectors an embedder gives anything else are unchanged.
+
+- `StoreWindows`: the shape (window sizes in content tokens, boundaries) a store asks for, and its `embed` (one
+  pass per size); none: the embedder's own windows (stores saved before the shape was recorded).
+- `default_windows(embedder)`: the study's shape for an embedder: `DEFAULT_WINDOW_SHARES` of its window's content
+  tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
+- `gives_windows(embedder)`: whether a store can keep an embedder's windows; a store built without `multivector=`
+  over one that cannot (any other framework's embeddings) is pooled, said once at INFO.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+
+from fair_retrieval.embedding.boundaries import WindowBoundaries
+from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.jsonio import DamagedFileError
+from fair_retrieval.validate import is_positive_int
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DEFAULT_WINDOW_BOUNDARIES",
+    "DEFAULT_WINDOW_SHARES",
+    "WINDOW_BOUNDARIES_KEY",
+    "WINDOW_TOKENS_KEY",
+    "StoreWindows",
+    "default_windows",
+    "gives_windows",
+]
+
+DEFAULT_WINDOW_SHARES: tuple[float, ...] = (0.5,)
+"""A multi-vector store's windows hold this share of the embedder's window (the window study's pick)."""
+DEFAULT_WINDOW_BOUNDARIES: WindowBoundaries = "text"
+"""A multi-vector store's windows are cut at paragraph and sentence ends (the window study's pick)."""
+WINDOW_TOKENS_KEY = "window_tokens"
+"""Store-file key (and identity field) of a multi-vector store's window size in content tokens."""
+WINDOW_BOUNDARIES_KEY = "window_boundaries"
+"""Store-file key (and identity field) of where a multi-vector store's windows are cut."""
+
+_ADAPTER_ATTRIBUTES = ("fair_embedder", "embedder")  # LangChain's FairEmbeddings, LlamaIndex's FairEmbedding
+
+
+@dataclass(frozen=True)
+class StoreWindows:
+    """The shape of the windows a multi-vector store keeps.
+
+    Attributes:
+        tokens: the window sizes in content tokens: one size, or several (every document kept as its windows of
+            each size, scored by the best of all; "multi-scale"); empty: the embedder's own window.
+        boundaries: "text" or "tokens"; None: the embedder's own.
+    """
+
+    tokens: tuple[int, ...] = ()
+    boundaries: WindowBoundaries | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tokens, tuple) or not all(is_positive_int(n) for n in self.tokens):
+            raise ValueError(f"window_tokens must be positive ints, got {self.tokens!r}.")
+        if self.boundaries is not None and self.boundaries not in get_args(WindowBoundaries):
+            raise ValueError(f"window_boundaries must be one of {get_args(WindowBoundaries)}, got {self.boundaries!r}.")
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The keyword arguments of one `embed_document_windows` call per window size (one call without any for
+        the embedder's own windows)."""
+        extra: dict[str, Any] = {} if self.boundaries is None else {WINDOW_BOUNDARIES_KEY: self.boundaries}
+        return [{WINDOW_TOKENS_KEY: n, **extra} for n in self.tokens] or [extra]
+
+    def embed(self, embedder: Any, texts: list[str]) -> DocumentWindows:
+        """`embedder`'s windows of `texts` in this shape: one pass per size, each document's windows of every size
+        together (the pooled vectors are those of the first size's pass)."""
+        passes = [embedder.embed_document_windows(texts, **arguments) for arguments in self.calls()]
+        return passes[0] if len(passes) == 1 else _merged(passes)
+
+    def settings(self) -> dict[str, Any]:
+        """The store-file keys of the shape (also the identity fields it adds); none for the embedder's own."""
+        keys: dict[str, Any] = {WINDOW_TOKENS_KEY: list(self.tokens)} if self.tokens else {}
+        return keys if self.boundaries is None else {**keys, WINDOW_BOUNDARIES_KEY: self.boundaries}
+
+    @classmethod
+    def saved(cls, state: Mapping[str, Any], source: Path, remedy: str) -> StoreWindows:
+        """The shape a store file records; the embedder's own windows when it records none (an earlier release).
+
+        Raises:
+            DamagedFileError: (a ValueError) a malformed shape.
+        """
+        tokens = state.get(WINDOW_TOKENS_KEY, [])
+        try:
+            if not isinstance(tokens, list):
+                raise ValueError(f"window_tokens must be a list, got {tokens!r}")
+            return cls(tuple(tokens), state.get(WINDOW_BOUNDARIES_KEY))
+        except ValueError as error:
+            raise DamagedFileError(source, f"its window shape is malformed ({error})", remedy) from None
+
+
+def _merged(passes: list[DocumentWindows]) -> DocumentWindows:
+    """Documents' windows of several passes over the same texts, each document's windows together, in pass order."""
+    owners = np.concatenate([p.owners for p in passes])
+    order = np.argsort(owners, kind="stable")
+    return DocumentWindows(
+        passes[0].pooled,
+        np.concatenate([p.vectors for p in passes])[order],
+        owners[order],
+        np.concatenate([p.spans for p in passes])[order],
+        np.concatenate([p.weights for p in passes])[order],
+    )
+
+
+def _fair_embedder(embedder: Any) -> FairEmbedder | None:
+    if isinstance(embedder, FairEmbedder):
+        return embedder
+    for attribute in _ADAPTER_ATTRIBUTES:
+        inner = getattr(embedder, attribute, None)
+        if isinstance(inner, FairEmbedder):
+            return inner
+    return None
+
+
+def default_windows(embedder: Any) -> StoreWindows:
+    """The study's shape for `embedder`'s windows (`DEFAULT_WINDOW_SHARES` of its window, cut at
+    `DEFAULT_WINDOW_BOUNDARIES`); the embedder's own windows where it is not fair-retrieval's (a custom
+    `embed_document_windows` that takes no shape) or truncates documents."""
+    fair = _fair_embedder(embedder)
+    if fair is None or fair.long_documents != "windows":
+        return StoreWindows()
+    sizes = tuple(max(1, int(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
+    return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
+
+
+def gives_windows(embedder: Any) -> bool:
+    """Whether `embedder` gives window vectors (`embed_document_windows`), so a multi-vector store can use it."""
+    return callable(getattr(embedder, "embed_document_windows", None))
+
+
+def log_pooled_default(embedder: Any, name: str) -> None:
+    """Say (INFO) that a store built without `multivector=` is pooled because its embeddings give no windows."""
+    logger.info(
+        "%s: %s gives no window vectors, so this store keeps one pooled vector per document (multivector=False). "
+        "fair-retrieval's embeddings give windows and make it a multi-vector store by default.",
+        name,
+        type(embedder).__name__,
+    )

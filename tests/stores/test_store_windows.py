@@ -1,0 +1,94 @@
+"""The windows a multi-vector store keeps (StoreWindows) and the default mode of a new store."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fair_retrieval import FairEmbedder
+from fair_retrieval.jsonio import DamagedFileError
+from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.store_windows import (
+    DEFAULT_WINDOW_BOUNDARIES,
+    StoreWindows,
+    default_windows,
+    gives_windows,
+)
+from fair_retrieval.stores.window_cache import WindowCache
+from tests.embedding.test_boundaries import article
+
+pytest.importorskip("faiss")
+
+TEXTS = [article(61, paragraphs=6), "One short text.", article(62, paragraphs=3)]
+
+
+class PooledOnly:
+    """Embeddings of another framework: one vector per text, no windows."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0]] * len(texts)
+
+
+@pytest.fixture(scope="module")
+def embedder(minilm: str) -> FairEmbedder:
+    return FairEmbedder(minilm, calibration=None)
+
+
+def test_a_store_over_embeddings_without_windows_is_pooled_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    assert not gives_windows(PooledOnly())
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.stores"):
+        store: DocumentStore[str] = DocumentStore(gpu=False, embedder=PooledOnly(), name="FaissVectorStore")
+    assert not store.multivector and store.windows is None
+    said = [r.getMessage() for r in caplog.records if "gives no window vectors" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("FaissVectorStore: PooledOnly gives no window vectors")
+    with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
+        DocumentStore(gpu=False, embedder=PooledOnly(), multivector=True)  # asked for: refused, not downgraded
+
+
+def test_a_new_store_keeps_half_windows_at_the_texts_boundaries(embedder: FairEmbedder) -> None:
+    store: DocumentStore[str] = DocumentStore(gpu=False, embedder=embedder)
+    half = embedder.window_content_tokens // 2
+    assert store.multivector and store.windows == StoreWindows((half,), DEFAULT_WINDOW_BOUNDARIES)
+    windows = store.embed_windows(TEXTS)
+    expected = FairEmbedder(
+        embedder.model, calibration=None, window_boundaries="text", window_tokens=half
+    ).embed_document_windows(TEXTS)
+    np.testing.assert_array_equal(windows.spans, expected.spans)
+    np.testing.assert_allclose(windows.vectors, expected.vectors, atol=1e-5)
+    identity = store.identity()
+    assert identity is not None and (identity["window_tokens"], identity["window_boundaries"]) == ([half], "text")
+    assert default_windows(FairEmbedder(embedder.model, long_documents="truncate")) == StoreWindows()
+
+
+def test_several_sizes_keep_every_documents_windows_together(embedder: FairEmbedder) -> None:
+    both = StoreWindows((254, 127), "text").embed(embedder, TEXTS)
+    one = [StoreWindows((n,), "text").embed(embedder, TEXTS) for n in (254, 127)]
+    assert len(both.vectors) == sum(len(w.vectors) for w in one)
+    np.testing.assert_array_equal(both.pooled, one[0].pooled)
+    for document in range(len(TEXTS)):
+        rows = both.spans[both.of(document)]
+        expected = np.concatenate([w.spans[w.of(document)] for w in one])
+        np.testing.assert_array_equal(rows, expected)
+
+
+def test_the_shape_is_saved_and_read_back_and_a_bad_one_is_refused() -> None:
+    shape = StoreWindows((127,), "text")
+    assert shape.settings() == {"window_tokens": [127], "window_boundaries": "text"}
+    assert StoreWindows.saved(shape.settings(), Path("store.json"), "Rebuild.") == shape
+    assert StoreWindows.saved({}, Path("store.json"), "Rebuild.") == StoreWindows()  # saved before: own windows
+    for bad in ({"window_tokens": 127}, {"window_tokens": [0]}, {"window_boundaries": "words"}):
+        with pytest.raises(DamagedFileError, match="window shape is malformed"):
+            StoreWindows.saved(bad, Path("store.json"), "Rebuild.")
+
+
+def test_the_cache_keeps_windows_per_shape(embedder: FairEmbedder) -> None:
+    cache = WindowCache()
+    cache.shape = StoreWindows((127,), "text")
+    made = cache.embed(embedder, TEXTS)
+    found, misses = cache.take(TEXTS, made.pooled, cache.shape)
+    assert misses == 0 and len(found[0].vectors) == len(made.select([0]).vectors)  # type: ignore[union-attr]
+    _, other = cache.take(TEXTS, made.pooled, StoreWindows())  # the embedder's own windows were never made
+    assert other == len(TEXTS)
