@@ -36,19 +36,11 @@ from fair_retrieval.stores.document_modes import (
     DocumentMode,
     checked_windows,
     given_index_mode,
-    requested_mode,
     stored_windows,
 )
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
-from fair_retrieval.stores.store_windows import (
-    WINDOW_BOUNDARIES_KEY,
-    WINDOW_TOKENS_KEY,
-    StoreWindows,
-    default_windows,
-    gives_windows,
-    log_pooled_default,
-)
+from fair_retrieval.stores.store_windows import WINDOW_BOUNDARIES_KEY, WINDOW_TOKENS_KEY, StoreWindows, new_store_mode
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
@@ -127,15 +119,7 @@ class DocumentStore(Generic[R]):
         windows: StoreWindows | None = None,
     ) -> None:
         self.name = name
-        if multivector is None and index is not None:  # a given index decides the mode
-            multivector = isinstance(index, MultiVectorIndex)
-        mode = requested_mode(multivector, aggregate)
-        if multivector is None and mode.multivector and not gives_windows(embedder):
-            if embedder is not None:
-                log_pooled_default(embedder, name)
-            mode = requested_mode(False, aggregate)
-        # the windows a multi-vector store asks its embedder for (a loaded store: what its file records)
-        self.windows = windows if windows is not None else default_windows(embedder) if mode.multivector else None
+        mode, self.windows = new_store_mode(multivector, aggregate, index, embedder, name, windows)
         if index is not None:
             mode = given_index_mode(index, mode, dim, name)
             metric = "cosine" if metric == "cosine" and index.metric == "ip" else index.metric

@@ -28,7 +28,9 @@ import numpy as np
 from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
+from fair_retrieval.stores.document_modes import DocumentMode, requested_mode
 from fair_retrieval.validate import is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ __all__ = [
     "StoreWindows",
     "default_windows",
     "gives_windows",
+    "new_store_mode",
 ]
 
 DEFAULT_WINDOW_SHARES: tuple[float, ...] = (0.5,)
@@ -139,6 +142,35 @@ def default_windows(embedder: Any) -> StoreWindows:
         return StoreWindows()
     sizes = tuple(max(1, int(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
     return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
+
+
+def new_store_mode(
+    multivector: bool | None,
+    aggregate: Aggregate | None,
+    index: Any,
+    embedder: Any,
+    name: str,
+    windows: StoreWindows | None,
+) -> tuple[DocumentMode, StoreWindows | None]:
+    """The mode of a store being built and, in multi-vector mode, the windows it keeps.
+
+    A given index decides the mode when `multivector` is None; else None means `DEFAULT_MULTIVECTOR`, except over
+    embeddings that give no windows (pooled, said once at INFO). The windows: `windows` when given (a loaded store's
+    record), else the study's shape for the embedder (`default_windows`).
+
+    Raises:
+        TypeError, ValueError: as `requested_mode`.
+    """
+    if multivector is None and index is not None:
+        multivector = isinstance(index, MultiVectorIndex)
+    mode = requested_mode(multivector, aggregate)
+    if multivector is None and mode.multivector and not gives_windows(embedder):
+        if embedder is not None:
+            log_pooled_default(embedder, name)
+        mode = requested_mode(False, aggregate)
+    if not mode.multivector:
+        return mode, None
+    return mode, windows if windows is not None else default_windows(embedder)
 
 
 def gives_windows(embedder: Any) -> bool:
