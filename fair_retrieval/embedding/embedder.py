@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from fair_retrieval.embedding.boundaries import WindowBoundaries, boundary_windows
+from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.loading import (
     apply_precision,
     canonical_model_name,
@@ -33,14 +33,13 @@ from fair_retrieval.embedding.report import (
     warn_if_never_calibrated,
     warn_truncated_queries,
 )
+from fair_retrieval.embedding.window_planning import WindowPlanning
 from fair_retrieval.embedding.windows import (
     DocumentPlan,
     DocumentWindows,
     LongDocuments,
-    WindowPiece,
     check_window_settings,
     default_overlap,
-    fitting_windows,
     pool_windows,
 )
 from fair_retrieval.engine.calibration import Calibration
@@ -54,14 +53,14 @@ from fair_retrieval.engine.hook import (
 )
 from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
 from fair_retrieval.inputs import ensure_text_list
-from fair_retrieval.validate import is_positive_int, one_of
+from fair_retrieval.validate import one_of
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
 
 _PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
 
 
-class FairEmbedder:
+class FairEmbedder(WindowPlanning):
     """Embed documents with attention calibration and queries plainly, from a single loaded model.
 
     Documents are what calibration is for: their vectors represent the end of a passage as well as its start.
@@ -260,41 +259,6 @@ class FairEmbedder:
             )
         return [len(ids) for ids in encoded["input_ids"]]
 
-    @property
-    def window_content_tokens(self) -> int:
-        """The most content tokens one window holds: `window_tokens`, or (None) all that `max_length` holds after
-        the document prompt and special tokens."""
-        return self._window_room if self.window_tokens is None else self.window_tokens
-
-    @property
-    def _window_room(self) -> int:
-        """The content tokens `max_length` holds: minus the document prompt and special tokens."""
-        return self.max_length - self.token_lengths([""])[0]
-
-    def plan_documents(
-        self,
-        texts: Sequence[str],
-        window_tokens: int | None = None,
-        window_boundaries: WindowBoundaries | None = None,
-    ) -> DocumentPlan:
-        """The pieces the model reads for `texts` under this embedder's `long_documents` policy (tokenizes only).
-
-        With "windows", a document with more than `window_content_tokens` content tokens (or `window_tokens`, for
-        this call) is cut into windows of at most that many (sharing `window_overlap` tokens), at token boundaries of
-        the document's own tokenization or at its paragraph and sentence ends (`window_boundaries`); a document that
-        fits is its own single piece, embedded exactly as before.
-        """
-        texts = ensure_text_list(texts)
-        lengths = self.token_lengths(texts, "document")
-        overhead = self.max_length - self._window_room  # the prompt and special tokens of a text
-        if self.long_documents == "truncate":
-            return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
-        capacity, overlap = self._window_shape(window_tokens)
-        long_ones = [i for i, n in enumerate(lengths) if n - overhead > capacity]
-        cut = self._windows([texts[i] for i in long_ones], capacity, overlap, window_boundaries)
-        windows = dict(zip(long_ones, cut, strict=True))
-        return DocumentPlan.windowing(texts, lengths, windows, overhead)
-
     def calibrated_texts(self, texts: Sequence[str], calibration: Calibration | None) -> list[bool]:
         """Which documents `calibration` changes: those with at least one window (or, truncated, the text itself)
         holding `calibration.min_content_tokens` content tokens (special tokens and pooling keys are not content;
@@ -387,46 +351,6 @@ class FairEmbedder:
             special_mask=special,
             layer_of_module=self._layer_of_module,
         )
-
-    def _window_shape(self, window_tokens: int | None) -> tuple[int, int]:
-        """(content tokens, overlap) of this embedder's windows, or of windows of `window_tokens` for one call.
-
-        Raises:
-            ValueError: for `window_tokens` that is not a positive int or more than `max_length` holds.
-        """
-        if window_tokens is None:
-            return self.window_content_tokens, self.window_overlap
-        if not is_positive_int(window_tokens) or window_tokens > self._window_room:
-            raise ValueError(
-                f"window_tokens must be a positive int of at most {self._window_room} content tokens (what "
-                f"max_length={self.max_length} holds), got {window_tokens!r}."
-            )
-        given = self._overlap_given
-        overlap = default_overlap(window_tokens) if given is None else min(given, window_tokens // 2)
-        return window_tokens, overlap
-
-    def _windows(
-        self,
-        texts: list[str],
-        capacity: int | None = None,
-        overlap: int | None = None,
-        boundaries: WindowBoundaries | None = None,
-    ) -> list[list[WindowPiece]]:
-        """Each text cut into windows (text, content tokens, character span) that fit `max_length` once re-tokenized."""
-        if not texts:
-            return []
-        with self._tokenizing:
-            encoded = self.tokenizer(
-                texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
-            )
-        capacity = self.window_content_tokens if capacity is None else capacity
-        overlap = self.window_overlap if overlap is None else overlap
-        limit = self.max_length - self._window_room + capacity  # a window's tokens, prompt and special ones included
-        cut = boundary_windows if (boundaries or self.window_boundaries) == "text" else fitting_windows
-        return [
-            cut(text, offsets, capacity, overlap, limit, self.token_lengths)
-            for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
-        ]
 
     def _calibrated_pieces(self, pieces: list[str], calibration: Calibration) -> list[bool]:
         """For each piece, whether `calibration` changes it (≥ min_content_tokens content tokens in the window)."""
