@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         scores, ids = index.search(query_vector, args.top_k)
         hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-    rows = read_rows(folder / manifest.get("documents", DOCUMENTS_FILE), {i for i, _, _ in hits})
+    rows = read_rows(folder / DOCUMENTS_FILE, {i for i, _, _ in hits})  # read_manifest checked its name
     results = [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
         | ({BEST_WINDOW_KEY: window} if window is not None else {})

@@ -90,7 +90,9 @@ class LocalFolderPersistence:
         `options`."""
         raise NotImplementedError
 
-    def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
+    def save_local(
+        self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME, *, overwrite: bool = False
+    ) -> Path:
         """Write the store to `folder_path` (created if needed), no pickle: `index/` and `store.json`.
 
         The two change together: store.json is written under a temporary name and published in the commit of the
@@ -102,19 +104,22 @@ class LocalFolderPersistence:
         Concurrent writers: a store loaded with `load_local` (or loaded, then saved) remembers the store.json it
         read or wrote; when another process saved into the folder since, the save is refused with
         `StoreConflictError` and nothing is written: load the store again, redo the change and save again. A
-        store built in memory (the constructor, `from_texts`) replaces whatever the folder holds.
+        store built in memory (the constructor, `from_texts`) is not saved over a store the folder already holds
+        (`StoreConflictError` too) unless `overwrite=True`.
 
         Args:
             folder_path: the folder.
             index_name: as in langchain-community's FAISS store, a name that lets several stores share a folder:
                 a store saved under another name than "index" is written to `<name>/` and `<name>.store.json`.
                 Load it with the same name.
+            overwrite: replace a store saved there that this store was not loaded from.
 
         Returns:
             The folder path.
 
         Raises:
-            StoreConflictError: (a ValueError) another writer saved into the folder after this store was loaded.
+            StoreConflictError: (a ValueError) another writer saved into the folder after this store was loaded,
+                or the folder holds a store this one was not loaded from (and `overwrite` is False).
             ValueError: if `index_name` is empty or holds a path separator.
         """
         folder = Path(folder_path)
@@ -127,7 +132,9 @@ class LocalFolderPersistence:
             embedder=self._mode.identity(embedder_identity(self._embedding)),
             documents=self._records.records,
         )
-        generation = save_store_file(store_file, data, self._records.index, index_folder, base=self._generation)
+        generation = save_store_file(
+            store_file, data, self._records.index, index_folder, base=self._generation, overwrite=overwrite
+        )
         if self._generation is not None:  # a loaded store keeps track of the folder it is saved to
             self._generation = generation
         logger.info("Saved %d documents to %s (index_name=%r)", len(self._records), folder, index_name)

@@ -109,7 +109,7 @@ class StorePersistence:
         """An empty store of the settings a persisted store records (the store's constructor checks them)."""
         raise NotImplementedError
 
-    def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None) -> None:
+    def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, *, overwrite: bool = False) -> None:
         """Write the store: a JSON file at `persist_path` and the FaissIndex folder next to it (`<name>.index/`).
 
         `StorageContext.persist(persist_dir)` calls this with `persist_dir/default__vector_store.json`. A GPU
@@ -123,16 +123,18 @@ class StorePersistence:
         Concurrent writers: persists into one folder run one after the other. A store loaded with
         `from_persist_path` / `from_persist_dir` (or loaded, then persisted) remembers the JSON file it read or
         wrote; when another process persisted there since, `persist` raises `StoreConflictError` and writes
-        nothing: load the store again, redo the change and persist again. A store built in memory replaces
-        whatever is there.
+        nothing: load the store again, redo the change and persist again. A store built in memory is not
+        persisted over a store that is there (`StoreConflictError` too) unless `overwrite=True`.
 
         Args:
             persist_path: the JSON file to write (its folder is created if needed).
             fs: None or a local fsspec filesystem; faiss writes local files only.
+            overwrite: replace a store persisted there that this store was not loaded from.
 
         Raises:
             NotImplementedError: a non-local `fs`.
-            StoreConflictError: (a ValueError) another writer persisted there after this store was loaded.
+            StoreConflictError: (a ValueError) another writer persisted there after this store was loaded, or a
+                store is there that this one was not loaded from (and `overwrite` is False).
             ValueError: node metadata that stopped being JSON (e.g. NaN put in after adding).
         """
         _require_local(fs)
@@ -155,7 +157,8 @@ class StorePersistence:
             ],
         }
         base: StoreGeneration | None = getattr(self, "_generation", None)  # set by from_persist_path
-        generation = save_store_file(path, json_bytes(state, indent=None), self._records.index, folder, base=base)
+        data = json_bytes(state, indent=None)
+        generation = save_store_file(path, data, self._records.index, folder, base=base, overwrite=overwrite)
         if base is not None:  # a loaded store keeps track of the file it is persisted to
             self._generation = generation
         logger.info("Persisted %d nodes to %s (vectors in %s)", len(self._records), path, folder.name)
