@@ -75,11 +75,13 @@ class Snapshot:
         path: the record file.
         value: its parsed content.
         raw: its bytes, to tell later whether it changed (`is_current`).
+        remedy: what the errors about its files tell the user to do.
     """
 
     path: Path
     value: dict[str, Any]
     raw: bytes
+    remedy: str = RECORD_REMEDY
 
     @classmethod
     def read(cls, path: Path, **checks: Any) -> Snapshot:
@@ -130,7 +132,7 @@ class Snapshot:
             )
         for name in block["files"]:
             check_listed_name(path, name, remedy=remedy)
-        return cls(Path(path), value, raw)
+        return cls(path, value, raw, remedy)
 
     @property
     def files(self) -> dict[str, dict[str, Any]]:
@@ -170,8 +172,10 @@ class Snapshot:
         expected = self.files[name].get("bytes")
         temporary = temporary_path(final, self.token)
         with contextlib.suppress(FileNotFoundError):  # already renamed into place (or never staged)
-            return open_regular(temporary, self.root(name), expected_bytes=expected, listed_by=self.path)
-        return open_regular(final, self.root(name), expected_bytes=expected, listed_by=self.path)
+            return open_regular(
+                temporary, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=self.remedy
+            )
+        return open_regular(final, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=self.remedy)
 
     def mismatch(self, name: str, handle: IO[bytes]) -> str | None:
         """How the open file `handle` of `name` differs from the size and CRC-32 recorded (None when it matches, or
