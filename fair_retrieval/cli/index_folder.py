@@ -198,9 +198,10 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise ValueError(f"{folder} is a file; pass the folder written by `fair-retrieval index`.")
     path = folder / MANIFEST_FILE
     if not (folder / INDEX_RECORD).exists() and not (folder / INDEX_RECORD).is_symlink():
-        lacking = INDEX_RECORD if path.exists() else MANIFEST_FILE
+        if path.exists():
+            raise ValueError(f"{folder / INDEX_RECORD} is missing: {folder} is not a complete index. {REBUILD}")
         raise ValueError(
-            f"{folder} is not a complete fair-retrieval index (no {lacking}); build it with "
+            f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
             "`fair-retrieval index --input DOCS --output DIR`."
         )
     with open_published(path) as handle:
