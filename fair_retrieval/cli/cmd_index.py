@@ -25,6 +25,7 @@ flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
 from __future__ import annotations
 
 import argparse
+import os
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -356,6 +357,10 @@ def _check_not_inside(output: Path, source: Path) -> None:
 def _check_output(output: Path, overwrite: bool) -> None:
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a folder.")
+    existing = output if output.is_dir() else next((p for p in output.absolute().parents if p.is_dir()), Path("/"))
+    writable = os.access(existing, os.W_OK | os.X_OK) and os.access(existing.parent, os.W_OK | os.X_OK)
+    if not writable:  # checked before any work: the staging folder is created beside --output
+        raise ValueError(f"--output {output}: {existing} (or its parent) is not writable; choose a writable folder.")
     if output.is_dir() and not overwrite:
         ours = [name for name in _OWN_FILES if (output / name).exists()]
         if ours:

@@ -114,7 +114,16 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
 
     def check() -> None:
         if base is not None:
-            require_generation(output, base[0], record_generation(record), "index run (it started before it)")
+            require_generation(
+                output,
+                base[0],
+                record_generation(record),
+                "index run",
+                message=(
+                    f"--output {output} was written by another `fair-retrieval index` run after this one started; "
+                    "this run wrote nothing. Run the command again (with --overwrite to replace that index)."
+                ),
+            )
 
     with Publication(record, [*known, *names], check=check) as publication:
         for name in names:

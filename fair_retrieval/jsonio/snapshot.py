@@ -153,10 +153,10 @@ class Snapshot:
         return self.path.parent.parent if name.startswith("../") else self.path.parent
 
     def final_path(self, name: str) -> Path:
-        """Where `name` lives once published."""
-        return self.path.parent / name
+        """Where `name` lives once published (`../<name>`: in the parent of the record's folder)."""
+        return self.path.parent.parent / name[3:] if name.startswith("../") else self.path.parent / name
 
-    def open(self, name: str) -> IO[bytes]:
+    def open(self, name: str, remedy: str | None = None) -> IO[bytes]:
         """Open `name`, which this record must list, as the record has it: its temporary file while the
         publication is being finished, else the final one; a regular file inside the folder, of the recorded size
         (`paths.open_regular`).
@@ -164,18 +164,17 @@ class Snapshot:
         Raises:
             FileNotFoundError: if neither exists (the message names the file and this record).
             DamagedFileError: (a ValueError) the record does not list `name`, or the file leads out of the folder,
-                is not a regular file, or has another size than recorded.
+                is not a regular file, or has another size than recorded (the message ends with `remedy`, else
+                the record's).
         """
         final = self.final_path(name)
         if not self.lists(name):
             raise DamagedFileError(self.path, f"it does not list {name}, a file of its folder", RECORD_REMEDY)
-        expected = self.files[name].get("bytes")
+        expected, remedy = self.files[name].get("bytes"), remedy or self.remedy
         temporary = temporary_path(final, self.token)
         with contextlib.suppress(FileNotFoundError):  # already renamed into place (or never staged)
-            return open_regular(
-                temporary, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=self.remedy
-            )
-        return open_regular(final, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=self.remedy)
+            return open_regular(temporary, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=remedy)
+        return open_regular(final, self.root(name), expected_bytes=expected, listed_by=self.path, remedy=remedy)
 
     def mismatch(self, name: str, handle: IO[bytes]) -> str | None:
         """How the open file `handle` of `name` differs from the size and CRC-32 recorded (None when it matches, or

@@ -27,6 +27,7 @@ of the store's folder (a symbolic link), a store file that is a link or a FIFO: 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +55,11 @@ from fair_retrieval.jsonio import (
 from fair_retrieval.jsonio.generation import refuse_replacing
 from fair_retrieval.jsonio.paths import contained, folder_key, open_regular
 
-_REMEDY = "Save the store again from its source, or restore the folder from a backup; do not edit it by hand."
+_REMEDY = (
+    "Rebuild the store and save it again, or restore the folder from a backup; edit a store through its API, not by "
+    "hand."
+)
+_RECORD_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
 MAX_UNRECORDED_BYTES = 1 << 30
 """The most bytes read of a store file that no record sizes (only to tell its generation before a save)."""
 
@@ -192,7 +197,7 @@ def load_store_file(store_file: Path, index_folder: Path, restore: Callable[[byt
 
 def _load_once(store_file: Path, index_folder: Path, restore: Callable[[bytes], T], missing: str) -> T:
     """One consistent read; ChangedWhileReadingError when a save replaced the files meanwhile."""
-    record = _store_record(store_file, index_folder, missing)
+    record = _store_record(store_file, index_folder, missing, restore)
     try:
         store = restore(_read_store_file(store_file, record))
     except (OSError, ValueError) as error:
@@ -204,13 +209,15 @@ def _load_once(store_file: Path, index_folder: Path, restore: Callable[[bytes], 
     return store
 
 
-def _store_record(store_file: Path, index_folder: Path, missing: str) -> Snapshot:
+def _store_record(store_file: Path, index_folder: Path, missing: str, restore: Callable[[bytes], T]) -> Snapshot:
     """The commit record of a store (its index folder's index.json), verified.
 
     Raises:
         FileNotFoundError: no store there (`missing`).
         DamagedFileError: (a ValueError) the index folder leads out of the store's folder, the record is missing
             beside a store file, or it is damaged; the message names the file.
+        ValueError: what `restore` says of a store file without a record (another program's file, a folder of
+            another store format): the cause is named, but nothing unverified is ever returned.
     """
     present = store_file.exists() or store_file.is_symlink()
     if not present and not (index_folder.exists() or index_folder.is_symlink()):
@@ -218,16 +225,20 @@ def _store_record(store_file: Path, index_folder: Path, missing: str) -> Snapsho
     contained(store_file.parent, index_folder, remedy=_REMEDY)
     record_path = index_folder / INDEX_RECORD
     try:
-        return Snapshot.read(record_path, remedy=_REMEDY)
+        return Snapshot.read(record_path, remedy=_RECORD_REMEDY)
     except FileNotFoundError:
         if not present:
             raise FileNotFoundError(missing) from None
-        raise DamagedFileError(
-            record_path,
-            f"it is missing, and it records the size and CRC-32 of {store_file.name}, which cannot be checked "
-            "without it",
-            _REMEDY,
-        ) from None
+    with open_regular(store_file, store_file.parent, max_bytes=MAX_UNRECORDED_BYTES, remedy=_REMEDY) as handle:
+        raw = handle.read()
+    with contextlib.suppress(FileNotFoundError):  # its index is missing too: the record is what to name
+        restore(raw)  # only to name the cause: a foreign or other-format file is refused by it, saying what it is
+    raise DamagedFileError(
+        record_path,
+        f"it is missing, and it records the size and CRC-32 of {store_file.name}, which cannot be checked without "
+        "it",
+        _REMEDY,
+    )
 
 
 def _read_store_file(store_file: Path, record: Snapshot) -> bytes:
@@ -238,10 +249,12 @@ def _read_store_file(store_file: Path, record: Snapshot) -> bytes:
     """
     raw = read_companion(store_file, record)
     if raw is None:
-        raise DamagedFileError(
-            record.path,
-            f"it does not list {companion_name(store_file)}: it commits a bare index, not a store saved as "
-            f"{store_file.name}",
-            _REMEDY,
+        others = [name for name in record.files if name.startswith("../")]
+        cause = (
+            f"it commits {others[0]}, not {companion_name(store_file)}: the index folder belongs to another store "
+            "(moved or copied here)"
+            if others
+            else f"it commits a bare index, no store file {companion_name(store_file)}"
         )
+        raise DamagedFileError(record.path, cause, _REMEDY)
     return raw
