@@ -27,7 +27,6 @@ of the store's folder (a symbolic link), a store file that is a link or a FIFO: 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -231,8 +230,7 @@ def _store_record(store_file: Path, index_folder: Path, missing: str, restore: C
             raise FileNotFoundError(missing) from None
     with open_regular(store_file, store_file.parent, max_bytes=MAX_UNRECORDED_BYTES, remedy=_REMEDY) as handle:
         raw = handle.read()
-    with contextlib.suppress(FileNotFoundError):  # its index is missing too: the record is what to name
-        restore(raw)  # only to name the cause: a foreign or other-format file is refused by it, saying what it is
+    restore(raw)  # only to name the cause: a foreign file, or a missing index folder, is refused by it, saying so
     raise DamagedFileError(
         record_path,
         f"it is missing, and it records the size and CRC-32 of {store_file.name}, which cannot be checked without "

@@ -367,6 +367,8 @@ class StorePersistence:
         params: dict[str, Any] = index_params  # the FaissIndex checks them
         store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, **params)  # type: ignore[call-arg]  # the store's constructor
         store.add(nodes)
+        legacy = folder / f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}"  # persisting over it is the conversion
+        store._generation = store_generation(legacy, legacy.read_bytes())
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), folder)
         return store  # type: ignore[no-any-return]
 
