@@ -22,8 +22,8 @@ __all__ = [
     "is_int",
     "is_number",
     "is_positive_int",
-    "number_in",
     "nested_deeper_than",
+    "number_in",
     "one_of",
     "positive_int",
 ]

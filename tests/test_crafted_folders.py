@@ -229,9 +229,10 @@ def test_a_manifest_cannot_point_search_at_another_file(tmp_path: Path) -> None:
     (tmp_path / "private.jsonl").write_text('{"id": "secret", "text": "secret", "metadata": {}}\n')
     manifest = json.loads((folder / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**manifest, "documents": "../private.jsonl"}))
-    reseal(folder / "index.json", lambda value: value["publication"]["files"].update(
-        {"manifest.json": entry(folder / "manifest.json")}
-    ))
+    reseal(
+        folder / "index.json",
+        lambda value: value["publication"]["files"].update({"manifest.json": entry(folder / "manifest.json")}),
+    )
     with pytest.raises(DamagedFileError, match=r"manifest\.json is damaged: it names the documents '\.\./private"):
         read_manifest(folder)
 
@@ -259,13 +260,15 @@ def test_a_stale_writer_through_an_alias_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreConflictError):
         index = MultiVectorIndex(16)
         index.add(random_windows(2))
-        save_store_file(tmp_path / "s-alias" / "store.json", store_state(2), index, tmp_path / "s-alias" / "index", base=base)
+        save_store_file(
+            tmp_path / "s-alias" / "store.json", store_state(2), index, tmp_path / "s-alias" / "index", base=base
+        )
     assert load_store(tmp_path / "s")[0]["n"] == 4
 
 
 def test_a_fresh_store_never_replaces_a_saved_one_silently(tmp_path: Path) -> None:
     save_store(tmp_path, 3, overwrite=False)
-    with pytest.raises(StoreConflictError, match="already holds a saved store.*overwrite=True"):
+    with pytest.raises(StoreConflictError, match=r"already holds a saved store.*overwrite=True"):
         save_store(tmp_path, 5, overwrite=False)
     assert load_store(tmp_path)[0]["n"] == 3
     save_store(tmp_path, 5, overwrite=True)
@@ -278,10 +281,10 @@ def test_a_fresh_store_never_replaces_a_saved_one_silently(tmp_path: Path) -> No
 def test_a_huge_k_is_clamped_to_what_the_index_holds() -> None:
     index = FaissIndex(16, gpu=False)
     index.add(np.eye(16, dtype=np.float32)[:5])
-    scores, found = bounded(lambda: index.search(np.eye(16, dtype=np.float32)[:2], 10**9), 10)
+    _, found = bounded(lambda: index.search(np.eye(16, dtype=np.float32)[:2], 10**9), 10)
     assert found.shape[1] <= 1024 and sorted(found[0][found[0] >= 0].tolist()) == [0, 1, 2, 3, 4]
     multi = MultiVectorIndex(16)
     multi.add(random_windows(5))
-    scores, found = bounded(lambda: multi.search(random_windows(1).vectors[:1], 10**9), 10)
+    _, found = bounded(lambda: multi.search(random_windows(1).vectors[:1], 10**9), 10)
     assert found.shape[1] <= 1024 and (found[0] >= 0).sum() == 5
     assert len(multi.search_documents(random_windows(1).vectors[0], 10**9)) == 5

@@ -25,8 +25,8 @@ flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
 from __future__ import annotations
 
 import argparse
-import os
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

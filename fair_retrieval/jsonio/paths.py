@@ -117,9 +117,11 @@ def open_regular(
         raise
 
 
-def read_regular(path: Path, root: Path, **limits: int | None) -> bytes:
-    """The bytes of `path` as `open_regular` opens it (`max_bytes` / `expected_bytes` as there)."""
-    with open_regular(path, root, **limits) as handle:  # type: ignore[arg-type]
+def read_regular(
+    path: Path, root: Path, *, max_bytes: int | None = None, expected_bytes: int | None = None, remedy: str = _REMEDY
+) -> bytes:
+    """The bytes of `path` as `open_regular` opens it (`max_bytes`, `expected_bytes` and `remedy` as there)."""
+    with open_regular(path, root, max_bytes=max_bytes, expected_bytes=expected_bytes, remedy=remedy) as handle:
         return handle.read()
 
 

@@ -47,7 +47,9 @@ def test_a_store_without_an_index_replacing_one_with_an_index(tmp_path: Path) ->
     assert _load(store_file, index_folder) == ({"has_index": False, "n": 0}, 0)
     save_store_file(tmp_path / "alone.json", b'{"has_index": false}', None, tmp_path / "alone")
     # a store without vectors has a commit record too (it lists the store file, and no index file)
-    assert json.loads((tmp_path / "alone" / "index.json").read_text())["publication"]["files"].keys() == {"../alone.json"}
+    assert json.loads((tmp_path / "alone" / "index.json").read_text())["publication"]["files"].keys() == {
+        "../alone.json"
+    }
     assert _load(tmp_path / "alone.json", tmp_path / "alone")[1] == 0
 
 

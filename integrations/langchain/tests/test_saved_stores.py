@@ -10,7 +10,6 @@ neighbours with the same scores, and keeps working (adds, upserts and deletes af
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 

@@ -45,7 +45,7 @@ def test_two_writers_starting_on_an_empty_folder_keep_every_add(tmp_path: Path) 
 def test_a_fresh_store_does_not_replace_a_saved_one_unless_asked(tmp_path: Path) -> None:
     FaissVectorStore.from_texts(["a0"], embeddings(), ids=["a0"], gpu=False).save_local(tmp_path / "seq")
     fresh = FaissVectorStore.from_texts(["b0"], embeddings(), ids=["b0"], gpu=False)
-    with pytest.raises(StoreConflictError, match="already holds a saved store.*overwrite=True"):
+    with pytest.raises(StoreConflictError, match=r"already holds a saved store.*overwrite=True"):
         fresh.save_local(tmp_path / "seq")
     assert FaissVectorStore.load_local(tmp_path / "seq", embeddings(), gpu=False).ids == ["a0"]
     fresh.save_local(tmp_path / "seq", overwrite=True)

@@ -8,8 +8,8 @@ LlamaIndex never hands a vector store its embed model, so the store records the 
 from __future__ import annotations
 
 import json
-import zlib
 import logging
+import zlib
 from pathlib import Path
 
 import pytest

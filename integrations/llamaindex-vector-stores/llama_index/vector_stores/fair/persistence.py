@@ -109,7 +109,9 @@ class StorePersistence:
         """An empty store of the settings a persisted store records (the store's constructor checks them)."""
         raise NotImplementedError
 
-    def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, *, overwrite: bool = False) -> None:
+    def persist(
+        self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, *, overwrite: bool = False
+    ) -> None:
         """Write the store: a JSON file at `persist_path` and the FaissIndex folder next to it (`<name>.index/`).
 
         `StorageContext.persist(persist_dir)` calls this with `persist_dir/default__vector_store.json`. A GPU
