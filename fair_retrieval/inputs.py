@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from fair_retrieval.jsonio.paths import is_inside
 from fair_retrieval.text_checks import (
     MAX_TEXT_BYTES,
     NESTING_PROBLEM,
@@ -311,7 +312,8 @@ def read_text_file(folder: Path, name: str) -> Document:
 
     Raises:
         ValueError: if the file name or its content is not UTF-8, or its text is empty, whitespace only or holds a
-            lone surrogate; the message names the file and says what to do.
+            lone surrogate, or the file is a link leading out of `folder` or bigger than `MAX_TEXT_BYTES`; the
+            message names the file and says what to do.
     """
     if lone_surrogate(name) is not None:  # a name that is not UTF-8 (Python keeps its bytes as surrogates)
         shown = os.fsencode(name).decode("utf-8", "backslashreplace")
@@ -319,6 +321,16 @@ def read_text_file(folder: Path, name: str) -> Document:
             f"{folder}: the file name '{shown}' is not UTF-8; rename the file (ids and documents.jsonl are UTF-8)."
         )
     file = folder / name
+    if not is_inside(folder, file):  # a link to a file elsewhere: never indexed unseen
+        raise ValueError(
+            f"{file} is a symbolic link to {os.path.realpath(file)}, outside {folder}; copy the file into the folder "
+            "to index it, or remove the link."
+        )
+    size = file.stat().st_size
+    if size > MAX_TEXT_BYTES:
+        raise ValueError(
+            f"{file} holds {size} bytes, more than the {MAX_TEXT_BYTES} a text may have; split it into several files."
+        )
     raw = file.read_bytes()
     try:
         text = raw.decode("utf-8").removeprefix(BOM)
@@ -395,6 +407,8 @@ def parse_jsonl_line(
             names the file and the line and says what to change.
     """
     where = f"{path} line {number}"
+    if len(line) > MAX_TEXT_BYTES:  # bytes, or characters (at least as many bytes): refused before parsing
+        raise ValueError(f"{where}: the line is longer than the {MAX_TEXT_BYTES} bytes a text may have; split it.")
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")

@@ -215,9 +215,15 @@ def run(args: argparse.Namespace) -> int:
         manifest = index_manifest(
             index, recorded, model=model_reference(args.model), count=count, chunking=chunking, engine=args.engine
         )
-        index.save(staging)
-        write_manifest(staging, manifest)
-        publish(staging, output, base=base)
+        try:
+            index.save(staging)
+            write_manifest(staging, manifest)
+            publish(staging, output, base=base)
+        except OSError as error:  # a read-only or full --output: one line, the old index kept
+            raise ValueError(
+                f"--output {output}: cannot write the index there ({error.strerror or error}); the folder is "
+                "unchanged. Choose a writable folder with free space."
+            ) from None
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
