@@ -46,13 +46,13 @@ Defined elsewhere in fair_retrieval and re-exported here because every store bui
   refusing another format or a newer version), `DamagedFileError` (a damaged store file) and `StoreConflictError`
   (a save over a store another writer saved after it was loaded).
 - from `fair_retrieval.stores.filters`: `compile_filter` (a filter dict → a predicate on metadata) and `Predicate`.
-- from `fair_retrieval.inputs`: `check_store_entries` (texts, ids and metadata a store can keep) and
-  `ensure_text_list` (a list of strings, not one string).
+- from `fair_retrieval.inputs`: `check_store_entries` (texts, ids and metadata a store can keep), `check_query`
+  (a query checked like a document) and `ensure_text_list` (a list of strings, not one string).
 - from `fair_retrieval.validate`: `positive_int` (a count such as k, checked).
 """
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
-from fair_retrieval.inputs import check_store_entries, ensure_text_list
+from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.arguments import id_strings, new_ids, preview, repeated
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
@@ -84,6 +84,7 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "check_identity",
+    "check_query",
     "check_store_entries",
     "checked_windows",
     "compile_filter",

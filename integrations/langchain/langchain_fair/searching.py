@@ -18,7 +18,15 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, IndexedRecords, StoreFilter, positive_int, store_filter, unit_rows
+from fair_retrieval.stores import (
+    BEST_WINDOW_KEY,
+    IndexedRecords,
+    StoreFilter,
+    check_query,
+    positive_int,
+    store_filter,
+    unit_rows,
+)
 from langchain_fair.persistence import StoredDocument
 
 __all__ = ["Filter", "StoreSearch"]
@@ -72,7 +80,7 @@ class StoreSearch:
         """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
         predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
         return self.similarity_search_with_score_by_vector(
-            self._embedding.embed_query(query), k, filter=predicate, fetch_k=fetch_k, **kwargs
+            self._embedding.embed_query(check_query(query)), k, filter=predicate, fetch_k=fetch_k, **kwargs
         )
 
     def similarity_search_by_vector(
@@ -87,7 +95,9 @@ class StoreSearch:
     ) -> list[Document]:
         """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
         predicate = store_filter(filter)
-        return self.similarity_search_by_vector(self._embedding.embed_query(query), k, predicate, fetch_k, **kwargs)
+        return self.similarity_search_by_vector(
+            self._embedding.embed_query(check_query(query)), k, predicate, fetch_k, **kwargs
+        )
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -137,7 +147,7 @@ class StoreSearch:
         """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
         predicate = store_filter(filter)
         return self.max_marginal_relevance_search_by_vector(
-            self._embedding.embed_query(query), k, fetch_k, lambda_mult, filter=predicate, **kwargs
+            self._embedding.embed_query(check_query(query)), k, fetch_k, lambda_mult, filter=predicate, **kwargs
         )
 
     def _search(

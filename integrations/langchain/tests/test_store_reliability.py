@@ -110,3 +110,17 @@ def test_metadata_nested_too_deep_is_refused_at_add_time() -> None:
     with pytest.raises(ValueError, match=f"nested deeper than {MAX_NESTING} levels"):
         store.add_texts(["y"], metadatas=[deep], ids=["y"])
     assert store.ids == ["x"]
+
+
+@pytest.mark.parametrize("query", ["\ud800", "caf\udce9", ""])
+def test_a_query_that_is_not_text_is_refused_like_a_document(query: str) -> None:
+    store = FaissVectorStore.from_texts(["x"], embeddings(), ids=["x"], gpu=False)
+    with pytest.raises(ValueError, match="the query: the text"):
+        store.similarity_search(query)
+    with pytest.raises(ValueError, match="the query: the text"):
+        store.max_marginal_relevance_search(query)
+
+
+def test_a_huge_k_is_clamped_to_the_documents_held() -> None:
+    store = FaissVectorStore.from_texts([f"text {i}" for i in range(5)], embeddings(), gpu=False)
+    assert len(store.similarity_search("text", k=10**9)) == 5
