@@ -90,9 +90,10 @@ def load_store(folder: Path) -> tuple[dict[str, Any], int]:
 
 
 def load_cli(folder: Path) -> int:
-    manifest = read_manifest(folder)
-    read_rows(folder / "documents.jsonl", set(range(manifest["count"])))
-    return len(FaissIndex.load(folder, gpu=False))
+    read_manifest(folder)
+    held = len(FaissIndex.load(folder, gpu=False))
+    read_rows(folder / "documents.jsonl", set(range(held)))
+    return held
 
 
 STORE_FILES = ["index/index.json", "index/index.faiss", "index/windows.json", "store.json"]

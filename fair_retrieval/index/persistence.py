@@ -230,13 +230,7 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
     meta, index_path = snapshot.value, path / INDEX_FILE
     if not snapshot.lists(INDEX_FILE):
         if meta.get("version") == FORMAT_VERSION and meta.get("factory") is None and meta.get("kind") == "ivfpq":
-            return UntrainedIvfpq(
-                int(meta["dim"]),
-                meta["metric"],
-                meta.get("search") or None,
-                dict(meta.get("params") or {}),
-                _generation(snapshot),
-            )
+            return _untrained(snapshot)
         raise FileNotFoundError(
             f"{index_path} is not part of the folder: {META_FILE} commits no {INDEX_FILE} (a store saved without "
             "vectors, or a record not written by FaissIndex.save()). Load the store it belongs to, or save the "
@@ -271,6 +265,30 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
         uses_id_map=not native_ivf(faiss, index),
         generation=_generation(snapshot),
     )
+
+
+MAX_UNTRAINED_VALUE = 1 << 16
+"""The largest dimension or kind parameter an untrained ivfpq record may give (nothing is built from more)."""
+
+
+def _untrained(snapshot: Snapshot) -> UntrainedIvfpq:
+    """The sized ivfpq index an index.json without index.faiss describes, its values bounded before anything is
+    built from them (a crafted record cannot make the constructor allocate without limit).
+
+    Raises:
+        DamagedFileError: (a ValueError) a dimension or parameter that is not an int in 1..`MAX_UNTRAINED_VALUE`.
+    """
+    meta = snapshot.value
+    params = meta.get("params") or {}
+    values = [meta.get("dim"), *(params.values() if isinstance(params, dict) else [None])]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_UNTRAINED_VALUE for v in values):
+        raise DamagedFileError(
+            snapshot.path, f"its dim and params are not ints from 1 to {MAX_UNTRAINED_VALUE} ({values!r})", _REMEDY
+        )
+    search = meta.get("search")
+    if not (search is None or isinstance(search, str)) or meta.get("metric") not in ("ip", "l2"):
+        raise DamagedFileError(snapshot.path, "its metric or search values are malformed", _REMEDY)
+    return UntrainedIvfpq(int(meta["dim"]), meta["metric"], search or None, dict(params), _generation(snapshot))
 
 
 def _generation(snapshot: Snapshot) -> str:

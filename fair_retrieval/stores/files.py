@@ -131,6 +131,10 @@ def save_store_file(
     lock = lock_folder(store_file.parent)
     try:
         contained(store_file.parent, index_folder, remedy=_REMEDY)
+        if (index_folder.exists() or index_folder.is_symlink()) and not index_folder.is_dir():
+            raise DamagedFileError(index_folder, "it is not a folder (a file, or a link to one or to nothing)", _REMEDY)
+        if store_file.is_dir() and not store_file.is_symlink():
+            raise DamagedFileError(store_file, "it is a folder, not a store file", _REMEDY)
         current = _current_fingerprint(store_file, index_folder)
         if base is not None and base.store_file == _file_key(store_file):
             if current is not None and current != base.fingerprint:
