@@ -51,7 +51,8 @@ def refuse_replacing(path: Path, what: str, overwrite: str) -> StoreConflictErro
         what,
         message=(
             f"{path} already holds a saved {what}, and this {what} was not loaded from it; nothing was written. "
-            f"Load it and apply your change to it (retry on StoreConflictError), or pass {overwrite} to replace it."
+            f"Load it and apply your change to it (retry on StoreConflictError), pass {overwrite} to replace it, "
+            "or delete it first."
         ),
     )
 
