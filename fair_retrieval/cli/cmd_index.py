@@ -363,10 +363,11 @@ def _check_not_inside(output: Path, source: Path) -> None:
 def _check_output(output: Path, overwrite: bool) -> None:
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a folder.")
-    existing = output if output.is_dir() else next((p for p in output.absolute().parents if p.is_dir()), Path("/"))
-    writable = os.access(existing, os.W_OK | os.X_OK) and os.access(existing.parent, os.W_OK | os.X_OK)
-    if not writable:  # checked before any work: the staging folder is created beside --output
-        raise ValueError(f"--output {output}: {existing} (or its parent) is not writable; choose a writable folder.")
+    # checked before any work: the staging folder is created beside --output, the index moved into it
+    needed = [output, output.absolute().parent] if output.is_dir() else [_nearest_folder(output)]
+    for folder in needed:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"--output {output}: {folder} is not writable; choose a writable folder.")
     if output.is_dir() and not overwrite:
         ours = [name for name in _OWN_FILES if (output / name).exists()]
         if ours:
@@ -374,3 +375,8 @@ def _check_output(output: Path, overwrite: bool) -> None:
                 f"--output {output} already holds an index ({', '.join(ours)}); pass --overwrite to replace it, "
                 "or choose another folder."
             )
+
+
+def _nearest_folder(path: Path) -> Path:
+    """The nearest existing folder above `path` (where its missing folders would be created)."""
+    return next((parent for parent in path.absolute().parents if parent.is_dir()), Path(path.absolute().anchor))

@@ -108,3 +108,15 @@ def test_a_run_that_lost_a_race_says_so_in_command_line_words(tmp_path: Path) ->
         publish(staging, folder, base=("a generation that is gone",))
     message = str(caught.value)
     assert "--output" in message and "Run the command again" in message and "Reload it" not in message
+
+
+def test_an_output_folder_without_write_permission_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps(DOCS[0]) + "\n")
+    monkeypatch.setattr(cmd_index.os, "access", lambda path, mode: False)  # as a read-only folder for a non-root user
+    capsys.readouterr()
+    assert main(["index", "--model", "never-loaded", "--input", str(source), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fair-retrieval index: error: --output") and "is not writable" in err
