@@ -17,9 +17,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from fair_retrieval.jsonio.paths import is_inside
+from fair_retrieval.text_checks import (
+    MAX_TEXT_BYTES,
+    NESTING_PROBLEM,
+    check_query,
+    id_problem,
+    lone_surrogate,
+    surrogate_path,
+    text_problem,
+    too_deep,
+)
 from fair_retrieval.validate import is_int
 
 logger = logging.getLogger(__name__)
+
+__all__ = [  # the text checks live in `fair_retrieval.text_checks`; they are imported from here too
+    "MAX_TEXT_BYTES",
+    "check_query",
+    "check_store_entries",
+    "lone_surrogate",
+    "surrogate_path",
+    "text_problem",
+]
 
 
 def ensure_text_list(texts: object, name: str = "texts") -> list[str]:
@@ -50,47 +70,6 @@ BOM = "\ufeff"
 """The byte-order mark some editors put at the start of UTF-8 files; removed from what is read."""
 
 
-def lone_surrogate(text: str) -> int | None:
-    """The position of the first lone surrogate (U+D800–U+DFFF, e.g. from a JSON escape "\\udcff" or a file name
-    that is not UTF-8) in `text`, or None: such a string is not valid Unicode and cannot be written as UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return error.start
-    return None
-
-
-def surrogate_path(value: Any, where: str) -> str | None:
-    """Where in a JSON value (keys and values, recursively) a string holds a lone surrogate, e.g.
-    "metadata['a'][0]"; None when there is none."""
-    if isinstance(value, str):
-        return where if lone_surrogate(value) is not None else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = surrogate_path(key, f"{where} key {key!r}") or surrogate_path(item, f"{where}[{key!r}]")
-            if found is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for position, item in enumerate(value):
-            found = surrogate_path(item, f"{where}[{position}]")
-            if found is not None:
-                return found
-    return None
-
-
-def text_problem(text: str) -> str | None:
-    """What makes `text` unfit to embed and store (empty or whitespace only, a lone surrogate), or None."""
-    if not text.strip():
-        return "the text is empty or whitespace only (it would match every query alike)"
-    position = lone_surrogate(text)
-    if position is not None:
-        return (
-            f"the text holds a lone surrogate {text[position]!r} at character {position}, which is not valid Unicode "
-            "(fix the encoding where the text comes from)"
-        )
-    return None
-
-
 def check_store_entries(
     texts: Sequence[str | None],
     ids: Sequence[Any],
@@ -116,13 +95,13 @@ def check_store_entries(
         position = first_position + offset
         where = f"[{position}] (id {ascii(id_) if isinstance(id_, str) else repr(id_)})"
         problem = text_problem(text) if text is not None else None
-        if problem is None and isinstance(id_, str) and not id_:
-            problem = "the id is empty; pass a non-empty id, or None for a new one"
-        if problem is None and isinstance(id_, str) and lone_surrogate(id_) is not None:
-            problem = "the id holds a lone surrogate, which is not valid Unicode"
+        if problem is None:
+            problem = id_problem(id_)
         if problem is None and metadatas is not None and offset < len(metadatas):
-            found = surrogate_path(metadatas[offset], "metadata")
-            if found is not None:
+            found = None if too_deep(metadatas[offset]) else surrogate_path(metadatas[offset], "metadata")
+            if too_deep(metadatas[offset]):
+                problem = NESTING_PROBLEM
+            elif found is not None:
                 problem = f"{found} holds a lone surrogate, which is not valid Unicode"
         if problem is not None:
             problems.append(f"{where}: {problem}")
@@ -333,7 +312,8 @@ def read_text_file(folder: Path, name: str) -> Document:
 
     Raises:
         ValueError: if the file name or its content is not UTF-8, or its text is empty, whitespace only or holds a
-            lone surrogate; the message names the file and says what to do.
+            lone surrogate, or the file is a link leading out of `folder` or bigger than `MAX_TEXT_BYTES`; the
+            message names the file and says what to do.
     """
     if lone_surrogate(name) is not None:  # a name that is not UTF-8 (Python keeps its bytes as surrogates)
         shown = os.fsencode(name).decode("utf-8", "backslashreplace")
@@ -341,6 +321,16 @@ def read_text_file(folder: Path, name: str) -> Document:
             f"{folder}: the file name '{shown}' is not UTF-8; rename the file (ids and documents.jsonl are UTF-8)."
         )
     file = folder / name
+    if not is_inside(folder, file):  # a link to a file elsewhere: never indexed unseen
+        raise ValueError(
+            f"{file} is a symbolic link to {os.path.realpath(file)}, outside {folder}; copy the file into the folder "
+            "to index it, or remove the link."
+        )
+    size = file.stat().st_size
+    if size > MAX_TEXT_BYTES:
+        raise ValueError(
+            f"{file} holds {size} bytes, more than the {MAX_TEXT_BYTES} a text may have; split it into several files."
+        )
     raw = file.read_bytes()
     try:
         text = raw.decode("utf-8").removeprefix(BOM)
@@ -417,6 +407,8 @@ def parse_jsonl_line(
             names the file and the line and says what to change.
     """
     where = f"{path} line {number}"
+    if len(line) > MAX_TEXT_BYTES:  # bytes, or characters (at least as many bytes): refused before parsing
+        raise ValueError(f"{where}: the line is longer than the {MAX_TEXT_BYTES} bytes a text may have; split it.")
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -427,6 +419,10 @@ def parse_jsonl_line(
         record = json.loads(line)
     except json.JSONDecodeError as error:
         raise ValueError(f"{where}: not valid JSON: {error.msg} (column {error.colno}).") from error
+    except RecursionError:
+        raise ValueError(f"{where}: {NESTING_PROBLEM}; fix the line, or remove it.") from None
+    if too_deep(record):
+        raise ValueError(f"{where}: {NESTING_PROBLEM}; fix the line, or remove it.")
     if not isinstance(record, dict):
         raise ValueError(f"{where}: expected a JSON object per line, got {type(record).__name__}.")
     text = record.get(text_field)
@@ -446,8 +442,8 @@ def parse_jsonl_line(
     elif "metadata" in record:
         metadata["metadata"] = nested
     problem = text_problem(text)
-    if problem is None and isinstance(doc_id, str) and lone_surrogate(doc_id) is not None:
-        problem = f"the {id_field!r} holds a lone surrogate, which is not valid Unicode"
+    if problem is None:
+        problem = id_problem(doc_id, f"the {id_field!r}")
     found = surrogate_path(metadata, "the metadata") if problem is None else None
     if found is not None:
         problem = f"{found} holds a lone surrogate, which is not valid Unicode"

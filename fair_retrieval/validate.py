@@ -16,11 +16,13 @@ from collections.abc import Iterable
 from typing import Any, TypeGuard, TypeVar
 
 __all__ = [
+    "MAX_NESTING",
     "in_words",
     "int_at_least",
     "is_int",
     "is_number",
     "is_positive_int",
+    "nested_deeper_than",
     "number_in",
     "one_of",
     "positive_int",
@@ -115,3 +117,27 @@ def _or_none(or_none: bool) -> str:
 
 def _note(note: str) -> str:
     return f" ({note})" if note else ""
+
+
+MAX_NESTING = 64
+"""The deepest nesting of lists and dicts that metadata (and a JSONL line) may have: deeper values are refused
+when they are added or read (`nested_deeper_than`), long before JSON encoding or a recursive check would fail on
+them with a RecursionError."""
+
+
+def nested_deeper_than(value: object, limit: int = MAX_NESTING) -> bool:
+    """Whether `value` nests lists, tuples and dicts more than `limit` levels deep (a scalar is level 0); walked
+    without recursion, so any depth is measured safely."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

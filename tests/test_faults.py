@@ -171,7 +171,7 @@ def damage(path: Path, how: str) -> None:
 
 
 def strip_publication(folder: Path) -> None:
-    """Make `folder` look as an earlier release wrote it: index.json without its publication entry."""
+    """Make `folder`'s index.json lack its publication entry (as the first format version wrote it)."""
     meta = json.loads((folder / "index.json").read_text())
     meta.pop("publication", None)
     (folder / "index.json").write_text(json.dumps(meta))
@@ -277,20 +277,22 @@ def test_the_next_run_removes_staging_folders_of_killed_runs_only(tmp_path: Path
     ("layout", "how"),
     [
         *[("current", how) for how in ("half", "empty", "random", "flipped")],
-        # earlier releases recorded no checksum: faiss' own failure is reported (a flipped byte goes unnoticed)
+        # a record without its checksums is refused, naming the record: nothing is read unchecked
         *[("earlier-release", how) for how in ("half", "empty", "random")],
     ],
 )
 def test_a_damaged_index_faiss_is_refused_naming_the_file(tmp_path: Path, layout: str, how: str) -> None:
     build_index(1).save(tmp_path)
+    named = "index.faiss"
     if layout == "earlier-release":
         strip_publication(tmp_path)
+        named = "index.json"
     damage(tmp_path / "index.faiss", how)
-    with pytest.raises(ValueError, match=r"index\.faiss is damaged") as caught:
+    with pytest.raises(ValueError, match=rf"{named} is damaged") as caught:
         FaissIndex.load(tmp_path, gpu=False)
     message = str(caught.value)
     assert "Rebuild the index" in message and "\n" not in message
-    assert isinstance(caught.value, DamagedFileError) and caught.value.path == tmp_path / "index.faiss"
+    assert isinstance(caught.value, DamagedFileError) and caught.value.path == tmp_path / named
 
 
 @pytest.mark.parametrize("how", ["half", "empty", "random"])

@@ -4,7 +4,8 @@ Rules:
 - the folders of `fair_retrieval/` are layers (`LAYERS`, lowest first): a module imports only its own folder and
   lower layers, so nothing imports upward (the package root, which re-exports the public names, is above the
   library, and only the CLI sits above it); the leaf helpers (`validate`, `version`, `jsonio/`, then
-  `frozen_json`, `inputs`) are the lowest, and the engine (`engine/`) imports only itself and them;
+  `text_checks`, then `frozen_json`, `inputs`) are the lowest, and the engine (`engine/`) imports only itself and
+  them;
 - no circle: no module imports itself through others (function-level imports included), in the library or among
   the benchmarks;
 - no module of the library, the integration packages or the benchmarks is longer than `MAX_LINES`;
@@ -27,6 +28,7 @@ ADAPTER_MAY_IMPORT = {"fair_retrieval", "fair_retrieval.adapters", "fair_retriev
 NOT_ADAPTER_CODE = {"tests", "build", "dist"}  # folders of an integration project that are not its package
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"fair_retrieval.validate", "fair_retrieval.version", "fair_retrieval.jsonio"}),
+    frozenset({"fair_retrieval.text_checks"}),
     frozenset({"fair_retrieval.frozen_json", "fair_retrieval.inputs"}),
     frozenset({"fair_retrieval.engine"}),
     frozenset({"fair_retrieval.embedding"}),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,9 +215,15 @@ def run(args: argparse.Namespace) -> int:
         manifest = index_manifest(
             index, recorded, model=model_reference(args.model), count=count, chunking=chunking, engine=args.engine
         )
-        index.save(staging)
-        write_manifest(staging, manifest)
-        publish(staging, output, base=base)
+        try:
+            index.save(staging)
+            write_manifest(staging, manifest)
+            publish(staging, output, base=base)
+        except OSError as error:  # a read-only or full --output: one line, the old index kept
+            raise ValueError(
+                f"--output {output}: cannot write the index there ({error.strerror or error}); the folder is "
+                "unchanged. Choose a writable folder with free space."
+            ) from None
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
@@ -358,6 +365,11 @@ def _check_not_inside(output: Path, source: Path) -> None:
 def _check_output(output: Path, overwrite: bool) -> None:
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a folder.")
+    # checked before any work: the staging folder is created beside --output, the index moved into it
+    needed = [output, output.absolute().parent] if output.is_dir() else [_nearest_folder(output)]
+    for folder in needed:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"--output {output}: {folder} is not writable; choose a writable folder.")
     if output.is_dir() and not overwrite:
         ours = [name for name in _OWN_FILES if (output / name).exists()]
         if ours:
@@ -365,3 +377,8 @@ def _check_output(output: Path, overwrite: bool) -> None:
                 f"--output {output} already holds an index ({', '.join(ours)}); pass --overwrite to replace it, "
                 "or choose another folder."
             )
+
+
+def _nearest_folder(path: Path) -> Path:
+    """The nearest existing folder above `path` (where its missing folders would be created)."""
+    return next((parent for parent in path.absolute().parents if parent.is_dir()), Path(path.absolute().anchor))

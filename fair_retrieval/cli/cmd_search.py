@@ -35,6 +35,7 @@ from fair_retrieval.embedding.building import build_embedder
 from fair_retrieval.embedding.identity import check_identity
 from fair_retrieval.embedding.options import EmbedderOptions
 from fair_retrieval.engine.hook import Pooling
+from fair_retrieval.inputs import check_query
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata
 
 SNIPPET_CHARS = 100
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     require_faiss()
     if not args.query.strip():
         raise ValueError("--query is empty; give the text to search for.")
+    check_query(args.query, "--query")
     if args.top_k < 1:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
     folder: Path = args.index
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     multivector = manifest.get("multivector") is not None
     loader = MultiVectorIndex.load if multivector else FaissIndex.load
     index = loader(folder, gpu=gpu_choice(args.gpu))
+    top_k = max(1, min(args.top_k, len(index)))  # k clamped to what the index holds
     model, options = requested_embedder(args, manifest, folder)
     embedder = build_embedder(options, model)
     if embedder.dimension != index.dim:
@@ -93,12 +96,12 @@ def run(args: argparse.Namespace) -> int:
     query_vector = embedder.embed_queries([args.query])
     hits: list[tuple[int, float, dict[str, int] | None]]
     if isinstance(index, MultiVectorIndex):
-        found = index.search_documents(query_vector[0], args.top_k)
+        found = index.search_documents(query_vector[0], top_k)
         hits = [(hit.id, hit.score, best_window_metadata(hit)) for hit in found]
     else:
-        scores, ids = index.search(query_vector, args.top_k)
+        scores, ids = index.search(query_vector, top_k)
         hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-    rows = read_rows(folder / manifest.get("documents", DOCUMENTS_FILE), {i for i, _, _ in hits})
+    rows = read_rows(folder / DOCUMENTS_FILE, {i for i, _, _ in hits})  # read_manifest checked its name
     results = [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
         | ({BEST_WINDOW_KEY: window} if window is not None else {})

@@ -13,8 +13,9 @@ index.json: the files arrive under temporary names, index.json (written last) co
 CRC-32s, and they are renamed into place. So an interrupted run (Ctrl-C, a crash, SIGKILL) at any point leaves the
 previous index whole or the new one, never a mix, and the next run finishes or removes what it left. `search` reads
 index.json first: `read_manifest` and `read_rows` find the manifest and documents.jsonl of the generation it names
-(`FaissIndex.load` does the same for index.faiss). A folder without a manifest is treated as not built. Folders
-written by earlier releases (no publication in index.json; the manifest moved in last) read as before.
+(`FaissIndex.load` does the same for index.faiss). A folder without index.json is treated as not built; an
+index.json that is damaged, lacks its publication entry or does not list the manifest is refused, naming it, and
+the documents are always documents.jsonl of the folder (a manifest cannot point elsewhere).
 """
 
 from __future__ import annotations
@@ -113,7 +114,16 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
 
     def check() -> None:
         if base is not None:
-            require_generation(output, base[0], record_generation(record), "index run (it started before it)")
+            require_generation(
+                output,
+                base[0],
+                record_generation(record),
+                "index run",
+                message=(
+                    f"--output {output} was written by another `fair-retrieval index` run after this one started; "
+                    "this run wrote nothing. Run the command again (with --overwrite to replace that index)."
+                ),
+            )
 
     with Publication(record, [*known, *names], check=check) as publication:
         for name in names:
@@ -198,17 +208,23 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if not folder.is_dir():
         raise ValueError(f"{folder} is a file; pass the folder written by `fair-retrieval index`.")
     path = folder / MANIFEST_FILE
-    try:
-        with open_published(path) as handle:
-            raw = handle.read()
-    except FileNotFoundError:
+    if not (folder / INDEX_RECORD).exists() and not (folder / INDEX_RECORD).is_symlink():
+        if path.exists():
+            raise ValueError(f"{folder / INDEX_RECORD} is missing: {folder} is not a complete index. {REBUILD}")
         raise ValueError(
             f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
             "`fair-retrieval index --input DOCS --output DIR`."
-        ) from None
-    return parse_versioned_json(
+        )
+    with open_published(path) as handle:
+        raw = handle.read()
+    manifest = parse_versioned_json(
         path, raw, format_name=MANIFEST_FORMAT, max_version=MANIFEST_VERSION, required=("model",), remedy=REBUILD
     )
+    if manifest.get("documents", DOCUMENTS_FILE) != DOCUMENTS_FILE:
+        raise DamagedFileError(
+            path, f"it names the documents {manifest['documents']!r}; an index keeps them in {DOCUMENTS_FILE}", REBUILD
+        )
+    return manifest
 
 
 def open_published(path: Path) -> IO[bytes]:
@@ -216,22 +232,27 @@ def open_published(path: Path) -> IO[bytes]:
     being finished, or was killed after its commit; else under `path`), checked against the size and CRC-32 the
     record keeps for it before anything of it is used; the handle is at its start.
 
-    A file the record does not list (a folder of an earlier release) is opened unchecked.
+    The record is always verified (`jsonio.Snapshot`) and must list the file; the file is opened inside the folder,
+    as a regular file of the recorded size.
 
     Raises:
-        FileNotFoundError: if the file does not exist.
-        DamagedFileError: (a ValueError) the file differs from what index.json records (a changed byte, swapped
-            rows, an edit by hand, a truncation); the message names it and says to rebuild.
+        FileNotFoundError: if the folder has no index.json, or the file does not exist.
+        DamagedFileError: (a ValueError) index.json is damaged or does not list the file, or the file differs from
+            what index.json records (a changed byte, swapped rows, an edit by hand, a truncation, a link, a FIFO);
+            the message names it and says to rebuild.
         ValueError: saves kept replacing the folder while it was read.
     """
+    record_path = path.parent / INDEX_RECORD
     for _ in range(READ_ATTEMPTS):
+        record = Snapshot.read(record_path, remedy=REBUILD)
+        if not record.lists(path.name):
+            raise DamagedFileError(record_path, f"it does not list {path.name}, a file of the index", REBUILD)
         try:
-            record: Snapshot | None = Snapshot.read(path.parent / INDEX_RECORD)
-        except (OSError, ValueError):  # no index.json (yet), or a damaged one, which FaissIndex.load reports
-            record = None
-        if record is None or not record.lists(path.name):
-            return path.open("rb")
-        handle = record.open(path.name)
+            handle = record.open(path.name)
+        except (OSError, ValueError):
+            if not record.is_current():
+                continue
+            raise
         try:
             problem = record.mismatch(path.name, handle)
         except BaseException:

@@ -42,7 +42,7 @@ from fair_retrieval.index.plan import (
     sized_ivfpq,
 )
 from fair_retrieval.index.saving import SavedIndex
-from fair_retrieval.index.selection import Searchable, search_among, stored_selection
+from fair_retrieval.index.selection import Searchable, result_columns, search_among, stored_selection
 from fair_retrieval.validate import is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -302,9 +302,11 @@ class FaissIndex(SavedIndex):
                 unrestricted candidates (4x each round) until k selected ones are found or every vector was seen.
 
         Returns:
-            (scores, ids): float32 (n, k) and int64 (n, k), best first. Scores are inner products for "ip" (larger
-            is better) or squared L2 distances for "l2" (smaller is better). Where fewer than k vectors are found,
-            ids are -1 and scores -inf ("ip") or +inf ("l2").
+            (scores, ids): float32 (n, c) and int64 (n, c), best first, where c = `result_columns(k, len(self))`:
+            k, but never more than the index holds once k passes `PADDED_K` (k is clamped to what the index
+            holds: faiss is never asked for more, so a huge k costs no memory). Scores are inner products for "ip"
+            (larger is better) or squared L2 distances for "l2" (smaller is better). Where fewer than c vectors are
+            found, ids are -1 and scores -inf ("ip") or +inf ("l2").
 
         Raises:
             ValueError: a k that is not a positive int (or above `GPU_MAX_K` on GPU), malformed queries, or `ids` that
@@ -316,17 +318,18 @@ class FaissIndex(SavedIndex):
         if self._on_gpu and k > GPU_MAX_K:
             raise ValueError(f"faiss on GPU returns at most k={GPU_MAX_K} results; ask for fewer, or use gpu=False.")
         matrix = as_vectors(queries, "queries", self._dim)
-        k = int(k)
+        width = result_columns(int(k), len(self))
+        k = min(int(k), len(self))  # faiss is never asked for more than the index holds
         wanted = None if ids is None else stored_selection(ids, self._ids.ids())
-        if matrix.shape[0] == 0 or len(self) == 0 or not self.is_trained or (wanted is not None and not wanted.size):
-            scores = np.full((matrix.shape[0], k), self._missing_score, dtype=np.float32)
-            return scores, np.full((matrix.shape[0], k), -1, dtype=np.int64)
+        scores = np.full((matrix.shape[0], width), self._missing_score, dtype=np.float32)
+        found = np.full((matrix.shape[0], width), -1, dtype=np.int64)
+        if matrix.shape[0] == 0 or k == 0 or not self.is_trained or (wanted is not None and not wanted.size):
+            return scores, found
         if wanted is not None and wanted.size < len(self):
-            scores, found = search_among(self._searchable(), matrix, k, wanted)
+            best, hits = search_among(self._searchable(), matrix, k, wanted)
         else:  # no restriction, or every stored id selected
-            scores, found = self._index.search(matrix, k)
-        scores = np.ascontiguousarray(scores, dtype=np.float32)
-        found = np.ascontiguousarray(found, dtype=np.int64)
+            best, hits = self._index.search(matrix, k)
+        scores[:, :k], found[:, :k] = best, hits
         scores[found < 0] = self._missing_score
         return scores, found
 

@@ -49,8 +49,9 @@ from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import as_ids, as_vectors, some
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.persistence import META_FILE, WINDOWS_FILE
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.index.plan import Kind, wider_nprobe
+from fair_retrieval.index.selection import result_columns
 from fair_retrieval.index.window_table import REMEDY, WindowTable
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
@@ -323,17 +324,19 @@ class MultiVectorIndex:
         """The k best documents for every query row, as `FaissIndex.search` returns them.
 
         Returns:
-            (scores, ids): float32 (n, k) aggregate scores and int64 (n, k) document ids, best first; -1 ids (and
-            -inf / +inf scores) where fewer than k documents are stored or selected.
+            (scores, ids): float32 (n, c) aggregate scores and int64 (n, c) document ids, best first, c =
+            `result_columns(k, len(self))` (k, clamped to the documents held above `PADDED_K`); -1 ids (and
+            -inf / +inf scores) where fewer than c documents are stored or selected.
         """
         matrix = as_vectors(queries, "queries", self.dim)
         if not is_positive_int(k, numpy=True):
             raise ValueError(f"k must be a positive int, got {k!r}.")
         missing = float("-inf") if self.metric == "ip" else float("inf")
-        scores = np.full((matrix.shape[0], int(k)), missing, dtype=np.float32)
-        found = np.full((matrix.shape[0], int(k)), -1, dtype=np.int64)
+        width = result_columns(int(k), len(self))  # k clamped to the documents held (as FaissIndex.search)
+        scores = np.full((matrix.shape[0], width), missing, dtype=np.float32)
+        found = np.full((matrix.shape[0], width), -1, dtype=np.int64)
         for row in range(matrix.shape[0]):
-            hits = self.search_documents(matrix[row], int(k), ids=ids)
+            hits = self.search_documents(matrix[row], width, ids=ids)
             scores[row, : len(hits)] = [hit.score for hit in hits]
             found[row, : len(hits)] = [hit.id for hit in hits]
         return scores, found
@@ -400,6 +403,8 @@ class MultiVectorIndex:
 
         def attempt() -> MultiVectorIndex:
             record = Snapshot.read(path / META_FILE)
+            if not record.lists(WINDOWS_FILE) and not record.lists(INDEX_FILE):
+                raise FileNotFoundError(f"{path / META_FILE} commits no index (no {INDEX_FILE}); save the index again.")
             if not record.lists(WINDOWS_FILE):
                 raise ValueError(
                     f"{path} holds a pooled FaissIndex (one vector per document), not a multi-vector index; load "

@@ -12,9 +12,14 @@ place. A save killed at any point (even by SIGKILL) leaves the previous index or
 meanwhile returns one of them, and a truncated or corrupted file is refused by a `DamagedFileError` (a ValueError)
 that names it. Stores that embed an index folder publish their own files in the same commit (`companions`).
 
-Format versions: 2 records the factory string and the search values; folders of version 1 (kind parameters only,
-no factory, no sizes or CRC-32) still load: their structure is described from the faiss file and their search
-values are taken from the kind parameters (`migrated_search`).
+Every index.json is verified (`jsonio.Snapshot`): one without its publication entry (the sizes and CRC-32s of the
+files, and of itself) is refused, as is one listing a file that an index folder does not have (`FOLDER_FILES`, or
+the one store file saved beside the folder, `../<name>`). Files are opened inside the folder only, as regular files
+of the recorded size.
+
+Format versions: 2 records the factory string and the search values; a record of version 1 (kind parameters only,
+no factory) has its structure described from the faiss file and its search values taken from the kind parameters
+(`migrated_search`), once it is verified like any other.
 """
 
 from __future__ import annotations
@@ -32,12 +37,10 @@ from fair_retrieval.index.gpu import import_faiss
 from fair_retrieval.index.inspection import Metric, describe_structure, kind_of, metric_name, native_ivf, stored_ids
 from fair_retrieval.index.plan import IndexPlan, parse_search
 from fair_retrieval.jsonio import (
-    PUBLICATION_KEY,
     ChangedWhileReadingError,
     DamagedFileError,
     Publication,
     Snapshot,
-    fingerprint,
     record_generation,
     require_generation,
     retry_while_changing,
@@ -46,6 +49,9 @@ from fair_retrieval.jsonio import (
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder, published with its index
+FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, "manifest.json", "documents.jsonl")
+"""The files an index.json may list in its own folder: the index, a multi-vector index's window table, and the
+manifest and documents of the command line's index folder (`fair_retrieval.cli.index_folder`)."""
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -186,6 +192,7 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
         writer="FaissIndex.save()",
         remedy=_REMEDY,
     )
+    check_folder_files(snapshot)
     if snapshot.lists(WINDOWS_FILE) and not multivector:
         raise ValueError(
             f"{path} holds a multi-vector index (the windows of each document, {WINDOWS_FILE}); load it with "
@@ -197,25 +204,38 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
         if not snapshot.is_current():
             raise ChangedWhileReadingError from error
         raise
-    if snapshot.files is None and not snapshot.is_current():  # an earlier release's folder: nothing is checked
-        raise ChangedWhileReadingError
     return result
+
+
+def check_folder_files(snapshot: Snapshot) -> None:
+    """Refuse an index.json that lists a file an index folder does not have (`FOLDER_FILES`, or one store file
+    beside the folder, `../<name>.json`): a crafted record cannot name other files.
+
+    Raises:
+        DamagedFileError: (a ValueError) naming index.json and the file.
+    """
+    companions = 0
+    for name in snapshot.files:
+        companion = name.startswith("../") and name.endswith(".json")
+        companions += companion
+        if not (name in FOLDER_FILES or companion) or companions > 1:
+            raise DamagedFileError(
+                snapshot.path,
+                f"it lists {name!r}, which is not a file of an index folder (edited or crafted by hand)",
+                _REMEDY,
+            )
 
 
 def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvfpq:
     meta, index_path = snapshot.value, path / INDEX_FILE
-    listed = snapshot.files
-    has_file = INDEX_FILE in listed if listed is not None else index_path.is_file()
-    if not has_file:
+    if not snapshot.lists(INDEX_FILE):
         if meta.get("version") == FORMAT_VERSION and meta.get("factory") is None and meta.get("kind") == "ivfpq":
-            return UntrainedIvfpq(
-                int(meta["dim"]),
-                meta["metric"],
-                meta.get("search") or None,
-                dict(meta.get("params") or {}),
-                _generation(snapshot),
-            )
-        raise FileNotFoundError(f"{index_path} not found: is {path} a folder written by FaissIndex.save()?")
+            return _untrained(snapshot)
+        raise FileNotFoundError(
+            f"{index_path} is not part of the folder: {META_FILE} commits no {INDEX_FILE} (a store saved without "
+            "vectors, or a record not written by FaissIndex.save()). Load the store it belongs to, or save the "
+            "index again."
+        )
     faiss = import_faiss()
     index = _read_faiss(faiss, snapshot, index_path)
     metric = metric_name(faiss, index, index_path)
@@ -247,22 +267,39 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
     )
 
 
+MAX_UNTRAINED_VALUE = 1 << 16
+"""The largest dimension or kind parameter an untrained ivfpq record may give (nothing is built from more)."""
+
+
+def _untrained(snapshot: Snapshot) -> UntrainedIvfpq:
+    """The sized ivfpq index an index.json without index.faiss describes, its values bounded before anything is
+    built from them (a crafted record cannot make the constructor allocate without limit).
+
+    Raises:
+        DamagedFileError: (a ValueError) a dimension or parameter that is not an int in 1..`MAX_UNTRAINED_VALUE`.
+    """
+    meta = snapshot.value
+    params = meta.get("params") or {}
+    values = [meta.get("dim"), *(params.values() if isinstance(params, dict) else [None])]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_UNTRAINED_VALUE for v in values):
+        raise DamagedFileError(
+            snapshot.path, f"its dim and params are not ints from 1 to {MAX_UNTRAINED_VALUE} ({values!r})", _REMEDY
+        )
+    search = meta.get("search")
+    if not (search is None or isinstance(search, str)) or meta.get("metric") not in ("ip", "l2"):
+        raise DamagedFileError(snapshot.path, "its metric or search values are malformed", _REMEDY)
+    return UntrainedIvfpq(int(meta["dim"]), meta["metric"], search or None, dict(params), _generation(snapshot))
+
+
 def _generation(snapshot: Snapshot) -> str:
-    """The generation of the folder `snapshot` read (`jsonio.record_generation`, from the bytes it read)."""
-    block = snapshot.value.get(PUBLICATION_KEY)
-    return str(block["token"]) if block is not None else fingerprint(snapshot.raw)
+    """The generation of the folder `snapshot` read (`jsonio.record_generation`): its publication token."""
+    return snapshot.token
 
 
 def _read_faiss(faiss: Any, snapshot: Snapshot, index_path: Path) -> Any:
     """The faiss index of index.faiss as `snapshot` lists it: checked against the recorded size and CRC-32 first,
     then parsed from the same open file (so a concurrent rename cannot slip another file in between)."""
-    try:
-        handle = snapshot.open(INDEX_FILE)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{index_path} not found: is {index_path.parent} a folder written by FaissIndex.save()?"
-        ) from None
-    with handle:
+    with snapshot.open(INDEX_FILE) as handle:
         problem = snapshot.mismatch(INDEX_FILE, handle)
         if problem is not None:
             if not snapshot.is_current():

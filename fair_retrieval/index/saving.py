@@ -16,6 +16,7 @@ from typing_extensions import Self
 
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.persistence import StoredIndex, UntrainedIvfpq, read_folder, write_folder
+from fair_retrieval.jsonio.paths import folder_key
 
 logger = logging.getLogger("fair_retrieval.index.faiss_index")  # FaissIndex's own logger
 
@@ -96,7 +97,7 @@ class SavedIndex:
         else:
             index = self._cpu_index(cache=False)  # GPU indices cannot be written: always a CPU copy
         path = Path(folder)
-        key = os.path.abspath(path)
+        key = folder_key(path)  # resolved: an alias of the folder is the same folder
         base = (self._saved_at[1],) if self._saved_at is not None and self._saved_at[0] == key else None
         generation = write_folder(path, record, index, companions, base=base)
         if self._saved_at is not None:  # a loaded index keeps track of the folder it is saved to
@@ -143,7 +144,7 @@ class SavedIndex:
                 )
             else:
                 index = build(saved.dim, saved.metric, gpu=gpu, gpu_shards=gpu_shards, _stored=saved)
-            index._saved_at = (os.path.abspath(folder), saved.generation)
+            index._saved_at = (folder_key(folder), saved.generation)
             return index
 
         return read_folder(folder, restore, multivector=_multivector)

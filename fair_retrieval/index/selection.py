@@ -26,6 +26,17 @@ EXHAUSTIVE_SELECTION = 1024  # searches restricted to at most this many ids scor
 HNSW_SELECTIVE = 10  # an HNSW search restricted to under 1/10 of the graph scores the selection on its storage
 
 
+PADDED_K = 1024
+"""Up to this k, a search returns k columns (padded with -1 past what is found) whatever the index holds; above it,
+no more columns than the index holds (`result_columns`)."""
+
+
+def result_columns(k: int, held: int) -> int:
+    """How many results a search for `k` returns from `held` vectors or documents: k, clamped to what is held once
+    k is above `PADDED_K`, so a caller's fixed small k keeps a fixed shape and a huge k costs no memory."""
+    return min(k, max(held, PADDED_K))
+
+
 def prefers_exhaustive(params: Mapping[str, int], selected: int, total: int) -> bool:
     """Whether a restricted search should score every selected vector rather than trust the approximate structure.
 

@@ -11,6 +11,11 @@ from fair_retrieval.jsonio.versioned import DamagedFileError
 
 logger = logging.getLogger(__name__)
 
+STORE_REMEDY = (
+    "Rebuild the store and save it again, or restore the folder from a backup; edit a store through its API, not by "
+    "hand."
+)
+
 
 def companion_name(store_file: Path) -> str:
     """A store file's name as the record of the index folder beside it lists it (`FaissIndex.save(companions=...)`)."""
@@ -42,17 +47,20 @@ def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
     if record is None or not record.lists(name):
         return None
     try:
-        with record.open(name) as handle:
+        with record.open(name, STORE_REMEDY) as handle:
             problem, raw = record.mismatch(name, handle), handle.read()
     except FileNotFoundError:
         problem, raw = "it is missing", None
+    except DamagedFileError:  # a link, a FIFO, another size: unless a save replaced the record meanwhile
+        if not record.is_current():
+            raise ChangedWhileReadingError from None
+        raise
     if problem is not None and not record.is_current():
         raise ChangedWhileReadingError
     if problem is not None:
         raise DamagedFileError(
             store_file,
             f"{problem} (truncated, corrupted or edited since it was saved with {record.path.parent.name}/)",
-            "Rebuild the store and save it again, or restore the folder from a backup; edit a store through its API, "
-            "not by hand.",
+            STORE_REMEDY,
         )
     return raw

@@ -41,6 +41,7 @@ from fair_retrieval.jsonio.atomic import (
     write_json_atomically,
 )
 from fair_retrieval.jsonio.locks import lock_folder
+from fair_retrieval.jsonio.paths import check_listed_name, contained, is_inside
 from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, RECORD_CRC_KEY, Snapshot, record_crc32
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,10 @@ class Publication:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._lock = lock_folder(self.folder)
         try:
+            for name in self._names:
+                check_listed_name(self.record, name)
+                if name.startswith("../"):  # a file of the enclosing folder: this folder must not lead out of it
+                    contained(self.folder.parent, self.folder)
             if self._check is not None:
                 self._check()
             self._finish_interrupted()
@@ -134,8 +139,9 @@ class Publication:
         """
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
-        record = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
-        record[PUBLICATION_KEY] = {"token": self.token, "files": files, RECORD_CRC_KEY: record_crc32(record)}
+        record: dict[str, Any] = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
+        record[PUBLICATION_KEY] = {"token": self.token, "files": files}
+        record[PUBLICATION_KEY][RECORD_CRC_KEY] = record_crc32(record)
         write_json_atomically(self.record, record)
         self._committed = True
         for name, staged in self._staged.items():
@@ -147,17 +153,22 @@ class Publication:
             sync_folder(folder)
 
     def _finish_interrupted(self) -> None:
-        """Rename into place the files of a committed publication whose writer was killed before it did."""
+        """Rename into place the files of a committed publication whose writer was killed before it did.
+
+        Only the files of the format (`names`) are renamed, whatever else a (crafted) record lists, and only inside
+        the folder: a record cannot make a save write anywhere else.
+        """
         try:
             snapshot = Snapshot.read(self.record)
         except (OSError, ValueError):
             return  # no record yet, or one that this save replaces anyway
-        block = snapshot.value.get(PUBLICATION_KEY)
-        if block is None:
-            return
-        for name in block["files"]:
-            staged = temporary_path(self.folder / name, block["token"])
-            if staged.exists():
+        for name in snapshot.files:
+            if name not in self._names or name == self.record.name:
+                continue
+            staged = temporary_path(self.folder / name, snapshot.token)
+            if not is_inside(snapshot.root(name), staged) or not is_inside(snapshot.root(name), self.folder / name):
+                continue
+            if staged.is_file() and not staged.is_symlink():
                 logger.info("Finishing the interrupted save of %s: moving %s into place.", self.record, staged)
                 _move_into_place(staged, self.folder / name)
 

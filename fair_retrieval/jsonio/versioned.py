@@ -111,3 +111,5 @@ def parse_json(path: Path, raw: bytes, remedy: str) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         problem = "it is empty" if not raw.strip() else f"it is not valid JSON ({error})"
         raise DamagedFileError(path, problem, remedy) from None
+    except RecursionError:  # nesting deeper than Python's parser takes: never written by a save
+        raise DamagedFileError(path, "its JSON is nested too deep to read (crafted or corrupted)", remedy) from None

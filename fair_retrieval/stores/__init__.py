@@ -42,12 +42,12 @@ The modules, with the names exported from each:
 
 Defined elsewhere in fair_retrieval and re-exported here because every store builder needs them: `embedder_identity`
 and `check_identity` (`fair_retrieval.embedding.identity`), `json_bytes`, `parse_versioned_json`, `DamagedFileError`
-and `StoreConflictError` (`fair_retrieval.jsonio`), `check_store_entries` and `ensure_text_list`
-(`fair_retrieval.inputs`), `positive_int` (`fair_retrieval.validate`).
+and `StoreConflictError` (`fair_retrieval.jsonio`), `check_store_entries`, `check_query` (a query checked like a
+document) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int` (`fair_retrieval.validate`).
 """
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
-from fair_retrieval.inputs import check_store_entries, ensure_text_list
+from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.arguments import checked_entries, id_strings, new_ids, preview, repeated
 from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
@@ -99,6 +99,7 @@ __all__ = [
     "WindowEmbedder",
     "WrappedStore",
     "check_identity",
+    "check_query",
     "check_store_entries",
     "checked_entries",
     "checked_windows",

@@ -12,8 +12,17 @@ folder run one after the other and never touch each other's temporary files. A s
 was loaded from (`StoreGeneration`: the size and CRC-32 of its store file), and a save over a store file that
 another writer replaced meanwhile is refused with `StoreConflictError` (reload, redo the change, save again).
 
-Damage: the store file saved with an index is checked against the size and CRC-32 the index folder's record
-keeps for it; a mismatch is a `DamagedFileError` (`read_companion`).
+A store built in memory (no generation) is never saved silently over a store file that is there: that save is
+refused with `StoreConflictError` unless the caller asks to replace it (`overwrite=True`), so two writers that both
+start from an empty folder (load if there is a store, else build one; add; save; retry on the error) keep every
+save. Generations and locks key on the resolved folder (`jsonio.paths.folder_key`), so a save through a symbolic
+link to the folder is checked like one through its real path.
+
+Damage and crafted folders: every store has a commit record (the index folder's index.json, also for a store
+without vectors), which is always verified; the store file is checked against the size and CRC-32 it keeps for it
+(`read_companion`); a store file without a record, a record that does not list it, an index folder that leads out
+of the store's folder (a symbolic link), a store file that is a link or a FIFO: all are refused with a
+`DamagedFileError` that names the file.
 """
 
 from __future__ import annotations
@@ -26,8 +35,11 @@ from typing import TypeVar
 
 from fair_retrieval.index import INDEX_FILE, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import META_FILE as INDEX_RECORD
+from fair_retrieval.index.persistence import FORMAT_NAME as INDEX_FORMAT
+from fair_retrieval.index.persistence import FORMAT_VERSION as INDEX_VERSION
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
+    DamagedFileError,
     Publication,
     Snapshot,
     StoreConflictError,
@@ -37,9 +49,18 @@ from fair_retrieval.jsonio import (
     lock_folder,
     read_companion,
     retry_while_changing,
-    write_atomically,
     write_temporary,
 )
+from fair_retrieval.jsonio.generation import refuse_replacing
+from fair_retrieval.jsonio.paths import contained, folder_key, open_regular
+
+_REMEDY = (
+    "Rebuild the store and save it again, or restore the folder from a backup; edit a store through its API, not by "
+    "hand."
+)
+_RECORD_REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
+MAX_UNRECORDED_BYTES = 1 << 30
+"""The most bytes read of a store file that no record sizes (only to tell its generation before a save)."""
 
 __all__ = ["StoreConflictError", "StoreGeneration", "load_store_file", "save_store_file", "store_generation"]
 
@@ -60,7 +81,12 @@ class StoreGeneration:
 
 def store_generation(store_file: Path, raw: bytes) -> StoreGeneration:
     """The generation of a store loaded from the bytes `raw` of `store_file` (call it in the loader's restore)."""
-    return StoreGeneration(os.path.abspath(store_file), fingerprint(raw))
+    return StoreGeneration(_file_key(store_file), fingerprint(raw))
+
+
+def _file_key(store_file: Path) -> str:
+    """The key of a store file: its name in its resolved folder (an alias of the folder is the same folder)."""
+    return os.path.join(folder_key(Path(store_file).parent), Path(store_file).name)
 
 
 T = TypeVar("T")
@@ -73,6 +99,7 @@ def save_store_file(
     index_folder: Path,
     *,
     base: StoreGeneration | None = None,
+    overwrite: bool = False,
 ) -> StoreGeneration:
     """Write `data` to `store_file` and `index` to `index_folder`, in one commit.
 
@@ -88,21 +115,32 @@ def save_store_file(
         index: the store's index, or None when it has none yet.
         index_folder: the folder of the index, next to `store_file`.
         base: the generation the store was loaded from (or last saved as); when it names `store_file`, a store
-            file that another writer replaced since is not overwritten. None (a store built in memory) replaces
-            whatever is there.
+            file that another writer replaced since is not overwritten. None (a store built in memory), or the
+            generation of another store file: a store file already there is not replaced unless `overwrite`.
+        overwrite: replace a store file already there that this store was not loaded from (the caller's
+            documented `overwrite=True`).
 
     Returns:
         The generation this save wrote, to pass as `base` to the store's next save.
 
     Raises:
-        StoreConflictError: (a ValueError) another writer saved `store_file` after `base`; nothing was written.
+        StoreConflictError: (a ValueError) another writer saved `store_file` after `base`, or a store built in
+            memory would replace one that is there; nothing was written.
+        DamagedFileError: (a ValueError) the index folder leads out of the store's folder (a symbolic link).
     """
     lock = lock_folder(store_file.parent)
     try:
-        if base is not None and base.store_file == os.path.abspath(store_file):
-            current = _current_fingerprint(store_file, index_folder)
+        contained(store_file.parent, index_folder, remedy=_REMEDY)
+        if (index_folder.exists() or index_folder.is_symlink()) and not index_folder.is_dir():
+            raise DamagedFileError(index_folder, "it is not a folder (a file, or a link to one or to nothing)", _REMEDY)
+        if store_file.is_dir() and not store_file.is_symlink():
+            raise DamagedFileError(store_file, "it is a folder, not a store file", _REMEDY)
+        current = _current_fingerprint(store_file, index_folder)
+        if base is not None and base.store_file == _file_key(store_file):
             if current is not None and current != base.fingerprint:
                 raise StoreConflictError(store_file, "store")
+        elif current is not None and not overwrite:
+            raise refuse_replacing(store_file, "store", "overwrite=True")
         _save_locked(store_file, data, index, index_folder)
     finally:
         if lock is not None:
@@ -121,23 +159,21 @@ def _save_locked(
             index.save(index_folder, companions={companion: staged})
         finally:
             staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
-    elif (index_folder / INDEX_RECORD).is_file():  # a store without an index replacing one with an index
-        previous = index_record(index_folder / INDEX_RECORD)  # None when unreadable: this commit replaces it
+    else:  # a store without vectors: its record commits the store file alone (and drops an earlier index)
         with Publication(index_folder / INDEX_RECORD, [companion, INDEX_FILE]) as publication:
             publication.stage(companion).write_bytes(data)  # fsynced by the commit
-            value = previous.value if previous is not None else {}
-            publication.commit({**value, "count": 0}, remove=[INDEX_FILE])
-    else:
-        write_atomically(store_file, data)
+            publication.commit({"format": INDEX_FORMAT, "version": INDEX_VERSION, "count": 0}, remove=[INDEX_FILE])
 
 
 def _current_fingerprint(store_file: Path, index_folder: Path) -> str | None:
-    """The fingerprint of the store file as a load would read it now; None when there is none."""
+    """The fingerprint of the store file as a load would read it now; None when there is none ("unreadable" for
+    one a load would refuse)."""
     record = index_record(index_folder / INDEX_RECORD)
     try:
         raw = read_companion(store_file, record)
         if raw is None:
-            raw = store_file.read_bytes()
+            with open_regular(store_file, store_file.parent, max_bytes=MAX_UNRECORDED_BYTES) as handle:
+                raw = handle.read()
     except FileNotFoundError:
         return None
     except (OSError, ValueError, ChangedWhileReadingError):
@@ -164,23 +200,62 @@ def load_store_file(store_file: Path, index_folder: Path, restore: Callable[[byt
 
 def _load_once(store_file: Path, index_folder: Path, restore: Callable[[bytes], T], missing: str) -> T:
     """One consistent read; ChangedWhileReadingError when a save replaced the files meanwhile."""
-    record = index_record(index_folder / INDEX_RECORD)
+    record = _store_record(store_file, index_folder, missing, restore)
     try:
-        store = restore(_read_store_file(store_file, record, missing))
+        store = restore(_read_store_file(store_file, record))
     except (OSError, ValueError) as error:
-        if record is not None and not record.is_current():
+        if not record.is_current():
             raise ChangedWhileReadingError from error
         raise
-    if record is not None and not record.is_current():  # the index may come from a later save
+    if not record.is_current():  # the index may come from a later save
         raise ChangedWhileReadingError
     return store
 
 
-def _read_store_file(store_file: Path, record: Snapshot | None, missing: str) -> bytes:
-    """The bytes of the store file saved with the index (`read_companion`), or of `store_file` when none was."""
-    raw = read_companion(store_file, record)
-    if raw is not None:
-        return raw
-    if not store_file.is_file():
+def _store_record(store_file: Path, index_folder: Path, missing: str, restore: Callable[[bytes], T]) -> Snapshot:
+    """The commit record of a store (its index folder's index.json), verified.
+
+    Raises:
+        FileNotFoundError: no store there (`missing`).
+        DamagedFileError: (a ValueError) the index folder leads out of the store's folder, the record is missing
+            beside a store file, or it is damaged; the message names the file.
+        ValueError: what `restore` says of a store file without a record (another program's file, a folder of
+            another store format): the cause is named, but nothing unverified is ever returned.
+    """
+    present = store_file.exists() or store_file.is_symlink()
+    if not present and not (index_folder.exists() or index_folder.is_symlink()):
         raise FileNotFoundError(missing)
-    return store_file.read_bytes()
+    contained(store_file.parent, index_folder, remedy=_REMEDY)
+    record_path = index_folder / INDEX_RECORD
+    try:
+        return Snapshot.read(record_path, remedy=_RECORD_REMEDY)
+    except FileNotFoundError:
+        if not present:
+            raise FileNotFoundError(missing) from None
+    with open_regular(store_file, store_file.parent, max_bytes=MAX_UNRECORDED_BYTES, remedy=_REMEDY) as handle:
+        raw = handle.read()
+    restore(raw)  # only to name the cause: a foreign file, or a missing index folder, is refused by it, saying so
+    raise DamagedFileError(
+        record_path,
+        f"it is missing, and it records the size and CRC-32 of {store_file.name}, which cannot be checked without it",
+        _REMEDY,
+    )
+
+
+def _read_store_file(store_file: Path, record: Snapshot) -> bytes:
+    """The bytes of the store file saved with the index (`read_companion`), checked against `record`.
+
+    Raises:
+        DamagedFileError: (a ValueError) the record does not list the store file, or the file differs from it.
+    """
+    raw = read_companion(store_file, record)
+    if raw is None:
+        others = [name for name in record.files if name.startswith("../")]
+        cause = (
+            f"it commits {others[0]}, not {companion_name(store_file)}: the index folder belongs to another store "
+            "(moved or copied here)"
+            if others
+            else f"it commits a bare index, no store file {companion_name(store_file)}"
+        )
+        raise DamagedFileError(record.path, cause, _REMEDY)
+    return raw

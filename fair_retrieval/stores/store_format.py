@@ -91,11 +91,17 @@ class StoreFormat(Generic[R]):
     raw_faiss_message: Callable[[Path], str] | None = None
 
 
-def save_store(store: DocumentStore[R], fmt: StoreFormat[R], store_file: Path, index_folder: Path) -> None:
+def save_store(
+    store: DocumentStore[R], fmt: StoreFormat[R], store_file: Path, index_folder: Path, *, overwrite: bool = False
+) -> None:
     """Write `store` to `store_file` and its index to `index_folder` (beside it), in one commit.
 
+    A store that was not loaded from `store_file` (built in memory) is not saved over a store already there unless
+    `overwrite` is True: a fresh store never silently replaces another writer's saves.
+
     Raises:
-        StoreConflictError: (a ValueError) another writer saved `store_file` after `store` was loaded from it.
+        StoreConflictError: (a ValueError) another writer saved `store_file` after `store` was loaded from it, or
+            a store is there that `store` was not loaded from (and `overwrite` is False).
         ValueError: metadata that stopped being JSON since it was stored.
     """
     has_index = store.index is not None
@@ -115,7 +121,8 @@ def save_store(store: DocumentStore[R], fmt: StoreFormat[R], store_file: Path, i
         fmt.records_key: [fmt.encode(int_id, record) for int_id, record in store.records.records.items()],
     }
     base = store.generation
-    generation = save_store_file(store_file, json_bytes(state, indent=None), store.index, index_folder, base=base)
+    data = json_bytes(state, indent=None)
+    generation = save_store_file(store_file, data, store.index, index_folder, base=base, overwrite=overwrite)
     if base is not None:  # a loaded store keeps track of the file it is saved to
         store.generation = generation
 

@@ -416,8 +416,14 @@ def test_search_loads_manifests_from_before_windows_as_truncating(
     for key in ("long_documents", "window_overlap", "chunking"):
         del manifest[key]
     (old / "manifest.json").write_text(json.dumps(manifest))
-    record = json.loads((old / "index.json").read_text())
-    del record["publication"]  # as written before publications: the files are read unchecked
+    import zlib
+
+    from fair_retrieval.jsonio.snapshot import record_crc32
+
+    record = json.loads((old / "index.json").read_text())  # recorded again, as a save of that manifest would
+    raw = (old / "manifest.json").read_bytes()
+    record["publication"]["files"]["manifest.json"] = {"bytes": len(raw), "crc32": zlib.crc32(raw)}
+    record["publication"]["record_crc32"] = record_crc32(record)
     (old / "index.json").write_text(json.dumps(record))
     options = query_embedder_options(manifest)
     assert (options.long_documents, options.window_overlap, options.calibration) == ("truncate", 0, None)

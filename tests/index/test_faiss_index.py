@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ faiss = pytest.importorskip("faiss")
 
 from fair_retrieval import FaissIndex  # noqa: E402
 from fair_retrieval.index import Kind, Metric, faiss_gpu_count  # noqa: E402
+from fair_retrieval.jsonio.snapshot import record_crc32  # noqa: E402
 
 DIM = 32
 KINDS: dict[str, dict[str, Any]] = {
@@ -245,11 +248,11 @@ def test_load_rejects_inconsistent_folders(data: np.ndarray, tmp_path: Path) -> 
     meta_path.write_text(json.dumps({**meta, "count": 4}))  # the record checks its own content
     with pytest.raises(ValueError, match=r"index\.json is damaged: its content differs from the CRC-32 it records"):
         FaissIndex.load(tmp_path, gpu=False)
-    meta.pop("publication")  # as an earlier release wrote it: the values are checked against index.faiss
-    meta_path.write_text(json.dumps({**meta, "kind": "ivf", "params": {"nlist": 4, "nprobe": 1}}))
+    # a crafted record with a valid CRC-32: its values are still checked against index.faiss
+    meta_path.write_text(json.dumps(sealed({**meta, "kind": "ivf", "params": {"nlist": 4, "nprobe": 1}})))
     with pytest.raises(ValueError, match="does not hold a 'ivf' index"):
         FaissIndex.load(tmp_path, gpu=False)
-    meta_path.write_text(json.dumps({**meta, "dim": DIM + 1}))
+    meta_path.write_text(json.dumps(sealed({**meta, "dim": DIM + 1})))
     with pytest.raises(ValueError, match="dim"):
         FaissIndex.load(tmp_path, gpu=False)
     meta_path.write_text(json.dumps({"hello": 1}))
@@ -538,10 +541,22 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "index_v1"
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_folders_of_format_version_1_still_load(kind: str) -> None:
+def test_folders_without_a_commit_record_are_refused(kind: str) -> None:
+    """The first format version recorded no sizes nor CRC-32s: such a record is refused, never read unchecked."""
+    with pytest.raises(ValueError, match=r"index\.json is damaged: it has no 'publication' entry.*Rebuild the index"):
+        FaissIndex.load(FIXTURES / kind, gpu=False)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_records_of_format_version_1_load_once_verified(kind: str, tmp_path: Path) -> None:
     vectors = np.load(FIXTURES / "vectors.npy")
     expected = json.loads((FIXTURES / "expected_top5.json").read_text())[kind]
-    loaded = FaissIndex.load(FIXTURES / kind, gpu=False)
+    shutil.copytree(FIXTURES / kind, tmp_path / kind)
+    meta = json.loads((tmp_path / kind / "index.json").read_text())
+    raw = (tmp_path / kind / "index.faiss").read_bytes()
+    meta["publication"] = {"token": "0" * 32, "files": {"index.faiss": {"bytes": len(raw), "crc32": zlib.crc32(raw)}}}
+    (tmp_path / kind / "index.json").write_text(json.dumps(sealed(meta)))
+    loaded = FaissIndex.load(tmp_path / kind, gpu=False)
     assert (loaded.dim, loaded.kind, len(loaded)) == (16, kind, 298)
     assert loaded.metric == ("l2" if kind == "ivf" else "ip")
     np.testing.assert_array_equal(loaded.search(vectors[:10], 5)[1], expected)
@@ -557,6 +572,12 @@ def test_folders_of_format_version_1_still_load(kind: str) -> None:
     )
     loaded.add(vectors[:1])
     assert loaded.ids[-1] == 3 * 299 + 5 + 1
+
+
+def sealed(meta: dict) -> dict:
+    """`meta` with its record CRC-32 computed again, as a crafted record would be."""
+    meta["publication"]["record_crc32"] = record_crc32(meta)
+    return meta
 
 
 # ------------------------------------------------------------------------------------------------ id-check cost

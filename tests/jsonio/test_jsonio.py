@@ -2,10 +2,11 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
-from fair_retrieval.jsonio import read_versioned_json, write_atomically, write_json_atomically
+from fair_retrieval.jsonio import DamagedFileError, read_versioned_json, write_atomically, write_json_atomically
 
 
 def test_round_trip_and_no_temporary_left(tmp_path):
@@ -50,3 +51,11 @@ def test_bad_files_are_refused_with_a_reason(tmp_path, content, message):
 def test_missing_file_says_does_not_exist(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_versioned_json(tmp_path / "nope.json", format_name="x", max_version=1)
+
+
+def test_json_nested_deeper_than_the_parser_takes_is_a_damaged_file(tmp_path: Path) -> None:
+    from fair_retrieval.jsonio.versioned import parse_json
+
+    raw = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(DamagedFileError, match=r"store\.json is damaged: its JSON is nested too deep"):
+        parse_json(tmp_path / "store.json", raw, "Rebuild the store.")

@@ -43,10 +43,14 @@ def test_the_store_file_and_the_index_are_published_together(tmp_path: Path) -> 
 def test_a_store_without_an_index_replacing_one_with_an_index(tmp_path: Path) -> None:
     store_file, index_folder = tmp_path / "store.json", tmp_path / "index"
     save_store_file(store_file, b'{"has_index": true, "n": 2}', _index(2), index_folder)
-    save_store_file(store_file, b'{"has_index": false, "n": 0}', None, index_folder)
+    save_store_file(store_file, b'{"has_index": false, "n": 0}', None, index_folder, overwrite=True)
     assert _load(store_file, index_folder) == ({"has_index": False, "n": 0}, 0)
     save_store_file(tmp_path / "alone.json", b'{"has_index": false}', None, tmp_path / "alone")
-    assert not (tmp_path / "alone").exists() and _load(tmp_path / "alone.json", tmp_path / "alone")[1] == 0
+    # a store without vectors has a commit record too (it lists the store file, and no index file)
+    assert json.loads((tmp_path / "alone" / "index.json").read_text())["publication"]["files"].keys() == {
+        "../alone.json"
+    }
+    assert _load(tmp_path / "alone.json", tmp_path / "alone")[1] == 0
 
 
 def test_a_missing_store_file_says_what_writes_one(tmp_path: Path) -> None:
@@ -63,7 +67,7 @@ def test_an_error_during_a_save_is_read_again(tmp_path: Path, monkeypatch: pytes
     def restore(raw: bytes) -> str:
         calls.append(raw)
         if len(calls) == 1:
-            save_store_file(store_file, b'{"has_index": true, "n": 2}', _index(2), index_folder)  # a save meanwhile
+            save_store_file(store_file, b'{"has_index": true, "n": 2}', _index(2), index_folder, overwrite=True)
             raise ValueError("read half of the old files")
         return json.loads(raw)["n"]
 

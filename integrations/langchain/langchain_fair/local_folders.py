@@ -55,20 +55,24 @@ class LocalFolders:
     _store: DocumentStore[StoredDocument]
     _relevance_score_fn: Callable[[float], float] | None
 
-    def save_local(self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME) -> Path:
+    def save_local(
+        self, folder_path: str | os.PathLike[str], index_name: str = DEFAULT_INDEX_NAME, *, overwrite: bool = False
+    ) -> Path:
         """Write the store to `folder_path` (created if needed; returned), no pickle: `index/` and `store.json`, in
         one commit. Another `index_name` than "index" writes `<name>/` and `<name>.store.json` (as langchain-community
-        does), so several stores share a folder.
+        does), so several stores share a folder. A store built in memory (the constructor, `from_texts`) is not saved
+        over a store the folder already holds unless `overwrite=True`.
 
         Raises:
-            StoreConflictError: (a ValueError) another writer saved there after this store was loaded: load it
-                again, redo the change, save again; nothing is written.
+            StoreConflictError: (a ValueError) another writer saved there after this store was loaded (load it
+                again, redo the change, save again), or the folder holds a store this one was not loaded from and
+                `overwrite` is False; nothing is written.
             ValueError: an empty `index_name` or one with a path separator.
         """
         folder = Path(folder_path)
         index_folder, store_file = saved_paths(folder, index_name)
         folder.mkdir(parents=True, exist_ok=True)
-        save_store(self._store, STORE_FORMAT, store_file, index_folder)
+        save_store(self._store, STORE_FORMAT, store_file, index_folder, overwrite=overwrite)
         logger.info("Saved %d documents to %s (index_name=%r)", len(self._store), folder, index_name)
         return folder
 

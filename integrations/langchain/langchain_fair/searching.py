@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, StoreHit, positive_int, store_filter
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, StoreHit, check_query, positive_int, store_filter
 from langchain_fair.local_folders import StoredDocument
 
 __all__ = ["Filter", "StoreSearch"]
@@ -38,7 +38,9 @@ class StoreSearch:
     ) -> list[tuple[Document, float]]:
         """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
         predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
-        return self.similarity_search_with_score_by_vector(self._store.embedder.embed_query(query), k, predicate)
+        return self.similarity_search_with_score_by_vector(
+            self._store.embedder.embed_query(check_query(query)), k, predicate
+        )
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -51,7 +53,7 @@ class StoreSearch:
     ) -> list[Document]:
         """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
         predicate = store_filter(filter)
-        return self.similarity_search_by_vector(self._store.embedder.embed_query(query), k, predicate)
+        return self.similarity_search_by_vector(self._store.embedder.embed_query(check_query(query)), k, predicate)
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -88,7 +90,7 @@ class StoreSearch:
     ) -> list[Document]:
         """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
         predicate = store_filter(filter)
-        embedding = self._store.embedder.embed_query(query)
+        embedding = self._store.embedder.embed_query(check_query(query))
         return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
 
     def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[StoredDocument]]:

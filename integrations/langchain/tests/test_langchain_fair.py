@@ -15,6 +15,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 from pydantic import ValidationError
 
 from fair_retrieval import Calibration, FairEmbedder
+from tests.sealing import seal
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +214,11 @@ def test_load_refuses_foreign_or_inconsistent_folders(minilm: FairEmbedder, tmp_
     with pytest.raises(ValueError, match=r"store\.json is damaged"):  # index.json records its size and CRC-32
         FaissVectorStore.load_local(folder, embeddings, gpu=False)
     record = json.loads((folder / "index" / "index.json").read_text())
-    del record["publication"]  # a record of an earlier release: store.json is not checked, the index is
-    (folder / "index" / "index.json").write_text(json.dumps(record))
-    with pytest.raises(ValueError, match="modified or written partially"):
+    (folder / "index" / "index.json").write_text(json.dumps({k: v for k, v in record.items() if k != "publication"}))
+    with pytest.raises(ValueError, match=r"index\.json is damaged: it has no 'publication' entry"):  # never unchecked
+        FaissVectorStore.load_local(folder, embeddings, gpu=False)
+    seal(folder / "index" / "index.json", ["index.faiss", "../store.json"], record)  # crafted with valid checksums
+    with pytest.raises(ValueError, match="modified or written partially"):  # the content is still checked
         FaissVectorStore.load_local(folder, embeddings, gpu=False)
 
 

@@ -1,6 +1,7 @@
-"""Stores saved by earlier versions of langchain-fair keep loading.
+"""Stores saved by the first format version: refused as they are (their index.json has no checksums, and nothing
+is read unchecked); their content, once committed by a record as today's save writes it, loads.
 
-`fixtures/store_v1_*` were written by the first release of `FaissVectorStore.save_local` (format version 1) with
+`fixtures/store_v1_*` were written by the first version of `FaissVectorStore.save_local` (format version 1) with
 `_build_store` below and the deterministic fake embeddings of langchain-core, so no model is needed. Each test
 builds the same store with today's code and checks that the loaded one holds the same documents, finds the same
 neighbours with the same scores, and keeps working (adds, upserts and deletes after loading).
@@ -9,7 +10,6 @@ neighbours with the same scores, and keeps working (adds, upserts and deletes af
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_fair import FaissVectorStore
+
+from fair_retrieval.jsonio import DamagedFileError
+from tests.sealing import sealed_store_copy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STORES = {
@@ -45,8 +48,9 @@ def _build_store(**options: Any) -> FaissVectorStore:
 @pytest.mark.parametrize("name", sorted(STORES))
 def test_version_1_store_loads_and_matches_a_fresh_build(name: str, tmp_path: Path) -> None:
     fresh = _build_store(**STORES[name])
-    folder = tmp_path / name
-    shutil.copytree(FIXTURES / name, folder)  # the loaded store is changed and could be saved: never in place
+    with pytest.raises(DamagedFileError, match=r"index\.json is damaged: it has no 'publication' entry"):
+        FaissVectorStore.load_local(FIXTURES / name, _embeddings(), gpu=False)
+    folder = sealed_store_copy(FIXTURES / name, tmp_path / name)  # changed and could be saved: never in place
     loaded = FaissVectorStore.load_local(folder, _embeddings(), gpu=False)
 
     assert loaded.ids == fresh.ids == ["a", "d", "b"]
@@ -81,7 +85,10 @@ def test_saved_file_keeps_the_version_1_layout(name: str, tmp_path: Path) -> Non
 
 
 def test_version_1_empty_store_loads(tmp_path: Path) -> None:
-    loaded = FaissVectorStore.load_local(FIXTURES / "store_v1_empty_ip", _embeddings(), gpu=False)
+    with pytest.raises(DamagedFileError, match=r"index\.json is damaged: it is missing"):
+        FaissVectorStore.load_local(FIXTURES / "store_v1_empty_ip", _embeddings(), gpu=False)
+    folder = sealed_store_copy(FIXTURES / "store_v1_empty_ip", tmp_path / "empty")
+    loaded = FaissVectorStore.load_local(folder, _embeddings(), gpu=False)
     assert len(loaded) == 0 and loaded.index is None
     assert loaded.similarity_search("anything") == []
     loaded.add_texts(["First note."], ids=["x"])

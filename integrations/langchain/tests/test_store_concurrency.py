@@ -74,7 +74,10 @@ def test_a_save_over_a_newer_generation_is_refused(tmp_path: Path) -> None:
         second.save_local(folder)
     assert set(contents(folder)) == {"first", "one", "two"}  # nothing was written
     assert isinstance(StoreConflictError(folder, "store"), ValueError)
-    FaissVectorStore.from_texts(["fresh"], embeddings(), ids=["fresh"]).save_local(folder)  # built in memory: replaces
+    fresh = FaissVectorStore.from_texts(["fresh"], embeddings(), ids=["fresh"])
+    with pytest.raises(StoreConflictError, match="already holds a saved store"):  # built in memory: not silently
+        fresh.save_local(folder)
+    fresh.save_local(folder, overwrite=True)  # unless asked to replace it
     assert set(contents(folder)) == {"fresh"}
 
 

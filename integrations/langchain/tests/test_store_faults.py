@@ -59,7 +59,7 @@ def store_version(folder: Path, index_name: str = "index") -> int:
 def save_child(folder: str, version: int, index_name: str, pause_at: int | None, marker: str) -> None:
     store = build_store(version)
     with Interruption(pause_at, Path(marker)).installed():
-        store.save_local(folder, index_name)
+        store.save_local(folder, index_name, overwrite=True)
 
 
 def save_repeatedly(folder: str, stop: str) -> None:
@@ -67,7 +67,7 @@ def save_repeatedly(folder: str, stop: str) -> None:
     versions = [build_store(1), build_store(2)]
     turn = 0
     while not Path(stop).exists():
-        versions[turn % 2].save_local(folder)
+        versions[turn % 2].save_local(folder, overwrite=True)
         turn += 1
     Path(stop).write_text(str(turn))
 
@@ -117,7 +117,7 @@ def test_sigkill_anywhere_in_save_local_leaves_the_old_or_the_new_store(
         assert "killed" in seen[new], seen
 
     folder = tmp_path / "at-1"  # the next save finishes or removes what the killed one left
-    build_store(3).save_local(folder, index_name)
+    build_store(3).save_local(folder, index_name, overwrite=True)
     assert store_version(folder, index_name) == 3
     prefix = "" if index_name == "index" else f"{index_name}."
     assert files_of(folder) == sorted([f"{index_name}/index.faiss", f"{index_name}/index.json", f"{prefix}store.json"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, FakeEmbeddings
 from langchain_fair import FairEmbeddings, FaissVectorStore
 
 from fair_retrieval import Calibration, FairEmbedder
+from tests.sealing import sealed_store_copy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEXTS = ["The ferry leaves at nine.", "The bakery opens at six.", "Trains run hourly."]
@@ -67,8 +67,7 @@ def test_other_embeddings_are_checked_by_class_and_model(tmp_path: Path) -> None
 def test_a_first_release_store_loads_saying_it_cannot_be_checked(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    folder = tmp_path / "old"
-    shutil.copytree(FIXTURES / "store_v1_cosine_flat", folder)
+    folder = sealed_store_copy(FIXTURES / "store_v1_cosine_flat", tmp_path / "old")  # its files committed
     with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.identity"):
         loaded = FaissVectorStore.load_local(folder, FakeEmbeddings(size=8), gpu=False)
     assert len(loaded) == 3

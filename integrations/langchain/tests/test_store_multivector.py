@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
+from tests.sealing import sealed_store_copy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SENTENCES = [
@@ -397,8 +397,7 @@ def test_an_empty_multi_vector_store_saves_and_loads_its_mode(embeddings: FairEm
 
 
 def test_a_store_of_the_first_release_loads_pooled(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    folder = tmp_path / "old"
-    shutil.copytree(FIXTURES / "store_v1_cosine_flat", folder)
+    folder = sealed_store_copy(FIXTURES / "store_v1_cosine_flat", tmp_path / "old")  # its files committed
     embeddings = DeterministicFakeEmbedding(size=8)
     with caplog.at_level(logging.INFO):
         loaded = FaissVectorStore.load_local(folder, embeddings, gpu=False)

@@ -594,7 +594,8 @@ def test_persist_and_load_round_trip(tmp_path: Path, vectors: np.ndarray) -> Non
 
 def test_an_empty_store_round_trips(tmp_path: Path) -> None:
     FairFaissVectorStore(gpu=False, kind="hnsw", M=8).persist(str(tmp_path / "store.json"))
-    assert not (tmp_path / "store.index").exists()
+    record = json.loads((tmp_path / "store.index" / "index.json").read_text())  # its commit record, no index
+    assert list(record["publication"]["files"]) == ["../store.json"]
     loaded = FairFaissVectorStore.from_persist_path(str(tmp_path / "store.json"), gpu=False)
     assert loaded.client is None and loaded.node_ids == []
     loaded.add([TextNode(id_="a", text="a", embedding=[1.0, 0.0])])
@@ -626,7 +627,7 @@ def test_persistence_errors(tmp_path: Path, vectors: np.ndarray) -> None:
     other.persist(str(tmp_path / "b.json"))
     (tmp_path / "a.index" / "index.faiss").replace(tmp_path / "b.index" / "index.faiss")
     (tmp_path / "a.index" / "index.json").replace(tmp_path / "b.index" / "index.json")
-    with pytest.raises(ValueError, match="lists 3 nodes but its index folder holds 5 vectors"):
+    with pytest.raises(ValueError, match=r"index\.json is damaged: it commits \.\./a\.json, not \.\./b\.json"):
         FairFaissVectorStore.from_persist_path(str(tmp_path / "b.json"))
     shutil.rmtree(tmp_path / "a.index")
     with pytest.raises(FileNotFoundError, match="which is missing: copy the whole persist folder"):

@@ -62,7 +62,7 @@ def store_version(folder: Path) -> int:
 def persist_child(folder: str, version: int, pause_at: int | None, marker: str) -> None:
     store = build_store(version)
     with Interruption(pause_at, Path(marker)).installed():
-        store.persist(os.path.join(folder, STORE_FILE))
+        store.persist(os.path.join(folder, STORE_FILE), overwrite=True)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_sigkill_anywhere_in_persist_leaves_the_old_or_the_new_store(forkserver:
     assert "killed" in seen[2], seen  # killed after the commit, among the renames: the new store
 
     folder = tmp_path / "at-1"  # the next persist finishes or removes what the killed one left
-    build_store(3).persist(str(folder / STORE_FILE))
+    build_store(3).persist(str(folder / STORE_FILE), overwrite=True)
     assert store_version(folder) == 3
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert files == sorted(

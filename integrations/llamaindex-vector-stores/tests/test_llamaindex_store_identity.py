@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from llama_index.embeddings.fair import FairEmbedding
 from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.jsonio.snapshot import record_crc32
 
 TEXTS = ["The ferry leaves at nine.", "The bakery opens at six.", "Trains run hourly."]
 
@@ -116,6 +118,8 @@ def test_the_info_line_says_an_earlier_release_only_when_it_was_one(
     del state["embedder"]  # as the first release wrote it
     (folder / "default__vector_store.json").write_text(json.dumps(state))
     record = json.loads((folder / "default__vector_store.index" / "index.json").read_text())
-    del record["publication"]  # and its index folder, before publications
+    raw = (folder / "default__vector_store.json").read_bytes()  # recorded again, as that release's save did
+    record["publication"]["files"]["../default__vector_store.json"] = {"bytes": len(raw), "crc32": zlib.crc32(raw)}
+    record["publication"]["record_crc32"] = record_crc32(record)
     (folder / "default__vector_store.index" / "index.json").write_text(json.dumps(record))
     assert "saved by an earlier release" in info()

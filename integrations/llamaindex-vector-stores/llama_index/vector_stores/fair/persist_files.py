@@ -22,7 +22,14 @@ from llama_index.vector_stores.fair.node_records import StoredNode
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
-from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, read_legacy_folder, save_store
+from fair_retrieval.stores import (
+    DocumentStore,
+    StoreFormat,
+    load_store,
+    read_legacy_folder,
+    save_store,
+    store_generation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,18 +82,22 @@ class PersistFiles:
 
     _store: DocumentStore[StoredNode]
 
-    def persist(self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None) -> None:
+    def persist(
+        self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, *, overwrite: bool = False
+    ) -> None:
         """Write the JSON file at `persist_path` and the index folder beside it (`<name>.index/`) in one commit,
-        no pickle; it records `store_identity`.
+        no pickle; it records `store_identity`. A store built in memory is not persisted over a store that is there
+        unless `overwrite=True` (`StorageContext.persist` passes none: delete the old folder first, or load it).
 
         Raises:
             NotImplementedError: a non-local `fs` (faiss writes local files only).
-            StoreConflictError: (a ValueError) another writer persisted there since this store was loaded.
+            StoreConflictError: (a ValueError) another writer persisted there since this store was loaded, or a
+                store is there that this one was not loaded from (and `overwrite` is False).
         """
         _require_local(fs)
         path = Path(persist_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_store(self._store, STORE_FORMAT, path, _index_folder(path))
+        save_store(self._store, STORE_FORMAT, path, _index_folder(path), overwrite=overwrite)
         logger.info("Persisted %d nodes to %s", len(self._store), path)
 
     @classmethod
@@ -175,6 +186,7 @@ class PersistFiles:
         params: dict[str, Any] = index_params  # the index checks them
         store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, **params)  # type: ignore[call-arg]
         store.add(nodes)
+        store._store.generation = store_generation(raw_path, raw_path.read_bytes())  # persisting over it converts it
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), persist_dir)
         return store  # type: ignore[no-any-return]
 
