@@ -1,9 +1,10 @@
 """The windows a multi-vector store keeps, and the mode a store gets when none is asked for.
 
 A multi-vector store scores a document by its best window, so its windows need not be the embedder's: the window
-study (docs/window_study.md) found windows of half the model's window, cut at the text's own boundaries (whole
-paragraphs, else whole sentences; `window_boundaries="text"`), ahead of every other policy and of each stack's
-small-to-big recipe. So a new multi-vector store asks its embedder for windows of that shape on every call
+study (docs/window_study.md) picked windows cut at the text's own boundaries (whole paragraphs, else whole sentences;
+`window_boundaries="text"`) at two sizes kept together, the model's window and half of it, ahead of every other
+policy and of each stack's small-to-big recipe. So a new multi-vector store asks its embedder for windows of that
+shape on every call
 (`FairEmbedder.embed_document_windows(..., window_tokens=..., window_boundaries=...)`), records it in its file,
 and keeps it when loaded; the pooled vectors an embedder gives anything else are unchanged.
 
@@ -18,6 +19,7 @@ and keeps it when loaded; the pooled vectors an embedder gives anything else are
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +48,9 @@ __all__ = [
     "new_store_mode",
 ]
 
-DEFAULT_WINDOW_SHARES: tuple[float, ...] = (0.5,)
-"""A multi-vector store's windows hold this share of the embedder's window (the window study's pick)."""
+DEFAULT_WINDOW_SHARES: tuple[float, ...] = (1.0, 0.5)
+"""The sizes of a multi-vector store's windows, as shares of the embedder's window (rounded up): the window study
+picked both the whole window and half of it ("multi-scale": a document is found by its best window of either size)."""
 DEFAULT_WINDOW_BOUNDARIES: WindowBoundaries = "text"
 """A multi-vector store's windows are cut at paragraph and sentence ends (the window study's pick)."""
 WINDOW_TOKENS_KEY = "window_tokens"
@@ -140,7 +143,7 @@ def default_windows(embedder: Any) -> StoreWindows:
     fair = _fair_embedder(embedder)
     if fair is None or fair.long_documents != "windows":
         return StoreWindows()
-    sizes = tuple(max(1, int(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
+    sizes = tuple(max(1, math.ceil(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
     return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
 
 

@@ -48,18 +48,24 @@ def test_a_store_over_embeddings_without_windows_is_pooled_and_says_so(caplog: p
         DocumentStore(gpu=False, embedder=PooledOnly(), multivector=True)  # asked for: refused, not downgraded
 
 
-def test_a_new_store_keeps_half_windows_at_the_texts_boundaries(embedder: FairEmbedder) -> None:
+def test_a_new_store_keeps_whole_and_half_windows_at_the_texts_boundaries(embedder: FairEmbedder) -> None:
     store: DocumentStore[str] = DocumentStore(gpu=False, embedder=embedder)
-    half = embedder.window_content_tokens // 2
-    assert store.multivector and store.windows == StoreWindows((half,), DEFAULT_WINDOW_BOUNDARIES)
+    whole, half = embedder.window_content_tokens, 127  # 254 content tokens and half of it
+    assert store.multivector and store.windows == StoreWindows((whole, half), DEFAULT_WINDOW_BOUNDARIES)
     windows = store.embed_windows(TEXTS)
-    expected = FairEmbedder(
-        embedder.model, calibration=None, window_boundaries="text", window_tokens=half
-    ).embed_document_windows(TEXTS)
-    np.testing.assert_array_equal(windows.spans, expected.spans)
-    np.testing.assert_allclose(windows.vectors, expected.vectors, atol=1e-5)
+    by_size = [
+        FairEmbedder(
+            embedder.model, calibration=None, window_boundaries="text", window_tokens=n
+        ).embed_document_windows(TEXTS)
+        for n in (whole, half)
+    ]
+    np.testing.assert_allclose(windows.pooled, by_size[0].pooled, atol=1e-5)
+    for document in range(len(TEXTS)):
+        expected = np.concatenate([w.vectors[w.of(document)] for w in by_size])
+        np.testing.assert_allclose(windows.vectors[windows.of(document)], expected, atol=1e-5)
     identity = store.identity()
-    assert identity is not None and (identity["window_tokens"], identity["window_boundaries"]) == ([half], "text")
+    assert identity is not None
+    assert (identity["window_tokens"], identity["window_boundaries"]) == ([whole, half], "text")
     assert default_windows(FairEmbedder(embedder.model, long_documents="truncate")) == StoreWindows()
 
 
