@@ -385,6 +385,31 @@ def pick(models: dict[str, dict[str, Any]], table: dict[str, Any]) -> tuple[str 
     return best, "both parts" if both else "pooled part only"
 
 
+def readme_table(models: dict[str, dict[str, Any]], default: str) -> str:
+    """The README's first table: per model and run, the anchor, the stack's small-to-big and the default store
+    (`SHIPPED` where it was run, else the rule's pick `default`), with the change vs small-to-big."""
+    lines = [
+        "| model | documents → pipeline | HuggingFaceEmbedding(s) | the stack's small-to-big | our default store | "
+        "Δ vs small-to-big [95 % CI] | vectors per chunk |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model, results in models.items():
+        for key, entry in results.items():
+            runs = entry.get("runs", {})
+            ours = runs.get(SHIPPED) or runs.get(default)
+            if key == "scifact" or ours is None or SMALL_TO_BIG not in runs:
+                continue
+            small = runs[SMALL_TO_BIG]
+            lo, hi = paired_bootstrap(small["per_query"], ours["per_query"], {})["ndcg_delta_ci"]
+            anchor = f"{runs[ANCHOR]['ndcg@10']:.3f}" if ANCHOR in runs else "—"
+            lines.append(
+                f"| {model} | {key} ({entry['questions']} questions) | {anchor} | {small['ndcg@10']:.3f} | "
+                f"**{ours['ndcg@10']:.3f}** | {_delta(small, ours):+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                f"{ours.get('vectors_per_chunk') or 0:.1f} |"
+            )
+    return "\n".join(lines)
+
+
 def report(folders: list[str]) -> str:
     """The markdown tables of every run and the rule's verdict, from the results of `folders` (one per model)."""
     models = {Path(f).name: json.loads((Path(f) / "results.json").read_text()) for f in folders}
@@ -432,7 +457,7 @@ def report(folders: list[str]) -> str:
             f"{'yes' if v['small_to_big_part'] else 'no'} | {v['mean_vs_small_to_big']:+.3f} | "
             f"{v['vectors_per_chunk']:.2f} | {'; '.join(v['fails'][:6])}{' …' if len(v['fails']) > 6 else ''} |"
         )
-    lines += ["", f"Pick: **{best}** ({how})."]
+    lines += ["", f"Pick: **{best}** ({how}).", "", "### README table", "", readme_table(models, best or "")]
     return "\n".join(lines)
 
 
