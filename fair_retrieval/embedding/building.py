@@ -37,7 +37,7 @@ LOADING_KEYWORDS: tuple[str, ...] = (
     "revision",
     "token",
     "local_files_only",
-    "tokenizer_kwargs",
+    "processor_kwargs",
     "config_kwargs",
     "prompts",
     "default_prompt_name",

@@ -67,13 +67,15 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model_name_or_path": (lambda value: value is None, "pass the model as model="),
     "normalize_embeddings": (
         lambda value: value is True,
-        "vectors are always L2-normalised here (calibration and the pooling of windows are defined for them), so "
-        "only True can be honoured; drop normalize_embeddings",
+        "vectors are always L2-normalised here (calibration and the pooling of windows are defined for them), and "
+        "this model's own vectors are not; drop normalize_embeddings (a model that "
+        "ends in a Normalize module, as all-MiniLM-L6-v2 does, takes False: its vectors are the same either way)",
     ),
     "normalize": (
         lambda value: value is True,
-        "vectors are always L2-normalised here (calibration and the pooling of windows are defined for them), so "
-        "only True can be honoured; drop normalize",
+        "vectors are always L2-normalised here (calibration and the pooling of windows are defined for them), and "
+        "this model's own vectors are not; drop normalize (a model that ends in a "
+        "Normalize module, as all-MiniLM-L6-v2 does, takes False: its vectors are the same either way)",
     ),
     "precision": (
         lambda value: value in (None, "float32"),
@@ -235,6 +237,8 @@ class KeywordReader:
                     self.set(f"{task}_{name}", value, label)
             elif name in ("batch_size", "show_progress_bar", "device"):
                 self.set(name, value, label)
+            elif name == "normalize_embeddings" and value is False:
+                self.set("normalize_embeddings", False, label)  # checked against the model once it is loaded
             else:
                 check_refused(self.owner, name, value, f"{source}: ")
 
@@ -249,6 +253,8 @@ class AdapterSettings:
         prompts: the query and document prompts to set ({"query": …, "document": …}), or None.
         prompt_names: which of the model's prompts are the query and document prompts, by name.
         loading: sentence-transformers loading keywords (`LOADING_KEYWORDS`).
+        normalize: False when unnormalised vectors were asked for (normalize=False, normalize_embeddings=False):
+            taken only for a model whose vectors are normalised anyway (it ends in a Normalize module).
     """
 
     options: EmbedderOptions
@@ -256,6 +262,7 @@ class AdapterSettings:
     prompts: dict[str, str] | None
     prompt_names: dict[str, str]
     loading: dict[str, Any]
+    normalize: bool = True
 
     @classmethod
     def of(cls, settings: Mapping[str, Any]) -> AdapterSettings:
@@ -286,7 +293,10 @@ class AdapterSettings:
         loading = {name: value for name, value in settings.items() if name in LOADING_KEYWORDS and value is not None}
         if isinstance(loading.get("cache_folder"), os.PathLike):
             loading["cache_folder"] = os.fspath(loading["cache_folder"])
-        return cls(EmbedderOptions(**options), frozenset(options), prompts or None, prompt_names, loading)
+        normalize = settings.get("normalize_embeddings", True)
+        if not isinstance(normalize, bool):
+            raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}.")
+        return cls(EmbedderOptions(**options), frozenset(options), prompts or None, prompt_names, loading, normalize)
 
     def embedder(self, owner: str, model: str | os.PathLike[str] | None, embedder: FairEmbedder | None) -> FairEmbedder:
         """The adapter's embedder: `model` loaded with these settings, or `embedder` shared, with the calibration
@@ -305,6 +315,9 @@ class AdapterSettings:
             loading=self.loading,
             prompt_names=self.prompt_names,
         )
+        if not self.normalize and not any(type(module).__name__ == "Normalize" for module in built.model):
+            source = "normalize_embeddings" if owner == "FairEmbeddings" else "normalize"
+            raise ValueError(f"{owner}: {source}=False cannot be honoured: {REFUSED[source][1]}.")
         if embedder is not None and "calibration" in self.given:
             return with_calibration(built, self.options.calibration)
         return built

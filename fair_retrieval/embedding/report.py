@@ -2,17 +2,23 @@
 
 `EmbeddingReport` says what one `embed_documents` call did to its documents (windowed, truncated, calibrated), and
 the functions below write the one INFO line per call and the warnings a user must see: truncated queries, truncated
-documents, and a calibration that changed nothing. Every line goes to the `fair_retrieval.embedding.embedder` logger,
-the name users configure for what the embedder says.
+documents, and a calibration that changed nothing. A caller that embeds in batches (LlamaIndex's
+`get_text_embedding_batch` calls the embedder once per `embed_batch_size` texts) wraps its call in
+`one_summary()`: the per-batch lines become DEBUG, and one INFO line sums them up. Every line goes to the
+`fair_retrieval.embedding.embedder` logger, the name users configure for what the embedder says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from fair_retrieval.embedding.options import active_calibration
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments
 from fair_retrieval.engine.calibration import Calibration
 
@@ -22,6 +28,7 @@ logger = logging.getLogger("fair_retrieval.embedding.embedder")
 __all__ = [
     "EmbeddingReport",
     "log_documents_call",
+    "one_summary",
     "warn_if_never_calibrated",
     "warn_truncated_queries",
 ]
@@ -67,6 +74,11 @@ class EmbeddingReport:
             cut_tokens=sum(plan.cut_tokens),
         )
 
+    @classmethod
+    def total(cls, reports: Sequence[EmbeddingReport]) -> EmbeddingReport:
+        """The report of several calls together (every count summed)."""
+        return cls(**{f.name: sum(getattr(report, f.name) for report in reports) for f in fields(cls)})
+
     def summary(self) -> str:
         """One line for a user: how many documents were windowed, truncated and calibrated."""
         parts = [f"{self.documents} document{'s' if self.documents != 1 else ''}"]
@@ -77,6 +89,35 @@ class EmbeddingReport:
             parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
         parts.append(f"{self.calibrated} calibrated")
         return ", ".join(parts)
+
+
+# The reports of the calls inside `one_summary()`, or None outside it.
+_BATCHES: ContextVar[list[EmbeddingReport] | None] = ContextVar("fair_retrieval_embedding_batches", default=None)
+
+
+@contextlib.contextmanager
+def one_summary() -> Iterator[list[EmbeddingReport]]:
+    """Within this context, each `embed_documents` call logs its line at DEBUG, and leaving it logs one INFO line
+    for all of them. Why: a framework that embeds one batch per call would otherwise log one INFO line per batch.
+
+    Threads started with `asyncio.to_thread` inside the context share it (it is a context variable).
+
+    Yields:
+        The reports of the calls made so far.
+    """
+    outer = _BATCHES.get()
+    if outer is not None:  # nested: the outer context gives the summary
+        yield outer
+        return
+    reports: list[EmbeddingReport] = []
+    token = _BATCHES.set(reports)
+    try:
+        yield reports
+    finally:
+        _BATCHES.reset(token)
+    if reports:
+        batches = f" in {len(reports)} batches" if len(reports) > 1 else ""
+        logger.info("Embedded %s%s.", EmbeddingReport.total(reports).summary(), batches)
 
 
 def warn_truncated_queries(lengths: list[int], max_length: int) -> None:
@@ -118,7 +159,12 @@ def log_documents_call(
     Returns:
         True if the "nothing was calibrated" warning was shown now.
     """
-    logger.info("Embedded %s.", report.summary())
+    batches = _BATCHES.get()
+    if batches is None:
+        logger.info("Embedded %s.", report.summary())
+    else:
+        batches.append(report)
+        logger.debug("Embedded %s (one batch).", report.summary())
     if report.truncated:
         logger.warning(
             "%d of %d documents exceed max_length=%d tokens (longest: %d tokens) and were truncated; "
@@ -161,11 +207,8 @@ def warn_if_never_calibrated(
     Returns:
         True if the warning was shown (the per-call "nothing was calibrated" warning would only repeat it).
     """
-    if not (
-        calibration is not None
-        and calibration.strength > 0.0
-        and window_content_tokens < calibration.min_content_tokens
-    ):
+    calibration = active_calibration(calibration)
+    if calibration is None or window_content_tokens >= calibration.min_content_tokens:
         return False
     logger.warning(
         "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "

@@ -100,9 +100,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     )
     model_kwargs: dict[str, Any] | None = Field(
         default=None,
-        description="`SentenceTransformer` keywords, as in HuggingFaceEmbeddings (device, prompts, revision, token, "
-        "cache_folder, …); any other key is a keyword for the transformers model: "
-        + option_doc("model_kwargs", loading_note=True),
+        description=option_doc("model_kwargs", loading_note=True)
+        + " As in HuggingFaceEmbeddings, the `SentenceTransformer` keywords among them (device, prompts, revision, "
+        "token, cache_folder, …) are read as sentence-transformers reads them.",
     )
     # HuggingFaceEmbeddings' keywords (docs/guides/langchain.md).
     encode_kwargs: dict[str, Any] = Field(

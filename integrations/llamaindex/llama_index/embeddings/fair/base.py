@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.node_parser import SentenceSplitter
 
@@ -42,6 +42,7 @@ from fair_retrieval import (
 )
 from fair_retrieval.embedding.building import with_calibration
 from fair_retrieval.embedding.keywords import ST_KEYWORDS, AdapterSettings, KeywordReader, check_refused, refuse_unknown
+from fair_retrieval.embedding.report import one_summary
 from fair_retrieval.stores import WindowCache
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ class FairEmbedding(BaseEmbedding):
             only).
         text_instruction: text put before every node (before every window of a long one): the model's "document"
             prompt. None keeps the model's own; "" means none (loading only).
-        normalize: as in `HuggingFaceEmbedding`; vectors are always L2-normalised here, so only True is accepted.
+        normalize: as in `HuggingFaceEmbedding`; vectors are always L2-normalised here, so False is only taken for a
+            model whose vectors are normalised anyway (one that ends in a Normalize module, as all-MiniLM-L6-v2).
         cache_folder: where sentence-transformers downloads the model to, as in `HuggingFaceEmbedding` (None: the
             Hugging Face cache).
         trust_remote_code: as in `HuggingFaceEmbedding`; only False, because calibration needs a model whose
@@ -124,6 +126,7 @@ class FairEmbedding(BaseEmbedding):
 
     _embedder: FairEmbedder = PrivateAttr()
     _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
+    _recipe: tuple[str | None, dict[str, Any]] = PrivateAttr()  # (model, settings): what a pickled copy loads
 
     def __init__(
         self,
@@ -160,10 +163,11 @@ class FairEmbedding(BaseEmbedding):
         # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
         if embed_batch_size is not INSTANCE_DEFAULT and embedder is None:
             reader.set("batch_size", embed_batch_size, "embed_batch_size")
-        for name, value in (("normalize", normalize), ("trust_remote_code", trust_remote_code)):
+        checked = (("trust_remote_code", trust_remote_code), ("parallel_process", parallel_process))
+        for name, value in (*checked, ("target_devices", target_devices)):
             check_refused("FairEmbedding", name, value)
-        for name, value in (("parallel_process", parallel_process), ("target_devices", target_devices)):
-            check_refused("FairEmbedding", name, value)
+        if normalize is not True:  # taken for a model whose vectors are normalised anyway (checked once loaded)
+            reader.set("normalize_embeddings", normalize, "normalize")
         reader.set("cache_folder", cache_folder, "cache_folder")
         _read_instructions(reader, query_instruction, text_instruction, embedder)
         model = _model_argument(model, base.pop("model_name", None))
@@ -189,6 +193,7 @@ class FairEmbedding(BaseEmbedding):
             fields["callback_manager"] = callback_manager
         super().__init__(**fields, **base)
         self._embedder = embedder
+        self._recipe = _recipe(model, reader.given, embedder)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
@@ -228,6 +233,35 @@ class FairEmbedding(BaseEmbedding):
             tokenizer=lambda text: tokenizer.encode(text, add_special_tokens=False, verbose=False),
             **kwargs,
         )
+
+    def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
+        """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
+        line for the whole call instead of one per batch (those are DEBUG)."""
+        with one_summary():
+            return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        """`get_text_embedding_batch` for async callers, with its one log line per call."""
+        with one_summary():
+            return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """The state to pickle (worker pools: `IngestionPipeline(num_workers=N)`), without the loaded model: the
+        unpickled copy loads it again from its recipe, so nothing is dropped with a warning."""
+        state = BaseModel.__getstate__(self)
+        private = dict(state.get("__pydantic_private__") or {})
+        private.pop("_embedder", None)
+        private.pop("_windows", None)
+        return {**state, "__pydantic_private__": private}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore a pickled FairEmbedding: load its model again from the recipe it was built with."""
+        BaseModel.__setstate__(self, state)
+        model, given = self._recipe
+        self._embedder = AdapterSettings.of(given).embedder("FairEmbedding", model, None)
+        self._windows = WindowCache()
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -305,6 +339,26 @@ def _read_instructions(
         reader.set("query_prompt", query_instruction, "query_instruction")
     if text_instruction is not None:
         reader.set("document_prompt", text_instruction, "text_instruction")
+
+
+def _recipe(model: str | None, given: dict[str, Any], embedder: FairEmbedder) -> tuple[str | None, dict[str, Any]]:
+    """What a pickled copy loads: the model and settings given, or, for a shared embedder, its model by name with
+    its settings (calibration, window, pooling, prompts, device)."""
+    if model is not None:
+        return str(model), dict(given)
+    identity = embedder.identity()
+    settings = {
+        "calibration": embedder.calibration,
+        "pooling": embedder.pooling,
+        "max_length": embedder.max_length,
+        "batch_size": embedder.batch_size,
+        "long_documents": embedder.long_documents,
+        "window_overlap": embedder.window_overlap,
+        "device": str(embedder.device),
+        "query_prompt": identity["query_prompt"],
+        "document_prompt": identity["document_prompt"],
+    }
+    return embedder.model_name, settings
 
 
 def _model_argument(model: str | None, model_name: str | None) -> str | None:
