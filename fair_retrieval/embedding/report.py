@@ -30,6 +30,7 @@ __all__ = [
     "log_documents_call",
     "one_summary",
     "warn_if_never_calibrated",
+    "warn_long_texts",
     "warn_truncated_queries",
 ]
 
@@ -118,6 +119,36 @@ def one_summary() -> Iterator[list[EmbeddingReport]]:
     if reports:
         batches = f" in {len(reports)} batches" if len(reports) > 1 else ""
         logger.info("Embedded %s%s.", EmbeddingReport.total(reports).summary(), batches)
+
+
+LONG_TEXT_CHARACTERS = 200_000
+"""A text longer than this (about 50,000 tokens, a short book) is announced with a warning before it is embedded:
+it becomes hundreds of windows, each a forward pass (`warn_long_texts`)."""
+
+
+def warn_long_texts(texts: Sequence[str], window_content_tokens: int, batch_size: int) -> None:
+    """Warn, before the work starts, about texts longer than `LONG_TEXT_CHARACTERS`, with what they will cost.
+
+    The cost is estimated from characters (about 4 per token in English), so that announcing it costs nothing:
+    windows of `window_content_tokens` tokens, and forward passes of `batch_size` windows.
+    """
+    long = [len(text) for text in texts if len(text) > LONG_TEXT_CHARACTERS]
+    if not long:
+        return
+    windows = sum(max(1, -(-characters // (4 * max(1, window_content_tokens)))) for characters in long)
+    logger.warning(
+        "%d text%s longer than %d characters (longest: %d) will be embedded as about %d windows of %d tokens, "
+        "about %d forward passes of %d windows; show_progress_bar=True shows the progress. Split such texts into "
+        "chunks first if they should be found by their parts.",
+        len(long),
+        "s" if len(long) > 1 else "",
+        LONG_TEXT_CHARACTERS,
+        max(long),
+        windows,
+        window_content_tokens,
+        -(-windows // max(1, batch_size)),
+        batch_size,
+    )
 
 
 def warn_truncated_queries(lengths: list[int], max_length: int) -> None:

@@ -38,6 +38,7 @@ from fair_retrieval import (
 )
 from fair_retrieval.embedding.building import with_calibration
 from fair_retrieval.embedding.keywords import AdapterSettings, KeywordReader, check_refused, refuse_unknown
+from fair_retrieval.embedding.report import warn_long_texts
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
@@ -201,6 +202,7 @@ class FairEmbeddings(BaseModel, Embeddings):
         Raises:
             TypeError: if `texts` is a single string or holds a non-string (the message gives its index).
         """
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         vectors = self._embedder.embed_documents(texts, show_progress_bar=self.show_progress_bar)
         return vectors.tolist()  # type: ignore[no-any-return]
 

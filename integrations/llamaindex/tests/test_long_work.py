@@ -43,3 +43,15 @@ def test_a_shared_embedder_pickles_with_its_settings(tiny_model: str) -> None:
     plain = FairEmbedding(embedder=shared, calibration=None)
     copy = pickle.loads(pickle.dumps(plain))
     assert copy.embedder.identity() == plain.embedder.identity()
+
+
+def test_a_very_long_text_is_announced_with_its_cost(tiny_model: str, caplog: pytest.LogCaptureFixture) -> None:
+    from fair_retrieval.embedding.report import LONG_TEXT_CHARACTERS
+
+    embed_model = FairEmbedding(tiny_model, max_length=64, calibration=None, embed_batch_size=64)
+    book = "word " * (LONG_TEXT_CHARACTERS // 5 + 1)
+    with caplog.at_level(logging.WARNING, logger="fair_retrieval.embedding.embedder"):
+        embed_model.get_text_embedding_batch(["short", book])
+    (warning,) = [r.getMessage() for r in caplog.records if "will be embedded as about" in r.getMessage()]
+    assert f"1 text longer than {LONG_TEXT_CHARACTERS} characters" in warning
+    assert "forward passes" in warning

@@ -42,7 +42,7 @@ from fair_retrieval import (
 )
 from fair_retrieval.embedding.building import with_calibration
 from fair_retrieval.embedding.keywords import ST_KEYWORDS, AdapterSettings, KeywordReader, check_refused, refuse_unknown
-from fair_retrieval.embedding.report import one_summary
+from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.stores import WindowCache
 
 logger = logging.getLogger(__name__)
@@ -79,8 +79,9 @@ class FairEmbedding(BaseEmbedding):
             Hugging Face cache).
         trust_remote_code: as in `HuggingFaceEmbedding`; only False, because calibration needs a model whose
             attention runs through transformers' own code.
-        parallel_process, target_devices: as in `HuggingFaceEmbedding`; only False / None (calibration runs in
-            this process's model: use `IngestionPipeline(num_workers=N)`, which pickles this class, instead).
+        parallel_process: as in `HuggingFaceEmbedding`; only False (calibration runs in this process's model: use
+            `IngestionPipeline(num_workers=N)`, which pickles this class, instead).
+        target_devices: as in `HuggingFaceEmbedding`; only None (see parallel_process).
         callback_manager: LlamaIndex callback manager.
         **kwargs: other `BaseEmbedding` fields (model_name, what `to_dict()` calls the model; num_workers;
             embeddings_cache), and the `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on (revision,
@@ -237,6 +238,7 @@ class FairEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
         line for the whole call instead of one per batch (those are DEBUG)."""
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         with one_summary():
             return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
@@ -244,6 +246,7 @@ class FairEmbedding(BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """`get_text_embedding_batch` for async callers, with its one log line per call."""
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         with one_summary():
             return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
