@@ -44,15 +44,15 @@ __all__ = [
 
 
 class _Default:
-    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
+    """Marker for an argument not given (None already means something: 'plain', 'the model's')."""
 
     def __repr__(self) -> str:
         return "<instance default>"
 
 
 INSTANCE_DEFAULT: Any = _Default()
-"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it, and
-`EmbedderOptions.from_arguments` the option's default."""
+"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it,
+`EmbedderOptions.from_arguments` the option's default, and `FairEmbedding` counts the option as not given."""
 
 PROMPT_NAMES: tuple[str, ...] = ("query", "document")
 """The prompts `build_embedder` can set: the text before every query, and before every document (window)."""

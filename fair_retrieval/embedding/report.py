@@ -132,7 +132,9 @@ def warn_long_texts(texts: Sequence[str], window_content_tokens: int, batch_size
     The cost is estimated from characters (about 4 per token in English), so that announcing it costs nothing:
     windows of `window_content_tokens` tokens, and forward passes of `batch_size` windows.
     """
-    long = [len(text) for text in texts if len(text) > LONG_TEXT_CHARACTERS]
+    if isinstance(texts, str):
+        return  # refused by the embedder, with its message
+    long = [len(text) for text in texts if isinstance(text, str) and len(text) > LONG_TEXT_CHARACTERS]
     if not long:
         return
     windows = sum(max(1, -(-characters // (4 * max(1, window_content_tokens)))) for characters in long)

@@ -211,6 +211,7 @@ class FairEmbeddings(BaseModel, Embeddings):
 
         `result.pooled` is what `embed_documents` returns; see `fair_retrieval.FairEmbedder.embed_document_windows`.
         """
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         return self._embedder.embed_document_windows(texts, show_progress_bar=self.show_progress_bar)
 
     def embed_query(self, text: str) -> list[float]:
