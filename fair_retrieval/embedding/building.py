@@ -143,7 +143,9 @@ def with_calibration(embedder: FairEmbedder, calibration: Calibration | None) ->
     """`embedder` with another default calibration, sharing its loaded model, tokenizer and hooks.
 
     Why: an adapter given a ready embedder and its own calibration (a calibrated and a plain object on one model)
-    hands its calibration down once, here, instead of passing it on every call.
+    hands its calibration down once, here, instead of passing it on every call. The view runs the class's
+    methods: one replaced on `embedder` itself (a wrapper around it) is not carried over, since it may use the
+    other calibration.
 
     Raises:
         TypeError: for a calibration that is not a Calibration or None.
@@ -155,6 +157,8 @@ def with_calibration(embedder: FairEmbedder, calibration: Calibration | None) ->
     if calibration is not None:
         calibration.resolve_layers(embedder.num_layers)
     view = copy.copy(embedder)
+    for name in [name for name in vars(view) if callable(getattr(type(view), name, None))]:
+        delattr(view, name)  # a method replaced on the instance may hold the other calibration: run the class's
     view.calibration = calibration
     view.last_report = None
     return view

@@ -24,7 +24,16 @@ from fair_retrieval.embedding.building import LOADING_KEYWORDS, resolve_embedder
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.embedding.options import EmbedderOptions, as_calibration
 
-__all__ = ["ENCODE_KEYWORDS", "REFUSED", "ST_KEYWORDS", "AdapterSettings", "KeywordReader", "closest", "refuse_unknown"]
+__all__ = [
+    "ENCODE_KEYWORDS",
+    "REFUSED",
+    "ST_KEYWORDS",
+    "AdapterSettings",
+    "KeywordReader",
+    "closest",
+    "refuse_unknown",
+    "shared_recipe",
+]
 
 _PARALLEL = (
     "calibration runs inside this process's model (hooks on its attention), so it cannot be spread over a "
@@ -321,3 +330,25 @@ class AdapterSettings:
         if embedder is not None and "calibration" in self.given:
             return with_calibration(built, self.options.calibration)
         return built
+
+
+def shared_recipe(embedder: FairEmbedder) -> tuple[str, dict[str, Any]]:
+    """What a pickled adapter over a shared `embedder` loads instead of it: the model by name and the settings
+    that give the same vectors (calibration, window, pooling, prompts), for `AdapterSettings.of`.
+
+    Why: a loaded model does not pickle (locks, hooks), and a worker process loads its own copy anyway.
+    """
+    identity = embedder.identity()
+    settings = {
+        "calibration": embedder.calibration,
+        "pooling": embedder.pooling,
+        "max_length": embedder.max_length,
+        "batch_size": embedder.batch_size,
+        "long_documents": embedder.long_documents,
+        "window_overlap": embedder.window_overlap,
+        "positional_scaling": embedder.positional_scaling,
+        "device": str(embedder.device),
+        "query_prompt": identity["query_prompt"],
+        "document_prompt": identity["document_prompt"],
+    }
+    return embedder.model_name, settings

@@ -37,7 +37,13 @@ from fair_retrieval import (
     option_doc,
 )
 from fair_retrieval.embedding.building import with_calibration
-from fair_retrieval.embedding.keywords import AdapterSettings, KeywordReader, check_refused, refuse_unknown
+from fair_retrieval.embedding.keywords import (
+    AdapterSettings,
+    KeywordReader,
+    check_refused,
+    refuse_unknown,
+    shared_recipe,
+)
 from fair_retrieval.embedding.report import warn_long_texts
 
 if TYPE_CHECKING:
@@ -156,6 +162,29 @@ class FairEmbeddings(BaseModel, Embeddings):
             value = as_calibration(value)
             self._embedder = with_calibration(self._embedder, value)
         super().__setattr__(name, value)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """The state to pickle (worker pools), without the loaded model: the unpickled copy loads it again."""
+        state = super().__getstate__()
+        private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_embedder"}
+        fields = {**state["__dict__"], "embedder": None}
+        if self.embedder is None:
+            recipe: tuple[str | None, dict[str, Any], bool] = (None, {}, False)
+        else:
+            model, settings = shared_recipe(self._embedder)  # the view: with this object's calibration
+            recipe = (model, settings, True)
+        return {**state, "__dict__": fields, "__pydantic_private__": {**private, "_recipe": recipe}}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore a pickled FairEmbeddings: load its model again (by name, with the settings it was built with)."""
+        private = dict(state.get("__pydantic_private__") or {})
+        model, settings, shared = private.pop("_recipe", (None, {}, False))
+        super().__setstate__({**state, "__pydantic_private__": private})
+        if shared:
+            self._embedder = AdapterSettings.of(settings).embedder("FairEmbeddings", model, None)
+        else:
+            given = {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
+            self._embedder = _settings(given).embedder("FairEmbeddings", self.model, None)
 
     @property
     def fair_embedder(self) -> FairEmbedder:

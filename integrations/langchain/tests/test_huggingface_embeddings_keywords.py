@@ -142,3 +142,17 @@ def _unnormalised_copy(model: str, folder: Path) -> str:
     assert len(kept) < len(modules)
     (copy / "modules.json").write_text(json.dumps(kept))
     return str(copy)
+
+
+def test_pickles_for_worker_pools_loading_the_model_again(tiny_model: str) -> None:
+    import pickle
+
+    from fair_retrieval import Calibration
+
+    loaded = FairEmbeddings(model=tiny_model, max_length=64, calibration=Calibration(strength=0.5, basket_size=4))
+    plain = FairEmbeddings(embedder=loaded.fair_embedder, calibration=None)
+    for embeddings in (loaded, plain):
+        copy = pickle.loads(pickle.dumps(embeddings))
+        assert copy.fair_embedder is not embeddings.fair_embedder
+        assert copy.fair_embedder.identity() == embeddings.fair_embedder.identity()
+        np.testing.assert_allclose(copy.embed_documents(TEXTS), embeddings.embed_documents(TEXTS), atol=1e-6)

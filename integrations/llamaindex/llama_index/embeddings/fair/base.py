@@ -41,7 +41,14 @@ from fair_retrieval import (
     option_doc,
 )
 from fair_retrieval.embedding.building import with_calibration
-from fair_retrieval.embedding.keywords import ST_KEYWORDS, AdapterSettings, KeywordReader, check_refused, refuse_unknown
+from fair_retrieval.embedding.keywords import (
+    ST_KEYWORDS,
+    AdapterSettings,
+    KeywordReader,
+    check_refused,
+    refuse_unknown,
+    shared_recipe,
+)
 from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.stores import WindowCache
 
@@ -194,7 +201,7 @@ class FairEmbedding(BaseEmbedding):
             fields["callback_manager"] = callback_manager
         super().__init__(**fields, **base)
         self._embedder = embedder
-        self._recipe = _recipe(model, reader.given, embedder)
+        self._recipe = (str(model), dict(reader.given)) if model is not None else shared_recipe(embedder)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
@@ -342,26 +349,6 @@ def _read_instructions(
         reader.set("query_prompt", query_instruction, "query_instruction")
     if text_instruction is not None:
         reader.set("document_prompt", text_instruction, "text_instruction")
-
-
-def _recipe(model: str | None, given: dict[str, Any], embedder: FairEmbedder) -> tuple[str | None, dict[str, Any]]:
-    """What a pickled copy loads: the model and settings given, or, for a shared embedder, its model by name with
-    its settings (calibration, window, pooling, prompts, device)."""
-    if model is not None:
-        return str(model), dict(given)
-    identity = embedder.identity()
-    settings = {
-        "calibration": embedder.calibration,
-        "pooling": embedder.pooling,
-        "max_length": embedder.max_length,
-        "batch_size": embedder.batch_size,
-        "long_documents": embedder.long_documents,
-        "window_overlap": embedder.window_overlap,
-        "device": str(embedder.device),
-        "query_prompt": identity["query_prompt"],
-        "document_prompt": identity["document_prompt"],
-    }
-    return embedder.model_name, settings
 
 
 def _model_argument(model: str | None, model_name: str | None) -> str | None:
