@@ -17,11 +17,22 @@ The public names, each defined in one module and re-exported here:
   (an argument left at its default), `as_calibration` (a Calibration from its dict form), `option_doc` (an option's
   documentation, as `EmbedderOptions` declares it: the adapters' field descriptions), `resolve_embedder` (a
   ready `FairEmbedder` or one loaded from a model, never both) and `chunk_plan` (the chunk size and overlap of a
-  text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`.
+  text splitter feeding an embedder). What vector stores share is in `fair_retrieval.stores`. The adapters' keywords
+  (`fair_retrieval.embedding.keywords`): `AdapterSettings`, `KeywordReader`, `ST_KEYWORDS`, `check_refused`,
+  `refuse_unknown` and `shared_recipe`; `with_calibration` (a shared embedder with another calibration);
+  `one_summary` and `warn_long_texts` (one log line per batched call, the long-text warning).
 """
 
-from fair_retrieval.embedding.building import resolve_embedder
+from fair_retrieval.embedding.building import resolve_embedder, with_calibration
 from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.keywords import (
+    ST_KEYWORDS,
+    AdapterSettings,
+    KeywordReader,
+    check_refused,
+    refuse_unknown,
+    shared_recipe,
+)
 from fair_retrieval.embedding.options import (
     DEFAULTS,
     INSTANCE_DEFAULT,
@@ -30,6 +41,7 @@ from fair_retrieval.embedding.options import (
     as_calibration,
     option_doc,
 )
+from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments, chunk_plan
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling, UnsupportedModelError
@@ -40,12 +52,15 @@ from fair_retrieval.version import __version__ as __version__
 __all__ = [
     "DEFAULTS",
     "INSTANCE_DEFAULT",
+    "ST_KEYWORDS",
+    "AdapterSettings",
     "Calibration",
     "DocumentHit",
     "DocumentWindows",
     "EmbedderOptions",
     "FairEmbedder",
     "FaissIndex",
+    "KeywordReader",
     "LongDocuments",
     "MultiVectorIndex",
     "Pooling",
@@ -53,7 +68,13 @@ __all__ = [
     "Precision",
     "UnsupportedModelError",
     "as_calibration",
+    "check_refused",
     "chunk_plan",
+    "one_summary",
     "option_doc",
+    "refuse_unknown",
     "resolve_embedder",
+    "shared_recipe",
+    "warn_long_texts",
+    "with_calibration",
 ]

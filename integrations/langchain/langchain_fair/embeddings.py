@@ -25,26 +25,24 @@ from typing_extensions import Self
 
 from fair_retrieval import (
     DEFAULTS,
+    AdapterSettings,
     Calibration,
     DocumentWindows,
     EmbedderOptions,
     FairEmbedder,
+    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     as_calibration,
+    check_refused,
     chunk_plan,
     option_doc,
-)
-from fair_retrieval.embedding.building import with_calibration
-from fair_retrieval.embedding.keywords import (
-    AdapterSettings,
-    KeywordReader,
-    check_refused,
     refuse_unknown,
     shared_recipe,
+    warn_long_texts,
+    with_calibration,
 )
-from fair_retrieval.embedding.report import warn_long_texts
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter

@@ -30,26 +30,25 @@ from llama_index.core.node_parser import SentenceSplitter
 from fair_retrieval import (
     DEFAULTS,
     INSTANCE_DEFAULT,
+    ST_KEYWORDS,
+    AdapterSettings,
     Calibration,
     DocumentWindows,
     FairEmbedder,
+    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     as_calibration,
-    chunk_plan,
-    option_doc,
-)
-from fair_retrieval.embedding.building import with_calibration
-from fair_retrieval.embedding.keywords import (
-    ST_KEYWORDS,
-    AdapterSettings,
-    KeywordReader,
     check_refused,
+    chunk_plan,
+    one_summary,
+    option_doc,
     refuse_unknown,
     shared_recipe,
+    warn_long_texts,
+    with_calibration,
 )
-from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.stores import WindowCache
 
 logger = logging.getLogger(__name__)
