@@ -19,6 +19,33 @@ What the framework adapters build on is in `fair_retrieval.adapters` (the embedd
 stay importable from here, where earlier releases exported them) and `fair_retrieval.stores` (the vector store).
 """
 
+from fair_retrieval.adapters import (  # the adapters' helpers, importable here as the adapters import them
+    ST_KEYWORDS as ST_KEYWORDS,
+)
+from fair_retrieval.adapters import (
+    AdapterSettings as AdapterSettings,
+)
+from fair_retrieval.adapters import (
+    KeywordReader as KeywordReader,
+)
+from fair_retrieval.adapters import (
+    check_refused as check_refused,
+)
+from fair_retrieval.adapters import (
+    one_summary as one_summary,
+)
+from fair_retrieval.adapters import (
+    refuse_unknown as refuse_unknown,
+)
+from fair_retrieval.adapters import (
+    shared_recipe as shared_recipe,
+)
+from fair_retrieval.adapters import (
+    warn_long_texts as warn_long_texts,
+)
+from fair_retrieval.adapters import (
+    with_calibration as with_calibration,
+)
 from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.building import resolve_embedder as resolve_embedder
 from fair_retrieval.embedding.embedder import FairEmbedder
@@ -42,6 +69,7 @@ __all__ = [
     "EmbedderOptions",
     "FairEmbedder",
     "FaissIndex",
+    "KeywordReader",
     "LongDocuments",
     "MultiVectorIndex",
     "Pooling",

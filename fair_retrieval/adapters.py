@@ -8,13 +8,41 @@ the same options with the same defaults, documentation and checks, without repea
 - `option_doc`: an option's documentation as `EmbedderOptions` declares it (the adapters' field descriptions).
 - `resolve_embedder`: a ready `FairEmbedder` or one loaded from a model, never both (the adapters' one rule).
 - `chunk_plan`: the chunk size and overlap of a text splitter feeding an embedder.
+- The keywords of the stacks' own embeddings classes (`fair_retrieval.embedding.keywords`): `AdapterSettings`,
+  `KeywordReader`, `ST_KEYWORDS`, `check_refused`, `refuse_unknown`, `shared_recipe`; `with_calibration` (a shared
+  embedder with another calibration); `one_summary` and `warn_long_texts` (one log line per batched call, the
+  long-text warning).
 
 The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
 where earlier releases exported them.
 """
 
-from fair_retrieval.embedding.building import resolve_embedder
+from fair_retrieval.embedding.building import resolve_embedder, with_calibration
+from fair_retrieval.embedding.keywords import (
+    ST_KEYWORDS,
+    AdapterSettings,
+    KeywordReader,
+    check_refused,
+    refuse_unknown,
+    shared_recipe,
+)
 from fair_retrieval.embedding.options import INSTANCE_DEFAULT, as_calibration, option_doc
+from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.embedding.windows import chunk_plan
 
-__all__ = ["INSTANCE_DEFAULT", "as_calibration", "chunk_plan", "option_doc", "resolve_embedder"]
+__all__ = [
+    "INSTANCE_DEFAULT",
+    "ST_KEYWORDS",
+    "AdapterSettings",
+    "KeywordReader",
+    "as_calibration",
+    "check_refused",
+    "chunk_plan",
+    "one_summary",
+    "option_doc",
+    "refuse_unknown",
+    "resolve_embedder",
+    "shared_recipe",
+    "warn_long_texts",
+    "with_calibration",
+]

@@ -123,11 +123,17 @@ def _accepted_defaults(surface: str) -> dict[str, Any]:
         options = EmbedderSpec(MODEL).options()
         return {name: getattr(options, name) for name in EmbedderOptions.names() if name not in LEFT_OUT[surface]}
     if surface == "FairEmbedding":
+        # Every option parameter defaults to "not given" (INSTANCE_DEFAULT); the field it fills has the default.
         spelled = {value: key for key, value in LLAMA_NAMES.items()}
         parameters = inspect.signature(llama_fair.FairEmbedding.__init__).parameters
-        found = {spelled.get(name, name): p.default for name, p in parameters.items()}
-        found["calibration"] = DEFAULTS.calibration if found["calibration"] is INSTANCE_DEFAULT else None
-        return {name: value for name, value in found.items() if name in EmbedderOptions.names()}
+        fields = llama_fair.FairEmbedding.model_fields
+        found = {}
+        for name, parameter in parameters.items():
+            option = spelled.get(name, name)
+            if option in EmbedderOptions.names():
+                assert parameter.default is INSTANCE_DEFAULT, name
+                found[option] = fields[name].default if name in fields else getattr(DEFAULTS, option)
+        return found
     if surface == "FairEmbeddings":
         model_fields = langchain_fair.FairEmbeddings.model_fields
         return {name: f.default for name, f in model_fields.items() if name in EmbedderOptions.names()}
@@ -149,7 +155,7 @@ def test_what_a_surface_leaves_out_it_refuses_or_lacks() -> None:
         EmbedderSpec(MODEL, model_kwargs={"attn_implementation": "eager"})
     with pytest.raises(ValueError, match="unknown option 'positional_scaling'"):
         llama_fair.FairEmbedding(MODEL, positional_scaling=PositionalScaling(factors=(1.0,)))
-    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+    with pytest.raises(ValueError, match="unknown option 'positional_scaling'"):
         langchain_fair.FairEmbeddings(model=MODEL, positional_scaling=PositionalScaling(factors=(1.0,)))
 
 
@@ -201,17 +207,80 @@ def test_the_adapters_fields_describe_the_options_with_their_declaration(surface
         assert fields[name].description.startswith(option_doc(name)), (surface, name)
 
 
-def test_the_surfaces_import_without_docstrings() -> None:
-    """`python -OO` strips docstrings, the options' declaration included: the adapters' fields then have empty
-    descriptions instead of failing to import."""
+def test_the_options_documentation_is_data_that_survives_without_docstrings() -> None:
+    """`python -OO` strips docstrings; the options' documentation is declared as data, so the adapters' fields and
+    the CLI help keep it."""
     import subprocess
     import sys
+
+    from fair_retrieval import option_doc
 
     code = (
         "import langchain_fair, llama_index.embeddings.fair\n"
         "from fair_retrieval import option_doc\n"
-        "print(repr(option_doc('pooling')))"
+        "print(option_doc('pooling'))\n"
+        "print(llama_index.embeddings.fair.FairEmbedding.model_fields['pooling'].description)"
     )
     done = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "''"
+    assert done.stdout.splitlines() == [option_doc("pooling"), option_doc("pooling", loading_note=True)]
+
+
+def test_the_cli_help_comes_from_the_declaration() -> None:
+    from fair_retrieval.embedding.options import option_help
+
+    helps = {action.dest: action.help for action in _parser()._actions}
+    for name in _cli_flag_names():
+        assert helps[name] == option_help(name), name
+    assert option_help("window_overlap").endswith("(default: an eighth of a window)")
+    assert option_help("batch_size").endswith(f"(default: {DEFAULTS.batch_size})")
+
+
+# ------------------------------------------------------------------------- one rule for "given", in both adapters
+
+
+@pytest.fixture(scope="module")
+def shared(tiny_models: dict[str, str]) -> FairEmbedder:
+    from fair_retrieval import Calibration
+
+    return FairEmbedder(tiny_models["bert-mean"], device="cpu", calibration=Calibration(strength=0.5, basket_size=4))
+
+
+def _adapter(surface: str, **keywords: Any) -> Any:
+    if surface == "FairEmbedding":
+        return llama_fair.FairEmbedding(**keywords)
+    return langchain_fair.FairEmbeddings(**keywords)
+
+
+@pytest.mark.parametrize("surface", ["FairEmbedding", "FairEmbeddings"])
+@pytest.mark.parametrize(("name", "value"), [("max_length", None), ("pooling", None), ("precision", "auto")])
+def test_a_loading_option_passed_with_a_ready_embedder_is_refused_even_at_its_default(
+    shared: FairEmbedder, surface: str, name: str, value: Any
+) -> None:
+    """An option counts as given when its keyword is passed, in both adapters (LlamaIndex used to decide by value,
+    so the same arguments passed there and failed in LangChain)."""
+    with pytest.raises(ValueError, match=f"{name} configure"):
+        _adapter(surface, embedder=shared, **{name: value})
+
+
+@pytest.mark.parametrize("surface", ["FairEmbedding", "FairEmbeddings"])
+def test_the_calibration_goes_down_once_and_calls_use_it(shared: FairEmbedder, surface: str) -> None:
+    """A calibration given with a ready embedder is handed to it once (a view sharing the loaded model); the
+    adapter's calls pass none, and its own default stays the embedder's."""
+    import numpy as np
+
+    from fair_retrieval import Calibration
+
+    texts = ["one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"]
+    plain = _adapter(surface, embedder=shared, calibration=None)
+    inner = plain.embedder if surface == "FairEmbedding" else plain.fair_embedder
+    assert inner.calibration is None and inner.model is shared.model and shared.calibration is not None
+    own = _adapter(surface, embedder=shared)
+    assert own.calibration == shared.calibration
+    embed = "get_text_embedding_batch" if surface == "FairEmbedding" else "embed_documents"
+    np.testing.assert_allclose(getattr(plain, embed)(texts), shared.embed_documents(texts, calibration=None), atol=1e-6)
+    np.testing.assert_allclose(getattr(own, embed)(texts), shared.embed_documents(texts), atol=1e-6)
+    own.calibration = None  # set later: handed down again
+    np.testing.assert_allclose(getattr(own, embed)(texts), shared.embed_documents(texts, calibration=None), atol=1e-6)
+    own.calibration = Calibration(strength=0.5, basket_size=4).to_dict()  # the dict form, as to_dict() writes it
+    assert own.calibration == shared.calibration

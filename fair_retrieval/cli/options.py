@@ -11,8 +11,8 @@ from typing import Any, get_args
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.loading import DEFAULT_MODEL
-from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions
-from fair_retrieval.embedding.windows import DEFAULT_OVERLAP_WORDS, LongDocuments
+from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions, option_help
+from fair_retrieval.embedding.windows import LongDocuments
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling
 
@@ -28,38 +28,19 @@ DATA_HELP = (
 
 def _model_flags() -> dict[str, dict[str, Any]]:
     """The argparse settings of each `EmbedderOptions` option that has a flag, by option name (the flag is the name
-    with dashes: --max-length). Choices and defaults come from `EmbedderOptions`; a flag left at None keeps the
-    option's default there."""
-    return {
-        "pooling": {"choices": get_args(Pooling), "help": "override the model's pooling"},
-        "max_length": {"type": int, "help": "token limit per text (default: the model's)"},
-        "batch_size": {
-            "type": int,
-            "default": DEFAULTS.batch_size,
-            "help": f"texts per forward pass (default: {DEFAULTS.batch_size})",
-        },
-        "device": {"help": "cpu, cuda, mps (default: best available)"},
-        "long_documents": {
-            "choices": get_args(LongDocuments),
-            "help": "a document longer than --max-length: split into windows that are embedded (and calibrated) and "
-            f"pooled into one vector, or cut off (default: {DEFAULTS.long_documents})",
-        },
-        "window_overlap": {
-            "type": int,
-            "metavar": "N",
-            "help": f"tokens consecutive windows share (default: {DEFAULT_OVERLAP_WORDS})",
-        },
-        "window_boundaries": {
-            "choices": get_args(WindowBoundaries),
-            "help": "where long documents are cut into windows: at paragraph and sentence ends (text) or at equal "
-            f"token spans (tokens) (default: {DEFAULTS.window_boundaries})",
-        },
-        "window_tokens": {
-            "type": int,
-            "metavar": "N",
-            "help": "the most content tokens one window holds (default: all that --max-length holds)",
-        },
+    with dashes: --max-length). Help, choices and defaults come from the option's declaration in `EmbedderOptions`
+    (`option_help`); a flag left at None keeps the option's default there."""
+    flags: dict[str, dict[str, Any]] = {
+        "pooling": {"choices": get_args(Pooling)},
+        "max_length": {"type": int},
+        "batch_size": {"type": int, "default": DEFAULTS.batch_size},
+        "device": {},
+        "long_documents": {"choices": get_args(LongDocuments)},
+        "window_overlap": {"type": int, "metavar": "N"},
+        "window_boundaries": {"choices": get_args(WindowBoundaries)},
+        "window_tokens": {"type": int, "metavar": "N"},
     }
+    return {name: {**settings, "help": option_help(name)} for name, settings in flags.items()}
 
 
 def add_command(subparsers: Any, name: str, *, help: str, description: str, **settings: Any) -> argparse.ArgumentParser:

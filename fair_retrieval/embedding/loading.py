@@ -134,25 +134,33 @@ def resolve_model(name: str | os.PathLike[str]) -> str:
     return text
 
 
-def has_sentence_transformers_config(name: str) -> bool:
-    """True if `name` (local folder or Hub id) ships a sentence-transformers `modules.json`."""
+def has_sentence_transformers_config(
+    name: str, cache_folder: str | None = None, revision: str | None = None, token: bool | str | None = None
+) -> bool:
+    """True if `name` (local folder or Hub id) ships a sentence-transformers `modules.json` (looked for in
+    `cache_folder`, at `revision`, with `token`, as sentence-transformers would load it)."""
     if os.path.isdir(name):
         return os.path.isfile(os.path.join(name, "modules.json"))
     try:
         from huggingface_hub import hf_hub_download
 
-        hf_hub_download(name, "modules.json")
+        hf_hub_download(name, "modules.json", cache_dir=cache_folder, revision=revision, token=token)
         return True
     except Exception:
         return False
 
 
-def load_sentence_transformer(name: str, device: torch.device, model_kwargs: dict[str, Any] | None) -> Any:
-    """Load `name` as a SentenceTransformer on `device` (weights are loaded once and shared by all paths)."""
+def load_sentence_transformer(
+    name: str, device: torch.device, model_kwargs: dict[str, Any] | None, **loading: Any
+) -> Any:
+    """Load `name` as a SentenceTransformer on `device` (weights are loaded once and shared by all paths).
+
+    `loading`: further `SentenceTransformer` constructor keywords (revision, cache_folder, token, …), as given.
+    """
     from sentence_transformers import SentenceTransformer
 
     try:
-        return SentenceTransformer(str(name), device=str(device), model_kwargs=model_kwargs or None)
+        return SentenceTransformer(str(name), device=str(device), model_kwargs=model_kwargs or None, **loading)
     except OSError as error:
         raise ValueError(
             f"Could not load model {name!r}: {error}. Pass a local folder, a Hub id (online, or cached with "

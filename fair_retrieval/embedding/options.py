@@ -1,20 +1,19 @@
-"""EmbedderOptions: the FairEmbedder settings, declared, defaulted and validated in this one place.
+"""EmbedderOptions: the FairEmbedder settings, declared, documented, defaulted and validated in this one place.
 
 Every surface that takes these settings (`FairEmbedder` itself, the Ray `EmbedderSpec`, the LlamaIndex and LangChain
-adapters, the command line) describes them with `EmbedderOptions`: its fields are the option names, its defaults the
-defaults (`DEFAULTS`), its `__post_init__` the validation, and the allowed values of a Literal option are that
-Literal's `typing.get_args`. A surface forwards what it was given with `EmbedderOptions.from_arguments` and builds
-with `fair_retrieval.embedding.building.build_embedder(options, model)`, so adding or changing an option touches
-this module and the signatures that expose it. `PROMPT_NAMES` are the model prompts a builder may replace (a text
-put before every query or every document, as an instruct model expects).
+adapters, the command line) describes them with `EmbedderOptions`: its fields are the option names, each declared
+once with its default and its documentation as data (`option_doc`, `option_help`), its `__post_init__` the
+validation, and the allowed values of a Literal option are that Literal's `typing.get_args`. A surface forwards what
+it was given with `EmbedderOptions.from_arguments` and builds with
+`fair_retrieval.embedding.building.build_embedder(options, model)`, so adding or changing an option touches this
+module and the signatures that expose it. `PROMPT_NAMES` are the model prompts a builder may replace (a text put
+before every query or every document, as an instruct model expects).
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, get_args
 
@@ -38,38 +37,39 @@ __all__ = [
     "PROMPT_NAMES",
     "EmbedderOptions",
     "Precision",
+    "active_calibration",
     "as_calibration",
     "option_doc",
+    "option_help",
 ]
 
 
 class _Default:
-    """Marker for 'use the embedder's own calibration' (None already means 'plain')."""
+    """Marker for an argument not given (None already means something: 'plain', 'the model's')."""
 
     def __repr__(self) -> str:
         return "<instance default>"
 
 
 INSTANCE_DEFAULT: Any = _Default()
-"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it, and
-`EmbedderOptions.from_arguments` the option's default."""
-
-LOADING_OPTIONS: tuple[str, ...] = (
-    "pooling",
-    "max_length",
-    "batch_size",
-    "device",
-    "precision",
-    "model_kwargs",
-    "long_documents",
-    "window_overlap",
-    "window_boundaries",
-    "window_tokens",
-)
-"""Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already."""
+"""An argument left at its default: `FairEmbedder.embed_documents` uses the instance's own value for it,
+`EmbedderOptions.from_arguments` the option's default, and `FairEmbedding` counts the option as not given."""
 
 PROMPT_NAMES: tuple[str, ...] = ("query", "document")
 """The prompts `build_embedder` can set: the text before every query, and before every document (window)."""
+
+
+def _doc(doc: str, summary: str, *, loading: bool = False, default_words: str = "") -> Mapping[str, Any]:
+    """An option's documentation, as data: the metadata of its `dataclasses.field`.
+
+    Args:
+        doc: what the option means, its default and its allowed values, in full (the adapters' field descriptions,
+            `option_doc`).
+        summary: the same in a few words, for a command-line flag's help (`option_help`).
+        loading: the option only acts while a model is loaded (`LOADING_OPTIONS`).
+        default_words: the default in words, where the value alone does not say it (None meaning "the model's").
+    """
+    return MappingProxyType({"doc": doc, "summary": summary, "loading": loading, "default_words": default_words})
 
 
 @dataclass(frozen=True)
@@ -80,39 +80,9 @@ class EmbedderOptions:
     driver rather than on each worker, in an adapter's constructor rather than at the first embedding). Change one
     option of a value with `dataclasses.replace(options, max_length=256)`.
 
-    Args:
-        calibration: the default `Calibration` of `embed_documents`; None embeds documents plainly. Default:
-            `Calibration()`.
-        pooling: "cls", "mean" or "last" (`Pooling`); None (the default) takes it from the model's
-            sentence-transformers config (required when the model has none, or when its pooling is not one of these).
-        max_length: the model's window: tokens per text or per window; None (the default) uses the model's
-            configured limit.
-        batch_size: texts per forward pass (texts are sorted by length, so batches pad little). Default: 32.
-        device: "cpu", "cuda", "mps", … (or a `torch.device`); None (the default) picks cuda, then mps, then cpu.
-        precision: "auto" (the default: float32 on CPU/MPS; bfloat16, else float16, on CUDA for a model loaded
-            here), or "float32", "float16" or "bfloat16" (`Precision`).
-        show_progress_bar: default for the per-call flag of the same name. Default: False.
-        model_kwargs: extra keyword arguments for the transformers model when loading by name (e.g.
-            {"attn_implementation": "flash_attention_2"}; kept read-only). Default: None.
-        positional_scaling: the default LPES `PositionalScaling` of `embed_documents` (one factor per layer; RoPE
-            models only; combines with calibration); None (the default) leaves positions unchanged.
-        long_documents: what happens to a document longer than the window (`LongDocuments`): "windows" (the
-            default) cuts it into windows of `max_length` tokens, embeds (and calibrates) each and returns their
-            token-weighted mean, L2-normalised, so every token counts; "truncate" cuts it off at the window, as
-            sentence-transformers, LlamaIndex's HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings do.
-            Queries are never windowed: they are truncated, with a logged warning.
-        window_overlap: tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the
-            default) is an eighth of a window's content tokens (32 for MiniLM's 256-token window). With
-            window_boundaries="text" it is a budget: the next window repeats the last whole sentences of the one
-            before that fit in it.
-        window_boundaries: where a long document is cut into windows (`WindowBoundaries`): "text" cuts at
-            paragraph and sentence ends, packing whole paragraphs (else whole sentences) up to the window, so a
-            window does not mix the end of one passage with the start of the next; "tokens" cuts equal token
-            spans. A sentence longer than a window, or a text without such ends, is cut by tokens either way.
-            Default: "tokens".
-        window_tokens: the most content tokens one window holds (at most what `max_length` holds after the prompt
-            and special tokens); a document with more is cut into windows. Smaller windows let a multi-vector store
-            find a passage by a window about its size. None (the default): all that `max_length` holds.
+    Each field is declared once, with its default and its documentation as data (`option_doc(name)` gives the
+    text, `option_help(name)` the command-line help): the adapters' field descriptions and the CLI's `--help` are
+    generated from it, so a new option is one field here, written with `field(default=..., metadata=_doc(...))`.
 
     Raises:
         TypeError: for a value of the wrong type (calibration, device, show_progress_bar, model_kwargs,
@@ -121,19 +91,129 @@ class EmbedderOptions:
             max_length or batch_size that is not a positive int, or a window_overlap that is not an int ≥ 0.
     """
 
-    calibration: Calibration | None = Calibration()  # noqa: RUF009 - frozen, so sharing it is safe
-    pooling: Pooling | None = None
-    max_length: int | None = None
-    batch_size: int = 32
-    device: str | torch.device | None = None
-    precision: Precision = "auto"
-    show_progress_bar: bool = False
-    model_kwargs: Mapping[str, Any] | None = None
-    positional_scaling: PositionalScaling | None = None
-    long_documents: LongDocuments = "windows"
-    window_overlap: int | None = None
-    window_boundaries: WindowBoundaries = "tokens"
-    window_tokens: int | None = None
+    calibration: Calibration | None = field(
+        default=Calibration(),
+        metadata=_doc(
+            "The default `Calibration` of `embed_documents`; None embeds documents plainly. Default: `Calibration()`.",
+            "how documents are calibrated",
+        ),
+    )
+    pooling: Pooling | None = field(
+        default=None,
+        metadata=_doc(
+            '"cls", "mean" or "last" (`Pooling`); None (the default) takes it from the model\'s sentence-transformers '
+            "config (required when the model has none, or when its pooling is not one of these).",
+            "override the model's pooling",
+            loading=True,
+            default_words="the model's",
+        ),
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata=_doc(
+            "The model's window: tokens per text or per window; None (the default) uses the model's configured limit.",
+            "token limit per text",
+            loading=True,
+            default_words="the model's",
+        ),
+    )
+    batch_size: int = field(
+        default=32,
+        metadata=_doc(
+            "Texts per forward pass (texts are sorted by length, so batches pad little). Default: 32.",
+            "texts per forward pass",
+            loading=True,
+        ),
+    )
+    device: str | torch.device | None = field(
+        default=None,
+        metadata=_doc(
+            '"cpu", "cuda", "mps", … (or a `torch.device`); None (the default) picks cuda, then mps, then cpu.',
+            "cpu, cuda, mps",
+            loading=True,
+            default_words="best available",
+        ),
+    )
+    precision: Precision = field(
+        default="auto",
+        metadata=_doc(
+            '"auto" (the default: float32 on CPU/MPS; bfloat16, else float16, on CUDA for a model loaded here), or '
+            '"float32", "float16" or "bfloat16" (`Precision`).',
+            "numeric precision of the weights",
+            loading=True,
+        ),
+    )
+    show_progress_bar: bool = field(
+        default=False,
+        metadata=_doc(
+            "Default for the per-call flag of the same name: a progress bar per call, advancing per batch. "
+            "Default: False.",
+            "show a progress bar",
+        ),
+    )
+    model_kwargs: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_doc(
+            "Extra keyword arguments for the transformers model when loading by name (e.g. "
+            '{"attn_implementation": "flash_attention_2"}; kept read-only). Default: None.',
+            "keyword arguments for the transformers model",
+            loading=True,
+        ),
+    )
+    positional_scaling: PositionalScaling | None = field(
+        default=None,
+        metadata=_doc(
+            "The default LPES `PositionalScaling` of `embed_documents` (one factor per layer; RoPE models only; "
+            "combines with calibration); None (the default) leaves positions unchanged.",
+            "LPES factors per layer",
+        ),
+    )
+    long_documents: LongDocuments = field(
+        default="windows",
+        metadata=_doc(
+            'What happens to a document longer than the window (`LongDocuments`): "windows" (the default) cuts it into '
+            "windows of `max_length` tokens, embeds (and calibrates) each and returns their token-weighted mean, "
+            'L2-normalised, so every token counts; "truncate" cuts it off at the window, as sentence-transformers, '
+            "LlamaIndex's HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings do. Queries are never windowed: "
+            "they are truncated, with a logged warning.",
+            "a document longer than --max-length: split into windows that are embedded (and calibrated) and pooled "
+            "into one vector, or cut off",
+            loading=True,
+        ),
+    )
+    window_overlap: int | None = field(
+        default=None,
+        metadata=_doc(
+            "Tokens consecutive windows share (0 ≤ overlap ≤ half a window's content tokens); None (the default) is "
+            "an eighth of a window's content tokens (32 for MiniLM's 256-token window).",
+            "tokens consecutive windows share",
+            loading=True,
+            default_words=DEFAULT_OVERLAP_WORDS,
+        ),
+    )
+    window_boundaries: WindowBoundaries = field(
+        default="tokens",
+        metadata=_doc(
+            'Where a long document is cut into windows (`WindowBoundaries`): "text" cuts at paragraph and sentence '
+            "ends, packing whole paragraphs (else whole sentences) up to the window, so a window does not mix the end "
+            'of one passage with the start of the next; "tokens" (the default) cuts equal token spans. A sentence '
+            'longer than a window, or a text without such ends, is cut by tokens either way. With "text", '
+            "window_overlap is a budget: the next window repeats the last whole sentences of the one before that fit.",
+            "where long documents are cut into windows: paragraph and sentence ends (text) or equal token spans",
+            loading=True,
+        ),
+    )
+    window_tokens: int | None = field(
+        default=None,
+        metadata=_doc(
+            "The most content tokens one window holds (at most what `max_length` holds after the prompt and special "
+            "tokens); a document with more is cut into windows. Smaller windows let a multi-vector store find a "
+            "passage by a window about its size. None (the default): all that `max_length` holds.",
+            "the most content tokens one window holds",
+            loading=True,
+            default_words="all that --max-length holds",
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.calibration is not None and not isinstance(self.calibration, Calibration):
@@ -163,7 +243,7 @@ class EmbedderOptions:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The option names, in declaration order (the keyword arguments of `FairEmbedder` after the model)."""
-        return tuple(field.name for field in fields(cls))
+        return tuple(option.name for option in fields(cls))
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any], renamed: Mapping[str, str] | None = None) -> EmbedderOptions:
@@ -191,10 +271,6 @@ class EmbedderOptions:
             kwargs["model_kwargs"] = dict(self.model_kwargs)
         return kwargs
 
-    def non_default(self) -> frozenset[str]:
-        """Names of the options whose value differs from the default: what a caller set, as far as values tell."""
-        return frozenset(name for name in self.names() if getattr(self, name) != getattr(DEFAULTS, name))
-
 
 DEFAULTS = EmbedderOptions()
 """The default of every option (`DEFAULTS.batch_size`, …): what a surface that exposes an option defaults it to."""
@@ -213,9 +289,18 @@ def as_calibration(value: Any) -> Calibration | None:
     return value
 
 
+def active_calibration(calibration: Calibration | None) -> Calibration | None:
+    """`calibration` if it changes anything, else None: a calibration of strength 0 embeds as plainly as none.
+
+    The one place that says so, for every check of "is this call calibrated" (the report's warnings, the
+    embedder's forward pass).
+    """
+    return calibration if calibration is not None and calibration.strength > 0.0 else None
+
+
 def option_doc(name: str, *, loading_note: bool = False) -> str:
-    """The documentation of option `name`, as the `EmbedderOptions` docstring declares it (its one declaration),
-    on one line: what surfaces that describe the option themselves (the adapters' field descriptions) show.
+    """The documentation of option `name`, as its declaration in `EmbedderOptions` holds it, on one line: what
+    surfaces that describe the option themselves (the adapters' field descriptions) show.
 
     Args:
         name: an option name (`EmbedderOptions.names()`).
@@ -225,27 +310,31 @@ def option_doc(name: str, *, loading_note: bool = False) -> str:
     Raises:
         ValueError: for a name that is not an option.
     """
-    docs = _option_docs()
-    if name not in docs:
-        raise ValueError(f"{name!r} is not a FairEmbedder option; the options are {list(docs)}.")
-    text = docs[name]
+    text = str(_metadata(name)["doc"])
     return f"{text} Only when a model is loaded here." if loading_note and name in LOADING_OPTIONS else text
 
 
-@functools.cache
-def _option_docs() -> dict[str, str]:
-    """Option name → its text in the Args section of the `EmbedderOptions` docstring, joined onto one line; "" for
-    every option when Python runs without docstrings (`python -OO`; dataclasses then put the signature there), so
-    that the surfaces still import."""
-    doc = EmbedderOptions.__doc__ or ""
-    if "    Args:\n" not in doc:
-        return dict.fromkeys(EmbedderOptions.names(), "")
-    section = doc.split("    Args:\n", 1)[1].split("\n\n", 1)[0]
-    docs: dict[str, str] = {}
-    for entry in re.split(r"\n        (?=\w+: )", "\n" + section.rstrip()):
-        if entry.strip():
-            name, _, text = entry.strip().partition(": ")
-            docs[name] = " ".join(text.split())
-    if list(docs) != list(EmbedderOptions.names()):
-        raise AssertionError(f"The EmbedderOptions docstring documents {list(docs)}, not its fields.")
-    return docs
+def option_help(name: str) -> str:
+    """The command-line help of option `name`: its summary and its default, from its declaration.
+
+    Raises:
+        ValueError: for a name that is not an option.
+    """
+    metadata = _metadata(name)
+    default = metadata["default_words"] or getattr(DEFAULTS, name)
+    return f"{metadata['summary']} (default: {default})"
+
+
+def _metadata(name: str) -> Mapping[str, Any]:
+    """The declaration data of option `name` (doc, summary, loading, default_words)."""
+    declared = {option.name: option.metadata for option in fields(EmbedderOptions)}
+    if name not in declared:
+        raise ValueError(f"{name!r} is not a FairEmbedder option; the options are {list(declared)}.")
+    return declared[name]
+
+
+LOADING_OPTIONS: tuple[str, ...] = tuple(
+    option.name for option in fields(EmbedderOptions) if option.metadata["loading"]
+)
+"""Options that only act while a model is loaded; a ready `FairEmbedder` has them fixed already (declared with
+`loading=True`)."""

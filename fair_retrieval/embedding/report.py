@@ -2,17 +2,23 @@
 
 `EmbeddingReport` says what one `embed_documents` call did to its documents (windowed, truncated, calibrated), and
 the functions below write the one INFO line per call and the warnings a user must see: truncated queries, truncated
-documents, and a calibration that changed nothing. Every line goes to the `fair_retrieval.embedding.embedder` logger,
-the name users configure for what the embedder says.
+documents, and a calibration that changed nothing. A caller that embeds in batches (LlamaIndex's
+`get_text_embedding_batch` calls the embedder once per `embed_batch_size` texts) wraps its call in
+`one_summary()`: the per-batch lines become DEBUG, and one INFO line sums them up. Every line goes to the
+`fair_retrieval.embedding.embedder` logger, the name users configure for what the embedder says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from fair_retrieval.embedding.options import active_calibration
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments
 from fair_retrieval.engine.calibration import Calibration
 
@@ -22,7 +28,9 @@ logger = logging.getLogger("fair_retrieval.embedding.embedder")
 __all__ = [
     "EmbeddingReport",
     "log_documents_call",
+    "one_summary",
     "warn_if_never_calibrated",
+    "warn_long_texts",
     "warn_truncated_queries",
 ]
 
@@ -67,6 +75,11 @@ class EmbeddingReport:
             cut_tokens=sum(plan.cut_tokens),
         )
 
+    @classmethod
+    def total(cls, reports: Sequence[EmbeddingReport]) -> EmbeddingReport:
+        """The report of several calls together (every count summed)."""
+        return cls(**{f.name: sum(getattr(report, f.name) for report in reports) for f in fields(cls)})
+
     def summary(self) -> str:
         """One line for a user: how many documents were windowed, truncated and calibrated."""
         parts = [f"{self.documents} document{'s' if self.documents != 1 else ''}"]
@@ -77,6 +90,67 @@ class EmbeddingReport:
             parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
         parts.append(f"{self.calibrated} calibrated")
         return ", ".join(parts)
+
+
+# The reports of the calls inside `one_summary()`, or None outside it.
+_BATCHES: ContextVar[list[EmbeddingReport] | None] = ContextVar("fair_retrieval_embedding_batches", default=None)
+
+
+@contextlib.contextmanager
+def one_summary() -> Iterator[list[EmbeddingReport]]:
+    """Within this context, each `embed_documents` call logs its line at DEBUG, and leaving it logs one INFO line
+    for all of them. Why: a framework that embeds one batch per call would otherwise log one INFO line per batch.
+
+    Threads started with `asyncio.to_thread` inside the context share it (it is a context variable).
+
+    Yields:
+        The reports of the calls made so far.
+    """
+    outer = _BATCHES.get()
+    if outer is not None:  # nested: the outer context gives the summary
+        yield outer
+        return
+    reports: list[EmbeddingReport] = []
+    token = _BATCHES.set(reports)
+    try:
+        yield reports
+    finally:
+        _BATCHES.reset(token)
+    if reports:
+        batches = f" in {len(reports)} batches" if len(reports) > 1 else ""
+        logger.info("Embedded %s%s.", EmbeddingReport.total(reports).summary(), batches)
+
+
+LONG_TEXT_CHARACTERS = 200_000
+"""A text longer than this (about 50,000 tokens, a short book) is announced with a warning before it is embedded:
+it becomes hundreds of windows, each a forward pass (`warn_long_texts`)."""
+
+
+def warn_long_texts(texts: Sequence[str], window_content_tokens: int, batch_size: int) -> None:
+    """Warn, before the work starts, about texts longer than `LONG_TEXT_CHARACTERS`, with what they will cost.
+
+    The cost is estimated from characters (about 4 per token in English), so that announcing it costs nothing:
+    windows of `window_content_tokens` tokens, and forward passes of `batch_size` windows.
+    """
+    if isinstance(texts, str):
+        return  # refused by the embedder, with its message
+    long = [len(text) for text in texts if isinstance(text, str) and len(text) > LONG_TEXT_CHARACTERS]
+    if not long:
+        return
+    windows = sum(max(1, -(-characters // (4 * max(1, window_content_tokens)))) for characters in long)
+    logger.warning(
+        "%d text%s longer than %d characters (longest: %d) will be embedded as about %d windows of %d tokens, "
+        "about %d forward passes of %d windows; show_progress_bar=True shows the progress. Split such texts into "
+        "chunks first if they should be found by their parts.",
+        len(long),
+        "s" if len(long) > 1 else "",
+        LONG_TEXT_CHARACTERS,
+        max(long),
+        windows,
+        window_content_tokens,
+        -(-windows // max(1, batch_size)),
+        batch_size,
+    )
 
 
 def warn_truncated_queries(lengths: list[int], max_length: int) -> None:
@@ -118,7 +192,12 @@ def log_documents_call(
     Returns:
         True if the "nothing was calibrated" warning was shown now.
     """
-    logger.info("Embedded %s.", report.summary())
+    batches = _BATCHES.get()
+    if batches is None:
+        logger.info("Embedded %s.", report.summary())
+    else:
+        batches.append(report)
+        logger.debug("Embedded %s (one batch).", report.summary())
     if report.truncated:
         logger.warning(
             "%d of %d documents exceed max_length=%d tokens (longest: %d tokens) and were truncated; "
@@ -161,11 +240,8 @@ def warn_if_never_calibrated(
     Returns:
         True if the warning was shown (the per-call "nothing was calibrated" warning would only repeat it).
     """
-    if not (
-        calibration is not None
-        and calibration.strength > 0.0
-        and window_content_tokens < calibration.min_content_tokens
-    ):
+    calibration = active_calibration(calibration)
+    if calibration is None or window_content_tokens >= calibration.min_content_tokens:
         return False
     logger.warning(
         "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "

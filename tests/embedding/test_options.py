@@ -77,13 +77,6 @@ def test_options_are_frozen_and_keep_a_private_copy_of_model_kwargs() -> None:
     assert dataclasses.replace(options, max_length=12).max_length == 12
 
 
-def test_non_default_names_what_differs_from_the_defaults() -> None:
-    assert EmbedderOptions().non_default() == frozenset()
-    assert EmbedderOptions(precision="auto", calibration=Calibration()).non_default() == frozenset()
-    options = EmbedderOptions(calibration=None, max_length=64, precision="float32", model_kwargs={})
-    assert options.non_default() == {"calibration", "max_length", "precision", "model_kwargs"}
-
-
 def test_as_calibration_accepts_calibrations_dicts_and_none() -> None:
     calibration = Calibration(strength=0.3, layers=(1, 2))
     assert as_calibration(calibration) is calibration

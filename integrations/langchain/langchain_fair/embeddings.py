@@ -3,6 +3,14 @@
 All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LangChain's
 `Embeddings` interface and it. Documents are embedded with attention calibration, so a passage whose relevant
 sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
+
+The constructor takes the keywords of langchain-huggingface's `HuggingFaceEmbeddings` with their meaning there
+(docs/guides/langchain.md has the table): `model_name` for `model`, `model_kwargs` as `SentenceTransformer`
+keywords (device, prompts, revision, …; others go to the transformers model, as they always have here),
+`encode_kwargs` / `query_encode_kwargs` as `encode` keywords (prompt, prompt_name, batch_size, …), `cache_folder`,
+`show_progress`; what this class cannot honour (normalize_embeddings=False, multi_process=True, …) is refused with
+the reason (`fair_retrieval.embedding.keywords`), and a misspelt keyword with the closest valid one. An option counts
+as given when its keyword is passed, whatever its value.
 """
 
 from __future__ import annotations
@@ -17,18 +25,24 @@ from typing_extensions import Self
 
 from fair_retrieval import (
     DEFAULTS,
+    AdapterSettings,
     Calibration,
     DocumentWindows,
     EmbedderOptions,
     FairEmbedder,
+    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     WindowBoundaries,
     as_calibration,
+    check_refused,
     chunk_plan,
     option_doc,
-    resolve_embedder,
+    refuse_unknown,
+    shared_recipe,
+    warn_long_texts,
+    with_calibration,
 )
 
 if TYPE_CHECKING:
@@ -54,16 +68,20 @@ class FairEmbeddings(BaseModel, Embeddings):
             query = embeddings.embed_query("what is said at the end?")
 
     Raises:
-        pydantic.ValidationError (a ValueError): unknown arguments, an option value `EmbedderOptions` refuses (with
-            its message), both or neither of `model` and `embedder`, or loading options (pooling, max_length,
-            device, precision, model_kwargs, …) together with `embedder`.
+        pydantic.ValidationError (a ValueError): unknown arguments (with the closest valid name), an option value
+            `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbeddings` value that cannot be honoured
+            (with the reason), two keywords that set one thing differently, both or neither of `model` and
+            `embedder`, or loading options (pooling, max_length, device, precision, model_kwargs, …) together with
+            `embedder`.
         TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
             Calibration, a dict or None).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 
-    model: str | None = Field(default=None, description="Hub id or local folder of a sentence-transformers model.")
+    model: str | None = Field(
+        default=None, description="Hub id or local folder of a sentence-transformers model (alias: model_name)."
+    )
     embedder: FairEmbedder | None = Field(
         default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
     )
@@ -89,35 +107,89 @@ class FairEmbeddings(BaseModel, Embeddings):
     batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
     device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
     precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
-    show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
-    model_kwargs: dict[str, Any] | None = Field(default=None, description=option_doc("model_kwargs", loading_note=True))
+    show_progress_bar: bool = Field(
+        default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar") + " (alias: show_progress)."
+    )
+    model_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description=option_doc("model_kwargs", loading_note=True)
+        + " As in HuggingFaceEmbeddings, the `SentenceTransformer` keywords among them (device, prompts, revision, "
+        "token, cache_folder, …) are read as sentence-transformers reads them.",
+    )
+    # HuggingFaceEmbeddings' keywords (docs/guides/langchain.md).
+    encode_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="sentence-transformers `encode` keywords for documents (and for queries when "
+        "query_encode_kwargs is empty), as in HuggingFaceEmbeddings: prompt, prompt_name, batch_size, "
+        "show_progress_bar, device; normalize_embeddings=True.",
+    )
+    query_encode_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="sentence-transformers `encode` keywords for queries (as encode_kwargs)."
+    )
+    cache_folder: str | None = Field(
+        default=None, description="Where sentence-transformers downloads the model to (None: the Hugging Face cache)."
+    )
+    multi_process: bool = Field(
+        default=False, description="As in HuggingFaceEmbeddings; only False (calibration runs in this process)."
+    )
+    query_instruction: str | None = Field(
+        default=None, description="Text put before every query (the model's query prompt); None: the model's own."
+    )
+    text_instruction: str | None = Field(
+        default=None,
+        description="Text put before every document (the model's document prompt); None: the model's own.",
+    )
 
     _embedder: FairEmbedder = PrivateAttr()
 
     @model_validator(mode="before")
     @classmethod
     def _check_options(cls, data: Any) -> Any:
-        """Check the option values as `EmbedderOptions` does, before pydantic converts or checks them its own way,
-        so a bad value is refused here with the same message as by every other surface (FairEmbedder, …)."""
+        """Read the keywords as given (the aliases of `HuggingFaceEmbeddings` renamed), refusing unknown ones with
+        the closest valid name, and check every value as `EmbedderOptions` does, before pydantic converts or checks
+        them its own way, so a bad value is refused here with the same message as by every other surface."""
         if isinstance(data, dict):
-            if "calibration" in data:  # a dict (from Calibration.to_dict()) becomes a Calibration
-                data = {**data, "calibration": as_calibration(data["calibration"])}
-            EmbedderOptions.from_arguments(data)
+            data = _renamed(data)
+            refuse_unknown("FairEmbeddings", [k for k in data if k not in cls.model_fields], _valid(cls))
+            _settings(data)
         return data
 
     @model_validator(mode="after")
     def _load_embedder(self) -> Self:
-        options = EmbedderOptions.from_arguments(dict(self))
-        self._embedder = resolve_embedder(
-            "FairEmbeddings",
-            model=self.model,
-            embedder=self.embedder,
-            options=options,
-            explicitly_set=self.model_fields_set,
-        )
-        if self.embedder is not None and "calibration" not in self.model_fields_set:
-            self.calibration = self.embedder.calibration
+        settings = _settings({name: getattr(self, name) for name in self.model_fields_set})
+        self._embedder = settings.embedder("FairEmbeddings", self.model, self.embedder)
+        object.__setattr__(self, "calibration", self._embedder.calibration)  # the embedder's, once
         return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
+        if name == "calibration":
+            value = as_calibration(value)
+            self._embedder = with_calibration(self._embedder, value)
+        super().__setattr__(name, value)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """The state to pickle (worker pools), without the loaded model: the unpickled copy loads it again."""
+        state = super().__getstate__()
+        private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_embedder"}
+        fields = {**state["__dict__"], "embedder": None}
+        if self.embedder is None:
+            recipe: tuple[str | None, dict[str, Any], bool] = (None, {}, False)
+        else:
+            model, settings = shared_recipe(self._embedder)  # the view: with this object's calibration
+            recipe = (model, settings, True)
+        return {**state, "__dict__": fields, "__pydantic_private__": {**private, "_recipe": recipe}}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore a pickled FairEmbeddings: load its model again (by name, with the settings it was built with)."""
+        private = dict(state.get("__pydantic_private__") or {})
+        model, settings, shared = private.pop("_recipe", (None, {}, False))
+        super().__setstate__({**state, "__pydantic_private__": private})
+        if shared:
+            self._embedder = AdapterSettings.of(settings).embedder("FairEmbeddings", model, None)
+        else:
+            given = {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
+            self._embedder = _settings(given).embedder("FairEmbeddings", self.model, None)
 
     @property
     def fair_embedder(self) -> FairEmbedder:
@@ -164,18 +236,24 @@ class FairEmbeddings(BaseModel, Embeddings):
         Raises:
             TypeError: if `texts` is a single string or holds a non-string (the message gives its index).
         """
-        vectors = self._embedder.embed_documents(
-            texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
-        )
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
+        vectors = self._embedder.embed_documents(texts, show_progress_bar=self.show_progress_bar)
         return vectors.tolist()  # type: ignore[no-any-return]
 
-    def embed_document_windows(self, texts: list[str]) -> DocumentWindows:
+    def embed_document_windows(
+        self, texts: list[str], window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
+    ) -> DocumentWindows:
         """Embed documents as `embed_documents` does, keeping every window's vector (for `multivector=True` stores).
 
-        `result.pooled` is what `embed_documents` returns; see `fair_retrieval.FairEmbedder.embed_document_windows`.
+        `result.pooled` is what `embed_documents` returns; see `fair_retrieval.FairEmbedder.embed_document_windows`
+        (`window_tokens` and `window_boundaries`: windows of another shape, as a multi-vector store asks).
         """
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         return self._embedder.embed_document_windows(
-            texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
+            texts,
+            show_progress_bar=self.show_progress_bar,
+            window_tokens=window_tokens,
+            window_boundaries=window_boundaries,
         )
 
     def embed_query(self, text: str) -> list[float]:
@@ -193,3 +271,56 @@ class FairEmbeddings(BaseModel, Embeddings):
     async def aembed_query(self, text: str) -> list[float]:
         """`embed_query` in a worker thread, so the event loop stays free."""
         return await asyncio.to_thread(self.embed_query, text)
+
+
+# HuggingFaceEmbeddings' names for FairEmbeddings' fields.
+_ALIASES = {"model_name": "model", "show_progress": "show_progress_bar"}
+
+
+def _valid(cls: type[BaseModel]) -> list[str]:
+    """Every keyword FairEmbeddings accepts: its fields and the aliases."""
+    return [*cls.model_fields, *_ALIASES]
+
+
+def _renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with HuggingFaceEmbeddings' names (`_ALIASES`) renamed; an alias and its field both given with
+    different values are refused."""
+    renamed = dict(data)
+    for alias, name in _ALIASES.items():
+        if alias in renamed:
+            value = renamed.pop(alias)
+            if name in renamed and renamed[name] != value:
+                raise ValueError(
+                    f"FairEmbeddings: {alias}={value!r} and {name}={renamed[name]!r} disagree; pass {name}."
+                )
+            renamed[name] = value
+    return renamed
+
+
+def _settings(given: dict[str, Any]) -> AdapterSettings:
+    """The settings the keywords `given` (by field name) make, validated (the one rule: given = passed)."""
+    reader = KeywordReader("FairEmbeddings")
+    for name in ("multi_process",):
+        if name in given:
+            check_refused("FairEmbeddings", name, given[name])
+    model_kwargs = given.get("model_kwargs")
+    if model_kwargs is not None:
+        if not isinstance(model_kwargs, dict):
+            raise TypeError(f"model_kwargs must be a dict or None, got {type(model_kwargs).__name__}.")
+        reader.read_sentence_transformers(model_kwargs, "model_kwargs", others="model_kwargs")
+    if "model_kwargs" in given:  # passed, so given (with a ready embedder it is refused, as every loading option)
+        reader.given.setdefault("model_kwargs", None)
+    for name in EmbedderOptions.names():
+        if name in given and name != "model_kwargs":
+            reader.set(name, given[name], name)
+    query_kwargs = given.get("query_encode_kwargs") or {}
+    reader.read_encode(
+        given.get("encode_kwargs") or {}, ("document",) if query_kwargs else ("document", "query"), "encode_kwargs"
+    )
+    reader.read_encode(query_kwargs, ("query",), "query_encode_kwargs")
+    for name, key in (("query_instruction", "query_prompt"), ("text_instruction", "document_prompt")):
+        if given.get(name) is not None:
+            reader.set(key, given[name], name)
+    if given.get("cache_folder") is not None:
+        reader.set("cache_folder", given["cache_folder"], "cache_folder")
+    return AdapterSettings.of(reader.given)

@@ -65,11 +65,7 @@ def test_normalize_cache_folder_and_trust_remote_code_take_only_what_can_be_hono
     accepted = FairEmbedding(tiny_model, normalize=True, cache_folder=None, trust_remote_code=False)
     vector = np.asarray(accepted.get_text_embedding("some text"))
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5  # always normalised
-    with pytest.raises(ValueError, match=r"always returns L2-normalised vectors .* normalize=False"):
-        FairEmbedding(tiny_model, normalize=False)
-    with pytest.raises(ValueError, match=r"cache_folder='/tmp/models' cannot be honoured: set the HF_HOME"):
-        FairEmbedding(tiny_model, cache_folder="/tmp/models")
-    with pytest.raises(ValueError, match=r"trust_remote_code=True: .* remote-code models are not supported"):
+    with pytest.raises(ValueError, match=r"trust_remote_code=True cannot be honoured: .* remote-code models are not"):
         FairEmbedding(tiny_model, trust_remote_code=True)
 
 

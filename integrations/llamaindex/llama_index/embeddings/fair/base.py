@@ -6,40 +6,49 @@ relevant sentence sits at its end is represented as well as one where it sits at
 
 Options are checked strictly, as `FairEmbeddings` (LangChain) checks them: an unknown keyword is a ValueError that
 lists the valid ones and suggests the closest, instead of being dropped. The arguments of llama-index's
-`HuggingFaceEmbedding` mean the same here: `query_instruction`/`text_instruction` become the model's query and
-document prompts; `normalize`, `cache_folder` and `trust_remote_code` are accepted with the only values this class
-can honour (True, None, False) and refused with the reason otherwise.
+`HuggingFaceEmbedding` mean the same here (docs/guides/llamaindex.md has the table): `query_instruction` /
+`text_instruction` become the model's query and document prompts, `cache_folder` and the `SentenceTransformer`
+keywords it passes on (revision, token, local_files_only, prompts, …) load the model as sentence-transformers
+loads it, and those this class cannot honour (normalize=False, trust_remote_code=True, backend='onnx',
+truncate_dim, parallel_process, …) are refused with the reason and what to do instead
+(`fair_retrieval.embedding.keywords`). An option counts as given when its keyword is passed, whatever its value.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
 import inspect
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.node_parser import SentenceSplitter
 
 from fair_retrieval import (
     DEFAULTS,
     INSTANCE_DEFAULT,
+    ST_KEYWORDS,
+    AdapterSettings,
     Calibration,
     DocumentWindows,
-    EmbedderOptions,
     FairEmbedder,
+    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     WindowBoundaries,
     as_calibration,
+    check_refused,
     chunk_plan,
+    one_summary,
     option_doc,
-    resolve_embedder,
+    refuse_unknown,
+    shared_recipe,
+    warn_long_texts,
+    with_calibration,
 )
 from fair_retrieval.stores import WindowCache
 
@@ -71,26 +80,36 @@ class FairEmbedding(BaseEmbedding):
             only).
         text_instruction: text put before every node (before every window of a long one): the model's "document"
             prompt. None keeps the model's own; "" means none (loading only).
-        normalize: accepted for compatibility with `HuggingFaceEmbedding`; vectors are always L2-normalised here,
-            so only True is accepted.
-        cache_folder: accepted for compatibility with `HuggingFaceEmbedding`; only None (the Hugging Face cache,
-            chosen with the HF_HOME or HF_HUB_CACHE environment variable) is accepted.
-        trust_remote_code: accepted for compatibility with `HuggingFaceEmbedding`; only False, because calibration
-            needs a model whose attention runs through transformers' own code.
+        normalize: as in `HuggingFaceEmbedding`; vectors are always L2-normalised here, so False is only taken for a
+            model whose vectors are normalised anyway (one that ends in a Normalize module, as all-MiniLM-L6-v2).
+        cache_folder: where sentence-transformers downloads the model to, as in `HuggingFaceEmbedding` (None: the
+            Hugging Face cache).
+        trust_remote_code: as in `HuggingFaceEmbedding`; only False, because calibration needs a model whose
+            attention runs through transformers' own code.
+        parallel_process: as in `HuggingFaceEmbedding`; only False (calibration runs in this process's model: use
+            `IngestionPipeline(num_workers=N)`, which pickles this class, instead).
+        target_devices: as in `HuggingFaceEmbedding`; only None (see parallel_process).
         callback_manager: LlamaIndex callback manager.
-        **kwargs: other `BaseEmbedding` fields: model_name (what `to_dict()` calls the model), num_workers,
-            embeddings_cache. Any other name is refused.
+        **kwargs: other `BaseEmbedding` fields (model_name, what `to_dict()` calls the model; num_workers;
+            embeddings_cache), and the `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on (revision,
+            token, local_files_only, processor_kwargs, config_kwargs, prompts, default_prompt_name; backend,
+            truncate_dim, … only with the value that changes nothing). Any other name is refused.
 
     Raises:
         ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
-            value `EmbedderOptions` refuses (with its message), for normalize=False, a cache_folder or
-            trust_remote_code=True, if both or neither of `model` and `embedder` are given, or loading options or
-            instructions come with an `embedder`.
+            value `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbedding` value that cannot be
+            honoured (with the reason), if both or neither of `model` and `embedder` are given, or loading options
+            or instructions come with an `embedder`.
         TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
             the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
     """
 
     # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
+    embed_batch_size: int = Field(
+        default=DEFAULTS.batch_size,
+        gt=0,
+        description="Texts per call into the embedder; when a model is loaded here also: " + option_doc("batch_size"),
+    )
     calibration: Calibration | None = Field(
         default=DEFAULTS.calibration,
         description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
@@ -121,6 +140,7 @@ class FairEmbedding(BaseEmbedding):
 
     _embedder: FairEmbedder = PrivateAttr()
     _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
+    _recipe: tuple[str | None, dict[str, Any]] = PrivateAttr()  # (model, settings): what a pickled copy loads
 
     def __init__(
         self,
@@ -128,52 +148,53 @@ class FairEmbedding(BaseEmbedding):
         *,
         embedder: FairEmbedder | None = None,
         calibration: Calibration | dict[str, Any] | None = INSTANCE_DEFAULT,
-        pooling: Pooling | None = DEFAULTS.pooling,
-        max_length: int | None = DEFAULTS.max_length,
-        long_documents: LongDocuments = DEFAULTS.long_documents,
-        window_overlap: int | None = DEFAULTS.window_overlap,
-        window_boundaries: WindowBoundaries = DEFAULTS.window_boundaries,
-        window_tokens: int | None = DEFAULTS.window_tokens,
-        device: str | None = None,  # DEFAULTS.device, typed as a str here (it is stored as one)
-        precision: Precision = DEFAULTS.precision,
-        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
-        show_progress_bar: bool = DEFAULTS.show_progress_bar,
-        model_kwargs: Mapping[str, Any] | None = DEFAULTS.model_kwargs,
+        pooling: Pooling | None = INSTANCE_DEFAULT,
+        max_length: int | None = INSTANCE_DEFAULT,
+        long_documents: LongDocuments = INSTANCE_DEFAULT,
+        window_overlap: int | None = INSTANCE_DEFAULT,
+        window_boundaries: WindowBoundaries = INSTANCE_DEFAULT,
+        window_tokens: int | None = INSTANCE_DEFAULT,
+        device: str | None = INSTANCE_DEFAULT,
+        precision: Precision = INSTANCE_DEFAULT,
+        embed_batch_size: int = INSTANCE_DEFAULT,
+        show_progress_bar: bool = INSTANCE_DEFAULT,
+        model_kwargs: Mapping[str, Any] | None = INSTANCE_DEFAULT,
         query_instruction: str | None = None,
         text_instruction: str | None = None,
         normalize: bool = True,
         cache_folder: str | None = None,
         trust_remote_code: bool = False,
+        parallel_process: bool = False,
+        target_devices: list[str] | None = None,
         callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
-        arguments = dict(locals())  # first, before any local is assigned: the options as given, by name
-        _refuse_unknown(kwargs)
-        _refuse_unsupported(normalize, cache_folder, trust_remote_code)
-        prompts = _prompts(query_instruction, text_instruction)
-        if prompts is not None and embedder is not None:
-            raise ValueError(
-                "FairEmbedding: query_instruction and text_instruction set the model's prompts, which a FairEmbedder "
-                "reads when it is built; pass model= to load the model here with them, or build the FairEmbedder "
-                "from a SentenceTransformer whose prompts you set (model.prompts = {'query': ..., 'document': ...})."
-            )
-        model = _model_argument(model, kwargs.pop("model_name", None))
-        if calibration is not INSTANCE_DEFAULT:  # a dict (from to_dict()) becomes a Calibration
-            arguments["calibration"] = calibration = as_calibration(calibration)
-        options = EmbedderOptions.from_arguments(arguments, renamed={"batch_size": "embed_batch_size"})
+        arguments = dict(locals())  # first, before any local is assigned: the keywords as given, by name
+        base = {name: kwargs.pop(name) for name in list(kwargs) if name in _BASE_FIELDS}
+        reader = KeywordReader("FairEmbedding")
+        refuse_unknown("FairEmbedding", reader.read_sentence_transformers(kwargs, "", others="unknown"), _valid())
+        for name in _OPTION_PARAMETERS:
+            if arguments[name] is not INSTANCE_DEFAULT:
+                reader.set(name, arguments[name], name)
         # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
-        loading = options.non_default() - {"batch_size"}
-        embedder = resolve_embedder(
-            "FairEmbedding", model=model, embedder=embedder, options=options, explicitly_set=loading, prompts=prompts
-        )
-        if calibration is INSTANCE_DEFAULT:
-            calibration = embedder.calibration
+        if embed_batch_size is not INSTANCE_DEFAULT and embedder is None:
+            reader.set("batch_size", embed_batch_size, "embed_batch_size")
+        checked = (("trust_remote_code", trust_remote_code), ("parallel_process", parallel_process))
+        for name, value in (*checked, ("target_devices", target_devices)):
+            check_refused("FairEmbedding", name, value)
+        if normalize is not True:  # taken for a model whose vectors are normalised anyway (checked once loaded)
+            reader.set("normalize_embeddings", normalize, "normalize")
+        reader.set("cache_folder", cache_folder, "cache_folder")
+        _read_instructions(reader, query_instruction, text_instruction, embedder)
+        model = _model_argument(model, base.pop("model_name", None))
+        settings = AdapterSettings.of(reader.given)
+        embedder = settings.embedder("FairEmbedding", model, embedder)
         fields: dict[str, Any] = {
             # The model as the user named it (a Hub id stays a Hub id even when it was loaded from a local copy),
             # so that to_dict() / from_dict() load the same model elsewhere; a shared embedder's own name otherwise.
             "model_name": str(model) if model is not None else embedder.model_name,
-            "embed_batch_size": embed_batch_size,
-            "calibration": calibration,
+            "embed_batch_size": DEFAULTS.batch_size if embed_batch_size is INSTANCE_DEFAULT else embed_batch_size,
+            "calibration": embedder.calibration,
             "pooling": embedder.pooling,
             "max_length": embedder.max_length,
             "long_documents": embedder.long_documents,
@@ -181,15 +202,23 @@ class FairEmbedding(BaseEmbedding):
             "window_boundaries": embedder.window_boundaries,
             "window_tokens": embedder.window_tokens,
             "device": str(embedder.device),
-            "precision": precision,
-            "show_progress_bar": show_progress_bar,
+            "precision": settings.options.precision,
+            "show_progress_bar": settings.options.show_progress_bar,
             "query_instruction": query_instruction,
             "text_instruction": text_instruction,
         }
         if callback_manager is not None:
             fields["callback_manager"] = callback_manager
-        super().__init__(**fields, **kwargs)
+        super().__init__(**fields, **base)
         self._embedder = embedder
+        self._recipe = (str(model), dict(reader.given)) if model is not None else shared_recipe(embedder)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
+        if name == "calibration":
+            value = as_calibration(value)
+            self._embedder = with_calibration(self._embedder, value)
+        super().__setattr__(name, value)
 
     @classmethod
     def class_name(cls) -> str:
@@ -228,6 +257,37 @@ class FairEmbedding(BaseEmbedding):
             **kwargs,
         )
 
+    def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
+        """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
+        line for the whole call instead of one per batch (those are DEBUG)."""
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
+        with one_summary():
+            return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
+        """`get_text_embedding_batch` for async callers, with its one log line per call."""
+        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
+        with one_summary():
+            return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """The state to pickle (worker pools: `IngestionPipeline(num_workers=N)`), without the loaded model: the
+        unpickled copy loads it again from its recipe, so nothing is dropped with a warning."""
+        state = BaseModel.__getstate__(self)
+        private = dict(state.get("__pydantic_private__") or {})
+        private.pop("_embedder", None)
+        private.pop("_windows", None)
+        return {**state, "__pydantic_private__": private}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore a pickled FairEmbedding: load its model again from the recipe it was built with."""
+        BaseModel.__setstate__(self, state)
+        model, given = self._recipe
+        self._embedder = AdapterSettings.of(given).embedder("FairEmbedding", model, None)
+        self._windows = WindowCache()
+
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
         return self._embedder.embed_query(query).tolist()  # type: ignore[no-any-return]
@@ -240,18 +300,26 @@ class FairEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        windows = self.embed_document_windows(texts)
-        self._windows.remember(texts, windows)  # a multi-vector store takes them from this pass (no second one)
+        # the windows a multi-vector store fed by this model keeps (its shape), taken from this pass (no second one)
+        windows = self._windows.embed(self, texts)
         return windows.pooled.tolist()  # type: ignore[no-any-return]
 
-    def embed_document_windows(self, texts: list[str]) -> DocumentWindows:
+    def embed_document_windows(
+        self, texts: list[str], window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
+    ) -> DocumentWindows:
         """Embed documents as LlamaIndex's text embeddings are, keeping every window's vector.
 
         `result.pooled` is what `get_text_embedding_batch` returns; see
-        `fair_retrieval.FairEmbedder.embed_document_windows`.
+        `fair_retrieval.FairEmbedder.embed_document_windows` (`window_tokens` and `window_boundaries`: windows of
+        another shape, as a multi-vector store asks). A multi-vector store this model feeds sets the shape of the
+        windows its text embeddings are made from (`window_cache.shape`): their pooled vectors are then the mean of
+        those windows.
         """
         return self._embedder.embed_document_windows(
-            texts, calibration=self.calibration, show_progress_bar=self.show_progress_bar
+            texts,
+            show_progress_bar=self.show_progress_bar,
+            window_tokens=window_tokens,
+            window_boundaries=window_boundaries,
         )
 
     @property
@@ -266,68 +334,46 @@ class FairEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
 
-def _valid_options() -> list[str]:
-    """Every keyword FairEmbedding accepts: its parameters and the BaseEmbedding fields passed through."""
+# The FairEmbedder options FairEmbedding takes under their own names (batch_size is embed_batch_size here).
+_OPTION_PARAMETERS = (
+    "calibration",
+    "pooling",
+    "max_length",
+    "long_documents",
+    "window_overlap",
+    "device",
+    "precision",
+    "show_progress_bar",
+    "model_kwargs",
+)
+
+
+def _valid() -> list[str]:
+    """Every keyword FairEmbedding accepts: its parameters, the BaseEmbedding fields passed through, and the
+    `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on."""
     parameters = inspect.signature(FairEmbedding.__init__).parameters
     named = [name for name, p in parameters.items() if name != "self" and p.kind is not p.VAR_KEYWORD]
-    return [*named, *(name for name in _BASE_FIELDS if name not in named)]
+    others = [*_BASE_FIELDS, *ST_KEYWORDS]
+    return [*named, *dict.fromkeys(name for name in others if name not in named)]
 
 
-def _refuse_unknown(kwargs: dict[str, Any]) -> None:
-    """Raise a ValueError for keywords that are neither parameters nor BaseEmbedding fields (a typo is not dropped).
-
-    LlamaIndex's BaseEmbedding would accept and ignore them; FairEmbeddings (LangChain) forbids them, and so does
-    this class, with the closest valid name for each.
-    """
-    unknown = [name for name in kwargs if name not in _BASE_FIELDS]
-    if not unknown:
-        return
-    valid = _valid_options()
-    described = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, valid, n=1)
-        described.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    raise ValueError(
-        f"FairEmbedding got unknown option{'s' if len(unknown) > 1 else ''} {', '.join(described)}. "
-        f"Valid options: {', '.join(valid)}."
-    )
-
-
-def _refuse_unsupported(normalize: object, cache_folder: object, trust_remote_code: object) -> None:
-    """Refuse the `HuggingFaceEmbedding` arguments that this class cannot honour, saying why and what to do."""
-    if normalize is not True:
+def _read_instructions(
+    reader: KeywordReader, query_instruction: object, text_instruction: object, embedder: FairEmbedder | None
+) -> None:
+    """The instructions as the model's query and document prompts ("" = none; None = the model's own)."""
+    for argument, value in (("query_instruction", query_instruction), ("text_instruction", text_instruction)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{argument} must be a str or None, got {type(value).__name__}.")
+    if embedder is not None and (query_instruction is not None or text_instruction is not None):
         raise ValueError(
-            f"FairEmbedding always returns L2-normalised vectors (calibration and the pooling of windows are defined "
-            f"for them), so normalize={normalize!r} cannot be honoured; drop normalize."
+            "FairEmbedding: query_instruction and text_instruction set the model's prompts, which a FairEmbedder "
+            "reads when it is built; pass model= to load the model here with them, or build the FairEmbedder "
+            "from a SentenceTransformer whose prompts you set (model.prompts = {'query': ..., 'document': ...})."
         )
-    if cache_folder is not None:
-        raise ValueError(
-            f"FairEmbedding loads models through the Hugging Face cache, so cache_folder={cache_folder!r} cannot be "
-            "honoured: set the HF_HOME (or HF_HUB_CACHE) environment variable to use another cache, or download the "
-            "model into a folder and pass that folder as model=."
-        )
-    if trust_remote_code is not False:
-        raise ValueError(
-            f"trust_remote_code={trust_remote_code!r}: FairEmbedding calibrates attention through transformers' own "
-            "model code, which a model's remote code bypasses, so remote-code models are not supported; drop "
-            "trust_remote_code (models that transformers implements, e.g. BERT, XLM-R, ModernBERT, Qwen3, load "
-            "without it)."
-        )
-
-
-def _prompts(query_instruction: object, text_instruction: object) -> dict[str, str] | None:
-    """The model prompts the instructions set ({"query": …, "document": …}), or None when neither is given."""
-    prompts: dict[str, str] = {}
-    for name, prompt, argument in (
-        ("query", query_instruction, "query_instruction"),
-        ("document", text_instruction, "text_instruction"),
-    ):
-        if prompt is None:
-            continue
-        if not isinstance(prompt, str):
-            raise TypeError(f"{argument} must be a str or None, got {type(prompt).__name__}.")
-        prompts[name] = prompt
-    return prompts or None
+    if query_instruction is not None:
+        reader.set("query_prompt", query_instruction, "query_instruction")
+    if text_instruction is not None:
+        reader.set("document_prompt", text_instruction, "text_instruction")
 
 
 def _model_argument(model: str | None, model_name: str | None) -> str | None:
