@@ -101,13 +101,13 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             replaced_move_to_end=False,  # a replaced node keeps its place
             group_of=lambda record: record.doc_id,  # delete(ref_doc_id) removes a document's nodes
             name="FairFaissVectorStore",
+            embedder=embed_model,  # decides the default mode: multi-vector over a FairEmbedding, else pooled
         )
         if self._store.multivector and embed_model is None:
             raise ValueError(
                 "FairFaissVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
                 "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
             )
-        self._store.embedder = embed_model
 
     @classmethod
     def create(
