@@ -203,7 +203,10 @@ class FairEmbedder(WindowPlanning):
         window vectors holds the pooled ones.
 
         Args:
-            texts, calibration, show_progress_bar, positional_scaling: as `embed_documents`.
+            texts: as `embed_documents`.
+            calibration: as `embed_documents`.
+            show_progress_bar: as `embed_documents`.
+            positional_scaling: as `embed_documents`.
             window_tokens: windows of at most this many content tokens for this call (a multi-vector store that
                 keeps smaller windows than the embedder's); the overlap is then an eighth of it, or the embedder's
                 own `window_overlap` when one was given (at most half of it). None: the embedder's windows.
