@@ -35,6 +35,8 @@ The modules, with the names exported from each:
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
   `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window).
+- `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
+  boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
@@ -68,6 +70,7 @@ from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
@@ -95,6 +98,7 @@ __all__ = [
     "StoreHit",
     "StoreIndex",
     "StoreMetric",
+    "StoreWindows",
     "WindowCache",
     "WindowEmbedder",
     "WrappedStore",

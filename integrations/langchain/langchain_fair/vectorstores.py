@@ -20,6 +20,7 @@ from fair_retrieval.stores import (
     DocumentStore,
     StoreHit,
     StoreMetric,
+    StoreWindows,
     WrappedStore,
     checked_entries,
     ensure_text_list,
@@ -44,8 +45,11 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         relevance_score_fn: a raw score → [0, 1]; the default gives (1 + cosine) / 2 for unit vectors, any metric.
         multivector: keep each document as its windows' vectors (needs `FairEmbeddings`): searches return k
             distinct documents scored by `aggregate`, the best window's span in the metadata under "best_window".
-            None: `fair_retrieval.stores.DEFAULT_MULTIVECTOR`.
+            None: `fair_retrieval.stores.DEFAULT_MULTIVECTOR` (multi-vector), pooled over embeddings without windows.
         aggregate: "max", "max-mean" or "top2" (None: `DEFAULT_AGGREGATE`); refused for a pooled store.
+        windows: the windows a multi-vector store keeps (`fair_retrieval.stores.StoreWindows`: sizes, boundaries);
+            None: the window study's default (the embedder's window and half of it, at the text's boundaries);
+            `StoreWindows()`: the embedder's own windows, one pass.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
@@ -63,6 +67,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         relevance_score_fn: Callable[[float], float] | None = None,
         multivector: bool | None = None,
         aggregate: Aggregate | None = None,
+        windows: StoreWindows | None = None,
         **index_params: int,
     ) -> None:
         if not isinstance(embedding, Embeddings):
@@ -77,6 +82,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             embedder=embedding,
             replaced_move_to_end=True,  # LangChain: an upserted document moves to the end
             name="FaissVectorStore",
+            windows=windows,
         )
         self._relevance_score_fn = relevance_score_fn
 

@@ -20,12 +20,18 @@ from tests.sealing import seal
 
 @pytest.fixture(scope="module")
 def stores(minilm: FairEmbedder, late_case) -> dict[str, FaissVectorStore]:
-    """The late-answer corpus in two stores: calibrated (FairEmbeddings) and plain (calibration=None)."""
+    """The late-answer corpus in two pooled stores (one vector per document, what these tests read back):
+    calibrated (FairEmbeddings) and plain (calibration=None)."""
     ids = [f"doc-{position}" for position in range(len(late_case.documents))]
     metadatas = [{"position": position, "answers": position in late_case.answer_of} for position in range(len(ids))]
     return {
         name: FaissVectorStore.from_texts(
-            late_case.documents, FairEmbeddings(embedder=minilm, **options), metadatas=metadatas, ids=ids, gpu=False
+            late_case.documents,
+            FairEmbeddings(embedder=minilm, **options),
+            metadatas=metadatas,
+            ids=ids,
+            gpu=False,
+            multivector=False,
         )
         for name, options in (("fair", {}), ("plain", {"calibration": None}))
     }
@@ -173,10 +179,14 @@ def test_save_and_load_round_trip_without_pickle(minilm: FairEmbedder, late_case
     folder = store.save_local(tmp_path / "store")
 
     files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
-    assert files == ["index/index.faiss", "index/index.json", "store.json"]
+    assert files == ["index/index.faiss", "index/index.json", "index/windows.json", "store.json"]  # multi-vector
     for path in folder.rglob("*"):
         assert not path.is_file() or not path.read_bytes().startswith(b"\x80")  # no pickle stream anywhere
-    assert json.loads((folder / "store.json").read_text())["documents"][0]["metadata"] == metadatas[0]
+    saved = json.loads((folder / "store.json").read_text())
+    assert saved["documents"][0]["metadata"] == metadatas[0]
+    whole = minilm.window_content_tokens
+    assert saved["multivector"] and saved["window_tokens"] == [whole, -(-whole // 2)]  # the window and half of it
+    assert saved["window_boundaries"] == "text"
 
     loaded = FaissVectorStore.load_local(folder, embeddings, gpu=False)
     after = loaded.similarity_search_with_score(query, k=3)
@@ -206,7 +216,7 @@ def test_load_refuses_foreign_or_inconsistent_folders(minilm: FairEmbedder, tmp_
     (tmp_path / "foreign" / "store.json").write_text('{"some": "json"}')
     with pytest.raises(ValueError, match="not written by FaissVectorStore"):
         FaissVectorStore.load_local(tmp_path / "foreign", embeddings)
-    store = FaissVectorStore.from_texts(["one", "two"], embeddings, ids=["1", "2"], gpu=False)
+    store = FaissVectorStore.from_texts(["one", "two"], embeddings, ids=["1", "2"], gpu=False, multivector=False)
     folder = store.save_local(tmp_path / "store")
     state = json.loads((folder / "store.json").read_text())
     state["documents"].pop()
@@ -289,3 +299,25 @@ def test_fair_embeddings_construction(minilm: FairEmbedder, tiny_model: str) -> 
         FairEmbeddings(model=tiny_model, normalize=True)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="calibration must be"):
         FairEmbeddings(embedder=minilm, calibration="strong")  # type: ignore[arg-type]
+
+
+def test_the_default_store_keeps_windows_and_other_embeddings_get_a_pooled_one(
+    minilm: FairEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    texts = [" ".join(["The harbour board met about the spring timetable."] * 40), "A short note."]
+    for store in (
+        FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), gpu=False),
+        FaissVectorStore.from_documents(
+            [Document(page_content=t) for t in texts], FairEmbeddings(embedder=minilm), gpu=False
+        ),
+    ):
+        assert store.multivector and store.aggregate == "max"
+        assert store.index is not None and store.index.window_count > len(texts)  # the windows of both sizes
+    constructed = FaissVectorStore(FairEmbeddings(embedder=minilm), gpu=False)
+    assert constructed.multivector
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.stores"):
+        other = FaissVectorStore.from_texts(texts, DeterministicFakeEmbedding(size=8), gpu=False)
+    assert not other.multivector and "gives no window vectors" in caplog.text
+    assert not FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), multivector=False).multivector

@@ -21,6 +21,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
+from fair_retrieval.stores import StoreWindows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
 from tests.sealing import sealed_store_copy
 
@@ -74,7 +75,9 @@ def windows(embeddings: FairEmbeddings) -> DocumentWindows:
 def build(embeddings: FairEmbeddings, **options: Any) -> FaissVectorStore:
     texts, metadatas, ids = corpus()
     options.setdefault("gpu", False)
-    return FaissVectorStore.from_texts(texts, embeddings, metadatas=metadatas, ids=ids, multivector=True, **options)
+    return FaissVectorStore.from_texts(
+        texts, embeddings, metadatas=metadatas, ids=ids, multivector=True, windows=StoreWindows(), **options
+    )
 
 
 def brute_force(
@@ -270,6 +273,7 @@ def test_add_embeddings_keeps_each_text_as_one_window(embeddings: FairEmbeddings
         metadatas=metadatas,
         ids=ids,
         multivector=True,
+        windows=StoreWindows(),
         gpu=False,
     )
     index = store.index
@@ -286,8 +290,12 @@ def test_merge_from_copies_every_window_and_refuses_mixed_modes(
     embeddings: FairEmbeddings, windows: DocumentWindows
 ) -> None:
     texts, metadatas, ids = corpus()
-    first = FaissVectorStore.from_texts(texts[:6], embeddings, metadatas[:6], ids=ids[:6], multivector=True, gpu=False)
-    second = FaissVectorStore.from_texts(texts[6:], embeddings, metadatas[6:], ids=ids[6:], multivector=True, gpu=False)
+    first = FaissVectorStore.from_texts(
+        texts[:6], embeddings, metadatas[:6], ids=ids[:6], multivector=True, windows=StoreWindows(), gpu=False
+    )
+    second = FaissVectorStore.from_texts(
+        texts[6:], embeddings, metadatas[6:], ids=ids[6:], multivector=True, windows=StoreWindows(), gpu=False
+    )
     first.merge_from(second)
     whole = build(embeddings)
     assert first.ids == whole.ids and len(second) == 8
@@ -307,7 +315,7 @@ def test_merge_from_copies_every_window_and_refuses_mixed_modes(
         assert [(d.id, d.metadata) for d, _ in merged] == [(d.id, d.metadata) for d, _ in built]
         np.testing.assert_allclose([s for _, s in merged], [s for _, s in built], atol=1e-5)
 
-    pooled = FaissVectorStore.from_texts(["Another text."], embeddings, ids=["other"], gpu=False)
+    pooled = FaissVectorStore.from_texts(["Another text."], embeddings, ids=["other"], gpu=False, multivector=False)
     with pytest.raises(ValueError, match="multivector"):
         first.merge_from(pooled)
     with pytest.raises(ValueError, match="multivector"):
@@ -322,7 +330,7 @@ def test_options_are_checked_when_the_store_is_made(embeddings: FairEmbeddings) 
         FaissVectorStore(embeddings, multivector=True, aggregate="mean")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="multivector"):
         FaissVectorStore(embeddings, multivector="yes")  # type: ignore[arg-type]
-    pooled = FaissVectorStore.from_texts(["One text."], embeddings, gpu=False)
+    pooled = FaissVectorStore.from_texts(["One text."], embeddings, gpu=False, multivector=False)
     assert not pooled.multivector and not isinstance(pooled.index, MultiVectorIndex)
     hnsw = build(embeddings, kind="hnsw", M=8, fetch_factor=3)
     assert isinstance(hnsw.index, MultiVectorIndex) and hnsw.index.kind == "hnsw"
@@ -360,7 +368,8 @@ def test_save_and_load_keep_the_mode_the_aggregate_and_the_results(embeddings: F
 
 def test_a_pooled_store_is_never_read_as_a_multi_vector_one(embeddings: FairEmbeddings, tmp_path: Path) -> None:
     texts, metadatas, ids = corpus()
-    folder = FaissVectorStore.from_texts(texts, embeddings, metadatas, ids=ids, gpu=False).save_local(tmp_path / "p")
+    pooled = FaissVectorStore.from_texts(texts, embeddings, metadatas, ids=ids, gpu=False, multivector=False)
+    folder = pooled.save_local(tmp_path / "p")
     state = json.loads((folder / "store.json").read_text(encoding="utf-8"))
     assert "multivector" not in state and "multivector" not in state["embedder"]  # the file as before
     with pytest.raises(ValueError, match="holds a store of pooled documents"):
@@ -389,7 +398,9 @@ def test_a_pooled_store_is_never_read_as_a_multi_vector_one(embeddings: FairEmbe
 
 
 def test_an_empty_multi_vector_store_saves_and_loads_its_mode(embeddings: FairEmbeddings, tmp_path: Path) -> None:
-    folder = FaissVectorStore(embeddings, multivector=True, aggregate="max-mean", gpu=False).save_local(tmp_path / "e")
+    folder = FaissVectorStore(
+        embeddings, multivector=True, windows=StoreWindows(), aggregate="max-mean", gpu=False
+    ).save_local(tmp_path / "e")
     loaded = FaissVectorStore.load_local(folder, embeddings, gpu=False)
     assert loaded.multivector and loaded.aggregate == "max-mean" and loaded.index is None
     loaded.add_texts(corpus()[0][:3], ids=["a", "b", "c"])
@@ -420,7 +431,9 @@ def test_the_best_window_is_the_one_that_holds_the_answer(minilm_path: str) -> N
         if position == 2:
             body.insert(5, planted)
         texts.append(" ".join(body))
-    store = FaissVectorStore.from_texts(texts, embeddings, ids=["a", "b", "c", "d"], multivector=True, gpu=False)
+    store = FaissVectorStore.from_texts(
+        texts, embeddings, ids=["a", "b", "c", "d"], multivector=True, windows=StoreWindows(), gpu=False
+    )
     index = store.index
     assert isinstance(index, MultiVectorIndex) and len(index.window_spans(store._int_ids["c"])) >= 3
     (hit,) = store.similarity_search("What colour does the lighthouse keeper paint the lamp room?", k=1)

@@ -33,6 +33,7 @@ from llama_index.vector_stores.fair.vector_store import BEST_WINDOW_KEY
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
+from fair_retrieval.stores import StoreWindows
 from fair_retrieval.stores.window_source import content_offset
 
 WORDS = (
@@ -86,7 +87,12 @@ def _build(
     embed_model: FairEmbedding, documents: list[Document] | None = None, **store_options: Any
 ) -> tuple[VectorStoreIndex, FairFaissVectorStore]:
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model, **store_options
+        dim=embed_model.embedder.dimension,
+        gpu=False,
+        multivector=True,
+        windows=StoreWindows(),
+        embed_model=embed_model,
+        **store_options,
     )
     context = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex.from_documents(
@@ -202,7 +208,7 @@ def test_each_text_is_embedded_once(embed_model: FairEmbedding, embedded_texts: 
 
 def test_an_ingestion_pipeline_embeds_each_text_once(embed_model: FairEmbedding, embedded_texts: list[str]) -> None:
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
     )
     pipeline = IngestionPipeline(transformations=[SPLITTER, embed_model], vector_store=store)
     nodes = pipeline.run(documents=_documents(4))
@@ -219,7 +225,9 @@ def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
     for node, vector in zip(nodes, FairEmbedding(embedder=embedder).get_text_embedding_batch(texts), strict=True):
         node.embedding = vector  # another FairEmbedding: this store's embed model never saw these texts
     embedded_texts.clear()
-    store = FairFaissVectorStore.create(dim=embedder.dimension, gpu=False, multivector=True, embed_model=embed_model)
+    store = FairFaissVectorStore.create(
+        dim=embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
+    )
     with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.vector_store"):
         store.add(nodes)
     assert f"{len(nodes)} of {len(nodes)} nodes were not in the embed model's window cache" in caplog.text
@@ -289,7 +297,7 @@ def test_planted_answer_is_found_and_its_window_covers_it(minilm_path: str) -> N
         Document(text=" ".join(sentences[start : start + 10]), id_=f"other-{start}") for start in (40, 50)
     ]
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
     )
     index = VectorStoreIndex.from_documents(
         documents, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
@@ -329,7 +337,7 @@ def test_ingestion_pipeline_upserts_replace_a_changed_documents_windows(
     embed_model: FairEmbedding, embedder: FairEmbedder, embedded_texts: list[str]
 ) -> None:
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, multivector=True, embed_model=embed_model
+        dim=embed_model.embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
     )
     pipeline = IngestionPipeline(
         transformations=[SPLITTER, embed_model],
@@ -392,7 +400,9 @@ def test_persist_and_load_index_from_storage_round_trip(
 
 
 def test_a_stored_mode_is_never_read_as_the_other(embed_model: FairEmbedding, tmp_path: Path) -> None:
-    pooled = FairFaissVectorStore.create(dim=embed_model.embedder.dimension, gpu=False, embed_model=embed_model)
+    pooled = FairFaissVectorStore.create(
+        dim=embed_model.embedder.dimension, gpu=False, embed_model=embed_model, multivector=False
+    )
     VectorStoreIndex.from_documents(
         _documents(3), storage_context=StorageContext.from_defaults(vector_store=pooled), embed_model=embed_model
     ).storage_context.persist(str(tmp_path / "pooled"))
@@ -452,14 +462,16 @@ def test_multivector_needs_a_window_capable_embed_model(embed_model: FairEmbeddi
         FairFaissVectorStore.create(dim=dim, gpu=False, multivector="yes", embed_model=embed_model)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pass a MultiVectorIndex with multivector=True"):
         FairFaissVectorStore(FaissIndex(dim, gpu=False), multivector=True, embed_model=embed_model)
-    with pytest.raises(ValueError, match="pass a MultiVectorIndex with multivector=True"):
+    with pytest.raises(ValueError, match="pass embed_model="):  # a MultiVectorIndex given: a multi-vector store
         FairFaissVectorStore(MultiVectorIndex(dim, gpu=False))
     given = FairFaissVectorStore(
         MultiVectorIndex(dim, gpu=False, aggregate="top2"), multivector=True, embed_model=embed_model
     )
     assert given.aggregate == "top2" and not FairFaissVectorStore.create(dim=dim, gpu=False).multivector
 
-    store = FairFaissVectorStore.create(dim=dim, gpu=False, multivector=True, embed_model=embed_model)
+    store = FairFaissVectorStore.create(
+        dim=dim, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
+    )
     with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
         store.record_embed_model(MockEmbedding(embed_dim=dim))
     node = TextNode(text=_text(1), embedding=embed_model.embedder.embed_documents([_text(1)])[0].tolist())
@@ -467,3 +479,22 @@ def test_multivector_needs_a_window_capable_embed_model(embed_model: FairEmbeddi
     store.persist(str(tmp_path / "default__vector_store.json"))
     with pytest.raises(TypeError, match="only fair-retrieval's embedders give"):
         FairFaissVectorStore.from_persist_dir(str(tmp_path), gpu=False, embed_model=MockEmbedding(embed_dim=dim))
+
+
+def test_a_store_created_with_a_fair_embedding_is_multi_vector_by_default(
+    embed_model: FairEmbedding, embedder: FairEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FairFaissVectorStore.create(dim=embedder.dimension, embed_model=embed_model, gpu=False)
+    assert store.multivector and store.aggregate == "max"
+    index = VectorStoreIndex.from_documents(
+        _documents(4),
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=embed_model,
+        transformations=[SPLITTER],
+    )
+    hit = index.as_retriever(similarity_top_k=2).retrieve(QUERIES[0])[0]
+    assert BEST_WINDOW_KEY in hit.node.metadata
+    assert not FairFaissVectorStore.create(dim=embedder.dimension, gpu=False).multivector  # no embed model
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.stores"):
+        other = FairFaissVectorStore.create(dim=8, embed_model=MockEmbedding(embed_dim=8), gpu=False)
+    assert not other.multivector and "gives no window vectors" in caplog.text

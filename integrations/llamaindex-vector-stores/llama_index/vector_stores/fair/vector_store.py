@@ -34,7 +34,15 @@ from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.index import Aggregate, GpuChoice, Metric
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, WrappedStore, positive_int, preview, repeated
+from fair_retrieval.stores import (
+    BEST_WINDOW_KEY,
+    DocumentStore,
+    StoreWindows,
+    WrappedStore,
+    positive_int,
+    preview,
+    repeated,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +63,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         multivector: keep nodes as their windows' vectors: k distinct nodes per query, the best window under
             `BEST_WINDOW_KEY` in the metadata. None: `DEFAULT_MULTIVECTOR`.
         aggregate: "max", "max-mean" or "top2" (None: `DEFAULT_AGGREGATE`); refused for a pooled store.
+        windows: the windows a multi-vector store keeps (`fair_retrieval.stores.StoreWindows`); None: the window
+            study's default (the embedder's window and half of it, at the text's boundaries); `StoreWindows()`: the
+            embed model's own windows, one pass.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
@@ -79,6 +90,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         embed_model: Any | None = None,
         multivector: bool | None = None,
         aggregate: Aggregate | None = None,
+        windows: StoreWindows | None = None,
         **index_params: int,
     ) -> None:
         if "faiss_index" in index_params:
@@ -102,6 +114,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             group_of=lambda record: record.doc_id,  # delete(ref_doc_id) removes a document's nodes
             name="FairFaissVectorStore",
             embedder=embed_model,  # decides the default mode: multi-vector over a FairEmbedding, else pooled
+            windows=windows,
         )
         if self._store.multivector and embed_model is None:
             raise ValueError(
