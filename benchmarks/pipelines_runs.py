@@ -4,6 +4,7 @@ through each stack's own retriever, the multi-vector stores and the stacks' smal
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tempfile
@@ -152,11 +153,8 @@ def retrieve(stack: str, embedding: Any, chunks: list[Chunk], queries: np.ndarra
     from langchain_fair import FaissVectorStore
 
     started = time.perf_counter()
-    # pooled, as LlamaIndex's default in-memory store: this row compares the embeddings' vectors (the stores'
-    # multi-vector default is measured by benchmarks/window_boundaries.py)
-    store = FaissVectorStore.from_texts(
-        [c.text for c in chunks], embedding, ids=[c.cid for c in chunks], multivector=False
-    )
+    texts, ids = [c.text for c in chunks], [c.cid for c in chunks]  # pooled: the embeddings' vectors compared
+    store = FaissVectorStore.from_texts(texts, embedding, ids=ids, multivector=False)
     seconds = time.perf_counter() - started
     return [[doc.id for doc in store.similarity_search_by_vector(v.tolist(), k=10)] for v in queries], seconds
 
@@ -337,6 +335,11 @@ class NoMultivectorError(RuntimeError):
     """The installed adapter's store has no multi-vector mode (the run is skipped, not failed)."""
 
 
+def _check_mode(constructor: Any, options: dict[str, Any], what: str) -> None:
+    if options.get("multivector") and "multivector" not in inspect.signature(constructor).parameters:
+        raise NoMultivectorError(f"{what} has no multivector mode.")
+
+
 def store_run(
     stack: str,
     embedding: Any,
@@ -346,25 +349,15 @@ def store_run(
     aggregate: str | None,
     store_default: bool = False,
 ) -> tuple[list[list[str]], dict[str, Any]]:
-    """Index `chunks` in our store for `stack` (multi-vector with `aggregate`, or pooled when None; with
-    `store_default`, the store's own default mode: no mode argument) as a user does, save it, and retrieve top-10
-    through the stack's retriever. Returns the rankings and the costs."""
-    import inspect
-
-    options: dict[str, Any] = (
-        {"multivector": False} if aggregate is None else {"multivector": True, "aggregate": aggregate}
-    )
-    if store_default:
-        options = {}
+    """Index `chunks` in our store for `stack` as a user does (multi-vector with `aggregate`, pooled when None, the
+    store's own default with `store_default`), save it, retrieve top-10 by the stack's retriever; rankings, costs."""
+    options: dict[str, Any] = {"multivector": True, "aggregate": aggregate} if aggregate else {"multivector": False}
+    options = {} if store_default else options
     with tempfile.TemporaryDirectory(prefix="pipelines-store-") as folder:
         if stack == "langchain":
             from langchain_fair import FaissVectorStore
 
-            if (
-                options.get("multivector")
-                and "multivector" not in inspect.signature(FaissVectorStore.__init__).parameters
-            ):
-                raise NoMultivectorError("This langchain-fair's FaissVectorStore has no multivector mode.")
+            _check_mode(FaissVectorStore.__init__, options, "This langchain-fair's FaissVectorStore")
             started = time.perf_counter()
             store = FaissVectorStore.from_texts(
                 [c.text for c in chunks], embedding, ids=[c.cid for c in chunks], **options
@@ -384,11 +377,7 @@ def store_run(
             except ImportError:  # an installed release from before the store had its own distribution
                 from llama_index.embeddings.fair import FairFaissVectorStore
 
-            if (
-                options.get("multivector")
-                and "multivector" not in inspect.signature(FairFaissVectorStore.create).parameters
-            ):
-                raise NoMultivectorError("The installed FairFaissVectorStore has no multivector mode.")
+            _check_mode(FairFaissVectorStore.create, options, "The installed FairFaissVectorStore")
             vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
             nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
             started = time.perf_counter()
@@ -485,8 +474,7 @@ def small_to_big_run(
 
 
 def _distinct(ids: Any) -> list[str]:
-    """`ids` without repeats, first occurrence kept."""
-    return list(dict.fromkeys(ids))
+    return list(dict.fromkeys(ids))  # without repeats, first occurrence kept
 
 
 def coverage(embedding: Any, chunks: list[Chunk], reference: FairEmbedder) -> dict[str, float]:

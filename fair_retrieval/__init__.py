@@ -69,7 +69,6 @@ __all__ = [
     "EmbedderOptions",
     "FairEmbedder",
     "FaissIndex",
-    "KeywordReader",
     "LongDocuments",
     "MultiVectorIndex",
     "Pooling",
