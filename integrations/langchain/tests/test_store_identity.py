@@ -23,7 +23,13 @@ def shared(tiny_model: str) -> FairEmbedder:
 
 
 def _saved(tmp_path: Path, embeddings: object) -> Path:
-    store = FaissVectorStore.from_texts(TEXTS, embeddings, ids=["a", "b", "c"], gpu=False)  # type: ignore[arg-type]
+    store = FaissVectorStore.from_texts(  # pooled: its identity is the embeddings' alone
+        TEXTS,
+        embeddings,  # type: ignore[arg-type]
+        ids=["a", "b", "c"],
+        gpu=False,
+        multivector=False,
+    )
     return store.save_local(tmp_path / "store")
 
 

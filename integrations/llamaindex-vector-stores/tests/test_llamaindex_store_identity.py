@@ -31,7 +31,10 @@ def shared(tiny_model: str) -> FairEmbedder:
 
 def _persisted(tmp_path: Path, embed_model: FairEmbedding, record: bool = True) -> Path:
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, embed_model=embed_model if record else None
+        dim=embed_model.embedder.dimension,
+        gpu=False,
+        embed_model=embed_model if record else None,
+        multivector=False,  # the identity of a pooled store is its embed model's alone
     )
     context = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex.from_documents(

@@ -34,6 +34,7 @@ from fair_retrieval import (
     AdapterSettings,
     Calibration,
     DocumentWindows,
+    EmbedderOptions,
     FairEmbedder,
     KeywordReader,
     LongDocuments,
@@ -334,18 +335,9 @@ class FairEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
 
-# The FairEmbedder options FairEmbedding takes under their own names (batch_size is embed_batch_size here).
-_OPTION_PARAMETERS = (
-    "calibration",
-    "pooling",
-    "max_length",
-    "long_documents",
-    "window_overlap",
-    "device",
-    "precision",
-    "show_progress_bar",
-    "model_kwargs",
-)
+# The FairEmbedder options FairEmbedding takes under their own names, from their one declaration (batch_size is
+# embed_batch_size here; the adapters expose no LPES).
+_OPTION_PARAMETERS = tuple(name for name in EmbedderOptions.names() if name not in ("batch_size", "positional_scaling"))
 
 
 def _valid() -> list[str]:
