@@ -449,14 +449,12 @@ class DocumentStore(Generic[R]):
         self._records.clear()
 
     def merge_from(self, other: DocumentStore[R], copy_record: Callable[[R], R] = copy.deepcopy) -> int:
-        """Add every document of `other`, copying its stored vectors (windows between multi-vector stores).
-
-        Returns:
-            How many documents were added.
+        """Add every document of `other`, copying its stored vectors (windows between multi-vector stores); returns
+        how many were added.
 
         Raises:
-            ValueError: `other` is this store, has another metric, mode or vector size, or shares an id with this
-                store (nothing is added then).
+            ValueError: `other` is this store, has another metric, mode, window shape or vector size, or shares an id
+                with this store (nothing is added then).
         """
         if other is self:
             raise ValueError("merge_from got the store itself; every id would clash. Merge another store.")
@@ -468,11 +466,12 @@ class DocumentStore(Generic[R]):
                 f"Cannot merge a store with metric={other.metric!r} into one with metric={self.metric!r}: their "
                 "scores are not comparable. Rebuild one of them with the other's metric."
             )
-        if other.multivector != self.multivector:
+        if other.multivector != self.multivector or other.windows != self.windows:
             raise ValueError(
-                f"Cannot merge a store of {other.mode} into one of {self.mode}: a pooled store has no windows to "
-                "copy, and a multi-vector one cannot take one vector for a document's windows. Rebuild one of them "
-                "with the other's multivector setting (from its documents), then merge."
+                f"Cannot merge a store of {other.mode} ({other.windows}) into one of {self.mode} ({self.windows}): a "
+                "pooled store has no windows to copy, a multi-vector one cannot take one vector for a document's "
+                "windows, nor windows of another shape. Rebuild one of them with the other's multivector setting and "
+                "windows (from its documents), then merge."
             )
         mine = self.index
         if mine is not None and mine.dim != theirs.dim:

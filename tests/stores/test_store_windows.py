@@ -98,3 +98,15 @@ def test_the_cache_keeps_windows_per_shape(embedder: FairEmbedder) -> None:
     assert misses == 0 and len(found[0].vectors) == len(made.select([0]).vectors)  # type: ignore[union-attr]
     _, other = cache.take(TEXTS, made.pooled, StoreWindows())  # the embedder's own windows were never made
     assert other == len(TEXTS)
+
+
+def test_stores_of_other_window_shapes_are_not_merged(embedder: FairEmbedder) -> None:
+    from tests.stores.test_document_store import Doc
+
+    default: DocumentStore[Doc] = DocumentStore(gpu=False, embedder=embedder)
+    own: DocumentStore[Doc] = DocumentStore(gpu=False, embedder=embedder, windows=StoreWindows())
+    for store, key in ((default, "a"), (own, "b")):
+        store.add_texts([Doc(key, TEXTS[0], {})], [TEXTS[0]], embedder.embed_documents)
+    with pytest.raises(ValueError, match="nor windows of another shape"):
+        default.merge_from(own)
+    assert len(default) == 1
