@@ -51,7 +51,7 @@ from fair_retrieval import (
     warn_long_texts,
     with_calibration,
 )
-from fair_retrieval.stores import WindowCache
+from fair_retrieval.stores import WindowCache, check_query
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +291,8 @@ class FairEmbedding(BaseEmbedding):
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
+        if any("\ud800" <= character <= "\udfff" for character in query):  # the tokenizer's error would be obscure
+            check_query(query)  # raises, naming the problem (an empty query stays LlamaIndex's to give)
         return self._embedder.embed_query(query).tolist()  # type: ignore[no-any-return]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
