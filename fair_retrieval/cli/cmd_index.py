@@ -132,8 +132,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--aggregate",
         choices=AGGREGATES,
         default=None,
-        help="with --multivector, how a document's window scores make its score: max (its best window), max-mean "
-        "(mean of the best window and the pooled vector), top2 (mean of the two best; the default)",
+        help="with --multivector, how a document's window scores make its score: max (its best window; the "
+        "default), max-mean (mean of the best window and the pooled vector), top2 (mean of the two best)",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     parser.add_argument(

@@ -3,7 +3,7 @@
 One vector per document (the token-weighted mean of its windows) averages an answer away when it sits in one
 window of a long chunk. A `MultiVectorIndex` keeps every window vector (`FairEmbedder.embed_document_windows`) in a
 `FaissIndex` and ranks *documents* by an aggregate of their windows' scores (`fair_retrieval.index.aggregates`:
-"max", "max-mean", "top2", the default).
+"max", the default, "max-mean", "top2").
 
 A search returns k *distinct* documents. The windows index is searched for more windows than k (the over-fetch:
 `fetch_factor` × k × the mean windows per document at first) and asked again for four times as many until k
@@ -93,7 +93,7 @@ class MultiVectorIndex:
         metric: "ip" (inner product; cosine for unit vectors) or "l2", as `FaissIndex`.
         kind: the windows index's kind ("flat", "hnsw", "ivf", "ivfpq"), as `FaissIndex`.
         gpu: as `FaissIndex`.
-        aggregate: "max", "max-mean" or "top2" (the default; see the module docstring).
+        aggregate: "max" (the default), "max-mean" or "top2" (see the module docstring).
         fetch_factor: the first window search asks for fetch_factor × k × (mean windows per document) windows.
         factory: a faiss index-factory string instead of `kind`, as `FaissIndex`.
         search: faiss search parameters, as `FaissIndex`.
