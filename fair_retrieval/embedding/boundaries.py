@@ -68,7 +68,7 @@ def boundary_windows(
         longest = max(token_lengths([piece.text for piece in pieces]))
         if longest <= max_length or capacity <= 1:
             return pieces
-        capacity -= longest - max_length
+        capacity = max(1, capacity - (longest - max_length))
 
 
 def _units(text: str, offsets: Sequence[tuple[int, int]]) -> list[_Unit]:
