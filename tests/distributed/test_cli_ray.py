@@ -11,6 +11,7 @@ import pytest
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.cli import main
+from fair_retrieval.index import DEFAULT_AGGREGATE
 from tests.distributed.test_embed import make_texts
 
 TEXTS = make_texts(12)
@@ -105,7 +106,7 @@ def test_ray_multivector_index_equals_the_local_one_and_keeps_documents_whole_in
     owners = [pq.read_table(path).column("id").to_pylist() for path in sorted((ray_out / "shards").glob("shard-*"))]
     assert len(owners) > 1 and sum(len(set(ids)) for ids in owners) == 12  # no document split between shards
     manifest = json.loads((ray_out / "manifest.json").read_text())
-    assert (manifest["engine"], manifest["multivector"]) == ("ray", {"aggregate": "top2"})
+    assert (manifest["engine"], manifest["multivector"]) == ("ray", {"aggregate": DEFAULT_AGGREGATE})
     capsys.readouterr()
     assert main(["search", "--index", str(ray_out), "--query", "w3 t4 w10", "-k", "3", "--json"]) == 0
     ray_results = json.loads(capsys.readouterr().out)["results"]
