@@ -114,15 +114,25 @@ class StoreWindows:
 
 
 def _merged(passes: list[DocumentWindows]) -> DocumentWindows:
-    """Documents' windows of several passes over the same texts, each document's windows together, in pass order."""
+    """Documents' windows of several passes over the same texts, each document's windows together, in pass order.
+
+    A window of a later pass with the span of one already kept for its document (a text that fits windows of both
+    sizes) is the same text read the same way, so it is kept once.
+    """
     owners = np.concatenate([p.owners for p in passes])
-    order = np.argsort(owners, kind="stable")
+    spans = np.concatenate([p.spans for p in passes])
+    seen: set[tuple[int, int, int]] = set()
+    keep = np.ones(len(owners), dtype=bool)
+    for row, (owner, (start, end)) in enumerate(zip(owners.tolist(), spans.tolist(), strict=True)):
+        keep[row] = (owner, start, end) not in seen
+        seen.add((owner, start, end))
+    order = np.argsort(owners[keep], kind="stable")
     return DocumentWindows(
         passes[0].pooled,
-        np.concatenate([p.vectors for p in passes])[order],
-        owners[order],
-        np.concatenate([p.spans for p in passes])[order],
-        np.concatenate([p.weights for p in passes])[order],
+        np.concatenate([p.vectors for p in passes])[keep][order],
+        owners[keep][order],
+        spans[keep][order],
+        np.concatenate([p.weights for p in passes])[keep][order],
     )
 
 

@@ -60,9 +60,10 @@ def test_a_new_store_keeps_whole_and_half_windows_at_the_texts_boundaries(embedd
         for n in (whole, half)
     ]
     np.testing.assert_allclose(windows.pooled, by_size[0].pooled, atol=1e-5)
-    for document in range(len(TEXTS)):
+    for document in (0, 2):
         expected = np.concatenate([w.vectors[w.of(document)] for w in by_size])
         np.testing.assert_allclose(windows.vectors[windows.of(document)], expected, atol=1e-5)
+    assert len(windows.vectors[windows.of(1)]) == 1  # a short text: its one window at both sizes, kept once
     identity = store.identity()
     assert identity is not None
     assert (identity["window_tokens"], identity["window_boundaries"]) == ([whole, half], "text")
@@ -72,9 +73,10 @@ def test_a_new_store_keeps_whole_and_half_windows_at_the_texts_boundaries(embedd
 def test_several_sizes_keep_every_documents_windows_together(embedder: FairEmbedder) -> None:
     both = StoreWindows((254, 127), "text").embed(embedder, TEXTS)
     one = [StoreWindows((n,), "text").embed(embedder, TEXTS) for n in (254, 127)]
-    assert len(both.vectors) == sum(len(w.vectors) for w in one)
+    assert len(both.vectors) == sum(len(w.vectors) for w in one) - 1  # the short text's one window, kept once
+    assert len(both.spans[both.of(1)]) == 1
     np.testing.assert_array_equal(both.pooled, one[0].pooled)
-    for document in range(len(TEXTS)):
+    for document in (0, 2):  # long enough to have different windows at both sizes
         rows = both.spans[both.of(document)]
         expected = np.concatenate([w.spans[w.of(document)] for w in one])
         np.testing.assert_array_equal(rows, expected)
