@@ -40,7 +40,7 @@ from fair_retrieval.stores.document_modes import (
 )
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
-from fair_retrieval.stores.store_windows import WINDOW_BOUNDARIES_KEY, WINDOW_TOKENS_KEY, StoreWindows, new_store_mode
+from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows, new_store_mode
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
@@ -208,7 +208,7 @@ class DocumentStore(Generic[R]):
             identity = {
                 field: value
                 for field, value in copy.deepcopy(self.recorded_identity).items()
-                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY, WINDOW_TOKENS_KEY, WINDOW_BOUNDARIES_KEY)
+                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY, STORE_WINDOWS_KEY)
             }
         else:
             return None

@@ -40,8 +40,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEFAULT_WINDOW_BOUNDARIES",
     "DEFAULT_WINDOW_SHARES",
-    "WINDOW_BOUNDARIES_KEY",
-    "WINDOW_TOKENS_KEY",
+    "STORE_WINDOWS_KEY",
     "StoreWindows",
     "default_windows",
     "gives_windows",
@@ -53,10 +52,11 @@ DEFAULT_WINDOW_SHARES: tuple[float, ...] = (1.0, 0.5)
 picked both the whole window and half of it ("multi-scale": a document is found by its best window of either size)."""
 DEFAULT_WINDOW_BOUNDARIES: WindowBoundaries = "text"
 """A multi-vector store's windows are cut at paragraph and sentence ends (the window study's pick)."""
-WINDOW_TOKENS_KEY = "window_tokens"
-"""Store-file key (and identity field) of a multi-vector store's window size in content tokens."""
-WINDOW_BOUNDARIES_KEY = "window_boundaries"
-"""Store-file key (and identity field) of where a multi-vector store's windows are cut."""
+STORE_WINDOWS_KEY = "store_windows"
+"""Store-file key (and identity field) of a multi-vector store's window shape: {"tokens": [...], "boundaries": ...}
+(named apart from the embedder's own `window_tokens` / `window_boundaries`, which its identity records too)."""
+WINDOW_TOKENS_KEY = "window_tokens"  # the `embed_document_windows` argument of one size
+WINDOW_BOUNDARIES_KEY = "window_boundaries"  # the `embed_document_windows` argument of the boundaries
 
 _ADAPTER_ATTRIBUTES = ("fair_embedder", "embedder")  # LangChain's FairEmbeddings, LlamaIndex's FairEmbedding
 
@@ -93,9 +93,10 @@ class StoreWindows:
         return passes[0] if len(passes) == 1 else _merged(passes)
 
     def settings(self) -> dict[str, Any]:
-        """The store-file keys of the shape (also the identity fields it adds); none for the embedder's own."""
-        keys: dict[str, Any] = {WINDOW_TOKENS_KEY: list(self.tokens)} if self.tokens else {}
-        return keys if self.boundaries is None else {**keys, WINDOW_BOUNDARIES_KEY: self.boundaries}
+        """The store-file key of the shape (also the identity field it adds); none for the embedder's own."""
+        if not self.tokens and self.boundaries is None:
+            return {}
+        return {STORE_WINDOWS_KEY: {"tokens": list(self.tokens), "boundaries": self.boundaries}}
 
     @classmethod
     def saved(cls, state: Mapping[str, Any], source: Path, remedy: str) -> StoreWindows:
@@ -104,11 +105,11 @@ class StoreWindows:
         Raises:
             DamagedFileError: (a ValueError) a malformed shape.
         """
-        tokens = state.get(WINDOW_TOKENS_KEY, [])
+        shape = state.get(STORE_WINDOWS_KEY, {})
         try:
-            if not isinstance(tokens, list):
-                raise ValueError(f"window_tokens must be a list, got {tokens!r}")
-            return cls(tuple(tokens), state.get(WINDOW_BOUNDARIES_KEY))
+            if not isinstance(shape, dict) or not isinstance(shape.get("tokens", []), list):
+                raise ValueError(f"{STORE_WINDOWS_KEY} must be {{'tokens': [...], 'boundaries': ...}}, got {shape!r}")
+            return cls(tuple(shape.get("tokens", [])), shape.get("boundaries"))
         except ValueError as error:
             raise DamagedFileError(source, f"its window shape is malformed ({error})", remedy) from None
 

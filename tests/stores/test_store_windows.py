@@ -66,7 +66,8 @@ def test_a_new_store_keeps_whole_and_half_windows_at_the_texts_boundaries(embedd
     assert len(windows.vectors[windows.of(1)]) == 1  # a short text: its one window at both sizes, kept once
     identity = store.identity()
     assert identity is not None
-    assert (identity["window_tokens"], identity["window_boundaries"]) == ([whole, half], "text")
+    assert identity["store_windows"] == {"tokens": [whole, half], "boundaries": "text"}
+    assert identity["window_tokens"] is None  # the embedder's own option, recorded apart
     assert default_windows(FairEmbedder(embedder.model, long_documents="truncate")) == StoreWindows()
 
 
@@ -84,10 +85,11 @@ def test_several_sizes_keep_every_documents_windows_together(embedder: FairEmbed
 
 def test_the_shape_is_saved_and_read_back_and_a_bad_one_is_refused() -> None:
     shape = StoreWindows((127,), "text")
-    assert shape.settings() == {"window_tokens": [127], "window_boundaries": "text"}
+    assert shape.settings() == {"store_windows": {"tokens": [127], "boundaries": "text"}}
     assert StoreWindows.saved(shape.settings(), Path("store.json"), "Rebuild.") == shape
     assert StoreWindows.saved({}, Path("store.json"), "Rebuild.") == StoreWindows()  # saved before: own windows
-    for bad in ({"window_tokens": 127}, {"window_tokens": [0]}, {"window_boundaries": "words"}):
+    bad_shapes = ({"tokens": 127}, {"tokens": [0]}, {"tokens": [], "boundaries": "words"}, [127])
+    for bad in ({"store_windows": shape} for shape in bad_shapes):
         with pytest.raises(DamagedFileError, match="window shape is malformed"):
             StoreWindows.saved(bad, Path("store.json"), "Rebuild.")
 

@@ -185,8 +185,8 @@ def test_save_and_load_round_trip_without_pickle(minilm: FairEmbedder, late_case
     saved = json.loads((folder / "store.json").read_text())
     assert saved["documents"][0]["metadata"] == metadatas[0]
     whole = minilm.window_content_tokens
-    assert saved["multivector"] and saved["window_tokens"] == [whole, -(-whole // 2)]  # the window and half of it
-    assert saved["window_boundaries"] == "text"
+    assert saved["multivector"] and saved["store_windows"]["tokens"] == [whole, -(-whole // 2)]  # window, half
+    assert saved["store_windows"]["boundaries"] == "text"
 
     loaded = FaissVectorStore.load_local(folder, embeddings, gpu=False)
     after = loaded.similarity_search_with_score(query, k=3)
