@@ -291,7 +291,7 @@ class FairEmbedding(BaseEmbedding):
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
-        if any("\ud800" <= character <= "\udfff" for character in query):  # the tokenizer's error would be obscure
+        if isinstance(query, str) and any("\ud800" <= character <= "\udfff" for character in query):  # else obscure
             check_query(query)  # raises, naming the problem (an empty query stays LlamaIndex's to give)
         return self._embedder.embed_query(query).tolist()  # type: ignore[no-any-return]
 
