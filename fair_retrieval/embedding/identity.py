@@ -53,6 +53,18 @@ _UNRECORDED_MEANS = {
 }  # fields added later: what a record without them was made with
 
 
+def fair_embedder_of(embeddings: Any) -> FairEmbedder | None:
+    """The `FairEmbedder` of `embeddings`: itself, the one an adapter holds under `fair_embedder` or `embedder`, or
+    None for any other embeddings object."""
+    if isinstance(embeddings, FairEmbedder):
+        return embeddings
+    for attribute in _ADAPTER_ATTRIBUTES:
+        inner = getattr(embeddings, attribute, None)
+        if isinstance(inner, FairEmbedder):
+            return inner
+    return None
+
+
 def embedder_identity(embeddings: Any) -> dict[str, Any]:
     """The JSON-compatible identity of `embeddings`: what decides the vectors it makes.
 
@@ -67,14 +79,13 @@ def embedder_identity(embeddings: Any) -> dict[str, Any]:
     """
     if isinstance(embeddings, FairEmbedder):
         return embeddings.identity()
-    for attribute in _ADAPTER_ATTRIBUTES:
-        inner = getattr(embeddings, attribute, None)
-        if isinstance(inner, FairEmbedder):
-            identity = inner.identity()
-            calibration = getattr(embeddings, "calibration", inner.calibration)
-            if calibration is None or isinstance(calibration, Calibration):
-                identity["calibration"] = calibration.to_dict() if calibration is not None else None
-            return identity
+    inner = fair_embedder_of(embeddings)
+    if inner is not None:
+        identity = inner.identity()
+        calibration = getattr(embeddings, "calibration", inner.calibration)
+        if calibration is None or isinstance(calibration, Calibration):
+            identity["calibration"] = calibration.to_dict() if calibration is not None else None
+        return identity
     cls = type(embeddings)
     model = next(
         (value for name in _MODEL_ATTRIBUTES if isinstance(value := getattr(embeddings, name, None), str)), None

@@ -28,7 +28,7 @@ from typing import Any, get_args
 import numpy as np
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
-from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
@@ -57,8 +57,6 @@ STORE_WINDOWS_KEY = "store_windows"
 (named apart from the embedder's own `window_tokens` / `window_boundaries`, which its identity records too)."""
 WINDOW_TOKENS_KEY = "window_tokens"  # the `embed_document_windows` argument of one size
 WINDOW_BOUNDARIES_KEY = "window_boundaries"  # the `embed_document_windows` argument of the boundaries
-
-_ADAPTER_ATTRIBUTES = ("fair_embedder", "embedder")  # LangChain's FairEmbeddings, LlamaIndex's FairEmbedding
 
 
 @dataclass(frozen=True)
@@ -137,21 +135,11 @@ def _merged(passes: list[DocumentWindows]) -> DocumentWindows:
     )
 
 
-def _fair_embedder(embedder: Any) -> FairEmbedder | None:
-    if isinstance(embedder, FairEmbedder):
-        return embedder
-    for attribute in _ADAPTER_ATTRIBUTES:
-        inner = getattr(embedder, attribute, None)
-        if isinstance(inner, FairEmbedder):
-            return inner
-    return None
-
-
 def default_windows(embedder: Any) -> StoreWindows:
     """The study's shape for `embedder`'s windows (`DEFAULT_WINDOW_SHARES` of its window, cut at
     `DEFAULT_WINDOW_BOUNDARIES`); the embedder's own windows where it is not fair-retrieval's (a custom
     `embed_document_windows` that takes no shape) or truncates documents."""
-    fair = _fair_embedder(embedder)
+    fair = fair_embedder_of(embedder)
     if fair is None or fair.long_documents != "windows":
         return StoreWindows()
     sizes = tuple(max(1, math.ceil(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
