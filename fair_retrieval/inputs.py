@@ -125,9 +125,13 @@ InputKind = Literal["folder", "jsonl"]
 
 @dataclass(frozen=True)
 class Document:
-    """One document to index: its id (str or int), its text and free-form JSON metadata."""
+    """One document to index: its id, its text and free-form JSON metadata.
 
-    id: str | int
+    Ids are strings, as in the vector stores (one rule: `text_checks.id_problem`); a JSONL integer id is read as its
+    decimal digits (`parse_jsonl_line`).
+    """
+
+    id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -234,7 +238,7 @@ def scan_documents(path: Path, text_field: str = "text", id_field: str = "id") -
             except ValueError as error:
                 problems.append(str(error))
         return documents, problems
-    seen: dict[str | int, int] = {}
+    seen: dict[str, int] = {}
     with path.open("rb") as handle:
         for number, line in jsonl_lines(handle):
             try:
@@ -350,7 +354,7 @@ def read_jsonl(path: Path, text_field: str = "text", id_field: str = "id") -> li
             problem in the file; the message gives its line).
     """
     documents: list[Document] = []
-    seen: dict[str | int, int] = {}
+    seen: dict[str, int] = {}
     with Path(path).open("rb") as handle:
         for number, line in jsonl_lines(handle):
             document = parse_jsonl_line(line, number, path, text_field, id_field)
@@ -391,7 +395,8 @@ def parse_jsonl_line(
 ) -> Document:
     """The document of one JSONL line: a JSON object with a string `text_field` and optional id and metadata.
 
-    The id is `id_field` (a string or an integer; default "line-<number>"). Every other field is metadata; a
+    The id is `id_field`: a string, or an integer read as its decimal digits (7 and "7" are the same id, as in the
+    vector stores, whose ids are strings); default "line-<number>". Every other field is metadata; a
     "metadata" object is merged into them, and a "metadata" value that is not an object is kept under that name.
 
     Args:
@@ -433,7 +438,9 @@ def parse_jsonl_line(
             )
         raise ValueError(f"{where}: {text_field!r} must be a string, got {type(text).__name__}.")
     doc_id = record.get(id_field, f"line-{number}")
-    if not (isinstance(doc_id, str) or is_int(doc_id)):
+    if is_int(doc_id):
+        doc_id = str(doc_id)  # ids are strings, as in the stores: 7 and "7" name one document
+    if not isinstance(doc_id, str):
         raise ValueError(f"{where}: {id_field!r} must be a string or an integer, got {type(doc_id).__name__}.")
     metadata = {key: value for key, value in record.items() if key not in (text_field, id_field, "metadata")}
     nested = record.get("metadata")
@@ -452,7 +459,7 @@ def parse_jsonl_line(
     return Document(id=doc_id, text=text, metadata=metadata)
 
 
-def repeated_id_error(path: str | Path, number: int, doc_id: str | int, first_number: int) -> ValueError:
+def repeated_id_error(path: str | Path, number: int, doc_id: str, first_number: int) -> ValueError:
     """The error for the id on line `number` of a JSONL file that line `first_number` already used."""
     return ValueError(
         f"{path} line {number}: id {doc_id!r} was already used on line {first_number}; ids must be unique."

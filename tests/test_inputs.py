@@ -16,6 +16,7 @@ from fair_retrieval.inputs import (
     scan_documents,
     visible_files,
 )
+from fair_retrieval.text_checks import id_problem
 
 
 def test_hidden_paths_below_the_folder_are_skipped_not_the_folder_itself(tmp_path: Path) -> None:
@@ -135,3 +136,17 @@ def test_store_entries_are_checked_with_position_and_id(
         check_store_entries(texts, ids, metadatas)
     str(caught.value).encode("utf-8")  # printable
     check_store_entries(["fine", "text"], ["a", "b"], [{"k": "é"}, {}])  # good entries pass
+
+
+def test_jsonl_ids_are_strings_as_in_the_stores(tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": 7, "text": "seven"}\n{"id": "8", "text": "eight"}\n', encoding="utf-8")
+    documents = read_documents(source)
+    assert [document.id for document in documents] == ["7", "8"]
+    assert all(id_problem(document.id) is None for document in documents)
+    source.write_text('{"id": 7, "text": "seven"}\n{"id": "7", "text": "seven again"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="id '7' was already used on line 1"):
+        read_documents(source)
+    source.write_text('{"id": "", "text": "no id"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="is empty"):
+        read_documents(source)

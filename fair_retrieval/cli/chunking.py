@@ -104,7 +104,7 @@ def chunk_text(text: str, tokenizer: Any, chunk_tokens: int, chunk_overlap: int 
     return chunks
 
 
-def chunk_id(source_id: str | int, index: int) -> str:
+def chunk_id(source_id: str, index: int) -> str:
     """The id of chunk `index` (from 0) of the document `source_id`: "ID#k"."""
     return f"{source_id}#{index}"
 

@@ -12,6 +12,12 @@ the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
 In a multi-vector index (`index --multivector`) the k hits are k distinct documents ranked by their windows, and
 each shows its best window: its character span in the document as `best window [start:end]` and a snippet of that
 window rather than of the document's start; the JSON results carry it as `best_window` (start, end, window).
+
+Several queries are answered with one load of the model and the index: `--query` repeated, or `--queries FILE` (one
+query per line, blank lines skipped; `-` reads standard input and answers each line as it arrives, so a terminal or
+a pipe can ask one question after another). Every query of a file is checked before the model loads. With several
+queries, the text output heads each block with the query, and `--json` prints one object per query per line (JSON
+Lines) instead of one indented object.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import argparse
 import dataclasses
 import json
 import math
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -37,8 +45,10 @@ from fair_retrieval.embedding.options import EmbedderOptions
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata
+from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
 SNIPPET_CHARS = 100
+STDIN = "-"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +60,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "documents (or chunks, with their character offsets) with their scores and a one-line snippet.",
     )
     parser.add_argument("--index", required=True, type=Path, help="folder written by `fair-retrieval index`")
-    parser.add_argument("--query", required=True, help="the query text")
+    queries = parser.add_mutually_exclusive_group(required=True)
+    queries.add_argument(
+        "--query", action="append", help="the query text; repeat it to ask several with one load of the model"
+    )
+    queries.add_argument(
+        "--queries",
+        metavar="FILE",
+        help="a UTF-8 file of queries, one per line (blank lines skipped); '-' reads them from standard input, "
+        "answering each line as it arrives",
+    )
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument(
@@ -71,15 +90,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the index and model, search, print."""
+    """Load the index and model once, then search and print for each query."""
     from fair_retrieval import FaissIndex, MultiVectorIndex
 
     require_faiss()
-    if not args.query.strip():
-        raise ValueError("--query is empty; give the text to search for.")
-    check_query(args.query, "--query")
     if args.top_k < 1:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
+    queries = query_source(args)
     folder: Path = args.index
     manifest = read_manifest(folder)
     multivector = manifest.get("multivector") is not None
@@ -93,7 +110,24 @@ def run(args: argparse.Namespace) -> int:
             f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
             f"(built with {manifest['model']}); search with that model."
         )
-    query_vector = embedder.embed_queries([args.query])
+    several = args.queries is not None or len(args.query) > 1
+    chunks = manifest.get("chunking") is not None
+    for query in queries:
+        results = search_one(index, embedder, query, top_k, folder / DOCUMENTS_FILE)
+        if args.json:
+            answer = finite_json({"query": query, "results": results})
+            print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
+        else:
+            print_results(query if several else None, results, chunks)
+    return 0
+
+
+def search_one(index: Any, embedder: Any, query: str, top_k: int, documents: Path) -> list[dict[str, Any]]:
+    """The `top_k` results for `query`: rank, score, id, text and metadata of each document (from `documents`),
+    and its best window in a multi-vector index."""
+    from fair_retrieval import MultiVectorIndex
+
+    query_vector = embedder.embed_queries([query])
     hits: list[tuple[int, float, dict[str, int] | None]]
     if isinstance(index, MultiVectorIndex):
         found = index.search_documents(query_vector[0], top_k)
@@ -101,27 +135,73 @@ def run(args: argparse.Namespace) -> int:
     else:
         scores, ids = index.search(query_vector, top_k)
         hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-    rows = read_rows(folder / DOCUMENTS_FILE, {i for i, _, _ in hits})  # read_manifest checked its name
-    results = [
+    rows = read_rows(documents, {i for i, _, _ in hits})  # read_manifest checked its name
+    return [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
         | ({BEST_WINDOW_KEY: window} if window is not None else {})
         for rank, (i, score, window) in enumerate(hits, start=1)
     ]
-    if args.json:
-        print(json.dumps(finite_json({"query": args.query, "results": results}), ensure_ascii=False, indent=2))
-    else:
-        chunks = manifest.get("chunking") is not None
-        for result in results:
-            where = f"  {offsets(result['metadata'])}" if chunks else ""
-            text = result["text"]
-            best = result.get(BEST_WINDOW_KEY)
-            if best is not None:
-                where += f"  best window [{best['start']}:{best['end']}]"
-                text = text[best["start"] : best["end"]]
-            print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(text)}")
-        if not results:
-            print("No results: the index is empty.")
-    return 0
+
+
+def query_source(args: argparse.Namespace) -> Iterator[str] | list[str]:
+    """The queries to answer, each checked as documents are (`check_query`): the `--query` values, or the lines
+    of `--queries` (read and checked whole before the model loads; standard input line by line, as it comes).
+
+    Raises:
+        ValueError: an empty or undecodable query (naming it or its line), a file without queries, or a queries
+            file that is not a regular file or is larger than a text may be.
+    """
+    if args.queries is None:
+        for number, query in enumerate(args.query, start=1):
+            if not query.strip():
+                raise ValueError("--query is empty; give the text to search for.")
+            check_query(query, "--query" if len(args.query) == 1 else f"--query number {number}")
+        return list(args.query)
+    if args.queries == STDIN:
+        return _checked_lines(enumerate(sys.stdin.buffer, start=1), "standard input")
+    path = Path(args.queries)
+    if not path.is_file():
+        raise ValueError(f"--queries {path}: not a file; give a text file with one query per line, or '-'.")
+    if path.stat().st_size > MAX_TEXT_BYTES:
+        raise ValueError(f"--queries {path}: larger than {MAX_TEXT_BYTES} bytes; split it into several files.")
+    queries = list(_checked_lines(enumerate(path.read_bytes().splitlines(), start=1), str(path)))
+    if not queries:
+        raise ValueError(f"--queries {path}: no queries (every line is blank); write one query per line.")
+    return queries
+
+
+def _checked_lines(lines: Iterable[tuple[int, bytes]], source: str) -> Iterator[str]:
+    """The non-blank lines of `source` decoded as UTF-8 (a byte-order mark dropped), without their line ends,
+    each checked by `check_query`.
+
+    Raises:
+        ValueError: a line that is not UTF-8 or that `check_query` refuses, naming the line.
+    """
+    for number, raw in lines:
+        try:
+            query = raw.decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{source} line {number}: not UTF-8 ({error.reason}); write queries in UTF-8.") from error
+        if query.strip():
+            yield check_query(query, f"{source} line {number}")
+
+
+def print_results(query: str | None, results: list[dict[str, Any]], chunks: bool) -> None:
+    """The results as text: one line per hit (rank, score, id, offsets or best window, snippet), headed by the
+    query when several are answered."""
+    if query is not None:
+        print(f"Query: {snippet(query)}")
+    for result in results:
+        where = f"  {offsets(result['metadata'])}" if chunks else ""
+        text = result["text"]
+        best = result.get(BEST_WINDOW_KEY)
+        if best is not None:
+            where += f"  best window [{best['start']}:{best['end']}]"
+            text = text[best["start"] : best["end"]]
+        print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(text)}")
+    if not results:
+        print("No results: the index is empty.")
+    sys.stdout.flush()
 
 
 def requested_embedder(args: argparse.Namespace, manifest: dict[str, Any], folder: Path) -> tuple[str, EmbedderOptions]:

@@ -79,7 +79,7 @@ def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Pat
     assert manifest["calibration"] == SHORT_TEXTS.to_dict() and manifest["kind"] == "flat"
     assert (manifest["long_documents"], manifest["window_overlap"], manifest["chunking"]) == ("windows", 32, None)
     rows = [json.loads(line) for line in (jsonl_index / "documents.jsonl").read_text().splitlines()]
-    assert [r["id"] for r in rows] == ["volcano", 7, "line-4", "penguin", "lighthouse"]  # line 3 is blank
+    assert [r["id"] for r in rows] == ["volcano", "7", "line-4", "penguin", "lighthouse"]  # line 3 is blank
     assert rows[1]["metadata"] == {"lang": "en"} and rows[2]["metadata"] == {"t": "fin"}
     # the stored vectors are the calibrated document embeddings, in documents.jsonl order
     index = FaissIndex.load(jsonl_index, gpu=False)
@@ -92,7 +92,7 @@ def test_index_writes_documents_manifest_and_calibrated_vectors(jsonl_index: Pat
 
 def test_search_ranks_the_relevant_document_first(jsonl_index: Path, capsys: pytest.CaptureFixture[str]) -> None:
     results = search_json(capsys, "--index", str(jsonl_index), "--query", "how is bread made", "-k", "10")
-    assert results[0]["id"] == 7
+    assert results[0]["id"] == "7"
     assert len(results) == 5 and [r["rank"] for r in results] == [1, 2, 3, 4, 5]
     assert results[0]["score"] >= results[1]["score"] >= results[4]["score"]
     assert results[0]["metadata"] == {"lang": "en"} and results[0]["text"] == DOCS[1]["text"]
@@ -384,7 +384,7 @@ def test_printed_counts_say_what_was_windowed_truncated_and_calibrated(
     assert f"Embedded 3 documents: 1 windowed ({windows} windows), 0 truncated, 2 calibrated, {plain}" in out
     manifest = json.loads((output / "manifest.json").read_text())
     assert (manifest["long_documents"], manifest["window_overlap"]) == ("windows", 8)
-    assert search_json(capsys, "--index", str(output), "--query", "the lighthouse keeper", "-k", "1")[0]["id"] == 0
+    assert search_json(capsys, "--index", str(output), "--query", "the lighthouse keeper", "-k", "1")[0]["id"] == "0"
 
     assert main([*base, *flags, "--long-documents", "truncate"]) == 0
     out = capsys.readouterr().out

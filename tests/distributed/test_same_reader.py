@@ -23,7 +23,7 @@ GOOD_LINES = [
     json.dumps({"id": "a", "text": "alpha words here", "metadata": {"k": 1}, "lang": "en"}),
     "",
     json.dumps({"id": 7, "text": "seven is a number", "metadata": "not a dict"}),
-    json.dumps({"id": "7", "text": "seven as a string"}),
+    json.dumps({"id": "07", "text": "a string id that is not the number 7"}),
     json.dumps({"text": "no id, so line-5 — é"}, ensure_ascii=False),
     "   \t",
     json.dumps({"id": "ü/ß", "text": "a unicode id", "metadata": None}, ensure_ascii=False),
@@ -81,7 +81,7 @@ def test_a_jsonl_file_cut_into_many_ranges_reads_as_locally(
     assert len(ray_documents._line_ranges(source)) == 6
     local = _local(source)
     assert isinstance(local, list) and len(local) == 7 + 4
-    assert json.loads(local[1]) == {"id": 7, "text": "seven is a number", "metadata": {"metadata": "not a dict"}}
+    assert json.loads(local[1]) == {"id": "7", "text": "seven is a number", "metadata": {"metadata": "not a dict"}}
     assert json.loads(local[3])["id"] == "line-5"  # the physical line number: blank lines count
     assert _on_ray(source, tmp_path) == local
 
@@ -89,9 +89,9 @@ def test_a_jsonl_file_cut_into_many_ranges_reads_as_locally(
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        ([*GOOD_LINES, REPEATED], "line 10: id 7 was already used on line 3; ids must be unique."),
+        ([*GOOD_LINES, REPEATED], "line 10: id '7' was already used on line 3; ids must be unique."),
         ([*GOOD_LINES, BAD, REPEATED], "line 10: 'text' must be a string, got int."),
-        ([*GOOD_LINES, REPEATED, BAD], "line 10: id 7 was already used on line 3"),
+        ([*GOOD_LINES, REPEATED, BAD], "line 10: id '7' was already used on line 3"),
         ([*GOOD_LINES, '{"text": "broken"', REPEATED], "line 10: not valid JSON"),
         ([GOOD_LINES[0], json.dumps({"id": "line-3", "text": "x"}), "{}"], "line 3: no 'text' field"),
         ([json.dumps({"id": "line-3", "text": "x"}), "", json.dumps({"text": "y"})], "id 'line-3' was already used"),
@@ -163,7 +163,7 @@ def test_both_engines_index_the_same_documents(
         assert local.pop().startswith(f"Skipped 1 file under {source} that is not .txt or .md: .pdf (1).")
     rows = [json.loads(line) for line in local]
     if kind == "jsonl":
-        assert [row["id"] for row in rows] == ["a", 7, "7", "line-5", "ü/ß", -3, "e"]
+        assert [row["id"] for row in rows] == ["a", "7", "07", "line-5", "ü/ß", "-3", "e"]
         assert [row["metadata"] for row in rows][:3] == [{"lang": "en", "k": 1}, {"metadata": "not a dict"}, {}]
         assert rows[4]["metadata"] == {"metadata": None}
     else:
