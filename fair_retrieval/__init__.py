@@ -41,9 +41,6 @@ from fair_retrieval.adapters import (
     shared_recipe as shared_recipe,
 )
 from fair_retrieval.adapters import (
-    warn_long_texts as warn_long_texts,
-)
-from fair_retrieval.adapters import (
     with_calibration as with_calibration,
 )
 from fair_retrieval.embedding.boundaries import WindowBoundaries

@@ -10,8 +10,8 @@ the same options with the same defaults, documentation and checks, without repea
 - `chunk_plan`: the chunk size and overlap of a text splitter feeding an embedder.
 - The keywords of the stacks' own embeddings classes (`fair_retrieval.embedding.keywords`): `AdapterSettings`,
   `KeywordReader`, `ST_KEYWORDS`, `check_refused`, `refuse_unknown`, `shared_recipe`; `with_calibration` (a shared
-  embedder with another calibration); `one_summary` and `warn_long_texts` (one log line per batched call, the
-  long-text warning).
+  embedder with another calibration); `one_summary` (one log line per batched call; the embedder itself warns
+  about long texts).
 
 The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
 where earlier releases exported them.
@@ -27,7 +27,7 @@ from fair_retrieval.embedding.keywords import (
     shared_recipe,
 )
 from fair_retrieval.embedding.options import INSTANCE_DEFAULT, as_calibration, option_doc
-from fair_retrieval.embedding.report import one_summary, warn_long_texts
+from fair_retrieval.embedding.report import one_summary
 from fair_retrieval.embedding.windows import chunk_plan
 
 __all__ = [
@@ -43,6 +43,5 @@ __all__ = [
     "refuse_unknown",
     "resolve_embedder",
     "shared_recipe",
-    "warn_long_texts",
     "with_calibration",
 ]

@@ -13,6 +13,10 @@ from fair_retrieval.validate import MAX_NESTING, nested_deeper_than
 MAX_TEXT_BYTES = 8 << 20
 """The largest text (document or query) taken, in UTF-8 bytes (8 MiB): a bigger one would take gigabytes of memory
 and many minutes in the tokenizer, or abort in it; split it into several documents first."""
+LONG_TEXT_CHARACTERS = 200_000
+"""A text longer than this (about 50,000 tokens, a short book) is long work: it becomes hundreds of windows, each
+a forward pass. A call holding one warns before the model runs, with the cost, and shows a progress bar whatever
+`show_progress_bar` says (`fair_retrieval.embedding.report.announce_long_texts`); TQDM_DISABLE=1 hides it."""
 NESTING_PROBLEM = f"the metadata is nested deeper than {MAX_NESTING} levels of lists and objects; flatten it"
 
 

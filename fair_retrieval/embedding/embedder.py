@@ -29,6 +29,7 @@ from fair_retrieval.embedding.options import DEFAULTS, INSTANCE_DEFAULT, Embedde
 from fair_retrieval.embedding.pooling import sentence_embeddings
 from fair_retrieval.embedding.report import (
     EmbeddingReport,
+    announce_long_texts,
     log_documents_call,
     warn_if_never_calibrated,
     warn_truncated_queries,
@@ -401,6 +402,8 @@ class FairEmbedder(WindowPlanning):
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
         plan = self.plan_documents(texts, window_tokens, window_boundaries)
+        if announce_long_texts(texts, plan.owners, self.batch_size):
+            show_progress_bar = True  # long work always shows its progress (TQDM_DISABLE=1 hides it)
         piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
             plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling
@@ -446,7 +449,8 @@ class FairEmbedder(WindowPlanning):
         chunks: list[torch.Tensor] = []
         flags: list[torch.Tensor] = []
         starts = range(0, len(pieces), self.batch_size)
-        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], disable=not show, unit="batch"):
+        off = {} if show else {"disable": True}  # shown: tqdm's own TQDM_DISABLE=1 still hides it
+        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], unit="batch", **off):
             batch = [pieces[i] for i in order[start : start + self.batch_size]]
             with self._positions(scaling):
                 vectors, calibrated = self._forward(batch, prompt, calibration, task)

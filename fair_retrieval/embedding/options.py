@@ -28,6 +28,7 @@ from fair_retrieval.embedding.windows import DEFAULT_OVERLAP_WORDS, LongDocument
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.engine.lpes import PositionalScaling
+from fair_retrieval.text_checks import LONG_TEXT_CHARACTERS
 from fair_retrieval.validate import int_at_least, one_of, positive_int
 
 __all__ = [
@@ -147,7 +148,8 @@ class EmbedderOptions:
         default=False,
         metadata=_doc(
             "Default for the per-call flag of the same name: a progress bar per call, advancing per batch. "
-            "Default: False.",
+            f"Default: False. A call holding a text longer than {LONG_TEXT_CHARACTERS:,} characters shows one "
+            "anyway, after a warning with its cost (TQDM_DISABLE=1 hides it).",
             "show a progress bar",
         ),
     )

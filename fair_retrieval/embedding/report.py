@@ -21,16 +21,17 @@ import numpy as np
 from fair_retrieval.embedding.options import active_calibration
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments
 from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.text_checks import LONG_TEXT_CHARACTERS
 
 # FairEmbedder's own logger: these lines are what it says.
 logger = logging.getLogger("fair_retrieval.embedding.embedder")
 
 __all__ = [
     "EmbeddingReport",
+    "announce_long_texts",
     "log_documents_call",
     "one_summary",
     "warn_if_never_calibrated",
-    "warn_long_texts",
     "warn_truncated_queries",
 ]
 
@@ -121,36 +122,33 @@ def one_summary() -> Iterator[list[EmbeddingReport]]:
         logger.info("Embedded %s%s.", EmbeddingReport.total(reports).summary(), batches)
 
 
-LONG_TEXT_CHARACTERS = 200_000
-"""A text longer than this (about 50,000 tokens, a short book) is announced with a warning before it is embedded:
-it becomes hundreds of windows, each a forward pass (`warn_long_texts`)."""
+def announce_long_texts(texts: Sequence[str], owners: Sequence[int], batch_size: int) -> bool:
+    """Warn, before the model runs, about the texts longer than `LONG_TEXT_CHARACTERS`, with their cost in windows
+    and forward passes; whether there were any (the call then shows a progress bar).
 
-
-def warn_long_texts(texts: Sequence[str], window_content_tokens: int, batch_size: int) -> None:
-    """Warn, before the work starts, about texts longer than `LONG_TEXT_CHARACTERS`, with what they will cost.
-
-    The cost is estimated from characters (about 4 per token in English), so that announcing it costs nothing:
-    windows of `window_content_tokens` tokens, and forward passes of `batch_size` windows.
+    Args:
+        texts: the documents of one call.
+        owners: the document each planned window belongs to (`DocumentPlan.owners`), so the count is exact.
+        batch_size: windows per forward pass.
     """
-    if isinstance(texts, str):
-        return  # refused by the embedder, with its message
-    long = [len(text) for text in texts if isinstance(text, str) and len(text) > LONG_TEXT_CHARACTERS]
+    long = [i for i, text in enumerate(texts) if len(text) > LONG_TEXT_CHARACTERS]
     if not long:
-        return
-    windows = sum(max(1, -(-characters // (4 * max(1, window_content_tokens)))) for characters in long)
+        return False
+    windows = np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(texts))
     logger.warning(
-        "%d text%s longer than %d characters (longest: %d) will be embedded as about %d windows of %d tokens, "
-        "about %d forward passes of %d windows; show_progress_bar=True shows the progress. Split such texts into "
-        "chunks first if they should be found by their parts.",
+        "%d text%s longer than %d characters (longest: %d) will be embedded as %d windows, %d forward passes of up "
+        "to %d windows for the whole call (%d windows); a progress bar shows it. Split such texts into chunks first "
+        "if they should be found by their parts.",
         len(long),
         "s" if len(long) > 1 else "",
         LONG_TEXT_CHARACTERS,
-        max(long),
-        windows,
-        window_content_tokens,
-        -(-windows // max(1, batch_size)),
+        max(len(texts[i]) for i in long),
+        int(windows[long].sum()),
+        -(-len(owners) // max(1, batch_size)),
         batch_size,
+        len(owners),
     )
+    return True
 
 
 def warn_truncated_queries(lengths: list[int], max_length: int) -> None:

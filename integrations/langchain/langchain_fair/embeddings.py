@@ -41,7 +41,6 @@ from fair_retrieval import (
     option_doc,
     refuse_unknown,
     shared_recipe,
-    warn_long_texts,
     with_calibration,
 )
 
@@ -236,7 +235,6 @@ class FairEmbeddings(BaseModel, Embeddings):
         Raises:
             TypeError: if `texts` is a single string or holds a non-string (the message gives its index).
         """
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         vectors = self._embedder.embed_documents(texts, show_progress_bar=self.show_progress_bar)
         return vectors.tolist()  # type: ignore[no-any-return]
 
@@ -248,7 +246,6 @@ class FairEmbeddings(BaseModel, Embeddings):
         `result.pooled` is what `embed_documents` returns; see `fair_retrieval.FairEmbedder.embed_document_windows`
         (`window_tokens` and `window_boundaries`: windows of another shape, as a multi-vector store asks).
         """
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         return self._embedder.embed_document_windows(
             texts,
             show_progress_bar=self.show_progress_bar,

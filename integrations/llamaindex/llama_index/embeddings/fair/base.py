@@ -48,7 +48,6 @@ from fair_retrieval import (
     option_doc,
     refuse_unknown,
     shared_recipe,
-    warn_long_texts,
     with_calibration,
 )
 from fair_retrieval.stores import WindowCache, check_query
@@ -261,7 +260,6 @@ class FairEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
         line for the whole call instead of one per batch (those are DEBUG)."""
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         with one_summary():
             return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
@@ -269,7 +267,6 @@ class FairEmbedding(BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """`get_text_embedding_batch` for async callers, with its one log line per call."""
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
         with one_summary():
             return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
