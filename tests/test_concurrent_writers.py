@@ -92,7 +92,7 @@ def test_a_publication_over_a_newer_index_folder_is_refused(tmp_path: Path) -> N
     start(output)
     base = record_generation(output / "index.json")
     start(tmp_path / "other")
-    FaissIndex.load(tmp_path / "other", gpu=False).save(output)  # another run published meanwhile
+    FaissIndex.load(tmp_path / "other", gpu=False).save(output, overwrite=True)  # another run published meanwhile
     start(staging)
     with pytest.raises(StoreConflictError, match=r"another `fair-retrieval index` run.*Run the command again"):
         publish(staging, output, base=(base,))

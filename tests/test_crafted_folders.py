@@ -194,7 +194,7 @@ def test_a_record_listing_a_file_outside_cannot_make_a_save_write_it(tmp_path: P
     loaded.save(folder)
     assert settings.read_text() == '{"mine": true}'
     for crafted in ("../../etc/passwd", "/etc/passwd", "sub/index.faiss", ".."):
-        build_index(1).save(folder)
+        build_index(1).save(folder, overwrite=True)
         reseal(record, lambda value, name=crafted: value["publication"]["files"].update({name: entry(settings)}))
         with pytest.raises(DamagedFileError, match=r"index\.json is damaged: it lists"):
             FaissIndex.load(folder, gpu=False)

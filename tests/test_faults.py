@@ -99,15 +99,14 @@ def index_version(folder: Path) -> int:
 def save_child(folder: str, pause_at: int | None, marker: str) -> None:
     index = build_index(2)
     with Interruption(pause_at, Path(marker)).installed():
-        index.save(folder)
+        index.save(folder, overwrite=True)
 
 
 def save_repeatedly(folder: str, stop: str) -> None:
-    """Save versions 1 and 2 into `folder` in turn until `stop` exists."""
-    versions = [build_index(1), build_index(2)]
+    """Save versions 1 and 2 into `folder` in turn until `stop` exists (each a fresh index replacing the other)."""
     turn = 0
     while not Path(stop).exists():
-        versions[turn % 2].save(folder)
+        build_index(turn % 2 + 1).save(folder, overwrite=True)
         turn += 1
     Path(stop).write_text(str(turn))
 
@@ -194,7 +193,7 @@ def test_sigkill_anywhere_in_a_save_leaves_the_old_or_the_new_index(forkserver: 
 
     # the next save into a killed folder finishes what was left (renames) or removes it (temporary files)
     folder = tmp_path / "at-1"
-    build_index(3).save(folder)
+    build_index(3).save(folder, overwrite=True)
     assert index_version(folder) == 3
     assert sorted(p.name for p in folder.iterdir()) == ["index.faiss", "index.json"]
 

@@ -54,9 +54,10 @@ class BuiltIndex:
     plan: IndexPlan
     doc_ids: Any = None
 
-    def save(self, folder: str | os.PathLike[str]) -> Path:
-        """Save the index (and doc_ids.parquet when ids were remapped) into `folder`."""
-        path = self.index.save(folder)
+    def save(self, folder: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Save the index (and doc_ids.parquet when ids were remapped) into `folder`; a folder that holds an index
+        already is refused (`StoreConflictError`) unless `overwrite=True` (`FaissIndex.save`)."""
+        path = self.index.save(folder, overwrite=overwrite)
         if self.doc_ids is not None:
             pa = import_pyarrow()
             pa.parquet.write_table(pa.table({"doc_id": self.doc_ids}), path / DOC_IDS_FILE)

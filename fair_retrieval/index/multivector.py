@@ -381,14 +381,17 @@ class MultiVectorIndex:
         folder: str | os.PathLike[str],
         *,
         companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+        overwrite: bool = False,
     ) -> Path:
         """Write the windows index and the window table (`windows.json`) into `folder` in one commit.
 
         As `FaissIndex.save`: atomic as a whole, `companions` published in the same commit, the table staged under
-        the folder's lock, and a save over a newer generation than the one loaded refused (`StoreConflictError`).
+        the folder's lock, a save over a newer generation than the one loaded refused (`StoreConflictError`), and
+        an index built in memory not saved over one already there unless `overwrite=True`.
         """
         table = json_bytes(self._table(), indent=None)
-        return self._windows.save(folder, companions={**(companions or {}), WINDOWS_FILE: table})
+        companions = {**(companions or {}), WINDOWS_FILE: table}
+        return self._windows.save(folder, companions=companions, overwrite=overwrite)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto") -> MultiVectorIndex:

@@ -45,6 +45,7 @@ from fair_retrieval.jsonio import (
     require_generation,
     retry_while_changing,
 )
+from fair_retrieval.jsonio.generation import refuse_replacing
 
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
@@ -99,6 +100,7 @@ def write_folder(
     companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
     *,
     base: tuple[str | None] | None = None,
+    overwrite: bool = False,
 ) -> str:
     """Publish `index` (a CPU faiss index, or None for an untrained sized ivfpq) and index.json in one commit.
 
@@ -111,13 +113,17 @@ def write_folder(
             a finished file on the same file system, which is moved (see `FaissIndex.save`), or its bytes, which
             are staged here under the folder's lock (so no other writer's clean-up can remove them).
         base: `(generation,)` of the folder as the writer read it (`FaissIndex.load`, or its last save there):
-            the save is refused when another writer published a newer one meanwhile; None checks nothing.
+            the save is refused when another writer published a newer one meanwhile. None (an index built in
+            memory): the save is refused when the folder already holds an index, unless `overwrite`.
+        overwrite: replace an index the folder holds that this one was not loaded from (the caller's documented
+            `overwrite=True`).
 
     Returns:
         The generation this save published (`jsonio.record_generation` of the folder).
 
     Raises:
-        StoreConflictError: (a ValueError) `base` is not the folder's generation any more; nothing was written.
+        StoreConflictError: (a ValueError) `base` is not the folder's generation any more, or an index built in
+            memory would replace one that is there; nothing was written.
     """
     faiss = import_faiss()
     path = Path(folder)
@@ -136,6 +142,8 @@ def write_folder(
     def check() -> None:
         if base is not None:
             require_generation(path, base[0], record_generation(record_path), "FaissIndex")
+        elif not overwrite and record_generation(record_path) is not None:
+            raise refuse_replacing(path, "FaissIndex", "overwrite=True")
 
     with Publication(record_path, [INDEX_FILE, *given], keep=extra.values(), check=check) as publication:
         for name, source in extra.items():

@@ -56,6 +56,7 @@ class SavedIndex:
         folder: str | os.PathLike[str],
         *,
         companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+        overwrite: bool = False,
     ) -> Path:
         """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed), atomically.
 
@@ -68,7 +69,9 @@ class SavedIndex:
         Optimistic concurrency: an index loaded from `folder` (or loaded, then saved there) remembers the
         generation it read or wrote, and a save into that folder after another writer saved there is refused with
         `StoreConflictError` (nothing is written): load again, redo the change, save again. An index built in
-        memory replaces whatever the folder holds.
+        memory and saved where an index is already saved is refused the same way unless `overwrite=True`, so
+        writers that each start from nothing never lose another's save silently. Once saved, an index remembers
+        the folder: its next save there is checked as a loaded one's.
 
         Args:
             folder: the index folder.
@@ -76,13 +79,15 @@ class SavedIndex:
                 with the index: name relative to `folder` (it may lead out of it, e.g. "../store.json") → a
                 finished file with the new content, on the same file system, which is moved (not copied). Readers
                 find them through index.json with `jsonio.Snapshot`.
+            overwrite: replace an index the folder holds that this one was not loaded from (or saved as).
 
         Returns:
             The folder path.
 
         Raises:
             StoreConflictError: (a ValueError) another writer saved into `folder` since this index was loaded
-                from it (or last saved there).
+                from it (or last saved there), or this index was not and the folder holds one (without
+                `overwrite`).
         """
         record: dict[str, Any] = {
             "factory": self.factory,
@@ -99,9 +104,8 @@ class SavedIndex:
         path = Path(folder)
         key = folder_key(path)  # resolved: an alias of the folder is the same folder
         base = (self._saved_at[1],) if self._saved_at is not None and self._saved_at[0] == key else None
-        generation = write_folder(path, record, index, companions, base=base)
-        if self._saved_at is not None:  # a loaded index keeps track of the folder it is saved to
-            self._saved_at = (key, generation)
+        generation = write_folder(path, record, index, companions, base=base, overwrite=overwrite)
+        self._saved_at = (key, generation)  # the folder it is saved to: the next save there is checked
         logger.info("Saved %s to %s", self, path)
         return path
 

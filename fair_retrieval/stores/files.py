@@ -156,7 +156,7 @@ def _save_locked(
     if index is not None:
         staged = write_temporary(store_file, data)
         try:
-            index.save(index_folder, companions={companion: staged})
+            index.save(index_folder, companions={companion: staged}, overwrite=True)  # the store checked its folder
         finally:
             staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
     else:  # a store without vectors: its record commits the store file alone (and drops an earlier index)
