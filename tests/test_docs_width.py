@@ -17,7 +17,6 @@ WIDTH = 88  # characters of code a page shows on one line
 WIDE_LINES = {
     "README.md": 14,
     "docs/guides/gpu.md": 1,
-    "docs/guides/indexes.md": 13,
     "docs/guides/langchain.md": 24,
     "docs/guides/large-corpora.md": 5,
     "docs/guides/layout.md": 56,
