@@ -18,10 +18,8 @@ WIDE_LINES = {
     "README.md": 14,
     "docs/guides/gpu.md": 1,
     "docs/guides/langchain.md": 24,
-    "docs/guides/large-corpora.md": 5,
     "docs/guides/layout.md": 56,
     "docs/guides/llamaindex.md": 33,
-    "docs/guides/lpes.md": 5,
     "docs/guides/python-api.md": 7,
     "docs/quality_study.md": 8,
 }
