@@ -20,7 +20,6 @@ WIDE_LINES = {
     "docs/guides/langchain.md": 24,
     "docs/guides/layout.md": 56,
     "docs/guides/llamaindex.md": 33,
-    "docs/guides/python-api.md": 7,
     "docs/quality_study.md": 8,
 }
 
