@@ -19,7 +19,6 @@ WIDE_LINES = {
     "docs/guides/langchain.md": 24,
     "docs/guides/layout.md": 56,
     "docs/guides/llamaindex.md": 33,
-    "docs/quality_study.md": 8,
 }
 
 
