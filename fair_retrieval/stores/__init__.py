@@ -31,6 +31,8 @@ The modules, with the names exported from each:
 - `operator_filters`: filters written as (field, operator name, value) conditions, as LlamaIndex's
   `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names).
 - `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`.
+- `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
+  by MMR), `mmr_order` (the exact greedy selection).
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`,
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
@@ -66,6 +68,7 @@ from fair_retrieval.stores.document_store import STORE_METRICS, DocumentStore, S
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
+from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
@@ -120,6 +123,8 @@ __all__ = [
     "json_metadata_list",
     "load_store",
     "load_store_file",
+    "mmr_hits",
+    "mmr_order",
     "looks_like_raw_faiss",
     "new_ids",
     "parse_versioned_json",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -90,14 +91,18 @@ def text_vector_pairs(pairs: Any, name: str) -> tuple[list[str], np.ndarray]:
     return texts, matrix
 
 
-def relevance_from_similarity(score: float) -> float:
-    """Cosine similarity in [-1, 1] → relevance in [0, 1]."""
-    return min(1.0, max(0.0, (1.0 + score) / 2.0))
-
-
 def relevance_function(metric: str) -> Callable[[float], float]:
-    """The map from a raw score of `metric` to relevance in [0, 1]: (1 + cosine) / 2 for unit vectors, whatever
-    the metric ("cosine" and "ip" score the cosine; "l2" the squared distance |a − b|² = 2 − 2·cos)."""
+    """The map from a raw score of `metric` to relevance, LangChain's convention for normalised vectors.
+
+    "cosine" and "ip" score a cosine for unit vectors, and relevance is that cosine (langchain-core's
+    `_cosine_relevance_score_fn` of the cosine distance 1 − cos); "l2" scores the squared distance d², and relevance is
+    1 − d / √2 (langchain-core's `_euclidean_relevance_score_fn` of the distance d). Both are clipped to [0, 1], the
+    range LangChain checks relevance against, so an unrelated text (cosine ≤ 0) has relevance 0 instead of a warning.
+    """
     if metric == "l2":
-        return lambda distance: relevance_from_similarity(1.0 - distance / 2.0)
-    return relevance_from_similarity
+        return lambda squared: _clipped(1.0 - math.sqrt(max(squared, 0.0)) / math.sqrt(2.0))
+    return _clipped
+
+
+def _clipped(relevance: float) -> float:
+    return min(1.0, max(0.0, float(relevance)))
