@@ -39,6 +39,8 @@ The modules, with the names exported from each:
   `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window).
 - `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
+- `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
+  `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
@@ -54,6 +56,7 @@ from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.arguments import checked_entries, id_strings, new_ids, preview, repeated
+from fair_retrieval.stores.cached_windows import CachedWindowEmbedder, cached_window_embedder
 from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
@@ -87,6 +90,7 @@ __all__ = [
     "MULTIVECTOR_KEY",
     "STORE_METRICS",
     "SUPPORTED_OPERATORS",
+    "CachedWindowEmbedder",
     "DamagedFileError",
     "DocumentMode",
     "DocumentStore",
@@ -105,6 +109,7 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "WrappedStore",
+    "cached_window_embedder",
     "check_identity",
     "check_query",
     "check_store_entries",
@@ -123,9 +128,9 @@ __all__ = [
     "json_metadata_list",
     "load_store",
     "load_store_file",
+    "looks_like_raw_faiss",
     "mmr_hits",
     "mmr_order",
-    "looks_like_raw_faiss",
     "new_ids",
     "parse_versioned_json",
     "positive_int",

@@ -3,9 +3,9 @@ translated to the filter grammar of `fair_retrieval.stores.filter_grammar`.
 
 LlamaIndex's `MetadataFilters` are such conditions (`FilterOperator.GTE` on "year" with 2024), combined by AND, OR or
 NOT; every `FilterOperator` has its llama-index meaning (CONTAINS, ANY and ALL on list fields, TEXT_MATCH and
-TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY). `condition_spec` turns one into a grammar dict and `combined_spec` combines several, checking what the grammar
-would refuse with messages in the framework's own terms; an operator with no equivalent is refused by name, never
-answered with a silently empty result.
+TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY). `condition_spec` turns one into a grammar dict and
+`combined_spec` combines several, checking what the grammar would refuse with messages in the framework's own terms;
+an operator with no equivalent is refused by name, never answered with a silently empty result.
 """
 
 from __future__ import annotations
