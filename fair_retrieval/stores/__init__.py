@@ -41,6 +41,8 @@ The modules, with the names exported from each:
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
   `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
+- `store_bytes`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
+  `store_from_bytes`.
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
@@ -75,6 +77,7 @@ from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
+from fair_retrieval.stores.store_bytes import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
@@ -142,7 +145,9 @@ __all__ = [
     "requested_mode",
     "save_store",
     "save_store_file",
+    "store_bytes",
     "store_filter",
+    "store_from_bytes",
     "store_generation",
     "stored_windows",
     "text_vector_pairs",
