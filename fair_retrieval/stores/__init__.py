@@ -33,7 +33,9 @@ The modules, with the names exported from each:
 - `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`.
 - `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
   by MMR), `mmr_order` (the exact greedy selection).
-- `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`,
+- `vector_queries`: a query by vector checked and answered in a query mode ("default", "mmr").
+  `vector_query_hits`, `QUERY_MODES`.
+- `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
   `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window).
@@ -80,7 +82,8 @@ from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, 
 from fair_retrieval.stores.store_bytes import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
-from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
+from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
+from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
 from fair_retrieval.stores.wrapped_store import WrappedStore
@@ -91,6 +94,7 @@ __all__ = [
     "BEST_WINDOW_KEY",
     "DEFAULT_MULTIVECTOR",
     "MULTIVECTOR_KEY",
+    "QUERY_MODES",
     "STORE_METRICS",
     "SUPPORTED_OPERATORS",
     "CachedWindowEmbedder",
@@ -135,6 +139,7 @@ __all__ = [
     "mmr_hits",
     "mmr_order",
     "new_ids",
+    "node_vectors",
     "parse_versioned_json",
     "positive_int",
     "preview",
@@ -152,6 +157,7 @@ __all__ = [
     "stored_windows",
     "text_vector_pairs",
     "unit_rows",
+    "vector_query_hits",
     "window_embedder",
     "within_content",
 ]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
+__all__ = ["node_vectors", "relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
 
 
 def require_finite(vectors: np.ndarray) -> None:
@@ -89,6 +89,35 @@ def text_vector_pairs(pairs: Any, name: str) -> tuple[list[str], np.ndarray]:
     if matrix.ndim != 2:
         raise ValueError(f"{name} hold vectors of shape {matrix.shape[1:]}; each must be a 1-D vector.")
     return texts, matrix
+
+
+def node_vectors(embeddings: Sequence[Any], ids: Sequence[str], dim: int | None) -> np.ndarray:
+    """Embeddings a framework computed for its nodes as a float32 (n, dim) matrix, checked before anything is stored.
+
+    Args:
+        embeddings: one per node (None where a node was not embedded).
+        ids: the nodes' ids, for messages.
+        dim: the size the store holds (None: not known yet).
+
+    Raises:
+        ValueError: naming the first node without an embedding; embeddings of several sizes, or of another size
+            than `dim`.
+    """
+    for position, (embedding, key) in enumerate(zip(embeddings, ids, strict=True)):
+        if embedding is None:
+            raise ValueError(
+                f"nodes[{position}] ({key!r}) has no embedding. Embed nodes before adding them (VectorStoreIndex and "
+                "an IngestionPipeline with an embed model do), or set node.embedding."
+            )
+    sizes = sorted({len(embedding) for embedding in embeddings})
+    if len(sizes) > 1 or sizes[0] == 0:
+        raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
+    if dim is not None and sizes[0] != dim:
+        raise ValueError(
+            f"The nodes have {sizes[0]}-d embeddings but this store holds {dim}-d vectors; embed them with the model "
+            "the store was built with."
+        )
+    return np.asarray(embeddings, dtype=np.float32)
 
 
 def relevance_function(metric: str) -> Callable[[float], float]:
