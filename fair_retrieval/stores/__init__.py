@@ -43,7 +43,7 @@ The modules, with the names exported from each:
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
   `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
-- `store_bytes`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
+- `store_archive`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
   `store_from_bytes`.
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
@@ -79,7 +79,7 @@ from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
-from fair_retrieval.stores.store_bytes import store_bytes, store_from_bytes
+from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
