@@ -10,7 +10,7 @@ every document that qualifies, as SimpleVectorStore considers every node).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -19,9 +19,8 @@ from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.marginal_relevance import mmr_hits
 from fair_retrieval.validate import positive_int
 
-__all__ = ["QUERY_MODES", "QueryMode", "vector_query_hits"]
+__all__ = ["QUERY_MODES", "vector_query_hits"]
 
-QueryMode = Literal["default", "mmr"]
 QUERY_MODES: tuple[str, ...] = ("default", "mmr")
 """The query modes a store answers (llama-index's `VectorStoreQueryMode` values)."""
 
