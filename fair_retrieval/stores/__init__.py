@@ -31,12 +31,20 @@ The modules, with the names exported from each:
 - `operator_filters`: filters written as (field, operator name, value) conditions, as LlamaIndex's
   `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names).
 - `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`.
-- `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`,
+- `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
+  by MMR), `mmr_order` (the exact greedy selection).
+- `vector_queries`: a query by vector checked and answered in a query mode ("default", "mmr").
+  `vector_query_hits`, `QUERY_MODES`.
+- `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
   `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window).
 - `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
+- `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
+  `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
+- `store_archive`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
+  `store_from_bytes`.
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
@@ -52,6 +60,7 @@ from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.stores.arguments import checked_entries, id_strings, new_ids, preview, repeated
+from fair_retrieval.stores.cached_windows import CachedWindowEmbedder, cached_window_embedder
 from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
@@ -66,12 +75,15 @@ from fair_retrieval.stores.document_store import STORE_METRICS, DocumentStore, S
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
+from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
+from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
-from fair_retrieval.stores.vectors import relevance_function, text_vector_pairs, unit_rows
+from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
+from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
 from fair_retrieval.stores.wrapped_store import WrappedStore
@@ -82,8 +94,10 @@ __all__ = [
     "BEST_WINDOW_KEY",
     "DEFAULT_MULTIVECTOR",
     "MULTIVECTOR_KEY",
+    "QUERY_MODES",
     "STORE_METRICS",
     "SUPPORTED_OPERATORS",
+    "CachedWindowEmbedder",
     "DamagedFileError",
     "DocumentMode",
     "DocumentStore",
@@ -102,6 +116,7 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "WrappedStore",
+    "cached_window_embedder",
     "check_identity",
     "check_query",
     "check_store_entries",
@@ -121,7 +136,10 @@ __all__ = [
     "load_store",
     "load_store_file",
     "looks_like_raw_faiss",
+    "mmr_hits",
+    "mmr_order",
     "new_ids",
+    "node_vectors",
     "parse_versioned_json",
     "positive_int",
     "preview",
@@ -132,11 +150,14 @@ __all__ = [
     "requested_mode",
     "save_store",
     "save_store_file",
+    "store_bytes",
     "store_filter",
+    "store_from_bytes",
     "store_generation",
     "stored_windows",
     "text_vector_pairs",
     "unit_rows",
+    "vector_query_hits",
     "window_embedder",
     "within_content",
 ]

@@ -19,7 +19,11 @@ The grammar is the Mongo-like one LangChain users write (and langchain-community
     compare in time order);
   - ``$in``, ``$nin``: equal to one of / none of a list of values;
   - ``$exists``: ``True`` if the field is present, ``False`` if it is absent;
-  - ``$not``: the negation of a field condition, e.g. ``{"year": {"$not": {"$gt": 2020}}}``.
+  - ``$not``: the negation of a field condition, e.g. ``{"year": {"$not": {"$gt": 2020}}}``;
+  - ``$contains``: a list field holds the value; ``$any`` / ``$all``: a list field holds one / each of a list of
+    values (``{"tags": {"$all": ["a", "b"]}}``);
+  - ``$text_match``, ``$text_match_insensitive``: a string field contains the string operand (the second ignoring
+    case, by `str.casefold`).
 - ``{"$and": [f, ...]}``, ``{"$or": [f, ...]}`` (non-empty lists of filters), ``{"$not": f}``.
 - Several keys in one dict must all hold (an implicit ``$and``), e.g. ``{"year": {"$gte": 2020}, "lang": "en"}``.
 - A callable ``filter(metadata) -> bool`` is used as it is.
@@ -57,7 +61,13 @@ Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
 FilterSpec: TypeAlias = Mapping[str, Any] | Callable[[Mapping[str, Any]], Any]
 """What `compile_filter` accepts: a filter dict in the grammar above, or a callable over the metadata."""
 
-_FIELD_OPERATORS = ("$eq", "$ne", "$neq", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not")
+_MEMBERSHIPS = ("$contains", "$any", "$all")  # on list fields
+_TEXT_MATCHES = ("$text_match", "$text_match_insensitive")  # on string fields
+_FIELD_OPERATORS = (
+    *("$eq", "$ne", "$neq", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not"),
+    *_MEMBERSHIPS,
+    *_TEXT_MATCHES,
+)
 _COMBINATORS = ("$and", "$or", "$not")
 FILTER_OPERATORS: tuple[str, ...] = (*_FIELD_OPERATORS, "$and", "$or")
 """Every operator the grammar knows (``$not`` works both on a field and on a whole filter)."""
@@ -221,6 +231,12 @@ def _compile_operator(field: str, name: str, operand: Any, where: str) -> Predic
             return value is not _MISSING and _is_one_of(value, allowed)
 
         return is_one_of if name == "$in" else _negation(is_one_of)
+    if name in _MEMBERSHIPS:
+        return _membership(field, name, operand, where)
+    if name in _TEXT_MATCHES:
+        if not isinstance(operand, str):
+            raise ValueError(f"{where} needs a string to find in the field, got {type(operand).__name__} {operand!r}.")
+        return _text_match(field, operand, ignore_case=name == "$text_match_insensitive")
     if name == "$exists":
         if not isinstance(operand, bool):
             raise ValueError(f"{where} needs True or False, got {type(operand).__name__} {operand!r}.")
@@ -288,6 +304,41 @@ def _ordering(field: str, compare: Callable[[Any, Any], bool], operand: Any) -> 
         return compare(value, operand)
 
     return ordered
+
+
+def _membership(field: str, name: str, operand: Any, where: str) -> Predicate:
+    """$contains (one value), $any / $all (a list of values) on a list field: a field that is no list holds none."""
+    if name == "$contains":
+        wanted = [operand]
+    elif isinstance(operand, list | tuple):
+        wanted = list(operand)
+    else:
+        raise ValueError(
+            f"{where} needs a list of values, got {type(operand).__name__} {operand!r}; for one value write "
+            f"{{{field!r}: {{'$contains': {operand!r}}}}}."
+        )
+    every = name == "$all"
+
+    def holds(metadata: Mapping[str, Any]) -> bool:
+        value = metadata.get(field, _MISSING)
+        if not isinstance(value, list):
+            return False
+        found = (_is_one_of(candidate, value) for candidate in wanted)
+        return all(found) if every else any(found)
+
+    return holds
+
+
+def _text_match(field: str, text: str, *, ignore_case: bool) -> Predicate:
+    wanted = text.casefold() if ignore_case else text
+
+    def matches(metadata: Mapping[str, Any]) -> bool:
+        value = metadata.get(field, _MISSING)
+        if not isinstance(value, str):
+            return False
+        return wanted in (value.casefold() if ignore_case else value)
+
+    return matches
 
 
 # ---------------------------------------------------------------------------------------------------- values

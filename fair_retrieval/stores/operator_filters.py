@@ -2,9 +2,10 @@
 translated to the filter grammar of `fair_retrieval.stores.filter_grammar`.
 
 LlamaIndex's `MetadataFilters` are such conditions (`FilterOperator.GTE` on "year" with 2024), combined by AND, OR or
-NOT. `condition_spec` turns one into a grammar dict and `combined_spec` combines several, checking what the grammar
-would refuse with messages in the framework's own terms; an operator with no equivalent is refused by name, never
-answered with a silently empty result.
+NOT; every `FilterOperator` has its llama-index meaning (CONTAINS, ANY and ALL on list fields, TEXT_MATCH and
+TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY). `condition_spec` turns one into a grammar dict and
+`combined_spec` combines several, checking what the grammar would refuse with messages in the framework's own terms;
+an operator with no equivalent is refused by name, never answered with a silently empty result.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ OPERATORS: dict[str, str] = {
     "LTE": "$lte",
     "IN": "$in",
     "NIN": "$nin",
+    "CONTAINS": "$contains",  # a list field holds the value
+    "ANY": "$any",  # a list field holds one of the values
+    "ALL": "$all",  # a list field holds each of the values
+    "TEXT_MATCH": "$text_match",  # a string field contains the string
+    "TEXT_MATCH_INSENSITIVE": "$text_match_insensitive",
 }
+LISTED = ("IN", "NIN", "ANY", "ALL")  # operators whose value is a list
 ORDERINGS = ("GT", "GTE", "LT", "LTE")
 EMPTY_VALUES: tuple[Any, ...] = (None, "", [])  # what IS_EMPTY matches besides an absent field, as in llama-index
 SUPPORTED_OPERATORS: tuple[str, ...] = (*OPERATORS, "IS_EMPTY")
@@ -41,8 +48,8 @@ def condition_spec(key: str, operator: str, value: Any, where: str, store: str) 
         store: the store's class name, for messages.
 
     Raises:
-        ValueError: a field starting with "$", an unsupported operator, IN / NIN without a list, or an ordering
-            without a number or string.
+        ValueError: a field starting with "$", an unsupported operator, IN / NIN / ANY / ALL without a list, a
+            TEXT_MATCH without a string, or an ordering without a number or string.
     """
     if key.startswith("$"):
         raise ValueError(f"{where} filters on {key!r}; metadata keys starting with '$' cannot be filtered on here.")
@@ -54,7 +61,7 @@ def condition_spec(key: str, operator: str, value: Any, where: str, store: str) 
             f"{', '.join(SUPPORTED_OPERATORS)}, combined with AND, OR and NOT; rewrite the filter with those (e.g. IN "
             "for one of several values), or filter the retrieved nodes yourself."
         )
-    if operator in ("IN", "NIN") and not isinstance(value, list):
+    if operator in LISTED and not isinstance(value, list):
         raise ValueError(
             f"{where}: FilterOperator.{operator} on {key!r} needs a list value, e.g. value=[{value!r}]; got "
             f"{type(value).__name__} {value!r}."
@@ -63,6 +70,11 @@ def condition_spec(key: str, operator: str, value: Any, where: str, store: str) 
         raise ValueError(
             f"{where}: FilterOperator.{operator} on {key!r} compares with a number or a string (dates as ISO "
             f"strings), got {type(value).__name__} {value!r}."
+        )
+    if operator.startswith("TEXT_MATCH") and not isinstance(value, str):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} finds a string in a string field, got "
+            f"{type(value).__name__} {value!r}."
         )
     return {key: {OPERATORS[operator]: value}}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -69,6 +69,8 @@ class StoreFormat(Generic[R]):
             told its embedder), or None when a store always knows it.
         raw_faiss_message: the error for a raw faiss file where the store file should be (an earlier store's
             folder), or None.
+        other_readers: fixed keys the file carries for other programs that may open it by mistake (e.g. a value
+            that makes llama-index's SimpleVectorStore fail with the way to load it); ignored on load.
     """
 
     name: str
@@ -89,6 +91,7 @@ class StoreFormat(Generic[R]):
     )
     unrecorded_without_model: str | None = None
     raw_faiss_message: Callable[[Path], str] | None = None
+    other_readers: Mapping[str, Any] = field(default_factory=dict)
 
 
 def save_store(
@@ -118,6 +121,7 @@ def save_store(
         "next_int_id": store.records.next_int_id,
         **({} if fmt.names_index_folder else {"has_index": has_index}),
         "embedder": store.identity(),
+        **fmt.other_readers,
         fmt.records_key: [fmt.encode(int_id, record) for int_id, record in store.records.records.items()],
     }
     base = store.generation

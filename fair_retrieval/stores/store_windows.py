@@ -32,6 +32,7 @@ from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
+from fair_retrieval.stores.cached_windows import inner_embedder
 from fair_retrieval.stores.document_modes import DocumentMode, requested_mode
 from fair_retrieval.validate import is_positive_int
 
@@ -139,7 +140,7 @@ def default_windows(embedder: Any) -> StoreWindows:
     """The study's shape for `embedder`'s windows (`DEFAULT_WINDOW_SHARES` of its window, cut at
     `DEFAULT_WINDOW_BOUNDARIES`); the embedder's own windows where it is not fair-retrieval's (a custom
     `embed_document_windows` that takes no shape) or truncates documents."""
-    fair = fair_embedder_of(embedder)
+    fair = fair_embedder_of(inner_embedder(embedder))  # a cache's windows are those of the embedder it wraps
     if fair is None or fair.long_documents != "windows":
         return StoreWindows()
     sizes = tuple(max(1, math.ceil(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
+__all__ = ["node_vectors", "relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
 
 
 def require_finite(vectors: np.ndarray) -> None:
@@ -90,14 +91,47 @@ def text_vector_pairs(pairs: Any, name: str) -> tuple[list[str], np.ndarray]:
     return texts, matrix
 
 
-def relevance_from_similarity(score: float) -> float:
-    """Cosine similarity in [-1, 1] → relevance in [0, 1]."""
-    return min(1.0, max(0.0, (1.0 + score) / 2.0))
+def node_vectors(embeddings: Sequence[Any], ids: Sequence[str], dim: int | None) -> np.ndarray:
+    """Embeddings a framework computed for its nodes as a float32 (n, dim) matrix, checked before anything is stored.
+
+    Args:
+        embeddings: one per node (None where a node was not embedded).
+        ids: the nodes' ids, for messages.
+        dim: the size the store holds (None: not known yet).
+
+    Raises:
+        ValueError: naming the first node without an embedding; embeddings of several sizes, or of another size
+            than `dim`.
+    """
+    for position, (embedding, key) in enumerate(zip(embeddings, ids, strict=True)):
+        if embedding is None:
+            raise ValueError(
+                f"nodes[{position}] ({key!r}) has no embedding. Embed nodes before adding them (VectorStoreIndex and "
+                "an IngestionPipeline with an embed model do), or set node.embedding."
+            )
+    sizes = sorted({len(embedding) for embedding in embeddings})
+    if len(sizes) > 1 or sizes[0] == 0:
+        raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
+    if dim is not None and sizes[0] != dim:
+        raise ValueError(
+            f"The nodes have {sizes[0]}-d embeddings but this store holds {dim}-d vectors; embed them with the model "
+            "the store was built with."
+        )
+    return np.asarray(embeddings, dtype=np.float32)
 
 
 def relevance_function(metric: str) -> Callable[[float], float]:
-    """The map from a raw score of `metric` to relevance in [0, 1]: (1 + cosine) / 2 for unit vectors, whatever
-    the metric ("cosine" and "ip" score the cosine; "l2" the squared distance |a − b|² = 2 − 2·cos)."""
+    """The map from a raw score of `metric` to relevance, LangChain's convention for normalised vectors.
+
+    "cosine" and "ip" score a cosine for unit vectors, and relevance is that cosine (langchain-core's
+    `_cosine_relevance_score_fn` of the cosine distance 1 − cos); "l2" scores the squared distance d², and relevance is
+    1 − d / √2 (langchain-core's `_euclidean_relevance_score_fn` of the distance d). Both are clipped to [0, 1], the
+    range LangChain checks relevance against, so an unrelated text (cosine ≤ 0) has relevance 0 instead of a warning.
+    """
     if metric == "l2":
-        return lambda distance: relevance_from_similarity(1.0 - distance / 2.0)
-    return relevance_from_similarity
+        return lambda squared: _clipped(1.0 - math.sqrt(max(squared, 0.0)) / math.sqrt(2.0))
+    return _clipped
+
+
+def _clipped(relevance: float) -> float:
+    return min(1.0, max(0.0, float(relevance)))

@@ -4,7 +4,8 @@ In multi-vector mode a store keeps each document as the vectors of its windows (
 and returns k distinct documents scored by their best window(s). Both adapters share what is here:
 
 - `window_embedder(embedding)`: the object that gives `embed_document_windows(texts)` (`FairEmbedder`, LangChain's
-  `FairEmbeddings`, LlamaIndex's `FairEmbedding`), or a TypeError saying that only those can fill such a store.
+  `FairEmbeddings`, LlamaIndex's `FairEmbedding`, a cache around one: `fair_retrieval.stores.cached_windows`), or a
+  TypeError saying that only those can fill such a store.
 - `WindowCache`: LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and
   hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last, keyed by
   the text, so the store takes them from that same pass instead of embedding the text again.
@@ -25,6 +26,7 @@ import numpy as np
 
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import DocumentHit
+from fair_retrieval.stores.cached_windows import cached_window_embedder
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +35,6 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "best_window_metadata",
-    "concatenate",
     "window_embedder",
 ]
 
@@ -61,10 +62,13 @@ def window_embedder(embedding: Any, where: str) -> WindowEmbedder:
     """
     if isinstance(embedding, WindowEmbedder):
         return embedding
+    cached = cached_window_embedder(embedding)  # CacheBackedEmbeddings(FairEmbeddings): windows cached too
+    if cached is not None:
+        return cached
     raise TypeError(
         f"{where} keeps each document as the vectors of its windows, which only fair-retrieval's embedders give "
-        f"(FairEmbedder, FairEmbeddings, FairEmbedding); got {type(embedding).__name__}. Use one of those, or "
-        "multivector=False."
+        f"(FairEmbedder, FairEmbeddings, FairEmbedding, or CacheBackedEmbeddings around one); got "
+        f"{type(embedding).__name__}. Use one of those, or multivector=False."
     )
 
 
@@ -130,20 +134,6 @@ class WindowCache:
                 else:
                     found.append(None)
         return found, sum(entry is None for entry in found)
-
-
-def concatenate(parts: Sequence[DocumentWindows]) -> DocumentWindows:
-    """Several batches of documents as one, in order."""
-    if not parts:
-        raise ValueError("concatenate needs at least one DocumentWindows.")
-    offsets = np.cumsum([0, *[len(part) for part in parts[:-1]]])
-    return DocumentWindows(
-        np.concatenate([part.pooled for part in parts]),
-        np.concatenate([part.vectors for part in parts]),
-        np.concatenate([part.owners + offset for part, offset in zip(parts, offsets, strict=True)]),
-        np.concatenate([part.spans for part in parts]),
-        np.concatenate([part.weights for part in parts]),
-    )
 
 
 def _shape_key(shape: Any) -> tuple[tuple[str, Any], ...]:

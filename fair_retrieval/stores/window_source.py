@@ -18,9 +18,10 @@ from typing import NamedTuple
 import numpy as np
 
 from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.stores.cached_windows import concatenate
 from fair_retrieval.stores.document_modes import checked_windows
 from fair_retrieval.stores.store_windows import StoreWindows
-from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder, concatenate
+from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder
 
 logger = logging.getLogger(__name__)
 

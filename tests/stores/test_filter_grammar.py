@@ -91,7 +91,26 @@ def test_values_compare_within_their_type_only_and_never_raise() -> None:
 def test_the_operator_list_is_complete() -> None:
     assert set(FILTER_OPERATORS) == {
         "$eq", "$ne", "$neq", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not", "$and", "$or",
+        "$contains", "$any", "$all", "$text_match", "$text_match_insensitive",
     }  # fmt: skip
+
+
+def test_list_membership_and_text_match() -> None:
+    rows = [{"tags": ["a", "b"]}, {"tags": ["b"]}, {"tags": "ab"}, {}, {"tags": [1, True]}, {"title": "Faiss Guide"}]
+
+    def kept(spec: dict[str, object]) -> list[int]:
+        keep = compile_filter(spec)
+        return [position for position, metadata in enumerate(rows) if keep(metadata)]
+
+    assert kept({"tags": {"$contains": "a"}}) == [0]  # a string field is no list: never a substring here
+    assert kept({"tags": {"$any": ["a", "b"]}}) == [0, 1] and kept({"tags": {"$all": ["a", "b"]}}) == [0]
+    assert kept({"tags": {"$contains": 1}}) == [4] and kept({"tags": {"$contains": False}}) == []
+    assert kept({"title": {"$text_match": "Guide"}}) == [5] and kept({"title": {"$text_match": "guide"}}) == []
+    assert kept({"title": {"$text_match_insensitive": "FAISS g"}}) == [5]
+    with pytest.raises(ValueError, match=r"needs a list of values.*\$contains"):
+        compile_filter({"tags": {"$any": "a"}})
+    with pytest.raises(ValueError, match="needs a string"):
+        compile_filter({"title": {"$text_match": 3}})
 
 
 @pytest.mark.parametrize(

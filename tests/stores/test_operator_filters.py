@@ -21,9 +21,29 @@ def test_conditions_become_grammar_dicts() -> None:
     assert combined_spec("OR", []) == {} and "IS_EMPTY" in SUPPORTED_OPERATORS
 
 
+@pytest.mark.parametrize(
+    ("operator", "value", "kept"),
+    [
+        ("CONTAINS", "a", [0]),
+        ("ANY", ["a", "c"], [0, 2]),
+        ("ALL", ["a", "b"], [0]),
+        ("TEXT_MATCH", "Ab", [3]),
+        ("TEXT_MATCH_INSENSITIVE", "ab", [3, 4]),
+    ],
+)
+def test_list_and_text_operators_have_llama_index_meaning(operator: str, value: object, kept: list[int]) -> None:
+    rows = [{"f": ["a", "b"]}, {"f": ["b"]}, {"f": ["c"]}, {"f": "xAby"}, {"f": "AB"}, {}]
+    keep = compile_filter(condition_spec("f", operator, value, "f", "S"))
+    assert [position for position, metadata in enumerate(rows) if keep(metadata)] == kept
+
+
 def test_conditions_the_grammar_cannot_hold_are_refused_by_name() -> None:
-    with pytest.raises(ValueError, match=r"cannot filter with FilterOperator\.TEXT_MATCH"):
-        condition_spec("text", "TEXT_MATCH", "x", "f", "S")
+    with pytest.raises(ValueError, match=r"cannot filter with FilterOperator\.REGEX"):
+        condition_spec("text", "REGEX", "x", "f", "S")
+    with pytest.raises(ValueError, match=r"ANY on 'tags' needs a list value"):
+        condition_spec("tags", "ANY", "a", "f", "S")
+    with pytest.raises(ValueError, match=r"TEXT_MATCH on 'title' finds a string"):
+        condition_spec("title", "TEXT_MATCH", 3, "f", "S")
     with pytest.raises(ValueError, match=r"IN on 'lang' needs a list value, e\.g\. value=\['en'\]"):
         condition_spec("lang", "IN", "en", "f", "S")
     with pytest.raises(ValueError, match="GT on 'year' compares with a number or a string"):

@@ -53,9 +53,11 @@ def test_malformed_pairs_are_refused(pairs: object, error: type[Exception], mess
         text_vector_pairs(pairs, "pairs")
 
 
-def test_relevance_is_one_scale_for_every_metric() -> None:
+def test_relevance_follows_langchains_convention_for_unit_vectors() -> None:
     for metric in ("cosine", "ip"):
         relevance = relevance_function(metric)
-        assert relevance(1.0) == 1.0 and relevance(0.0) == 0.5 and relevance(-1.0) == 0.0 and relevance(1.5) == 1.0
+        assert relevance(1.0) == 1.0 and relevance(0.3) == 0.3 and relevance(-0.2) == 0.0 and relevance(1.5) == 1.0
     l2 = relevance_function("l2")
-    assert l2(0.0) == 1.0 and l2(2.0) == 0.5 and l2(4.0) == 0.0  # |a−b|² = 2 − 2·cos for unit vectors
+    for cosine in (1.0, 0.5, 0.0):  # |a−b|² = 2 − 2·cos for unit vectors; LangChain's 1 − |a−b| / √2
+        assert l2(2 - 2 * cosine) == pytest.approx(1 - ((2 - 2 * cosine) ** 0.5) / 2**0.5)
+    assert l2(4.0) == 0.0 and l2(0.0) == 1.0

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, save_store
+from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, save_store, store_bytes, store_from_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,22 @@ class LocalFolders:
         store = cls.__new__(cls)
         store._store, store._relevance_score_fn = loaded, relevance_score_fn
         return store
+
+    def serialize_to_bytes(self) -> bytes:
+        """The store as bytes, without pickle: its `save_local` folder packed in memory with a SHA-256
+        (`fair_retrieval.stores.store_bytes`); `deserialize_from_bytes` reads it back."""
+        return store_bytes(self._store, STORE_FORMAT, "store.json", DEFAULT_INDEX_NAME)
+
+    @classmethod
+    def deserialize_from_bytes(cls, serialized: bytes, embeddings: Embeddings, **kwargs: Any) -> Self:
+        """The store `serialize_to_bytes` wrote; `kwargs` are `load_local`'s (`allow_dangerous_deserialization` is
+        accepted and ignored: nothing is unpickled). The result is a store built in memory (see `save_local`).
+
+        Raises:
+            TypeError: `serialized` is not bytes; as `load_local`.
+            ValueError: bytes of another kind, or cut short or changed (their digest disagrees); as `load_local`.
+        """
+        return store_from_bytes(serialized, lambda folder: cls.load_local(folder, embeddings, **kwargs), cls.__name__)
 
 
 def saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:

@@ -8,9 +8,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, StoreHit, check_query, positive_int, store_filter
+from fair_retrieval.stores import (
+    BEST_WINDOW_KEY,
+    DocumentStore,
+    StoreFilter,
+    StoreHit,
+    check_query,
+    mmr_hits,
+    positive_int,
+    store_filter,
+)
 from langchain_fair.local_folders import StoredDocument
 
 __all__ = ["Filter", "StoreSearch"]
@@ -55,6 +63,21 @@ class StoreSearch:
         predicate = store_filter(filter)
         return self.similarity_search_by_vector(self._store.embedder.embed_query(check_query(query)), k, predicate)
 
+    def max_marginal_relevance_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Filter | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """k documents chosen for relevance and diversity (MMR, `fair_retrieval.stores.mmr_hits`; `lambda_mult` 1:
+        relevance only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
+        scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
+        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=_kept(store_filter(filter)))
+        return [(self._document(hit), hit.score) for hit in hits]
+
     def max_marginal_relevance_search_by_vector(
         self,
         embedding: list[float],
@@ -64,20 +87,9 @@ class StoreSearch:
         filter: Filter | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        """k documents chosen for relevance and diversity (MMR; `lambda_mult` 1: relevance only, 0: diversity
-        only) among the `fetch_k` nearest that pass `filter` (a multi-vector store: distinct documents, compared by
-        their pooled vectors)."""
-        predicate = store_filter(filter)
-        positive_int(k, "k")
-        if not 0.0 <= lambda_mult <= 1.0:
-            raise ValueError(f"lambda_mult must be in [0, 1], got {lambda_mult!r}.")
-        hits = self._hits(embedding, max(k, positive_int(fetch_k, "fetch_k")), predicate)
-        if not hits:
-            return []
-        query = self._store.prepared([embedding], 1, "the query embedding")[0]
-        vectors = self._store.vectors([hit.int_id for hit in hits]).tolist()
-        chosen = maximal_marginal_relevance(query, vectors, lambda_mult=lambda_mult, k=k)
-        return [self._document(hits[position]) for position in chosen]
+        """The documents of `max_marginal_relevance_search_with_score_by_vector`, without scores."""
+        found = self.max_marginal_relevance_search_with_score_by_vector(embedding, k, fetch_k, lambda_mult, filter)
+        return [document for document, _ in found]
 
     def max_marginal_relevance_search(
         self,
@@ -94,10 +106,8 @@ class StoreSearch:
         return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
 
     def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[StoredDocument]]:
-        predicate = store_filter(filter)
-        positive_int(k, "k")
-        keep = None if predicate is None else (lambda document: predicate(document.metadata))
-        return self._store.search(embedding, k, keep=keep)
+        keep = _kept(store_filter(filter))
+        return self._store.search(embedding, positive_int(k, "k"), keep=keep)
 
     @staticmethod
     def _document(hit: StoreHit[StoredDocument]) -> Document:
@@ -105,3 +115,8 @@ class StoreSearch:
         window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
         metadata = {**copy.deepcopy(hit.record.metadata), **window}
         return Document(id=hit.record.key, page_content=hit.record.text, metadata=metadata)
+
+
+def _kept(predicate: StoreFilter | None) -> Callable[[StoredDocument], bool] | None:
+    """The compiled filter as a test of a stored document (None keeps all)."""
+    return None if predicate is None else (lambda document: predicate(document.metadata))

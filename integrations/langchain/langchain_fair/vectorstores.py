@@ -42,7 +42,8 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         metric: "cosine" (unit vectors: scores are cosines), "ip" (raw inner product) or "l2" (squared distance).
         kind: "flat" (exact, default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
-        relevance_score_fn: a raw score → [0, 1]; the default gives (1 + cosine) / 2 for unit vectors, any metric.
+        relevance_score_fn: a raw score → [0, 1]; the default is LangChain's for normalised vectors: the cosine
+            ("cosine", "ip"), 1 − distance / √2 ("l2"), clipped to [0, 1] (`fair_retrieval.stores.relevance_function`).
         multivector: keep each document as its windows' vectors (needs `FairEmbeddings`): searches return k
             distinct documents scored by `aggregate`, the best window's span in the metadata under "best_window".
             None: `fair_retrieval.stores.DEFAULT_MULTIVECTOR` (multi-vector), pooled over embeddings without windows.
@@ -205,7 +206,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         return super().as_retriever(**kwargs)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        # langchain-core's functions assume other scales; ours give (1 + cosine) / 2 for unit vectors, any metric.
+        # langchain-core's cosine / Euclidean conventions, read on our raw scores (inner products, squared distances)
         return self._relevance_score_fn or relevance_function(self._store.metric)
 
 

@@ -2,9 +2,9 @@
 
 llama-index-core 0.14 ships no reusable vector-store test suite, so the contract is checked here: add / delete /
 delete_nodes / clear / get_nodes / query and their async variants (async_add, adelete, adelete_nodes, aclear,
-aget_nodes, aquery), upserts through IngestionPipeline's docstore strategies, MetadataFilters (every supported
-operator and condition, nested; unsupported operators refused by name), restricted queries that return top_k hits
-whenever that many nodes match (flat, hnsw and ivf), persistence without pickle, the conversion of folders written
+aget_nodes, aquery), upserts through IngestionPipeline's docstore strategies, MetadataFilters (every operator and
+condition, nested; list and text operators as SimpleVectorStore applies them), restricted queries that return top_k
+hits whenever that many nodes match (flat, hnsw and ivf), persistence without pickle, the conversion of folders written
 by the earlier FairFaissVectorStore (llama-index's FaissVectorStore format), and the README example.
 
 Most tests use random vectors (fast; exact brute force is easy); the README example uses the real MiniLM.
@@ -27,6 +27,7 @@ from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -364,30 +365,27 @@ def test_a_filtered_query_returns_top_k_whenever_that_many_match(kind: str) -> N
 
 
 @pytest.mark.parametrize(
-    "operator",
+    ("operator", "key", "value"),
     [
-        FilterOperator.TEXT_MATCH,
-        FilterOperator.TEXT_MATCH_INSENSITIVE,
-        FilterOperator.CONTAINS,
-        FilterOperator.ANY,
-        FilterOperator.ALL,
+        (FilterOperator.CONTAINS, "tags", "b"),
+        (FilterOperator.ANY, "tags", ["b", "z"]),
+        (FilterOperator.ALL, "tags", ["a", "b"]),
+        (FilterOperator.TEXT_MATCH, "title", "title 1"),
+        (FilterOperator.TEXT_MATCH_INSENSITIVE, "title", "TITLE 2"),
     ],
 )
-def test_unsupported_operators_are_refused_by_name(
-    store: FairFaissVectorStore, vectors: np.ndarray, operator: FilterOperator
+def test_list_and_text_operators_select_what_simple_vector_store_selects(
+    store: FairFaissVectorStore, vectors: np.ndarray, operator: FilterOperator, key: str, value: Any
 ) -> None:
-    value: Any = ["a"] if operator in (FilterOperator.ANY, FilterOperator.ALL) else "a"
-    bad = _leaf("tags", operator, value)
-    message = rf"FilterOperator\.{operator.name}.*supports EQ, NE"
-    with pytest.raises(ValueError, match=message):
-        store.query(_query(vectors[0], filters=_filters(bad)))
-    with pytest.raises(ValueError, match=message):  # also when nested
-        store.query(_query(vectors[0], filters=_filters(_leaf("year", FilterOperator.GT, 1), _filters(bad))))
-    with pytest.raises(ValueError, match=message):
-        store.get_nodes(filters=_filters(bad))
-    with pytest.raises(ValueError, match=message):
-        store.delete_nodes(filters=_filters(bad))
-    assert len(store.node_ids) == COUNT
+    simple = SimpleVectorStore()
+    simple.add(_nodes(vectors))
+    for filters in (
+        _filters(_leaf(key, operator, value)),
+        _filters(_leaf("year", FilterOperator.GT, 2019), _leaf(key, operator, value)),
+    ):
+        expected = simple.query(_query(vectors[0], k=COUNT, filters=filters)).ids
+        assert expected and sorted(store.query(_query(vectors[0], k=COUNT, filters=filters)).ids) == sorted(expected)
+        assert sorted(node.node_id for node in store.get_nodes(filters=filters)) == sorted(expected)
 
 
 def test_malformed_filters_give_clear_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
@@ -404,10 +402,10 @@ def test_malformed_filters_give_clear_errors(store: FairFaissVectorStore, vector
 
 
 def test_query_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
-    with pytest.raises(ValueError, match=r"only VectorStoreQueryMode\.DEFAULT.*got MMR"):
-        store.query(_query(vectors[0], mode=VectorStoreQueryMode.MMR))
-    with pytest.raises(ValueError, match="HYBRID"):
+    with pytest.raises(ValueError, match=r"answers VectorStoreQueryMode\.DEFAULT .* and MMR .* got 'hybrid'"):
         store.query(_query(vectors[0], mode=VectorStoreQueryMode.HYBRID))
+    with pytest.raises(ValueError, match=r"mmr_threshold must be a number in \[0, 1\]"):
+        store.query(_query(vectors[0], mode=VectorStoreQueryMode.MMR), mmr_threshold=1.5)
     with pytest.raises(ValueError, match="no query_embedding"):
         store.query(VectorStoreQuery(query_str="text only"))
     with pytest.raises(ValueError, match="has 3 dimensions but this store holds 16-d"):
@@ -451,8 +449,8 @@ def test_add_errors_leave_the_store_unchanged(store: FairFaissVectorStore, vecto
 
 
 def test_constructor_arguments() -> None:
-    with pytest.raises(ValueError, match="metric"):
-        FairFaissVectorStore.create(dim=4, metric="cosine")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"metric must be one of \('cosine', 'ip', 'l2'\)"):
+        FairFaissVectorStore.create(dim=4, metric="dot")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dim must be a positive int"):
         FairFaissVectorStore.create(dim=0)
     with pytest.raises(ValueError, match="kind must be one of"):

@@ -1,6 +1,6 @@
-"""llama-index `MetadataFilters` as a filter of `fair_retrieval.stores`: FilterOperator EQ, NE, GT, GTE, LT, LTE, IN,
-NIN and IS_EMPTY, combined with FilterCondition AND, OR and NOT, nested as wanted (`condition_spec`,
-`combined_spec`); other operators are refused with a ValueError naming them.
+"""llama-index `MetadataFilters` as a filter of `fair_retrieval.stores`: every FilterOperator with llama-index's
+meaning (`SUPPORTED_OPERATORS`: CONTAINS, ANY, ALL on list fields, TEXT_MATCH and TEXT_MATCH_INSENSITIVE on
+strings, …), combined with FilterCondition AND, OR and NOT, nested as wanted (`condition_spec`, `combined_spec`).
 """
 
 from __future__ import annotations

@@ -8,14 +8,13 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import numpy as np
 from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
 from fair_retrieval.stores import BEST_WINDOW_KEY, check_store_entries, content_offset
 
-__all__ = ["StoredNode", "embedded_texts", "node_embeddings", "node_metadata", "restored_node", "stored_node"]
+__all__ = ["StoredNode", "embedded_texts", "node_metadata", "restored_node", "stored_node"]
 
 
 class StoredNode(NamedTuple):
@@ -48,20 +47,6 @@ def stored_node(node: Any, position: int) -> StoredNode:
             ".isoformat(), no NaN)."
         ) from None
     return StoredNode(node.node_id, node.ref_doc_id or node.node_id, payload)
-
-
-def node_embeddings(nodes: list[BaseNode]) -> np.ndarray:
-    """The nodes' embeddings as a float32 (n, dim) matrix, or a ValueError naming the first bad node."""
-    for position, node in enumerate(nodes):
-        if node.embedding is None:
-            raise ValueError(
-                f"nodes[{position}] ({node.node_id!r}) has no embedding. Embed nodes before adding them "
-                "(VectorStoreIndex and an IngestionPipeline with an embed model do), or set node.embedding."
-            )
-    sizes = sorted({len(node.embedding or ()) for node in nodes})
-    if len(sizes) > 1 or sizes[0] == 0:
-        raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
-    return np.asarray([node.embedding for node in nodes], dtype=np.float32)
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:

@@ -56,6 +56,15 @@ def legacy_message(path: Path) -> str:
     )
 
 
+NOT_A_SIMPLE_VECTOR_STORE = (
+    "This file was persisted by FairFaissVectorStore, not SimpleVectorStore: StorageContext.from_defaults("
+    "persist_dir=...) without vector_store= reads it as a SimpleVectorStore. Load it with store = "
+    "FairFaissVectorStore.from_persist_dir(persist_dir, embed_model=embed_model), then StorageContext.from_defaults("
+    "vector_store=store, persist_dir=persist_dir)"
+)
+"""Under "embedding_dict", where SimpleVectorStore looks for vectors: it fails to read this text as a vector
+and raises a ValueError quoting it, where it would otherwise load an empty store without a word."""
+
 STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
     name="llama-index-fair-faiss-store",
     version=1,
@@ -74,6 +83,7 @@ STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
         "constructor, or call record_embed_model(), before persisting"
     ),
     raw_faiss_message=legacy_message,
+    other_readers={"embedding_dict": {"FairFaissVectorStore": [NOT_A_SIMPLE_VECTOR_STORE]}},
 )
 
 

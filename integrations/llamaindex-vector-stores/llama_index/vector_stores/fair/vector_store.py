@@ -10,7 +10,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
@@ -24,7 +23,6 @@ from llama_index.vector_stores.fair.metadata_filters import SUPPORTED_OPERATORS,
 from llama_index.vector_stores.fair.node_records import (
     StoredNode,
     embedded_texts,
-    node_embeddings,
     node_metadata,
     restored_node,
     stored_node,
@@ -33,15 +31,17 @@ from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, P
 from typing_extensions import Self
 
 from fair_retrieval import FaissIndex, MultiVectorIndex
-from fair_retrieval.index import Aggregate, GpuChoice, Metric
+from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import (
     BEST_WINDOW_KEY,
     DocumentStore,
+    StoreMetric,
     StoreWindows,
     WrappedStore,
-    positive_int,
+    node_vectors,
     preview,
     repeated,
+    vector_query_hits,
 )
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
     Args:
         index: an empty `FaissIndex` (`MultiVectorIndex` with `multivector=True`) to use, or None.
         dim: vector size; None (and no `index`) makes the index on the first `add`.
-        metric: "ip" (inner product; cosine for FairEmbedding's unit vectors) or "l2" (squared Euclidean).
+        metric: "ip" (inner product), "cosine" (inner product of the vectors made unit length: the cosine, as
+            the LangChain store's "cosine") or "l2" (squared Euclidean). FairEmbedding's vectors are unit vectors.
         kind: "flat" (exact, the default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
         embed_model: what made the nodes' vectors: `persist` records it, loading checks it; required (its windows
@@ -84,7 +85,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         index: FaissIndex | MultiVectorIndex | None = None,
         *,
         dim: int | None = None,
-        metric: Metric = "ip",
+        metric: StoreMetric = "ip",
         kind: str = "flat",
         gpu: GpuChoice = "auto",
         embed_model: Any | None = None,
@@ -98,8 +99,6 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
                 "FairFaissVectorStore no longer wraps a raw faiss index (faiss_index=...): it keeps its vectors in a "
                 "fair_retrieval.FaissIndex. Use FairFaissVectorStore.create(dim=...), or pass index=FaissIndex(...)."
             )
-        if index is None and metric not in ("ip", "l2"):  # LlamaIndex embed models give finished vectors
-            raise ValueError(f"metric must be 'ip' (inner product / cosine) or 'l2', got {metric!r}.")
         super().__init__(stores_text=True)
         self._store = DocumentStore(
             metric=metric,
@@ -124,7 +123,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
 
     @classmethod
     def create(
-        cls, dim: int, metric: Metric = "ip", gpu: GpuChoice = "auto", kind: str = "flat", **options: Any
+        cls, dim: int, metric: StoreMetric = "ip", gpu: GpuChoice = "auto", kind: str = "flat", **options: Any
     ) -> Self:
         """A store over a new index of `dim`-d vectors; the other arguments are the constructor's."""
         return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, **options)
@@ -167,13 +166,8 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             raise ValueError(f"node ids repeat within this add: {preview(doubled)}; pass each node once.")
         if not records:
             return []
-        matrix = node_embeddings(node_list)
-        index = self._store.index
-        if index is not None and matrix.shape[1] != index.dim:
-            raise ValueError(
-                f"The nodes have {matrix.shape[1]}-d embeddings but this store holds {index.dim}-d vectors; embed "
-                "them with the model the store was built with."
-            )
+        dim = None if self._store.index is None else self._store.index.dim
+        matrix = node_vectors([node.embedding for node in node_list], [record.key for record in records], dim)
         if self._store.multivector:
             texts, offsets, lengths = embedded_texts(node_list)
             self._store.add_embedded_windows(records, texts, matrix, (offsets, lengths), log=logger)
@@ -218,37 +212,29 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         return nodes
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The `query.similarity_top_k` nodes nearest to `query.query_embedding`, best first, among `node_ids`,
-        `doc_ids` (an empty list restricts nothing) and `filters` (`SUPPORTED_OPERATORS`), inside the index. Scores:
-        inner products ("ip") or squared L2 distances ("l2"); a multi-vector store's nodes are distinct, each with
-        its best window under `BEST_WINDOW_KEY` in its metadata.
+        """The `query.similarity_top_k` nodes for `query.query_embedding`, among `node_ids`, `doc_ids` (an empty list
+        restricts nothing) and `filters` (`SUPPORTED_OPERATORS`), inside the index: the nearest first, or with
+        `VectorStoreQueryMode.MMR` chosen for relevance and diversity (`fair_retrieval.stores.mmr_hits`; λ is the
+        `mmr_threshold` keyword, `vector_store_kwargs` of a retriever, else the query's, else 0.5; among the
+        `mmr_prefetch_k` best, default every node that qualifies). Scores: cosines ("cosine"), inner products ("ip")
+        or squared L2 distances ("l2"); a multi-vector store's nodes are distinct, each with its best window under
+        `BEST_WINDOW_KEY` in its metadata.
 
         Raises:
-            ValueError: another query mode, no query embedding or one of the wrong size, a bad similarity_top_k,
-                or a filter this store cannot apply.
+            ValueError: another query mode, no query embedding or one of the wrong size, a bad similarity_top_k or
+                mmr_threshold, or a filter this store cannot apply.
             TypeError: filters that are not MetadataFilters.
         """
-        mode = VectorStoreQueryMode(query.mode)
-        if mode != VectorStoreQueryMode.DEFAULT:
-            raise ValueError(
-                f"FairFaissVectorStore answers only VectorStoreQueryMode.DEFAULT (dense vector search), got "
-                f"{mode.name}; leave vector_store_query_mode at its default."
-            )
-        top_k = positive_int(query.similarity_top_k, "similarity_top_k")
-        if query.query_embedding is None:
-            raise ValueError(
-                "The query has no query_embedding: this store searches by vector. Embed the query with the store's "
-                "embed model (retrievers do this), or set VectorStoreQuery(query_embedding=...)."
-            )
-        vector = np.asarray(query.query_embedding, dtype=np.float32)
-        selected = self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True)
-        index = self._store.index
-        if vector.ndim != 1 or (index is not None and vector.size != index.dim):
-            raise ValueError(
-                f"query_embedding has {vector.size if vector.ndim == 1 else vector.shape} dimensions but this store "
-                f"holds {index.dim if index else '?'}-d vectors; embed the query with the store's model (one vector)."
-            )
-        hits = self._store.search(vector, top_k, among=selected)
+        threshold = kwargs.get("mmr_threshold", query.mmr_threshold)
+        hits = vector_query_hits(
+            self._store,
+            query.query_embedding,
+            query.similarity_top_k,
+            mode=VectorStoreQueryMode(query.mode).value,
+            among=self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True),
+            mmr_threshold=threshold,
+            prefetch_k=kwargs.get("mmr_prefetch_k"),
+        )
         nodes = [restored_node(hit.record, hit.best_window) for hit in hits]
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[hit.score for hit in hits], ids=[hit.record.key for hit in hits]

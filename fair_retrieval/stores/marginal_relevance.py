@@ -1,0 +1,90 @@
+"""Maximal marginal relevance (MMR): k documents chosen for relevance to a query and diversity among themselves.
+
+One MMR for both stacks: LangChain's `max_marginal_relevance_search*` and LlamaIndex's `vector_store_query_mode="mmr"`
+both call `mmr_hits`. The selection (`mmr_order`) is the exact greedy MMR of Carbonell and Goldstein, as
+langchain-core's `maximal_marginal_relevance` computes it: the document most similar to the query first, then each
+time the candidate maximising λ · sim(query, d) − (1 − λ) · max over the chosen c of sim(d, c), similarities being
+cosines. (llama-index's SimpleVectorStore compares a candidate with the last chosen document only; here every chosen
+document counts.)
+
+The candidates are the `fetch_k` best documents of the store's own search (filters applied inside it). A document's
+vector is its stored vector; in multi-vector mode its pooled vector (the token-weighted mean of its windows,
+L2-normalised: `DocumentStore.vectors`), so relevance and diversity compare whole documents, not one window each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from fair_retrieval.stores.document_store import DocumentStore, StoreHit
+from fair_retrieval.stores.indexed_records import Keyed
+from fair_retrieval.validate import positive_int
+
+__all__ = ["mmr_hits", "mmr_order"]
+
+R = TypeVar("R", bound=Keyed)
+
+
+def mmr_order(query: Any, vectors: Any, k: int, lambda_mult: float = 0.5) -> list[int]:
+    """The positions in `vectors` MMR chooses, in the order chosen (at most k).
+
+    Args:
+        query: the query vector (dim,).
+        vectors: the candidates' vectors (n, dim); a zero vector has cosine 0 with everything.
+        k: how many to choose.
+        lambda_mult: 1 ranks by relevance only, 0 by diversity only.
+
+    Raises:
+        ValueError: `lambda_mult` outside [0, 1].
+    """
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
+    count = min(k, len(vectors))
+    if count <= 0:
+        return []
+    candidates = _unit(np.asarray(vectors, dtype=np.float64).reshape(len(vectors), -1))
+    to_query = candidates @ _unit(np.asarray(query, dtype=np.float64).reshape(1, -1))[0]
+    chosen = [int(np.argmax(to_query))]
+    redundancy = np.full(len(candidates), -np.inf)
+    while len(chosen) < count:
+        redundancy = np.maximum(redundancy, candidates @ candidates[chosen[-1]])
+        scores = lambda_mult * to_query - (1.0 - lambda_mult) * redundancy
+        scores[chosen] = -np.inf
+        chosen.append(int(np.argmax(scores)))
+    return chosen
+
+
+def mmr_hits(
+    store: DocumentStore[R],
+    query: Any,
+    k: int,
+    fetch_k: int | None = None,
+    lambda_mult: float = 0.5,
+    *,
+    among: Sequence[int] | None = None,
+    keep: Callable[[R], bool] | None = None,
+) -> list[StoreHit[R]]:
+    """k of the store's documents chosen by MMR among the `fetch_k` best (None: every document that qualifies),
+    restricted as `DocumentStore.search` is (`among`, `keep`); each hit keeps its search score and best window.
+
+    Raises:
+        ValueError: a bad `k`, `fetch_k` or `lambda_mult`, or a query of another size than the stored vectors.
+    """
+    positive_int(k, "k")
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
+    pool = len(store) if fetch_k is None else max(k, positive_int(fetch_k, "fetch_k"))
+    hits = store.search(query, max(pool, 1), among=among, keep=keep)
+    if not hits:
+        return []
+    prepared = store.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, "the query embedding")[0]
+    vectors = store.vectors([hit.int_id for hit in hits])
+    return [hits[position] for position in mmr_order(prepared, vectors, k, lambda_mult)]
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)  # type: ignore[no-any-return]
