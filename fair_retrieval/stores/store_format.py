@@ -99,12 +99,14 @@ def save_store(
 ) -> None:
     """Write `store` to `store_file` and its index to `index_folder` (beside it), in one commit.
 
-    A store that was not loaded from `store_file` (built in memory) is not saved over a store already there unless
-    `overwrite` is True: a fresh store never silently replaces another writer's saves.
+    A store that was not loaded from `store_file` nor saved there (built in memory) is not saved over a store
+    already there unless `overwrite` is True: a fresh store never silently replaces another writer's saves. Once
+    saved, a store tracks the file as a loaded one does.
 
     Raises:
-        StoreConflictError: (a ValueError) another writer saved `store_file` after `store` was loaded from it, or
-            a store is there that `store` was not loaded from (and `overwrite` is False).
+        StoreConflictError: (a ValueError) another writer saved `store_file` after `store` was loaded from it (or
+            last saved there), or a store is there that `store` was neither loaded from nor saved to (and
+            `overwrite` is False).
         ValueError: metadata that stopped being JSON since it was stored.
     """
     has_index = store.index is not None
@@ -127,8 +129,7 @@ def save_store(
     base = store.generation
     data = json_bytes(state, indent=None)
     generation = save_store_file(store_file, data, store.index, index_folder, base=base, overwrite=overwrite)
-    if base is not None:  # a loaded store keeps track of the file it is saved to
-        store.generation = generation
+    store.generation = generation  # the file it is saved to: its next save there is checked against this one
 
 
 def load_store(

@@ -63,11 +63,10 @@ def save_child(folder: str, version: int, index_name: str, pause_at: int | None,
 
 
 def save_repeatedly(folder: str, stop: str) -> None:
-    """Save versions 1 and 2 into `folder` in turn until `stop` exists."""
-    versions = [build_store(1), build_store(2)]
+    """Save versions 1 and 2 into `folder` in turn until `stop` exists (each a fresh store replacing the other)."""
     turn = 0
     while not Path(stop).exists():
-        versions[turn % 2].save_local(folder, overwrite=True)
+        build_store(turn % 2 + 1).save_local(folder, overwrite=True)
         turn += 1
     Path(stop).write_text(str(turn))
 

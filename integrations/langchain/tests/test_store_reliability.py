@@ -124,3 +124,20 @@ def test_a_query_that_is_not_text_is_refused_like_a_document(query: str) -> None
 def test_a_huge_k_is_clamped_to_the_documents_held() -> None:
     store = FaissVectorStore.from_texts([f"text {i}" for i in range(5)], embeddings(), gpu=False)
     assert len(store.similarity_search("text", k=10**9)) == 5
+
+
+def test_a_fresh_store_saved_once_saves_there_again_and_is_then_checked(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    store = FaissVectorStore.from_texts(["a0"], embeddings(), gpu=False)
+    store.save_local(folder)
+    store.add_texts(["a1"])
+    store.save_local(folder)  # its own folder now: no overwrite needed
+    assert len(FaissVectorStore.load_local(folder, embeddings(), gpu=False)) == 2
+    with pytest.raises(StoreConflictError):
+        FaissVectorStore.from_texts(["b0"], embeddings(), gpu=False).save_local(folder)
+    FaissVectorStore.from_texts(["b0"], embeddings(), gpu=False).save_local(folder, overwrite=True)
+    store.add_texts(["a2"])
+    with pytest.raises(StoreConflictError):
+        store.save_local(folder)  # another writer replaced the folder since this store saved it
+    loaded = FaissVectorStore.load_local(folder, embeddings(), gpu=False)
+    assert [document.page_content for document in loaded.get_by_ids(loaded.ids)] == ["b0"]
