@@ -47,12 +47,12 @@ from fair_retrieval.adapters import (
     with_calibration as with_calibration,
 )
 from fair_retrieval.embedding.boundaries import WindowBoundaries
-from fair_retrieval.embedding.building import resolve_embedder as resolve_embedder
 from fair_retrieval.embedding.embedder import FairEmbedder
-from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions, Precision
-from fair_retrieval.embedding.options import INSTANCE_DEFAULT as INSTANCE_DEFAULT
-from fair_retrieval.embedding.options import as_calibration as as_calibration
-from fair_retrieval.embedding.options import option_doc as option_doc
+from fair_retrieval.embedding.embedder_building import resolve_embedder as resolve_embedder
+from fair_retrieval.embedding.embedder_options import DEFAULTS, EmbedderOptions, Precision
+from fair_retrieval.embedding.embedder_options import INSTANCE_DEFAULT as INSTANCE_DEFAULT
+from fair_retrieval.embedding.embedder_options import as_calibration as as_calibration
+from fair_retrieval.embedding.embedder_options import option_doc as option_doc
 from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments
 from fair_retrieval.embedding.windows import chunk_plan as chunk_plan
 from fair_retrieval.engine.calibration import Calibration

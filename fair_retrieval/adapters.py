@@ -17,7 +17,9 @@ The vector store adapters build on `fair_retrieval.stores`. These names stay imp
 where earlier releases exported them.
 """
 
-from fair_retrieval.embedding.building import resolve_embedder, with_calibration
+from fair_retrieval.embedding.embedder_building import resolve_embedder, with_calibration
+from fair_retrieval.embedding.embedder_options import INSTANCE_DEFAULT, as_calibration, option_doc
+from fair_retrieval.embedding.embedding_report import one_summary, warn_long_texts
 from fair_retrieval.embedding.keywords import (
     ST_KEYWORDS,
     AdapterSettings,
@@ -26,8 +28,6 @@ from fair_retrieval.embedding.keywords import (
     refuse_unknown,
     shared_recipe,
 )
-from fair_retrieval.embedding.options import INSTANCE_DEFAULT, as_calibration, option_doc
-from fair_retrieval.embedding.report import one_summary, warn_long_texts
 from fair_retrieval.embedding.windows import chunk_plan
 
 __all__ = [
