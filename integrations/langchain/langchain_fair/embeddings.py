@@ -3,19 +3,12 @@
 All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LangChain's
 `Embeddings` interface and it. Documents are embedded with attention calibration, so a passage whose relevant
 sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
-
-The constructor takes the keywords of langchain-huggingface's `HuggingFaceEmbeddings` with their meaning there
-(docs/guides/langchain.md has the table): `model_name` for `model`, `model_kwargs` as `SentenceTransformer`
-keywords (device, prompts, revision, …; others go to the transformers model, as they always have here),
-`encode_kwargs` / `query_encode_kwargs` as `encode` keywords (prompt, prompt_name, batch_size, …), `cache_folder`,
-`show_progress`; what this class cannot honour (normalize_embeddings=False, multi_process=True, …) is refused with
-the reason (`fair_retrieval.embedding.keywords`), and a misspelt keyword with the closest valid one. An option counts
-as given when its keyword is passed, whatever its value.
+The keywords of langchain-huggingface's `HuggingFaceEmbeddings` mean the same here (docs/guides/langchain.md has the
+table); how they are read, taken or refused, is `fair_retrieval.adapters.langchain_keywords`'.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -24,26 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import Self
 
 from fair_retrieval import (
-    DEFAULTS,
     AdapterSettings,
     Calibration,
     DocumentWindows,
-    EmbedderOptions,
     FairEmbedder,
-    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     WindowBoundaries,
     as_calibration,
-    check_refused,
-    chunk_plan,
-    option_doc,
-    refuse_unknown,
-    shared_recipe,
     warn_long_texts,
     with_calibration,
 )
+from fair_retrieval.adapters import EmbedderRecipe, SplitterPlan, field_spec, langchain_keywords, langchain_renamed
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
@@ -56,7 +42,10 @@ class FairEmbeddings(BaseModel, Embeddings):
 
     Give either `model` (a Hub id or local folder, loaded here) or `embedder` (a ready `FairEmbedder`, to share
     one loaded model between several objects, e.g. a calibrated and a plain one for comparison). The other fields
-    are `FairEmbedder` options of the same names: their defaults, allowed values and checks are `EmbedderOptions`'.
+    are `FairEmbedder` options of the same names (their defaults, allowed values and checks are `EmbedderOptions`')
+    and the keywords of `HuggingFaceEmbeddings` (model_name, show_progress, model_kwargs, encode_kwargs,
+    query_encode_kwargs, cache_folder, multi_process); each field's description says what it means. An option
+    counts as given when its keyword is passed, whatever its value.
 
     Example:
         .. code-block:: python
@@ -85,81 +74,44 @@ class FairEmbeddings(BaseModel, Embeddings):
     embedder: FairEmbedder | None = Field(
         default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
     )
-    # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
-    calibration: Calibration | None = Field(
-        default=DEFAULTS.calibration,
-        description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
-    )
-    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description=option_doc("pooling", loading_note=True))
-    max_length: int | None = Field(default=DEFAULTS.max_length, description=option_doc("max_length", loading_note=True))
-    long_documents: LongDocuments = Field(
-        default=DEFAULTS.long_documents, description=option_doc("long_documents", loading_note=True)
-    )
-    window_overlap: int | None = Field(
-        default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
-    )
-    window_boundaries: WindowBoundaries = Field(
-        default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
-    )
-    window_tokens: int | None = Field(
-        default=DEFAULTS.window_tokens, description=option_doc("window_tokens", loading_note=True)
-    )
-    batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
-    device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
-    precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
-    show_progress_bar: bool = Field(
-        default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar") + " (alias: show_progress)."
-    )
-    model_kwargs: dict[str, Any] | None = Field(
-        default=None,
-        description=option_doc("model_kwargs", loading_note=True)
-        + " As in HuggingFaceEmbeddings, the `SentenceTransformer` keywords among them (device, prompts, revision, "
-        "token, cache_folder, …) are read as sentence-transformers reads them.",
-    )
-    # HuggingFaceEmbeddings' keywords (docs/guides/langchain.md).
-    encode_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="sentence-transformers `encode` keywords for documents (and for queries when "
-        "query_encode_kwargs is empty), as in HuggingFaceEmbeddings: prompt, prompt_name, batch_size, "
-        "show_progress_bar, device; normalize_embeddings=True.",
-    )
-    query_encode_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="sentence-transformers `encode` keywords for queries (as encode_kwargs)."
-    )
-    cache_folder: str | None = Field(
-        default=None, description="Where sentence-transformers downloads the model to (None: the Hugging Face cache)."
-    )
-    multi_process: bool = Field(
-        default=False, description="As in HuggingFaceEmbeddings; only False (calibration runs in this process)."
-    )
-    query_instruction: str | None = Field(
-        default=None, description="Text put before every query (the model's query prompt); None: the model's own."
-    )
-    text_instruction: str | None = Field(
-        default=None,
-        description="Text put before every document (the model's document prompt); None: the model's own.",
-    )
+    # The FairEmbedder options and HuggingFaceEmbeddings' keywords, documented where they are declared.
+    calibration: Calibration | None = Field(**field_spec("calibration"))
+    pooling: Pooling | None = Field(**field_spec("pooling"))
+    max_length: int | None = Field(**field_spec("max_length"))
+    long_documents: LongDocuments = Field(**field_spec("long_documents"))
+    window_overlap: int | None = Field(**field_spec("window_overlap"))
+    window_boundaries: WindowBoundaries = Field(**field_spec("window_boundaries"))
+    window_tokens: int | None = Field(**field_spec("window_tokens"))
+    batch_size: int = Field(**field_spec("batch_size"))
+    device: str | None = Field(**field_spec("device"))
+    precision: Precision = Field(**field_spec("precision"))
+    show_progress_bar: bool = Field(**field_spec("show_progress_bar", " (alias: show_progress)."))
+    model_kwargs: dict[str, Any] | None = Field(**field_spec("model_kwargs"))
+    encode_kwargs: dict[str, Any] = Field(**field_spec("encode_kwargs"))
+    query_encode_kwargs: dict[str, Any] = Field(**field_spec("query_encode_kwargs"))
+    cache_folder: str | None = Field(**field_spec("cache_folder"))
+    multi_process: bool = Field(**field_spec("multi_process"))
+    query_instruction: str | None = Field(**field_spec("query_instruction"))
+    text_instruction: str | None = Field(**field_spec("text_instruction"))
 
     _embedder: FairEmbedder = PrivateAttr()
 
     @model_validator(mode="before")
     @classmethod
     def _check_options(cls, data: Any) -> Any:
-        """Read the keywords as given (the aliases of `HuggingFaceEmbeddings` renamed), refusing unknown ones with
-        the closest valid name, and check every value as `EmbedderOptions` does, before pydantic converts or checks
-        them its own way, so a bad value is refused here with the same message as by every other surface."""
-        if isinstance(data, dict):
-            data = _renamed(data)
-            refuse_unknown("FairEmbeddings", [k for k in data if k not in cls.model_fields], _valid(cls))
-            _settings(data)
-        return data
+        """Read the keywords as given, before pydantic converts or checks them (`langchain_renamed`)."""
+        return langchain_renamed(data, cls.model_fields) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _load_embedder(self) -> Self:
-        settings = _settings({name: getattr(self, name) for name in self.model_fields_set})
+        settings = AdapterSettings.of(langchain_keywords(self._given()))
         self._embedder = settings.embedder("FairEmbeddings", self.model, self.embedder)
         object.__setattr__(self, "calibration", self._embedder.calibration)  # the embedder's, once
         return self
+
+    def _given(self) -> dict[str, Any]:
+        """The keywords passed (the fields set; the one rule for "given"), the embedder aside."""
+        return {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
@@ -172,24 +124,17 @@ class FairEmbeddings(BaseModel, Embeddings):
         """The state to pickle (worker pools), without the loaded model: the unpickled copy loads it again."""
         state = super().__getstate__()
         private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_embedder"}
+        model = self.model if self.embedder is None else None  # None: a shared embedder's (this calibration's) own
+        recipe = EmbedderRecipe.of("FairEmbeddings", model, langchain_keywords(self._given()), self._embedder)
         fields = {**state["__dict__"], "embedder": None}
-        if self.embedder is None:
-            recipe: tuple[str | None, dict[str, Any], bool] = (None, {}, False)
-        else:
-            model, settings = shared_recipe(self._embedder)  # the view: with this object's calibration
-            recipe = (model, settings, True)
         return {**state, "__dict__": fields, "__pydantic_private__": {**private, "_recipe": recipe}}
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         """Restore a pickled FairEmbeddings: load its model again (by name, with the settings it was built with)."""
         private = dict(state.get("__pydantic_private__") or {})
-        model, settings, shared = private.pop("_recipe", (None, {}, False))
+        recipe = private.pop("_recipe")
         super().__setstate__({**state, "__pydantic_private__": private})
-        if shared:
-            self._embedder = AdapterSettings.of(settings).embedder("FairEmbeddings", model, None)
-        else:
-            given = {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
-            self._embedder = _settings(given).embedder("FairEmbeddings", self.model, None)
+        self._embedder = recipe.load()
 
     @property
     def fair_embedder(self) -> FairEmbedder:
@@ -220,13 +165,12 @@ class FairEmbeddings(BaseModel, Embeddings):
             raise ImportError(
                 "FairEmbeddings.text_splitter needs langchain-text-splitters: pip install langchain-text-splitters"
             ) from error
-        size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
+        plan = SplitterPlan.of(self._embedder, chunk_size, chunk_overlap)
         kwargs.setdefault("add_start_index", True)
-        tokenizer = self._embedder.tokenizer
         return ModelTokenSplitter(
-            chunk_size=size,
-            chunk_overlap=overlap,
-            length_function=lambda text: len(tokenizer.encode(text, add_special_tokens=False, verbose=False)),
+            chunk_size=plan.size,
+            chunk_overlap=plan.overlap,
+            length_function=lambda text: len(plan.tokens(text)),
             **kwargs,
         )
 
@@ -264,63 +208,4 @@ class FairEmbeddings(BaseModel, Embeddings):
         """
         return self._embedder.embed_query(text).tolist()  # type: ignore[no-any-return]
 
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """`embed_documents` in a worker thread, so the event loop stays free."""
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """`embed_query` in a worker thread, so the event loop stays free."""
-        return await asyncio.to_thread(self.embed_query, text)
-
-
-# HuggingFaceEmbeddings' names for FairEmbeddings' fields.
-_ALIASES = {"model_name": "model", "show_progress": "show_progress_bar"}
-
-
-def _valid(cls: type[BaseModel]) -> list[str]:
-    """Every keyword FairEmbeddings accepts: its fields and the aliases."""
-    return [*cls.model_fields, *_ALIASES]
-
-
-def _renamed(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with HuggingFaceEmbeddings' names (`_ALIASES`) renamed; an alias and its field both given with
-    different values are refused."""
-    renamed = dict(data)
-    for alias, name in _ALIASES.items():
-        if alias in renamed:
-            value = renamed.pop(alias)
-            if name in renamed and renamed[name] != value:
-                raise ValueError(
-                    f"FairEmbeddings: {alias}={value!r} and {name}={renamed[name]!r} disagree; pass {name}."
-                )
-            renamed[name] = value
-    return renamed
-
-
-def _settings(given: dict[str, Any]) -> AdapterSettings:
-    """The settings the keywords `given` (by field name) make, validated (the one rule: given = passed)."""
-    reader = KeywordReader("FairEmbeddings")
-    for name in ("multi_process",):
-        if name in given:
-            check_refused("FairEmbeddings", name, given[name])
-    model_kwargs = given.get("model_kwargs")
-    if model_kwargs is not None:
-        if not isinstance(model_kwargs, dict):
-            raise TypeError(f"model_kwargs must be a dict or None, got {type(model_kwargs).__name__}.")
-        reader.read_sentence_transformers(model_kwargs, "model_kwargs", others="model_kwargs")
-    if "model_kwargs" in given:  # passed, so given (with a ready embedder it is refused, as every loading option)
-        reader.given.setdefault("model_kwargs", None)
-    for name in EmbedderOptions.names():
-        if name in given and name != "model_kwargs":
-            reader.set(name, given[name], name)
-    query_kwargs = given.get("query_encode_kwargs") or {}
-    reader.read_encode(
-        given.get("encode_kwargs") or {}, ("document",) if query_kwargs else ("document", "query"), "encode_kwargs"
-    )
-    reader.read_encode(query_kwargs, ("query",), "query_encode_kwargs")
-    for name, key in (("query_instruction", "query_prompt"), ("text_instruction", "document_prompt")):
-        if given.get(name) is not None:
-            reader.set(key, given[name], name)
-    if given.get("cache_folder") is not None:
-        reader.set("cache_folder", given["cache_folder"], "cache_folder")
-    return AdapterSettings.of(reader.given)
+    # aembed_documents and aembed_query are LangChain's: the sync methods in a worker thread (the loop stays free).
