@@ -13,12 +13,12 @@ the same options with the same defaults, documentation and checks, without repea
   embedder with another calibration); `one_summary` and `warn_long_texts` (one log line per batched call, the
   long-text warning).
 - What each adapter does with its constructor (`fair_retrieval.embedding.adapter_constructors`): `llamaindex_keywords`
-  (`LlamaIndexKeywords`) and `langchain_keywords` / `langchain_renamed` (with `LANGCHAIN_ALIASES`) read the keywords
-  of llama-index's `HuggingFaceEmbedding` and langchain-huggingface's `HuggingFaceEmbeddings`; `valid_keywords`
-  lists what a constructor accepts; `ADAPTER_FIELDS` and `field_spec` document each field as data;
-  `OPTION_PARAMETERS` are the options taken under their own names; `embedder_values` the option values of a built
-  embedder; `EmbedderRecipe` what a pickled adapter loads again; `SplitterPlan` a text splitter's chunks;
-  `chunk_starts` the chunks' character offsets.
+  (`LlamaIndexKeywords`) and `langchain_keywords` / `langchain_renamed` (with `LANGCHAIN_ALIASES`) read the keywords of
+  llama-index's `HuggingFaceEmbedding` and langchain-huggingface's `HuggingFaceEmbeddings`; `valid_keywords` lists what
+  a constructor accepts; `ADAPTER_FIELDS` documents each field as data; `OPTION_PARAMETERS` are the options taken under
+  their own names; `embedder_values` the option values of a built embedder; `recalibrated` a calibration set on a built
+  adapter; `one_batched_call` the warning and log line around a batched call; `EmbedderRecipe` what a pickled adapter
+  loads again; `SplitterPlan` a text splitter's chunks; `chunk_starts` the chunks' character offsets.
 
 The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
 where earlier releases exported them.
@@ -33,10 +33,11 @@ from fair_retrieval.embedding.adapter_constructors import (
     SplitterPlan,
     chunk_starts,
     embedder_values,
-    field_spec,
     langchain_keywords,
     langchain_renamed,
     llamaindex_keywords,
+    one_batched_call,
+    recalibrated,
     valid_keywords,
 )
 from fair_retrieval.embedding.embedder_building import resolve_embedder, with_calibration
@@ -68,12 +69,13 @@ __all__ = [
     "chunk_plan",
     "chunk_starts",
     "embedder_values",
-    "field_spec",
     "langchain_keywords",
     "langchain_renamed",
     "llamaindex_keywords",
+    "one_batched_call",
     "one_summary",
     "option_doc",
+    "recalibrated",
     "refuse_unknown",
     "resolve_embedder",
     "shared_recipe",

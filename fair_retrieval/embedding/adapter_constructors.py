@@ -7,10 +7,12 @@ it with a `KeywordReader` (`fair_retrieval.embedding.keywords`: the anchors' key
 reason, an unknown one refused with the closest valid name) into the settings `AdapterSettings` validates and builds
 from. The rest of what both adapters share is here too:
 
-- `ADAPTER_FIELDS`: the documentation (and default) of each adapter field, options and anchor keywords alike, as
-  data: `field_spec(name)` is what a pydantic field declaration takes (so `python -OO` keeps it);
+- `ADAPTER_FIELDS`: the documentation of each adapter field, options and anchor keywords alike, as data (the
+  fields' descriptions, which `python -OO` keeps);
 - `OPTION_PARAMETERS`: the options an adapter takes under their own names;
 - `embedder_values(embedder, options)`: the option values of a built embedder, what the adapter's fields show;
+- `one_batched_call`: the long-text warning and one log line around a framework's batched embedding call;
+- `recalibrated`: a calibration set on a built adapter, and the embedder view that uses it;
 - `EmbedderRecipe`: what a pickled adapter loads again in the process that unpickles it (a loaded model does not
   pickle);
 - `SplitterPlan`: the chunk size, overlap and token counter of a text splitter feeding the embedder;
@@ -19,18 +21,28 @@ from. The rest of what both adapters share is here too:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fair_retrieval.embedding.embedder import FairEmbedder
-from fair_retrieval.embedding.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions
+from fair_retrieval.embedding.embedder_building import with_calibration
+from fair_retrieval.embedding.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, as_calibration
 from fair_retrieval.embedding.embedder_options import option_doc as _option_doc
-from fair_retrieval.embedding.keywords import AdapterSettings, KeywordReader, check_refused, refuse_unknown
+from fair_retrieval.embedding.embedding_report import one_summary, warn_long_texts
+from fair_retrieval.embedding.keywords import (
+    ST_KEYWORDS,
+    AdapterSettings,
+    KeywordReader,
+    check_refused,
+    refuse_unknown,
+)
 from fair_retrieval.embedding.keywords import shared_recipe as _shared_recipe
 from fair_retrieval.embedding.windows import chunk_plan
+from fair_retrieval.engine.calibration import Calibration
 
 __all__ = [
     "ADAPTER_FIELDS",
@@ -41,10 +53,11 @@ __all__ = [
     "SplitterPlan",
     "chunk_starts",
     "embedder_values",
-    "field_spec",
     "langchain_keywords",
     "langchain_renamed",
     "llamaindex_keywords",
+    "one_batched_call",
+    "recalibrated",
     "valid_keywords",
 ]
 
@@ -54,6 +67,8 @@ embed_batch_size; the adapters expose no LPES)."""
 
 _WITH_EMBEDDER = " With `embedder` and no value given: the embedder's own."
 ADAPTER_FIELDS: Mapping[str, str] = {
+    "model": "Hub id or local folder of a sentence-transformers model (LangChain alias: model_name).",
+    "embedder": "An already loaded FairEmbedder to share.",
     "calibration": _option_doc("calibration") + _WITH_EMBEDDER,
     **{name: _option_doc(name, loading_note=True) for name in EmbedderOptions.names() if name != "calibration"},
     "embed_batch_size": "Texts per call into the embedder; when a model is loaded here also: "
@@ -81,34 +96,8 @@ ADAPTER_FIELDS: Mapping[str, str] = {
 documentation, with the note on loading-only options) and the anchors' keywords; docs/guides/langchain.md and
 docs/guides/llamaindex.md show them as tables."""
 
-_FIELD_DEFAULTS: Mapping[str, Any] = {
-    **{name: getattr(DEFAULTS, name) for name in EmbedderOptions.names()},
-    "device": None,  # the device is chosen when the model loads
-    "model_kwargs": None,
-    "embed_batch_size": DEFAULTS.batch_size,
-    "query_instruction": None,
-    "text_instruction": None,
-    "cache_folder": None,
-    "multi_process": False,
-}
-_FIELD_FACTORIES: Mapping[str, Callable[[], Any]] = {"encode_kwargs": dict, "query_encode_kwargs": dict}
-
 LANGCHAIN_ALIASES = {"model_name": "model", "show_progress": "show_progress_bar"}
 """HuggingFaceEmbeddings' names for FairEmbeddings' fields."""
-
-
-def field_spec(name: str, note: str = "") -> dict[str, Any]:
-    """The default and description (with `note` after it) of the adapter field `name`, as a pydantic
-    `Field(**field_spec(name))` takes them.
-
-    Raises:
-        ValueError: for a name that is no adapter field.
-    """
-    if name in _FIELD_FACTORIES:
-        return {"default_factory": _FIELD_FACTORIES[name], "description": ADAPTER_FIELDS[name] + note}
-    if name not in _FIELD_DEFAULTS:
-        raise ValueError(f"{name!r} is not an adapter field; the fields are {', '.join(ADAPTER_FIELDS)}.")
-    return {"default": _FIELD_DEFAULTS[name], "description": ADAPTER_FIELDS[name] + note}
 
 
 def valid_keywords(function: Callable[..., Any], others: Iterable[str]) -> list[str]:
@@ -125,58 +114,73 @@ class LlamaIndexKeywords:
 
     Attributes:
         embedder: the embedder, loaded or shared.
-        settings: the validated settings it was built from.
-        given: the settings as read, what a pickled copy loads again with (`EmbedderRecipe`).
-        model: the model as named (`model` or LlamaIndex's `model_name`), None with a shared embedder.
-        passed_through: the `BaseEmbedding` fields given, for the framework's own constructor.
+        fields: the values of FairEmbedding's fields, for LlamaIndex's own constructor: the model as the user named
+            it (`model_name`: a Hub id stays a Hub id even when a local copy was loaded, so that `to_dict()` /
+            `from_dict()` load the same model elsewhere; a shared embedder's own name otherwise), the option values
+            of the embedder (`embedder_values`), and the `BaseEmbedding` fields passed through.
+        recipe: what a pickled copy loads again.
     """
 
     embedder: FairEmbedder
-    settings: AdapterSettings
-    given: dict[str, Any]
-    model: str | None
-    passed_through: dict[str, Any]
+    fields: dict[str, Any]
+    recipe: EmbedderRecipe
 
 
 def llamaindex_keywords(
-    arguments: Mapping[str, Any], passed_through: Iterable[str], valid: Sequence[str]
+    arguments: Mapping[str, Any], constructor: Callable[..., Any], base_fields: Iterable[str]
 ) -> LlamaIndexKeywords:
     """Read `FairEmbedding`'s constructor keywords, with llama-index `HuggingFaceEmbedding`'s meaning, and build.
 
     Args:
         arguments: the constructor's parameters by name, as called (an option left out is `INSTANCE_DEFAULT`), with
             the other keywords under "kwargs".
-        passed_through: the `BaseEmbedding` fields FairEmbedding hands to LlamaIndex as they are (model_name,
-            num_workers, …); `model_name` is also the model's name.
-        valid: every keyword FairEmbedding accepts (`valid_keywords`), for the message of an unknown one.
+        constructor: FairEmbedding's `__init__`, whose parameters (`valid_keywords`), with the base fields it does
+            not name and the `SentenceTransformer` keywords (`ST_KEYWORDS`), are the keywords it accepts.
+        base_fields: the fields of LlamaIndex's `BaseEmbedding`; those the constructor does not name (model_name,
+            num_workers, embeddings_cache: `to_dict()` writes them, so `from_dict()` gives them back) are passed
+            through to LlamaIndex as they are; `model_name` is also the model's name.
 
     Raises:
-        ValueError, TypeError: as `FairEmbedding` documents them.
+        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
+            value `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbedding` value that cannot be
+            honoured (with the reason), if both or neither of `model` and `embedder` are given, or loading options
+            or instructions come with an `embedder`.
+        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
+            the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
     """
     owner = "FairEmbedding"
     kwargs = dict(arguments["kwargs"])
-    base = {name: kwargs.pop(name) for name in list(kwargs) if name in set(passed_through)}
+    passed_through = sorted(set(base_fields) - set(valid_keywords(constructor, ())))
+    base = {name: kwargs.pop(name) for name in list(kwargs) if name in passed_through}
     reader = KeywordReader(owner)
-    refuse_unknown(owner, reader.read_sentence_transformers(kwargs, "", others="unknown"), valid)
+    unknown = reader.read_sentence_transformers(kwargs, "", others="unknown")
+    refuse_unknown(owner, unknown, valid_keywords(constructor, [*passed_through, *ST_KEYWORDS]))
     for name in OPTION_PARAMETERS:
         if arguments[name] is not INSTANCE_DEFAULT:
             reader.set(name, arguments[name], name)
-    embedder = arguments["embedder"]
+    embedder, batch_size = arguments["embedder"], arguments["embed_batch_size"]
     # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
-    if arguments["embed_batch_size"] is not INSTANCE_DEFAULT and embedder is None:
-        reader.set("batch_size", arguments["embed_batch_size"], "embed_batch_size")
+    if batch_size is not INSTANCE_DEFAULT and embedder is None:
+        reader.set("batch_size", batch_size, "embed_batch_size")
     for name in ("trust_remote_code", "parallel_process", "target_devices"):
         check_refused(owner, name, arguments[name])
-    if (
-        arguments["normalize"] is not True
-    ):  # taken for a model whose vectors are normalised anyway (checked once loaded)
+    if arguments["normalize"] is not True:  # taken for a model whose vectors are normalised anyway (checked on load)
         reader.set("normalize_embeddings", arguments["normalize"], "normalize")
     reader.set("cache_folder", arguments["cache_folder"], "cache_folder")
     _read_instructions(reader, arguments["query_instruction"], arguments["text_instruction"], embedder)
     model = _model_argument(arguments["model"], base.pop("model_name", None))
     settings = AdapterSettings.of(reader.given)
     built = settings.embedder(owner, model, embedder)
-    return LlamaIndexKeywords(built, settings, dict(reader.given), model, base)
+    fields = {
+        "model_name": str(model) if model is not None else built.model_name,
+        "embed_batch_size": DEFAULTS.batch_size if batch_size is INSTANCE_DEFAULT else batch_size,
+        **embedder_values(built, settings.options),
+        "query_instruction": arguments["query_instruction"],
+        "text_instruction": arguments["text_instruction"],
+        **({} if arguments["callback_manager"] is None else {"callback_manager": arguments["callback_manager"]}),
+        **base,
+    }
+    return LlamaIndexKeywords(built, fields, EmbedderRecipe.of(owner, model, reader.given, built))
 
 
 def _read_instructions(
@@ -213,9 +217,12 @@ def langchain_renamed(data: Mapping[str, Any], fields: Iterable[str]) -> dict[st
     pydantic converts or checks them its own way, so a bad value gets the message every other surface gives.
 
     Raises:
-        ValueError: an alias and its field both given with different values, an unknown keyword, or as
-            `langchain_keywords`.
-        TypeError: as `langchain_keywords`.
+        ValueError: an alias and its field both given with different values, an unknown keyword (with the closest
+            valid name), or as `langchain_keywords`; when the embedder is built (`AdapterSettings.embedder`): both
+            or neither of `model` and `embedder`, or loading options (pooling, max_length, device, precision,
+            model_kwargs, …) together with `embedder`.
+        TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
+            Calibration, a dict or None).
     """
     renamed = dict(data)
     for alias, name in LANGCHAIN_ALIASES.items():
@@ -313,6 +320,26 @@ class EmbedderRecipe:
             ValueError, TypeError: as `AdapterSettings.embedder`.
         """
         return AdapterSettings.of(self.settings).embedder(self.owner, self.model, None)
+
+
+def recalibrated(embedder: FairEmbedder, calibration: Any) -> tuple[Calibration | None, FairEmbedder]:
+    """A calibration set on an adapter after it was built (a `Calibration`, its dict form or None), checked, and
+    the view of `embedder` that uses it (sharing its loaded model): what the adapter keeps in its field and uses.
+
+    Raises:
+        TypeError: for a calibration that is not a Calibration, a dict or None.
+    """
+    value = as_calibration(calibration)
+    return value, with_calibration(embedder, value)
+
+
+@contextlib.contextmanager
+def one_batched_call(embedder: FairEmbedder, texts: Sequence[str]) -> Iterator[None]:
+    """Around a framework's batched embedding of `texts` by `embedder` (one embedder call per batch): the long-text
+    warning once for all of them (`warn_long_texts`), and one INFO line summing the batches up (`one_summary`)."""
+    warn_long_texts(texts, embedder.window_content_tokens, embedder.batch_size)
+    with one_summary():
+        yield
 
 
 @dataclass(frozen=True)

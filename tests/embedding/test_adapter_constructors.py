@@ -16,25 +16,22 @@ from fair_retrieval.embedding.adapter_constructors import (
     SplitterPlan,
     chunk_starts,
     embedder_values,
-    field_spec,
     langchain_keywords,
     langchain_renamed,
     llamaindex_keywords,
+    recalibrated,
     valid_keywords,
 )
-from fair_retrieval.embedding.embedder_options import DEFAULTS, EmbedderOptions, option_doc
+from fair_retrieval.embedding.embedder_options import LOADING_OPTIONS, EmbedderOptions, option_doc
 
 
 def test_every_option_field_is_documented_by_its_declaration() -> None:
     for name in OPTION_PARAMETERS:
-        assert field_spec(name)["description"].startswith(option_doc(name)), name
-        assert field_spec(name)["default"] == (None if name == "device" else getattr(DEFAULTS, name)), name
+        assert ADAPTER_FIELDS[name].startswith(option_doc(name)), name
+        assert (ADAPTER_FIELDS[name] != option_doc(name)) == (name in LOADING_OPTIONS or name == "calibration"), name
     assert "batch_size" not in OPTION_PARAMETERS and "positional_scaling" not in OPTION_PARAMETERS
-    assert field_spec("show_progress_bar", " (alias).")["description"].endswith(" (alias).")
-    assert field_spec("encode_kwargs")["default_factory"]() == {}
+    assert ADAPTER_FIELDS["embed_batch_size"].endswith(option_doc("batch_size"))
     assert set(ADAPTER_FIELDS) >= {"query_instruction", "multi_process", "normalize", "target_devices"}
-    with pytest.raises(ValueError, match="'max_tokens' is not an adapter field"):
-        field_spec("max_tokens")
 
 
 def test_valid_keywords_lists_the_parameters_then_the_others_once() -> None:
@@ -74,11 +71,15 @@ def test_langchain_keywords_read_the_anchors_meaning() -> None:
         langchain_keywords({"model_kwargs": ["device"]})
 
 
+def _constructor(self: Any, model: str | None = None, **kwargs: Any) -> None: ...
+
+
 def _llamaindex_arguments(**given: Any) -> dict[str, Any]:
     arguments: dict[str, Any] = {name: INSTANCE_DEFAULT for name in OPTION_PARAMETERS}
     arguments.update(
         model=None, embedder=None, embed_batch_size=INSTANCE_DEFAULT, query_instruction=None, text_instruction=None,
         normalize=True, cache_folder=None, trust_remote_code=False, parallel_process=False, target_devices=None,
+        callback_manager=None,
         kwargs={},
     )  # fmt: skip
     return {**arguments, **given}
@@ -86,18 +87,27 @@ def _llamaindex_arguments(**given: Any) -> dict[str, Any]:
 
 def test_llamaindex_keywords_refuse_what_cannot_be_honoured(tiny_models: dict[str, str]) -> None:
     with pytest.raises(ValueError, match=r"unknown option 'revison' \(did you mean 'revision'\?\)"):
-        llamaindex_keywords(_llamaindex_arguments(kwargs={"revison": "main"}), (), ["model", "revision"])
+        llamaindex_keywords(_llamaindex_arguments(kwargs={"revison": "main"}), _constructor, ())
     with pytest.raises(ValueError, match="parallel_process=True cannot be honoured"):
-        llamaindex_keywords(_llamaindex_arguments(parallel_process=True), (), [])
+        llamaindex_keywords(_llamaindex_arguments(parallel_process=True), _constructor, ())
     with pytest.raises(ValueError, match="disagree; pass only model"):
-        llamaindex_keywords(_llamaindex_arguments(model="a", kwargs={"model_name": "b"}), ["model_name"], [])
+        llamaindex_keywords(
+            _llamaindex_arguments(model="a", kwargs={"model_name": "b"}), _constructor, ["model_name", "model"]
+        )
     read = llamaindex_keywords(
         _llamaindex_arguments(model=tiny_models["bert-mean"], device="cpu", kwargs={"num_workers": 2}),
-        ["num_workers", "model_name"],
-        [],
+        _constructor,
+        ["num_workers", "model_name", "model"],  # a field the constructor names is not passed through
     )
-    assert read.passed_through == {"num_workers": 2} and read.given["device"] == "cpu"
-    assert read.model == tiny_models["bert-mean"] and read.settings.given == {"device"}
+    assert read.fields["num_workers"] == 2 and read.fields["model_name"] == tiny_models["bert-mean"]
+    assert read.fields["device"] == "cpu" and read.fields["embed_batch_size"] == read.embedder.batch_size
+    assert read.recipe.model == tiny_models["bert-mean"] and read.recipe.settings == {
+        "device": "cpu",
+        "cache_folder": None,
+    }
+    value, view = recalibrated(read.embedder, {"strength": 0.5, "basket_size": 4})
+    assert value == Calibration(strength=0.5, basket_size=4) and view.calibration == value
+    assert view.model is read.embedder.model  # a view sharing the loaded model
 
 
 def test_a_recipe_loads_the_same_embedder_again(tiny_models: dict[str, str]) -> None:

@@ -9,7 +9,6 @@ table); how they are read, taken or refused, is `fair_retrieval.adapters.langcha
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from typing_extensions import Self
 
 from fair_retrieval import (
+    DEFAULTS,
     AdapterSettings,
     Calibration,
     DocumentWindows,
@@ -25,16 +25,19 @@ from fair_retrieval import (
     Pooling,
     Precision,
     WindowBoundaries,
-    as_calibration,
     warn_long_texts,
-    with_calibration,
 )
-from fair_retrieval.adapters import EmbedderRecipe, SplitterPlan, field_spec, langchain_keywords, langchain_renamed
+from fair_retrieval.adapters import (
+    ADAPTER_FIELDS,
+    EmbedderRecipe,
+    SplitterPlan,
+    langchain_keywords,
+    langchain_renamed,
+    recalibrated,
+)
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
-
-logger = logging.getLogger(__name__)
 
 
 class FairEmbeddings(BaseModel, Embeddings):
@@ -57,42 +60,38 @@ class FairEmbeddings(BaseModel, Embeddings):
             query = embeddings.embed_query("what is said at the end?")
 
     Raises:
-        pydantic.ValidationError (a ValueError): unknown arguments (with the closest valid name), an option value
-            `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbeddings` value that cannot be honoured
-            (with the reason), two keywords that set one thing differently, both or neither of `model` and
-            `embedder`, or loading options (pooling, max_length, device, precision, model_kwargs, …) together with
-            `embedder`.
-        TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
-            Calibration, a dict or None).
+        pydantic.ValidationError (a ValueError), TypeError: as `fair_retrieval.adapters.langchain_renamed` says: an
+            unknown keyword (with the closest valid name), a value that is refused (with the reason), both or
+            neither of `model` and `embedder`, loading options with `embedder`, an option of the wrong type.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 
-    model: str | None = Field(
-        default=None, description="Hub id or local folder of a sentence-transformers model (alias: model_name)."
-    )
-    embedder: FairEmbedder | None = Field(
-        default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
-    )
+    model: str | None = Field(None, description=ADAPTER_FIELDS["model"])
+    embedder: FairEmbedder | None = Field(None, exclude=True, repr=False, description=ADAPTER_FIELDS["embedder"])
     # The FairEmbedder options and HuggingFaceEmbeddings' keywords, documented where they are declared.
-    calibration: Calibration | None = Field(**field_spec("calibration"))
-    pooling: Pooling | None = Field(**field_spec("pooling"))
-    max_length: int | None = Field(**field_spec("max_length"))
-    long_documents: LongDocuments = Field(**field_spec("long_documents"))
-    window_overlap: int | None = Field(**field_spec("window_overlap"))
-    window_boundaries: WindowBoundaries = Field(**field_spec("window_boundaries"))
-    window_tokens: int | None = Field(**field_spec("window_tokens"))
-    batch_size: int = Field(**field_spec("batch_size"))
-    device: str | None = Field(**field_spec("device"))
-    precision: Precision = Field(**field_spec("precision"))
-    show_progress_bar: bool = Field(**field_spec("show_progress_bar", " (alias: show_progress)."))
-    model_kwargs: dict[str, Any] | None = Field(**field_spec("model_kwargs"))
-    encode_kwargs: dict[str, Any] = Field(**field_spec("encode_kwargs"))
-    query_encode_kwargs: dict[str, Any] = Field(**field_spec("query_encode_kwargs"))
-    cache_folder: str | None = Field(**field_spec("cache_folder"))
-    multi_process: bool = Field(**field_spec("multi_process"))
-    query_instruction: str | None = Field(**field_spec("query_instruction"))
-    text_instruction: str | None = Field(**field_spec("text_instruction"))
+    calibration: Calibration | None = Field(DEFAULTS.calibration, description=ADAPTER_FIELDS["calibration"])
+    pooling: Pooling | None = Field(DEFAULTS.pooling, description=ADAPTER_FIELDS["pooling"])
+    max_length: int | None = Field(DEFAULTS.max_length, description=ADAPTER_FIELDS["max_length"])
+    long_documents: LongDocuments = Field(DEFAULTS.long_documents, description=ADAPTER_FIELDS["long_documents"])
+    window_overlap: int | None = Field(DEFAULTS.window_overlap, description=ADAPTER_FIELDS["window_overlap"])
+    window_boundaries: WindowBoundaries = Field(
+        DEFAULTS.window_boundaries, description=ADAPTER_FIELDS["window_boundaries"]
+    )
+    window_tokens: int | None = Field(DEFAULTS.window_tokens, description=ADAPTER_FIELDS["window_tokens"])
+    batch_size: int = Field(DEFAULTS.batch_size, description=ADAPTER_FIELDS["batch_size"])
+    device: str | None = Field(None, description=ADAPTER_FIELDS["device"])
+    precision: Precision = Field(DEFAULTS.precision, description=ADAPTER_FIELDS["precision"])
+    show_progress_bar: bool = Field(
+        DEFAULTS.show_progress_bar, description=ADAPTER_FIELDS["show_progress_bar"] + " (alias: show_progress)."
+    )
+    model_kwargs: dict[str, Any] | None = Field(None, description=ADAPTER_FIELDS["model_kwargs"])
+    encode_kwargs: dict[str, Any] = Field(default_factory=dict, description=ADAPTER_FIELDS["encode_kwargs"])
+    query_encode_kwargs: dict[str, Any] = Field(default_factory=dict, description=ADAPTER_FIELDS["query_encode_kwargs"])
+    cache_folder: str | None = Field(None, description=ADAPTER_FIELDS["cache_folder"])
+    multi_process: bool = Field(False, description=ADAPTER_FIELDS["multi_process"])
+    query_instruction: str | None = Field(None, description=ADAPTER_FIELDS["query_instruction"])
+    text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
 
@@ -116,8 +115,7 @@ class FairEmbeddings(BaseModel, Embeddings):
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
         if name == "calibration":
-            value = as_calibration(value)
-            self._embedder = with_calibration(self._embedder, value)
+            value, self._embedder = recalibrated(self._embedder, value)
         super().__setattr__(name, value)
 
     def __getstate__(self) -> dict[Any, Any]:
@@ -144,12 +142,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     def text_splitter(
         self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
     ) -> ModelTokenSplitter:
-        """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default.
-
-        LangChain's default splitter makes chunks of 4,000 characters, about four windows of a 256-token model;
-        this one measures length with the model's tokenizer (no special tokens) and sets `add_start_index=True`: chunks
-        are what the model reads and keep their character offset in the metadata (`ModelTokenSplitter`, whose
-        offsets stay right with an overlap counted in tokens).
+        """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default
+        (`fair_retrieval.adapters.SplitterPlan`; LangChain's default, 4,000 characters, is about four windows of a
+        256-token model) and `add_start_index=True` (`ModelTokenSplitter`: offsets right with a token overlap).
 
         Args:
             chunk_size: model tokens per chunk; None = one window (`fair_embedder.window_content_tokens`).

@@ -10,7 +10,6 @@ how they are read, taken or refused, is `fair_retrieval.adapters.llamaindex_keyw
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +21,6 @@ from llama_index.core.node_parser import SentenceSplitter
 from fair_retrieval import (
     DEFAULTS,
     INSTANCE_DEFAULT,
-    ST_KEYWORDS,
     Calibration,
     DocumentWindows,
     FairEmbedder,
@@ -30,39 +28,30 @@ from fair_retrieval import (
     Pooling,
     Precision,
     WindowBoundaries,
-    as_calibration,
-    one_summary,
-    warn_long_texts,
-    with_calibration,
 )
 from fair_retrieval.adapters import (
+    ADAPTER_FIELDS,
     EmbedderRecipe,
     SplitterPlan,
-    embedder_values,
-    field_spec,
     llamaindex_keywords,
-    valid_keywords,
+    one_batched_call,
+    recalibrated,
 )
 from fair_retrieval.stores import WindowCache, check_query
 
-logger = logging.getLogger(__name__)
-
 DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
-# BaseEmbedding fields that are not parameters of FairEmbedding.__init__, passed on through **kwargs (to_dict()
-# writes them, so from_dict() gives them back): model_name, num_workers, embeddings_cache, …
-_BASE_FIELDS = tuple(sorted(set(BaseEmbedding.model_fields) - {"embed_batch_size", "callback_manager"}))
 
 
 class FairEmbedding(BaseEmbedding):
     """Embed nodes with attention calibration and queries plainly, through `fair_retrieval.FairEmbedder`.
 
-    Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
-    loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
-    `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries,
-    window_tokens, device, precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) take their
-    defaults, allowed values, checks and documentation (the fields' descriptions) from their one declaration,
-    `EmbedderOptions`. All but calibration and show_progress_bar only act when a model is loaded here; calibration
-    defaults to the embedder's own when given one. An option counts as given when its keyword is passed.
+    Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one loaded
+    model between several embedding objects (e.g. a calibrated and a plain one for comparison). The `FairEmbedder`
+    options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries, window_tokens, device,
+    precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) take their defaults, allowed values,
+    checks and documentation (the fields' descriptions) from their one declaration, `EmbedderOptions`. All but
+    calibration and show_progress_bar only act when a model is loaded here; calibration defaults to the embedder's own
+    when given one. An option counts as given when its keyword is passed.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
@@ -78,28 +67,27 @@ class FairEmbedding(BaseEmbedding):
             truncate_dim, … only with the value that changes nothing). Any other name is refused.
 
     Raises:
-        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
-            value `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbedding` value that cannot be
-            honoured (with the reason), if both or neither of `model` and `embedder` are given, or loading options
-            or instructions come with an `embedder`.
-        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
-            the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
+        ValueError, TypeError: as `fair_retrieval.adapters.llamaindex_keywords` says: an unknown option (with the
+            closest valid one), a value that is refused (with the reason), both or neither of `model` and
+            `embedder`, loading options or instructions with `embedder`, an option of the wrong type.
     """
 
     # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
-    embed_batch_size: int = Field(**field_spec("embed_batch_size"), gt=0)
-    calibration: Calibration | None = Field(**field_spec("calibration"))
-    pooling: Pooling | None = Field(**field_spec("pooling"))
-    max_length: int | None = Field(**field_spec("max_length"))
-    long_documents: LongDocuments = Field(**field_spec("long_documents"))
-    window_overlap: int | None = Field(**field_spec("window_overlap"))
-    window_boundaries: WindowBoundaries = Field(**field_spec("window_boundaries"))
-    window_tokens: int | None = Field(**field_spec("window_tokens"))
-    device: str | None = Field(**field_spec("device"))
-    precision: Precision = Field(**field_spec("precision"))
-    show_progress_bar: bool = Field(**field_spec("show_progress_bar"))
-    query_instruction: str | None = Field(**field_spec("query_instruction"))
-    text_instruction: str | None = Field(**field_spec("text_instruction"))
+    embed_batch_size: int = Field(DEFAULTS.batch_size, description=ADAPTER_FIELDS["embed_batch_size"], gt=0)
+    calibration: Calibration | None = Field(DEFAULTS.calibration, description=ADAPTER_FIELDS["calibration"])
+    pooling: Pooling | None = Field(DEFAULTS.pooling, description=ADAPTER_FIELDS["pooling"])
+    max_length: int | None = Field(DEFAULTS.max_length, description=ADAPTER_FIELDS["max_length"])
+    long_documents: LongDocuments = Field(DEFAULTS.long_documents, description=ADAPTER_FIELDS["long_documents"])
+    window_overlap: int | None = Field(DEFAULTS.window_overlap, description=ADAPTER_FIELDS["window_overlap"])
+    window_boundaries: WindowBoundaries = Field(
+        DEFAULTS.window_boundaries, description=ADAPTER_FIELDS["window_boundaries"]
+    )
+    window_tokens: int | None = Field(DEFAULTS.window_tokens, description=ADAPTER_FIELDS["window_tokens"])
+    device: str | None = Field(None, description=ADAPTER_FIELDS["device"])
+    precision: Precision = Field(DEFAULTS.precision, description=ADAPTER_FIELDS["precision"])
+    show_progress_bar: bool = Field(DEFAULTS.show_progress_bar, description=ADAPTER_FIELDS["show_progress_bar"])
+    query_instruction: str | None = Field(None, description=ADAPTER_FIELDS["query_instruction"])
+    text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
     _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
@@ -133,28 +121,15 @@ class FairEmbedding(BaseEmbedding):
         **kwargs: Any,
     ) -> None:
         arguments = dict(locals())  # first, before any local is assigned: the keywords as given, by name
-        valid = valid_keywords(FairEmbedding.__init__, [*_BASE_FIELDS, *ST_KEYWORDS])
-        read = llamaindex_keywords(arguments, _BASE_FIELDS, valid)
-        fields: dict[str, Any] = {
-            # The model as the user named it (a Hub id stays a Hub id even when it was loaded from a local copy),
-            # so that to_dict() / from_dict() load the same model elsewhere; a shared embedder's own name otherwise.
-            "model_name": read.model if read.model is not None else read.embedder.model_name,
-            "embed_batch_size": DEFAULT_EMBED_BATCH_SIZE if embed_batch_size is INSTANCE_DEFAULT else embed_batch_size,
-            **embedder_values(read.embedder, read.settings.options),
-            "query_instruction": query_instruction,
-            "text_instruction": text_instruction,
-        }
-        if callback_manager is not None:
-            fields["callback_manager"] = callback_manager
-        super().__init__(**fields, **read.passed_through)
+        read = llamaindex_keywords(arguments, FairEmbedding.__init__, BaseEmbedding.model_fields)
+        super().__init__(**read.fields)
         self._embedder = read.embedder
-        self._recipe = EmbedderRecipe.of("FairEmbedding", read.model, read.given, read.embedder)
+        self._recipe = read.recipe
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
         if name == "calibration":
-            value = as_calibration(value)
-            self._embedder = with_calibration(self._embedder, value)
+            value, self._embedder = recalibrated(self._embedder, value)
         super().__setattr__(name, value)
 
     @classmethod
@@ -175,10 +150,9 @@ class FairEmbedding(BaseEmbedding):
     def text_splitter(
         self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
     ) -> SentenceSplitter:
-        """A LlamaIndex `SentenceSplitter` that counts this model's tokens, with chunks of one window by default.
-
-        LlamaIndex's default splitter counts tiktoken tokens in chunks of 1024, four windows of a 256-token model;
-        this one counts the model's own tokens (special tokens excluded), so a chunk is what the model reads.
+        """A LlamaIndex `SentenceSplitter` that counts this model's tokens, with chunks of one window by default
+        (`fair_retrieval.adapters.SplitterPlan`; LlamaIndex's default, 1024 tiktoken tokens, is four windows of a
+        256-token model).
 
         Args:
             chunk_size: model tokens per chunk; None = one window (`embedder.window_content_tokens`).
@@ -191,16 +165,14 @@ class FairEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
         line for the whole call instead of one per batch (those are DEBUG)."""
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
-        with one_summary():
+        with one_batched_call(self._embedder, texts):
             return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """`get_text_embedding_batch` for async callers, with its one log line per call."""
-        warn_long_texts(texts, self._embedder.window_content_tokens, self._embedder.batch_size)
-        with one_summary():
+        with one_batched_call(self._embedder, texts):
             return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
     def __getstate__(self) -> dict[Any, Any]:
