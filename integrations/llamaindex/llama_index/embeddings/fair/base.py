@@ -51,15 +51,14 @@ class FairEmbedding(BaseEmbedding):
     precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) take their defaults, allowed values,
     checks and documentation (the fields' descriptions) from their one declaration, `EmbedderOptions`. All but
     calibration and show_progress_bar only act when a model is loaded here; calibration defaults to the embedder's own
-    when given one. An option counts as given when its keyword is passed.
+    when given one. An option counts as given when its keyword is passed. The keywords of llama-index's
+    `HuggingFaceEmbedding` (query_instruction, text_instruction, normalize, cache_folder, trust_remote_code,
+    parallel_process, target_devices) keep their meaning where it can be honoured and are refused with the reason
+    where not: `fair_retrieval.adapters.ADAPTER_FIELDS` words each, docs/guides/llamaindex.md has the table.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
         embedder: an already loaded `FairEmbedder`.
-        query_instruction, text_instruction, normalize, cache_folder, trust_remote_code, parallel_process,
-            target_devices: the keywords of llama-index's `HuggingFaceEmbedding`, with its meaning where it can be
-            honoured and refused with the reason where not (`fair_retrieval.adapters.ADAPTER_FIELDS` words each;
-            docs/guides/llamaindex.md has the table).
         callback_manager: LlamaIndex callback manager.
         **kwargs: other `BaseEmbedding` fields (model_name, what `to_dict()` calls the model; num_workers;
             embeddings_cache), and the `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on (revision,
