@@ -28,9 +28,9 @@ from typing import Any
 
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.embedding.embedder import FairEmbedder as _Embedder
-from fair_retrieval.evaluation.bundled import bundled_model
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.load import load_task
+from fair_retrieval.evaluation.default_model import bundled_model
 from fair_retrieval.evaluation.runner import Evaluator
 
 BASE = dataclasses.replace(Calibration.paper(), strength=0.75, special_tokens="preserve", min_full_baskets=3)

@@ -123,7 +123,7 @@ from pipelines_runs import (
 )
 
 from fair_retrieval import FairEmbedder
-from fair_retrieval.evaluation.bundled import bundled_model
+from fair_retrieval.evaluation.default_model import bundled_model
 from fair_retrieval.evaluation.metrics import per_query_metrics
 
 # ---------------------------------------------------------------------------------------------------- run

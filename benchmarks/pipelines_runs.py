@@ -81,8 +81,8 @@ def with_model_prompts(model: str, options: dict[str, Any]) -> FairEmbedder | No
     "passage: " from `fair_retrieval.embedding.loading.document_prompt`; the prompt is then given explicitly, as
     `build_embedder(options, model, prompts=...)` allows, so that ours and the anchors read the same texts.
     """
-    from fair_retrieval.embedding.building import build_embedder
-    from fair_retrieval.embedding.options import EmbedderOptions
+    from fair_retrieval.embedding.embedder_building import build_embedder
+    from fair_retrieval.embedding.embedder_options import EmbedderOptions
 
     _, document = model_prompts(model)
     if document is None:

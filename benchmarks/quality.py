@@ -42,8 +42,8 @@ from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.load import load_task
+from fair_retrieval.evaluation.evaluation_report import display_name
 from fair_retrieval.evaluation.models import evaluation_model
-from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import Evaluator
 from fair_retrieval.evaluation.split import calibrated_split
 from fair_retrieval.tuning.calibration_search import describe

@@ -12,12 +12,36 @@ the same options with the same defaults, documentation and checks, without repea
   `KeywordReader`, `ST_KEYWORDS`, `check_refused`, `refuse_unknown`, `shared_recipe`; `with_calibration` (a shared
   embedder with another calibration); `one_summary` (one log line per batched call; the embedder itself warns
   about long texts).
+- What each adapter does with its constructor (`fair_retrieval.embedding.adapter_constructors`): `llamaindex_keywords`
+  (`LlamaIndexKeywords`) and `langchain_keywords` / `langchain_renamed` (with `LANGCHAIN_ALIASES`) read the keywords of
+  llama-index's `HuggingFaceEmbedding` and langchain-huggingface's `HuggingFaceEmbeddings`; `valid_keywords` lists what
+  a constructor accepts; `ADAPTER_FIELDS` documents each field as data; `OPTION_PARAMETERS` are the options taken under
+  their own names; `embedder_values` the option values of a built embedder; `recalibrated` a calibration set on a built
+  adapter; `EmbedderRecipe` what a pickled adapter loads again; `SplitterPlan` a text splitter's chunks;
+  `chunk_starts` the chunks' character offsets.
 
 The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
 where earlier releases exported them.
 """
 
-from fair_retrieval.embedding.building import resolve_embedder, with_calibration
+from fair_retrieval.embedding.adapter_constructors import (
+    ADAPTER_FIELDS,
+    LANGCHAIN_ALIASES,
+    OPTION_PARAMETERS,
+    EmbedderRecipe,
+    LlamaIndexKeywords,
+    SplitterPlan,
+    chunk_starts,
+    embedder_values,
+    langchain_keywords,
+    langchain_renamed,
+    llamaindex_keywords,
+    recalibrated,
+    valid_keywords,
+)
+from fair_retrieval.embedding.embedder_building import resolve_embedder, with_calibration
+from fair_retrieval.embedding.embedder_options import INSTANCE_DEFAULT, as_calibration, option_doc
+from fair_retrieval.embedding.embedding_report import one_summary
 from fair_retrieval.embedding.keywords import (
     ST_KEYWORDS,
     AdapterSettings,
@@ -26,22 +50,33 @@ from fair_retrieval.embedding.keywords import (
     refuse_unknown,
     shared_recipe,
 )
-from fair_retrieval.embedding.options import INSTANCE_DEFAULT, as_calibration, option_doc
-from fair_retrieval.embedding.report import one_summary
 from fair_retrieval.embedding.windows import chunk_plan
 
 __all__ = [
+    "ADAPTER_FIELDS",
     "INSTANCE_DEFAULT",
+    "LANGCHAIN_ALIASES",
+    "OPTION_PARAMETERS",
     "ST_KEYWORDS",
     "AdapterSettings",
+    "EmbedderRecipe",
     "KeywordReader",
+    "LlamaIndexKeywords",
+    "SplitterPlan",
     "as_calibration",
     "check_refused",
     "chunk_plan",
+    "chunk_starts",
+    "embedder_values",
+    "langchain_keywords",
+    "langchain_renamed",
+    "llamaindex_keywords",
     "one_summary",
     "option_doc",
+    "recalibrated",
     "refuse_unknown",
     "resolve_embedder",
     "shared_recipe",
+    "valid_keywords",
     "with_calibration",
 ]

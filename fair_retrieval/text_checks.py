@@ -16,7 +16,7 @@ and many minutes in the tokenizer, or abort in it; split it into several documen
 LONG_TEXT_CHARACTERS = 200_000
 """A text longer than this (about 50,000 tokens, a short book) is long work: it becomes hundreds of windows, each
 a forward pass. A call holding one warns before the model runs, with the cost, and shows a progress bar whatever
-`show_progress_bar` says (`fair_retrieval.embedding.report.announce_long_texts`); TQDM_DISABLE=1 hides it."""
+`show_progress_bar` says (`fair_retrieval.embedding.embedding_report.announce_long_texts`); TQDM_DISABLE=1 hides it."""
 NESTING_PROBLEM = f"the metadata is nested deeper than {MAX_NESTING} levels of lists and objects; flatten it"
 
 

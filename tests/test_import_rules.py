@@ -8,7 +8,8 @@ Rules:
   them;
 - no circle: no module imports itself through others (function-level imports included), in the library or among
   the benchmarks;
-- no module of the library, the integration packages or the benchmarks is longer than `MAX_LINES`;
+- no module of the library, the integration packages or the benchmarks is longer than `MAX_LINES`, and no two of
+  them have the same file name (`__init__.py` and `conftest.py` aside), so a name says one job;
 - no `fair_retrieval/cli/cmd_*.py` imports another command module (shared code lives in cli/common.py,
   cli/options.py and the other non-command modules of cli/);
 - the integration packages under `integrations/` (the LangChain and LlamaIndex adapters) import fair_retrieval only
@@ -85,7 +86,7 @@ def modules() -> dict[str, set[str]]:
 
 
 def unit_of(name: str) -> str:
-    """The folder (or top-level module) of `name` that `LAYERS` lists (fair_retrieval.index.plan: its folder)."""
+    """The folder (or top-level module) of `name` that `LAYERS` lists (fair_retrieval.index.index_plan: its folder)."""
     if name == ENTRY_POINT:
         return "fair_retrieval.cli"  # `python -m fair_retrieval` is the command line
     parts = name.split(".")
@@ -209,7 +210,7 @@ def test_every_folder_of_the_package_is_in_a_layer() -> None:
 
 def test_the_layer_rule_flags_an_upward_import() -> None:
     assert layer_of("fair_retrieval.engine.attention") < layer_of("fair_retrieval.embedding.embedder")
-    assert layer_of("fair_retrieval.index.plan") < layer_of("fair_retrieval")  # the root is above the library
+    assert layer_of("fair_retrieval.index.index_plan") < layer_of("fair_retrieval")  # the root is above the library
     assert unit_of("fair_retrieval.validate") == "fair_retrieval.validate" and layer_of("fair_retrieval.validate") == 0
 
 
@@ -257,7 +258,7 @@ def test_the_adapter_scan_covers_every_integration_package() -> None:
     scanned = {path.relative_to(INTEGRATIONS).as_posix() for path in adapter_modules()}
     assert "langchain/langchain_fair/vectorstores.py" in scanned
     assert "llamaindex/llama_index/embeddings/fair/base.py" in scanned
-    assert "llamaindex-vector-stores/llama_index/vector_stores/fair/vector_store.py" in scanned
+    assert "llamaindex-vector-stores/llama_index/vector_stores/fair/faiss_vector_store.py" in scanned
     assert not any("/tests/" in name or name.endswith("conftest.py") for name in scanned)
 
 
@@ -299,3 +300,32 @@ def test_every_name_of_the_public_surface_is_exported_and_documented() -> None:
         missing = [item for item in exported if not hasattr(module, item)]
         undocumented = [item for item in exported if f"`{item}`" not in (module.__doc__ or "")]
         assert missing == [] and undocumented == [], (name, missing, undocumented)
+
+
+NAMED_FOLDERS = (PACKAGE, INTEGRATIONS, BENCHMARKS)
+SHARED_NAMES = {"__init__.py", "conftest.py"}  # names Python and pytest give a role, found in many folders
+
+
+def duplicate_module_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Module file names used by more than one module among `paths` (`SHARED_NAMES` aside), with their paths."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        if path.name not in SHARED_NAMES:
+            by_name.setdefault(path.name, []).append(path.as_posix())
+    return {name: sorted(found) for name, found in by_name.items() if len(found) > 1}
+
+
+def test_every_module_name_is_unique_in_the_library_the_integrations_and_the_benchmarks() -> None:
+    paths = [
+        path.relative_to(PACKAGE.parent)
+        for folder in NAMED_FOLDERS
+        for path in folder.rglob("*.py")
+        if not any(part in {"build", "dist"} or part.endswith(".egg-info") for part in path.parts)
+    ]
+    assert len(paths) > 100  # the scan sees the three folders
+    assert duplicate_module_names(paths) == {}
+
+
+def test_the_duplicate_finder_finds_a_name_used_twice() -> None:
+    paths = [Path("a/plan.py"), Path("b/plan.py"), Path("a/__init__.py"), Path("b/__init__.py"), Path("c/x.py")]
+    assert duplicate_module_names(paths) == {"plan.py": ["a/plan.py", "b/plan.py"]}

@@ -14,7 +14,7 @@ import pytest
 from fair_retrieval import FairEmbedder, PositionalScaling
 from fair_retrieval.cli.options import add_model_arguments, embedder_options
 from fair_retrieval.distributed.spec import EmbedderSpec
-from fair_retrieval.embedding.options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.embedding.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
 from fair_retrieval.embedding.windows import LongDocuments
 from fair_retrieval.engine.hook import Pooling
 
@@ -181,7 +181,7 @@ def test_the_literal_options_allow_exactly_their_literal_values(name: str, liter
 def test_each_option_is_documented_once_where_it_is_declared() -> None:
     """`EmbedderOptions` documents every field, in order; `option_doc` gives that text, and refuses other names."""
     from fair_retrieval import option_doc
-    from fair_retrieval.embedding.options import LOADING_OPTIONS
+    from fair_retrieval.embedding.embedder_options import LOADING_OPTIONS
 
     for name in EmbedderOptions.names():
         text = option_doc(name)
@@ -227,7 +227,7 @@ def test_the_options_documentation_is_data_that_survives_without_docstrings() ->
 
 
 def test_the_cli_help_comes_from_the_declaration() -> None:
-    from fair_retrieval.embedding.options import option_help
+    from fair_retrieval.embedding.embedder_options import option_help
 
     helps = {action.dest: action.help for action in _parser()._actions}
     for name in _cli_flag_names():

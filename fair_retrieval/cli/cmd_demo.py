@@ -90,9 +90,9 @@ def _squad_task(args: argparse.Namespace, embedder: Any) -> Any:
 
 def _compare(embedder: Any, task: Any, calibration: Any, output_dir: Path) -> tuple[Any, Any, np.ndarray, Any]:
     """Evaluate plain vs calibrated on `task`; print, plot, save; return what the FAISS example needs."""
+    from fair_retrieval.evaluation.evaluation_report import build_report, format_table
     from fair_retrieval.evaluation.metrics import metric_names
     from fair_retrieval.evaluation.plot import plot_by_position
-    from fair_retrieval.evaluation.report import build_report, format_table
     from fair_retrieval.evaluation.runner import Evaluator
 
     evaluator = Evaluator(embedder, task, show_progress_bar=True)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     report."""
     from fair_retrieval.evaluation.cache import EmbeddingCache
     from fair_retrieval.evaluation.compare import position_report
-    from fair_retrieval.evaluation.foreign import huggingface_anchor
+    from fair_retrieval.evaluation.external_embedders import huggingface_anchor
 
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")

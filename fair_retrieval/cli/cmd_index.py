@@ -53,8 +53,8 @@ from fair_retrieval.cli.options import (
     embedder_options,
 )
 from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
-from fair_retrieval.embedding.building import build_embedder
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_building import build_embedder
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.windows import chunk_plan
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, KINDS

@@ -39,9 +39,9 @@ from fair_retrieval.cli.index_folder import (
     read_manifest,
     read_rows,
 )
-from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.embedder_building import build_embedder
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.identity import check_identity
-from fair_retrieval.embedding.options import EmbedderOptions
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fair_retrieval.cli.options import DEFAULT_DATA, embedder_options
-from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.jsonio import write_atomically
 
@@ -72,8 +72,8 @@ def probe_corpus(args: argparse.Namespace, path: Path, embedder: Any) -> Any:
 
 def write_report(report: dict[str, Any], output_dir: Path, as_json: bool = False) -> None:
     """Print a report (table, or the JSON with `as_json`), write it as JSON and, with positions, the PNG plot."""
+    from fair_retrieval.evaluation.evaluation_report import format_table
     from fair_retrieval.evaluation.plot import plot_by_position
-    from fair_retrieval.evaluation.report import format_table
 
     name = slug(report["task"]["name"])
     report_path = output_dir / f"{name}.json"

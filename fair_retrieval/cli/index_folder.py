@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.index.multivector import MultiVectorIndex
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.inputs import Document

@@ -17,7 +17,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from fair_retrieval.cli.common import data_spec, dump_json
-from fair_retrieval.embedding.building import build_embedder
+from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.lpes import install_positional_scaling
 from fair_retrieval.tuning.genetic import GenerationRecord, GeneticConfig

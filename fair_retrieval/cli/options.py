@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, get_args
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
+from fair_retrieval.embedding.embedder_options import DEFAULTS, EmbedderOptions, option_help
 from fair_retrieval.embedding.loading import DEFAULT_MODEL
-from fair_retrieval.embedding.options import DEFAULTS, EmbedderOptions, option_help
 from fair_retrieval.embedding.windows import LongDocuments
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling

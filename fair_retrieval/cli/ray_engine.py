@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any, cast
 
-from fair_retrieval.distributed.plan import FLAT_LIMIT, PlanKind
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.distributed.index_sizing import FLAT_LIMIT, PlanKind
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.index.gpu import GpuChoice
 
 SHARDS_FOLDER = "shards"
@@ -69,7 +69,7 @@ def index_on_ray(
     """
     from fair_retrieval.distributed.indexing import RayResources, index_documents_on_ray
     from fair_retrieval.distributed.spec import EmbedderSpec
-    from fair_retrieval.index.plan import factory_plan
+    from fair_retrieval.index.index_plan import factory_plan
 
     kind = cast("PlanKind", args.kind or "auto")  # no --kind: flat up to --flat-limit documents, IVF-PQ above
     if kind not in (*RAY_KINDS, "auto"):

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from fair_retrieval.distributed.plan import MIN_TRAIN_SIZE, PlanKind, plan_index
+from fair_retrieval.distributed.index_sizing import MIN_TRAIN_SIZE, PlanKind, plan_index
 from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import ShardFolder
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, FaissIndex, GpuChoice, Metric, MultiVectorIndex
+from fair_retrieval.index.index_plan import IndexPlan, for_windows
 from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
-from fair_retrieval.index.plan import IndexPlan, for_windows
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def build_index(
     Args:
         shards: the shard folder (or a ShardFolder).
         kind: "auto" (flat up to `flat_limit` vectors, the sized compressed index above), "flat", "ivfpq", or a
-            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index.plan.factory_plan`); a plan that
+            ready `IndexPlan` (any faiss factory string: `fair_retrieval.index.index_plan.factory_plan`); a plan that
             needs training but names no `train_size` is trained on `FACTORY_TRAIN_SIZE` sampled vectors.
         metric: "ip" (cosine for the normalised embeddings) or "l2".
         gpu: as for FaissIndex: "auto" uses faiss' GPU(s) when present for training, adding and search.

@@ -17,13 +17,13 @@ from pathlib import Path
 from fair_retrieval.distributed.build import BuiltIndex, build_index
 from fair_retrieval.distributed.documents import documents_dataset, write_documents_file
 from fair_retrieval.distributed.embed import embed_to_shards
-from fair_retrieval.distributed.plan import PlanKind
+from fair_retrieval.distributed.index_sizing import PlanKind
 from fair_retrieval.distributed.runtime import ensure_ray
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.index import Aggregate
 from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.index.index_plan import IndexPlan
 from fair_retrieval.index.multivector import DEFAULT_AGGREGATE
-from fair_retrieval.index.plan import IndexPlan
 
 logger = logging.getLogger(__name__)
 

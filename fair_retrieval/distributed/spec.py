@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fair_retrieval.embedding.building import build_embedder
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_building import build_embedder
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.lpes import PositionalScaling
 

@@ -11,6 +11,14 @@ import torch
 from tqdm.auto import tqdm
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
+from fair_retrieval.embedding.embedder_options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
+from fair_retrieval.embedding.embedding_report import (
+    EmbeddingReport,
+    announce_long_texts,
+    log_documents_call,
+    warn_if_never_calibrated,
+    warn_truncated_queries,
+)
 from fair_retrieval.embedding.loading import (
     apply_precision,
     canonical_model_name,
@@ -25,15 +33,7 @@ from fair_retrieval.embedding.loading import (
     resolve_pooling,
     tokenizer_lock,
 )
-from fair_retrieval.embedding.options import DEFAULTS, INSTANCE_DEFAULT, EmbedderOptions, Precision
 from fair_retrieval.embedding.pooling import sentence_embeddings
-from fair_retrieval.embedding.report import (
-    EmbeddingReport,
-    announce_long_texts,
-    log_documents_call,
-    warn_if_never_calibrated,
-    warn_truncated_queries,
-)
 from fair_retrieval.embedding.window_planning import WindowPlanning
 from fair_retrieval.embedding.windows import (
     DocumentPlan,

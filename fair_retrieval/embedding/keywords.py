@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fair_retrieval.embedding.building import LOADING_KEYWORDS, resolve_embedder, with_calibration
 from fair_retrieval.embedding.embedder import FairEmbedder
-from fair_retrieval.embedding.options import EmbedderOptions, as_calibration
+from fair_retrieval.embedding.embedder_building import LOADING_KEYWORDS, resolve_embedder, with_calibration
+from fair_retrieval.embedding.embedder_options import EmbedderOptions, as_calibration
 
 __all__ = [
     "ENCODE_KEYWORDS",

@@ -17,6 +17,7 @@ from fair_retrieval.evaluation.data.needle import build_needle_benchmark
 from fair_retrieval.evaluation.data.squad import build_position_benchmark
 from fair_retrieval.evaluation.data.task import AnswerPosition, RetrievalTask
 from fair_retrieval.evaluation.data.tokens import tokenizer_counter
+from fair_retrieval.evaluation.evaluation_report import REPORT_SCHEMA, build_report, format_table
 from fair_retrieval.evaluation.groups import (
     length_by_position,
     length_quartiles,
@@ -25,7 +26,6 @@ from fair_retrieval.evaluation.groups import (
     position_thirds,
 )
 from fair_retrieval.evaluation.metrics import harmonic_mean, ndcg_at_k, position_sensitivity_index, recall_at_k
-from fair_retrieval.evaluation.report import REPORT_SCHEMA, build_report, format_table
 from fair_retrieval.evaluation.runner import Evaluator, RunResult
 
 __all__ = [

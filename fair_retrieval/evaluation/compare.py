@@ -1,11 +1,11 @@
 """Plain vs calibrated on one task, as a report: the one routine behind `eval` and `diagnose`.
 
-`position_report` embeds the task's corpus plainly (and with a calibration, when given), retrieves with the same
-plain queries and returns the JSON report of `fair_retrieval.evaluation.report`. `diagnose_corpus` does the same on
+`position_report` embeds the task's corpus plainly (and with a calibration, when given), retrieves with the same plain
+queries and returns the JSON report of `fair_retrieval.evaluation.evaluation_report`. `diagnose_corpus` does the same on
 label-free probes built from a user's own documents, so position bias can be measured without any labelled query.
 
 Both also measure the embedder a user runs today: a LlamaIndex `BaseEmbedding`, a LangChain `Embeddings` or a
-`SentenceTransformer` (see `fair_retrieval.evaluation.foreign`), alone or as the `baseline` run next to a
+`SentenceTransformer` (see `fair_retrieval.evaluation.external_embedders`), alone or as the `baseline` run next to a
 FairEmbedder, and every run says which share of the documents' tokens it never embedded.
 """
 
@@ -19,10 +19,10 @@ import numpy as np
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.task import RetrievalTask
-from fair_retrieval.evaluation.foreign import ForeignEmbedder, evaluated_embedder, token_coverage
+from fair_retrieval.evaluation.evaluation_report import build_report
+from fair_retrieval.evaluation.external_embedders import ForeignEmbedder, evaluated_embedder, token_coverage
 from fair_retrieval.evaluation.metrics import metric_names
 from fair_retrieval.evaluation.probes import probe_task_for
-from fair_retrieval.evaluation.report import build_report
 from fair_retrieval.evaluation.runner import Evaluator, RunResult
 
 

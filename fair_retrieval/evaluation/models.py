@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fair_retrieval.evaluation.bundled import bundled_model
+from fair_retrieval.evaluation.default_model import bundled_model
 
 E5_SMALL = "e5-small"
 MINILM = "minilm"

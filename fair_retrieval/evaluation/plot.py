@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fair_retrieval.evaluation.evaluation_report import display_name
 from fair_retrieval.evaluation.groups import Grouping, bin_centers
-from fair_retrieval.evaluation.report import display_name
 from fair_retrieval.evaluation.runner import PRIMARY
 
 _STYLES: list[dict[str, Any]] = [

@@ -1,13 +1,13 @@
 """The FAISS vector index of fair-retrieval and what it is made of.
 
-Modules: `faiss_index` (the `FaissIndex` class; `saving`: its save and load), `plan` (which faiss index to build and how
-to search it: the named kinds, their default parameters and the sized IVF-PQ default), `building` (faiss indices from
-plans), `persistence` (index folders on disk: atomic saves, checked loads, format migration), `gpu` (importing faiss and
-placing indices on GPUs), `selection` (searching among some ids inside faiss), `inspection` (reading faiss' index
-structures), `multivector` (documents kept as their window vectors, searched for k distinct documents:
-`MultiVectorIndex`; `aggregates`: how window scores become a document's; `window_table`: which document owns which
-window), `ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes to
-exact search: `knn_recall_at_k`, `top1_in_k`).
+Modules: `faiss_index` (the `FaissIndex` class; `saving`: its save and load), `index_plan` (which faiss index to build
+and how to search it: the named kinds, their default parameters and the sized IVF-PQ default), `index_building` (faiss
+indices from plans), `persistence` (index folders on disk: atomic saves, checked loads, format migration), `gpu`
+(importing faiss and placing indices on GPUs), `selection` (searching among some ids inside faiss), `inspection`
+(reading faiss' index structures), `multivector` (documents kept as their window vectors, searched for k distinct
+documents: `MultiVectorIndex`; `aggregates`: how window scores become a document's; `window_table`: which document owns
+which window), `ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes
+to exact search: `knn_recall_at_k`, `top1_in_k`).
 
 Exported here: `FaissIndex` with its `Kind` (the named kinds: `KINDS`) and `Metric` (`METRICS`); `MultiVectorIndex`,
 `DocumentHit` (one of its hits), `Aggregate`, `AGGREGATES` and `DEFAULT_AGGREGATE` (how a document's window scores
@@ -27,10 +27,10 @@ faiss sees).
 from fair_retrieval.index.aggregates import AGGREGATES, DEFAULT_AGGREGATE, Aggregate
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, gpu_count, import_faiss
+from fair_retrieval.index.index_plan import KINDS, Kind
 from fair_retrieval.index.inspection import METRICS, Metric
 from fair_retrieval.index.multivector import DocumentHit, MultiVectorIndex
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
-from fair_retrieval.index.plan import KINDS, Kind
 
 __all__ = [
     "AGGREGATES",

@@ -3,13 +3,13 @@ save/load.
 
 One class wraps faiss for the rest of fair-retrieval (the CLI, `fair_retrieval.distributed.build_index` and the
 LangChain and LlamaIndex stores). It builds any faiss index-factory string, or one of four named kinds, whose plans
-and default parameters `fair_retrieval.index.plan` defines:
+and default parameters `fair_retrieval.index.index_plan` defines:
 
 - "flat": exact search ("Flat"); vectors are stored as given.
 - "hnsw": graph search on CPU ("HNSW{M}"); vectors are stored as given.
 - "ivf": inverted lists of raw vectors ("IVF{nlist},Flat"); needs training.
 - "ivfpq": compressed. Without nlist/m/nbits it is sized to the training vectors when it trains
-  (`fair_retrieval.index.plan.sized_ivfpq`: IVF-PQ with an SQ8 refinement stage); with them, plain
+  (`fair_retrieval.index.index_plan.sized_ivfpq`: IVF-PQ with an SQ8 refinement stage); with them, plain
   "IVF{nlist},PQ{m}x{nbits}".
 
 Indices that take ids natively (IVF) store them in their inverted lists; the others are wrapped in faiss'
@@ -27,12 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.index.building import ID_MAP_PREFIX, apply_search, new_cpu_index, rebuilt_with
 from fair_retrieval.index.gpu import GpuChoice, gpus_for_kind, import_faiss, index_to_cpu, index_to_gpus, train_on_cpu
 from fair_retrieval.index.ids import IdSet, as_ids, as_vectors
-from fair_retrieval.index.inspection import METRICS, Metric, params_of, reconstruct
-from fair_retrieval.index.persistence import StoredIndex
-from fair_retrieval.index.plan import (
+from fair_retrieval.index.index_building import ID_MAP_PREFIX, apply_search, new_cpu_index, rebuilt_with
+from fair_retrieval.index.index_plan import (
     POINTS_PER_CENTROID,
     PQ_CODEBOOK_BITS,
     IndexPlan,
@@ -41,6 +39,8 @@ from fair_retrieval.index.plan import (
     requested_plan,
     sized_ivfpq,
 )
+from fair_retrieval.index.inspection import METRICS, Metric, params_of, reconstruct
+from fair_retrieval.index.persistence import StoredIndex
 from fair_retrieval.index.saving import SavedIndex
 from fair_retrieval.index.selection import Searchable, result_columns, search_among, stored_selection
 from fair_retrieval.validate import is_int, is_positive_int
@@ -67,7 +67,7 @@ class FaissIndex(SavedIndex):
         factory: instead of `kind`, any faiss index-factory string, e.g. "OPQ48,IVF4096,PQ48x8,Refine(SQ8)".
         search: search parameters by their faiss ParameterSpace names, e.g. "nprobe=64,k_factor_rf=16" (for
             `factory`, or to override a kind's).
-        **params: kind parameters, with the defaults of `fair_retrieval.index.plan.KIND_PARAMS`. hnsw: M,
+        **params: kind parameters, with the defaults of `fair_retrieval.index.index_plan.KIND_PARAMS`. hnsw: M,
             ef_construction, ef_search. ivf: nlist, nprobe. ivfpq: none for the sized default (nprobe and k_factor
             may override its search values); nlist, m (sub-quantizers; must divide dim), nbits (bits per code) for
             plain IVF-PQ.
@@ -198,7 +198,7 @@ class FaissIndex(SavedIndex):
 
     def min_training_size(self) -> int:
         """Fewest vectors `train` accepts (0 when no training is needed): nlist, 2**nbits for PQ codes, and
-        2**PQ_CODEBOOK_BITS (`fair_retrieval.index.plan`) for the sized ivfpq default."""
+        2**PQ_CODEBOOK_BITS (`fair_retrieval.index.index_plan`) for the sized ivfpq default."""
         if self._plan is None:
             return 2**PQ_CODEBOOK_BITS
         if not self._plan.needs_training:
@@ -215,7 +215,7 @@ class FaissIndex(SavedIndex):
         """Train an index that needs it on a representative sample of vectors (no-op for flat and hnsw).
 
         Training learns the coarse centroids (and PQ codebooks), so the sample should look like the data to be
-        added; faiss recommends at least `POINTS_PER_CENTROID` (`fair_retrieval.index.plan`) vectors per list. A
+        added; faiss recommends at least `POINTS_PER_CENTROID` (`fair_retrieval.index.index_plan`) vectors per list. A
         sized ivfpq index chooses its nlist from the sample size here. With a GPU, k-means runs there.
 
         Raises:
@@ -427,7 +427,7 @@ class FaissIndex(SavedIndex):
         self._plan = replace(stored.plan, params=self._read_params())
 
     def _new_cpu_index(self) -> Any:
-        """A fresh, empty CPU index of the plan (`fair_retrieval.index.building.new_cpu_index`)."""
+        """A fresh, empty CPU index of the plan (`fair_retrieval.index.index_building.new_cpu_index`)."""
         assert self._plan is not None
         index, self._uses_id_map, self._plan = new_cpu_index(self._faiss, self._dim, self._metric, self._plan)
         return index

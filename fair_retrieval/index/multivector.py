@@ -48,9 +48,9 @@ from fair_retrieval.index.aggregates import (
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import as_ids, as_vectors, some
+from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
-from fair_retrieval.index.plan import Kind, wider_nprobe
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.index.window_table import REMEDY, WindowTable
 from fair_retrieval.jsonio import (

@@ -34,8 +34,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fair_retrieval.index.gpu import import_faiss
+from fair_retrieval.index.index_plan import IndexPlan, parse_search
 from fair_retrieval.index.inspection import Metric, describe_structure, kind_of, metric_name, native_ivf, stored_ids
-from fair_retrieval.index.plan import IndexPlan, parse_search
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
     DamagedFileError,

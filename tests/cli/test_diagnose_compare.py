@@ -11,7 +11,7 @@ import pytest
 
 from fair_retrieval.cli import main
 from fair_retrieval.evaluation.data.needle import haystack_sentences
-from fair_retrieval.evaluation.report import REPORT_SCHEMA
+from fair_retrieval.evaluation.evaluation_report import REPORT_SCHEMA
 
 
 def write_long_corpus(folder: Path, count: int = 12, sentences: int = 18) -> Path:

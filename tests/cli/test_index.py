@@ -408,7 +408,7 @@ def test_search_loads_manifests_from_before_windows_as_truncating(
     import shutil
 
     from fair_retrieval.cli.index_folder import query_embedder_options
-    from fair_retrieval.embedding.options import EmbedderOptions
+    from fair_retrieval.embedding.embedder_options import EmbedderOptions
 
     old = tmp_path / "old-index"
     shutil.copytree(jsonl_index, old)
@@ -461,7 +461,7 @@ def test_bad_long_document_flags_exit_2_before_loading_the_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, flags: list[str], message: str
 ) -> None:
     import fair_retrieval.cli.cmd_index as cmd_index
-    from fair_retrieval.embedding.options import EmbedderOptions
+    from fair_retrieval.embedding.embedder_options import EmbedderOptions
 
     def never(options: EmbedderOptions, model: Any) -> None:
         raise AssertionError("the model was loaded")
@@ -534,7 +534,7 @@ def test_index_lists_every_bad_input_before_embedding(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import fair_retrieval.cli.cmd_index as cmd_index
-    from fair_retrieval.embedding.options import EmbedderOptions
+    from fair_retrieval.embedding.embedder_options import EmbedderOptions
 
     def never(options: EmbedderOptions, model: Any) -> FairEmbedder:
         raise AssertionError("the model was loaded before the input was checked")

@@ -12,7 +12,7 @@ from fair_retrieval.cli import main
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.data.load import is_document_corpus
 from fair_retrieval.evaluation.data.needle import haystack_sentences
-from fair_retrieval.evaluation.report import REPORT_SCHEMA
+from fair_retrieval.evaluation.evaluation_report import REPORT_SCHEMA
 
 TINY_SPACE = [
     "--strategy", "grid", "--strengths", "0.5,1.0", "--basket-sizes", "32", "--layer-shares", "0.5",

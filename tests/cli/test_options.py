@@ -16,7 +16,7 @@ from fair_retrieval.cli.options import (
     embedder_options,
 )
 from fair_retrieval.distributed.spec import EmbedderSpec
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -13,7 +13,7 @@ from fair_retrieval.distributed import ShardFolder, build_index, plan_index
 from fair_retrieval.distributed.build import DOC_IDS_FILE
 from fair_retrieval.distributed.shards import embeddings_to_arrow
 from fair_retrieval.index._synthetic import clustered_vectors
-from fair_retrieval.index.plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers, factory_plan
+from fair_retrieval.index.index_plan import GPU_PQ_SUBQUANTIZERS, default_nlist, default_subquantizers, factory_plan
 from fair_retrieval.index.recall import exact_neighbours, knn_recall_at_k, top1_in_k
 
 

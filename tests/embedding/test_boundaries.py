@@ -11,7 +11,7 @@ import pytest
 
 from fair_retrieval import FairEmbedder
 from fair_retrieval.embedding.boundaries import boundary_windows
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.windows import WindowPiece
 
 WORDS = "river stone light garden paper window quiet market signal harbor winter planet copper".split()

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from fair_retrieval import FairEmbedder
-from fair_retrieval.embedding import report
+from fair_retrieval.embedding import embedding_report as report
 
 LIMIT = 3_000  # stands in for LONG_TEXT_CHARACTERS (200,000 characters take a minute to embed)
 
@@ -54,7 +54,7 @@ def test_a_long_text_is_announced_with_its_windows_and_shows_progress(
 def test_tqdm_disable_hides_the_long_work_bar(minilm: str) -> None:
     script = (
         "from fair_retrieval import FairEmbedder\n"
-        "from fair_retrieval.embedding import report\n"
+        "from fair_retrieval.embedding import embedding_report as report\n"
         f"report.LONG_TEXT_CHARACTERS = {LIMIT}\n"
         f"FairEmbedder({minilm!r}, max_length=128, calibration=None).embed_documents(['word ' * 1000])\n"
         "print('done')\n"

@@ -11,8 +11,8 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from fair_retrieval import Calibration, FairEmbedder
-from fair_retrieval.embedding.building import build_embedder, resolve_embedder
-from fair_retrieval.embedding.options import EmbedderOptions
+from fair_retrieval.embedding.embedder_building import build_embedder, resolve_embedder
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from tests.models import build_tiny_model
 
 TEXTS = ["a first document with a few words in it", "a second one"]

@@ -12,9 +12,9 @@ import pytest
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.squad import build_position_benchmark
+from fair_retrieval.evaluation.evaluation_report import REPORT_SCHEMA, build_report, display_name, format_table
 from fair_retrieval.evaluation.metrics import metric_names
 from fair_retrieval.evaluation.plot import plot_by_position
-from fair_retrieval.evaluation.report import REPORT_SCHEMA, build_report, display_name, format_table
 from fair_retrieval.evaluation.retrieval import ranked_ids, top_k
 from fair_retrieval.evaluation.runner import Evaluator
 

@@ -433,7 +433,7 @@ def clustered(count: int, seed: int = 0) -> np.ndarray:
 
 
 def test_sized_ivfpq_default_is_planned_from_the_training_count() -> None:
-    from fair_retrieval.index.plan import default_nlist
+    from fair_retrieval.index.index_plan import default_nlist
 
     vectors = clustered(4_000)
     index = FaissIndex(DIM, kind="ivfpq", gpu=False)
@@ -454,7 +454,7 @@ def test_sized_ivfpq_default_is_planned_from_the_training_count() -> None:
 
 
 def test_sized_plan_choices_for_realistic_sizes() -> None:
-    from fair_retrieval.index.plan import sized_ivfpq
+    from fair_retrieval.index.index_plan import sized_ivfpq
 
     plan = sized_ivfpq(60_000, 384)
     assert plan.factory == "IVF1024,PQ48x8,Refine(SQ8)" and plan.search == {"nprobe": 128, "k_factor_rf": 16}

@@ -244,7 +244,7 @@ def test_an_ivf_windows_index_visits_a_quarter_of_its_lists_unless_nprobe_is_giv
 
 
 def test_window_nprobe_widens_only_ivf_plans_and_never_past_nlist() -> None:
-    from fair_retrieval.index.plan import for_windows, kind_plan, sized_ivfpq, window_nprobe
+    from fair_retrieval.index.index_plan import for_windows, kind_plan, sized_ivfpq, window_nprobe
 
     assert window_nprobe(256) == 64 and window_nprobe(32) == 16 and window_nprobe(8) == 8
     sized = sized_ivfpq(20_000, 384)

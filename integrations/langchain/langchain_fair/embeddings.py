@@ -3,20 +3,12 @@
 All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LangChain's
 `Embeddings` interface and it. Documents are embedded with attention calibration, so a passage whose relevant
 sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
-
-The constructor takes the keywords of langchain-huggingface's `HuggingFaceEmbeddings` with their meaning there
-(docs/guides/langchain.md has the table): `model_name` for `model`, `model_kwargs` as `SentenceTransformer`
-keywords (device, prompts, revision, …; others go to the transformers model, as they always have here),
-`encode_kwargs` / `query_encode_kwargs` as `encode` keywords (prompt, prompt_name, batch_size, …), `cache_folder`,
-`show_progress`; what this class cannot honour (normalize_embeddings=False, multi_process=True, …) is refused with
-the reason (`fair_retrieval.embedding.keywords`), and a misspelt keyword with the closest valid one. An option counts
-as given when its keyword is passed, whatever its value.
+The keywords of langchain-huggingface's `HuggingFaceEmbeddings` mean the same here (docs/guides/langchain.md has the
+table); how they are read, taken or refused, is `fair_retrieval.adapters.langchain_keywords`'.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
@@ -28,26 +20,23 @@ from fair_retrieval import (
     AdapterSettings,
     Calibration,
     DocumentWindows,
-    EmbedderOptions,
     FairEmbedder,
-    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     WindowBoundaries,
-    as_calibration,
-    check_refused,
-    chunk_plan,
-    option_doc,
-    refuse_unknown,
-    shared_recipe,
-    with_calibration,
+)
+from fair_retrieval.adapters import (
+    ADAPTER_FIELDS,
+    EmbedderRecipe,
+    SplitterPlan,
+    langchain_keywords,
+    langchain_renamed,
+    recalibrated,
 )
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
-
-logger = logging.getLogger(__name__)
 
 
 class FairEmbeddings(BaseModel, Embeddings):
@@ -55,7 +44,10 @@ class FairEmbeddings(BaseModel, Embeddings):
 
     Give either `model` (a Hub id or local folder, loaded here) or `embedder` (a ready `FairEmbedder`, to share
     one loaded model between several objects, e.g. a calibrated and a plain one for comparison). The other fields
-    are `FairEmbedder` options of the same names: their defaults, allowed values and checks are `EmbedderOptions`'.
+    are `FairEmbedder` options of the same names (their defaults, allowed values and checks are `EmbedderOptions`')
+    and the keywords of `HuggingFaceEmbeddings` (model_name, show_progress, model_kwargs, encode_kwargs,
+    query_encode_kwargs, cache_folder, multi_process); each field's description says what it means. An option
+    counts as given when its keyword is passed, whatever its value.
 
     Example:
         .. code-block:: python
@@ -67,128 +59,79 @@ class FairEmbeddings(BaseModel, Embeddings):
             query = embeddings.embed_query("what is said at the end?")
 
     Raises:
-        pydantic.ValidationError (a ValueError): unknown arguments (with the closest valid name), an option value
-            `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbeddings` value that cannot be honoured
-            (with the reason), two keywords that set one thing differently, both or neither of `model` and
-            `embedder`, or loading options (pooling, max_length, device, precision, model_kwargs, …) together with
-            `embedder`.
-        TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
-            Calibration, a dict or None).
+        pydantic.ValidationError (a ValueError), TypeError: as `fair_retrieval.adapters.langchain_renamed` says: an
+            unknown keyword (with the closest valid name), a value that is refused (with the reason), both or
+            neither of `model` and `embedder`, loading options with `embedder`, an option of the wrong type.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
 
-    model: str | None = Field(
-        default=None, description="Hub id or local folder of a sentence-transformers model (alias: model_name)."
-    )
-    embedder: FairEmbedder | None = Field(
-        default=None, exclude=True, repr=False, description="An already loaded FairEmbedder to share."
-    )
-    # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
-    calibration: Calibration | None = Field(
-        default=DEFAULTS.calibration,
-        description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
-    )
-    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description=option_doc("pooling", loading_note=True))
-    max_length: int | None = Field(default=DEFAULTS.max_length, description=option_doc("max_length", loading_note=True))
-    long_documents: LongDocuments = Field(
-        default=DEFAULTS.long_documents, description=option_doc("long_documents", loading_note=True)
-    )
-    window_overlap: int | None = Field(
-        default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
-    )
+    model: str | None = Field(None, description=ADAPTER_FIELDS["model"])
+    embedder: FairEmbedder | None = Field(None, exclude=True, repr=False, description=ADAPTER_FIELDS["embedder"])
+    # The FairEmbedder options and HuggingFaceEmbeddings' keywords, documented where they are declared.
+    calibration: Calibration | None = Field(DEFAULTS.calibration, description=ADAPTER_FIELDS["calibration"])
+    pooling: Pooling | None = Field(DEFAULTS.pooling, description=ADAPTER_FIELDS["pooling"])
+    max_length: int | None = Field(DEFAULTS.max_length, description=ADAPTER_FIELDS["max_length"])
+    long_documents: LongDocuments = Field(DEFAULTS.long_documents, description=ADAPTER_FIELDS["long_documents"])
+    window_overlap: int | None = Field(DEFAULTS.window_overlap, description=ADAPTER_FIELDS["window_overlap"])
     window_boundaries: WindowBoundaries = Field(
-        default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
+        DEFAULTS.window_boundaries, description=ADAPTER_FIELDS["window_boundaries"]
     )
-    window_tokens: int | None = Field(
-        default=DEFAULTS.window_tokens, description=option_doc("window_tokens", loading_note=True)
-    )
-    batch_size: int = Field(default=DEFAULTS.batch_size, description=option_doc("batch_size", loading_note=True))
-    device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
-    precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
+    window_tokens: int | None = Field(DEFAULTS.window_tokens, description=ADAPTER_FIELDS["window_tokens"])
+    batch_size: int = Field(DEFAULTS.batch_size, description=ADAPTER_FIELDS["batch_size"])
+    device: str | None = Field(None, description=ADAPTER_FIELDS["device"])
+    precision: Precision = Field(DEFAULTS.precision, description=ADAPTER_FIELDS["precision"])
     show_progress_bar: bool = Field(
-        default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar") + " (alias: show_progress)."
+        DEFAULTS.show_progress_bar, description=ADAPTER_FIELDS["show_progress_bar"] + " (alias: show_progress)."
     )
-    model_kwargs: dict[str, Any] | None = Field(
-        default=None,
-        description=option_doc("model_kwargs", loading_note=True)
-        + " As in HuggingFaceEmbeddings, the `SentenceTransformer` keywords among them (device, prompts, revision, "
-        "token, cache_folder, …) are read as sentence-transformers reads them.",
-    )
-    # HuggingFaceEmbeddings' keywords (docs/guides/langchain.md).
-    encode_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="sentence-transformers `encode` keywords for documents (and for queries when "
-        "query_encode_kwargs is empty), as in HuggingFaceEmbeddings: prompt, prompt_name, batch_size, "
-        "show_progress_bar, device; normalize_embeddings=True.",
-    )
-    query_encode_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="sentence-transformers `encode` keywords for queries (as encode_kwargs)."
-    )
-    cache_folder: str | None = Field(
-        default=None, description="Where sentence-transformers downloads the model to (None: the Hugging Face cache)."
-    )
-    multi_process: bool = Field(
-        default=False, description="As in HuggingFaceEmbeddings; only False (calibration runs in this process)."
-    )
-    query_instruction: str | None = Field(
-        default=None, description="Text put before every query (the model's query prompt); None: the model's own."
-    )
-    text_instruction: str | None = Field(
-        default=None,
-        description="Text put before every document (the model's document prompt); None: the model's own.",
-    )
+    model_kwargs: dict[str, Any] | None = Field(None, description=ADAPTER_FIELDS["model_kwargs"])
+    encode_kwargs: dict[str, Any] = Field(default_factory=dict, description=ADAPTER_FIELDS["encode_kwargs"])
+    query_encode_kwargs: dict[str, Any] = Field(default_factory=dict, description=ADAPTER_FIELDS["query_encode_kwargs"])
+    cache_folder: str | None = Field(None, description=ADAPTER_FIELDS["cache_folder"])
+    multi_process: bool = Field(False, description=ADAPTER_FIELDS["multi_process"])
+    query_instruction: str | None = Field(None, description=ADAPTER_FIELDS["query_instruction"])
+    text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
 
     @model_validator(mode="before")
     @classmethod
     def _check_options(cls, data: Any) -> Any:
-        """Read the keywords as given (the aliases of `HuggingFaceEmbeddings` renamed), refusing unknown ones with
-        the closest valid name, and check every value as `EmbedderOptions` does, before pydantic converts or checks
-        them its own way, so a bad value is refused here with the same message as by every other surface."""
-        if isinstance(data, dict):
-            data = _renamed(data)
-            refuse_unknown("FairEmbeddings", [k for k in data if k not in cls.model_fields], _valid(cls))
-            _settings(data)
-        return data
+        """Read the keywords as given, before pydantic converts or checks them (`langchain_renamed`)."""
+        return langchain_renamed(data, cls.model_fields) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _load_embedder(self) -> Self:
-        settings = _settings({name: getattr(self, name) for name in self.model_fields_set})
+        settings = AdapterSettings.of(langchain_keywords(self._given()))
         self._embedder = settings.embedder("FairEmbeddings", self.model, self.embedder)
         object.__setattr__(self, "calibration", self._embedder.calibration)  # the embedder's, once
         return self
 
+    def _given(self) -> dict[str, Any]:
+        """The keywords passed (the fields set; the one rule for "given"), the embedder aside."""
+        return {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
+
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
         if name == "calibration":
-            value = as_calibration(value)
-            self._embedder = with_calibration(self._embedder, value)
+            value, self._embedder = recalibrated(self._embedder, value)
         super().__setattr__(name, value)
 
     def __getstate__(self) -> dict[Any, Any]:
         """The state to pickle (worker pools), without the loaded model: the unpickled copy loads it again."""
         state = super().__getstate__()
         private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_embedder"}
+        model = self.model if self.embedder is None else None  # None: a shared embedder's (this calibration's) own
+        recipe = EmbedderRecipe.of("FairEmbeddings", model, langchain_keywords(self._given()), self._embedder)
         fields = {**state["__dict__"], "embedder": None}
-        if self.embedder is None:
-            recipe: tuple[str | None, dict[str, Any], bool] = (None, {}, False)
-        else:
-            model, settings = shared_recipe(self._embedder)  # the view: with this object's calibration
-            recipe = (model, settings, True)
         return {**state, "__dict__": fields, "__pydantic_private__": {**private, "_recipe": recipe}}
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         """Restore a pickled FairEmbeddings: load its model again (by name, with the settings it was built with)."""
         private = dict(state.get("__pydantic_private__") or {})
-        model, settings, shared = private.pop("_recipe", (None, {}, False))
+        recipe = private.pop("_recipe")
         super().__setstate__({**state, "__pydantic_private__": private})
-        if shared:
-            self._embedder = AdapterSettings.of(settings).embedder("FairEmbeddings", model, None)
-        else:
-            given = {name: getattr(self, name) for name in self.model_fields_set if name != "embedder"}
-            self._embedder = _settings(given).embedder("FairEmbeddings", self.model, None)
+        self._embedder = recipe.load()
 
     @property
     def fair_embedder(self) -> FairEmbedder:
@@ -198,12 +141,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     def text_splitter(
         self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
     ) -> ModelTokenSplitter:
-        """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default.
-
-        LangChain's default splitter makes chunks of 4,000 characters, about four windows of a 256-token model;
-        this one measures length with the model's tokenizer (no special tokens) and sets `add_start_index=True`: chunks
-        are what the model reads and keep their character offset in the metadata (`ModelTokenSplitter`, whose
-        offsets stay right with an overlap counted in tokens).
+        """A `RecursiveCharacterTextSplitter` that counts this model's tokens, with chunks of one window by default
+        (`fair_retrieval.adapters.SplitterPlan`; LangChain's default, 4,000 characters, is about four windows of a
+        256-token model) and `add_start_index=True` (`ModelTokenSplitter`: offsets right with a token overlap).
 
         Args:
             chunk_size: model tokens per chunk; None = one window (`fair_embedder.window_content_tokens`).
@@ -219,13 +159,12 @@ class FairEmbeddings(BaseModel, Embeddings):
             raise ImportError(
                 "FairEmbeddings.text_splitter needs langchain-text-splitters: pip install langchain-text-splitters"
             ) from error
-        size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
+        plan = SplitterPlan.of(self._embedder, chunk_size, chunk_overlap)
         kwargs.setdefault("add_start_index", True)
-        tokenizer = self._embedder.tokenizer
         return ModelTokenSplitter(
-            chunk_size=size,
-            chunk_overlap=overlap,
-            length_function=lambda text: len(tokenizer.encode(text, add_special_tokens=False, verbose=False)),
+            chunk_size=plan.size,
+            chunk_overlap=plan.overlap,
+            length_function=lambda text: len(plan.tokens(text)),
             **kwargs,
         )
 
@@ -261,63 +200,4 @@ class FairEmbeddings(BaseModel, Embeddings):
         """
         return self._embedder.embed_query(text).tolist()  # type: ignore[no-any-return]
 
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """`embed_documents` in a worker thread, so the event loop stays free."""
-        return await asyncio.to_thread(self.embed_documents, texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """`embed_query` in a worker thread, so the event loop stays free."""
-        return await asyncio.to_thread(self.embed_query, text)
-
-
-# HuggingFaceEmbeddings' names for FairEmbeddings' fields.
-_ALIASES = {"model_name": "model", "show_progress": "show_progress_bar"}
-
-
-def _valid(cls: type[BaseModel]) -> list[str]:
-    """Every keyword FairEmbeddings accepts: its fields and the aliases."""
-    return [*cls.model_fields, *_ALIASES]
-
-
-def _renamed(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with HuggingFaceEmbeddings' names (`_ALIASES`) renamed; an alias and its field both given with
-    different values are refused."""
-    renamed = dict(data)
-    for alias, name in _ALIASES.items():
-        if alias in renamed:
-            value = renamed.pop(alias)
-            if name in renamed and renamed[name] != value:
-                raise ValueError(
-                    f"FairEmbeddings: {alias}={value!r} and {name}={renamed[name]!r} disagree; pass {name}."
-                )
-            renamed[name] = value
-    return renamed
-
-
-def _settings(given: dict[str, Any]) -> AdapterSettings:
-    """The settings the keywords `given` (by field name) make, validated (the one rule: given = passed)."""
-    reader = KeywordReader("FairEmbeddings")
-    for name in ("multi_process",):
-        if name in given:
-            check_refused("FairEmbeddings", name, given[name])
-    model_kwargs = given.get("model_kwargs")
-    if model_kwargs is not None:
-        if not isinstance(model_kwargs, dict):
-            raise TypeError(f"model_kwargs must be a dict or None, got {type(model_kwargs).__name__}.")
-        reader.read_sentence_transformers(model_kwargs, "model_kwargs", others="model_kwargs")
-    if "model_kwargs" in given:  # passed, so given (with a ready embedder it is refused, as every loading option)
-        reader.given.setdefault("model_kwargs", None)
-    for name in EmbedderOptions.names():
-        if name in given and name != "model_kwargs":
-            reader.set(name, given[name], name)
-    query_kwargs = given.get("query_encode_kwargs") or {}
-    reader.read_encode(
-        given.get("encode_kwargs") or {}, ("document",) if query_kwargs else ("document", "query"), "encode_kwargs"
-    )
-    reader.read_encode(query_kwargs, ("query",), "query_encode_kwargs")
-    for name, key in (("query_instruction", "query_prompt"), ("text_instruction", "document_prompt")):
-        if given.get(name) is not None:
-            reader.set(key, given[name], name)
-    if given.get("cache_folder") is not None:
-        reader.set("cache_folder", given["cache_folder"], "cache_folder")
-    return AdapterSettings.of(reader.given)
+    # aembed_documents and aembed_query are LangChain's: the sync methods in a worker thread (the loop stays free).

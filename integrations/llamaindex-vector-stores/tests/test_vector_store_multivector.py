@@ -29,7 +29,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
 from llama_index.embeddings.fair import FairEmbedding
 from llama_index.vector_stores.fair import FairFaissVectorStore
-from llama_index.vector_stores.fair.vector_store import BEST_WINDOW_KEY
+from llama_index.vector_stores.fair.faiss_vector_store import BEST_WINDOW_KEY
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
@@ -199,7 +199,7 @@ def test_hnsw_also_returns_k_distinct_nodes(embed_model: FairEmbedding) -> None:
 
 
 def test_each_text_is_embedded_once(embed_model: FairEmbedding, embedded_texts: list[str], caplog: Any) -> None:
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
         _, store = _build(embed_model)
     stored = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
     assert Counter(embedded_texts) == Counter(stored)  # each text LlamaIndex embedded, once, and nothing else
@@ -228,7 +228,7 @@ def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
     store = FairFaissVectorStore.create(
         dim=embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
     )
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
         store.add(nodes)
     assert f"{len(nodes)} of {len(nodes)} nodes were not in the embed model's window cache" in caplog.text
     assert Counter(embedded_texts) == Counter(texts)  # once more, each
@@ -244,7 +244,7 @@ def test_vectors_made_elsewhere_are_embedded_once_more_and_counted(
         )
         for i, text in enumerate(texts[:2])
     ]
-    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.vector_store"):
+    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.faiss_vector_store"):
         store.add(foreign)
     assert "2 nodes have embeddings other than the embed model gives" in caplog.text
 

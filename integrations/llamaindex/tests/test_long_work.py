@@ -46,7 +46,7 @@ def test_a_shared_embedder_pickles_with_its_settings(tiny_model: str) -> None:
 
 
 def test_a_very_long_text_is_announced_with_its_cost(tiny_model: str, caplog: pytest.LogCaptureFixture) -> None:
-    from fair_retrieval.embedding.report import LONG_TEXT_CHARACTERS
+    from fair_retrieval.embedding.embedding_report import LONG_TEXT_CHARACTERS
 
     embed_model = FairEmbedding(tiny_model, max_length=64, calibration=None, embed_batch_size=64)
     book = "word " * (LONG_TEXT_CHARACTERS // 5 + 1)

@@ -28,7 +28,7 @@ def test_the_old_import_gives_the_new_store_with_a_deprecation_warning() -> None
 
 
 def test_the_old_module_gives_the_new_names_with_a_deprecation_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import llama_index.vector_stores.fair.vector_store as new
+    import llama_index.vector_stores.fair.faiss_vector_store as new
 
     monkeypatch.delitem(sys.modules, OLD_MODULE, raising=False)  # import it afresh, so that it warns
     with pytest.warns(DeprecationWarning, match=NEW_IMPORT) as caught:

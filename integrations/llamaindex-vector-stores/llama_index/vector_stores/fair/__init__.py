@@ -7,7 +7,7 @@
 - `StoreConflictError` (`persist` over a store persisted since this one was loaded) and `DamagedFileError`.
 """
 
-from llama_index.vector_stores.fair.vector_store import BEST_WINDOW_KEY, SUPPORTED_OPERATORS, FairFaissVectorStore
+from llama_index.vector_stores.fair.faiss_vector_store import BEST_WINDOW_KEY, SUPPORTED_OPERATORS, FairFaissVectorStore
 
 from fair_retrieval.stores import DamagedFileError, StoreConflictError
 

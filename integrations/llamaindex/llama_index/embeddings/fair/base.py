@@ -3,22 +3,13 @@
 All the work is done by `fair_retrieval.FairEmbedder`; this class only translates between LlamaIndex's
 `BaseEmbedding` interface and it. Nodes (documents) are embedded with attention calibration, so a chunk whose
 relevant sentence sits at its end is represented as well as one where it sits at its start; queries stay plain.
-
-Options are checked strictly, as `FairEmbeddings` (LangChain) checks them: an unknown keyword is a ValueError that
-lists the valid ones and suggests the closest, instead of being dropped. The arguments of llama-index's
-`HuggingFaceEmbedding` mean the same here (docs/guides/llamaindex.md has the table): `query_instruction` /
-`text_instruction` become the model's query and document prompts, `cache_folder` and the `SentenceTransformer`
-keywords it passes on (revision, token, local_files_only, prompts, …) load the model as sentence-transformers
-loads it, and those this class cannot honour (normalize=False, trust_remote_code=True, backend='onnx',
-truncate_dim, parallel_process, …) are refused with the reason and what to do instead
-(`fair_retrieval.embedding.keywords`). An option counts as given when its keyword is passed, whatever its value.
+The keywords of llama-index's `HuggingFaceEmbedding` mean the same here (docs/guides/llamaindex.md has the table);
+how they are read, taken or refused, is `fair_retrieval.adapters.llamaindex_keywords`'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,65 +21,44 @@ from llama_index.core.node_parser import SentenceSplitter
 from fair_retrieval import (
     DEFAULTS,
     INSTANCE_DEFAULT,
-    ST_KEYWORDS,
-    AdapterSettings,
     Calibration,
     DocumentWindows,
-    EmbedderOptions,
     FairEmbedder,
-    KeywordReader,
     LongDocuments,
     Pooling,
     Precision,
     WindowBoundaries,
-    as_calibration,
-    check_refused,
-    chunk_plan,
+)
+from fair_retrieval.adapters import (
+    ADAPTER_FIELDS,
+    EmbedderRecipe,
+    SplitterPlan,
+    llamaindex_keywords,
     one_summary,
-    option_doc,
-    refuse_unknown,
-    shared_recipe,
-    with_calibration,
+    recalibrated,
 )
 from fair_retrieval.stores import WindowCache, check_query
 
-logger = logging.getLogger(__name__)
-
 DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
-# BaseEmbedding fields that are not parameters of FairEmbedding.__init__, passed on through **kwargs (to_dict()
-# writes them, so from_dict() gives them back): model_name, num_workers, embeddings_cache, …
-_BASE_FIELDS = tuple(sorted(set(BaseEmbedding.model_fields) - {"embed_batch_size", "callback_manager"}))
 
 
 class FairEmbedding(BaseEmbedding):
     """Embed nodes with attention calibration and queries plainly, through `fair_retrieval.FairEmbedder`.
 
-    Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one
-    loaded model between several embedding objects (e.g. a calibrated and a plain one for comparison). The
-    `FairEmbedder` options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries,
-    window_tokens, device, precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) are documented
-    where they are declared (`EmbedderOptions`; the fields' descriptions are that text) and take their defaults, allowed
-    values and checks from there. All but calibration and show_progress_bar only act when a model is loaded here;
-    calibration defaults to the embedder's own when given one.
+    Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one loaded
+    model between several embedding objects (e.g. a calibrated and a plain one for comparison). The `FairEmbedder`
+    options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries, window_tokens, device,
+    precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) take their defaults, allowed values,
+    checks and documentation (the fields' descriptions) from their one declaration, `EmbedderOptions`. All but
+    calibration and show_progress_bar only act when a model is loaded here; calibration defaults to the embedder's own
+    when given one. An option counts as given when its keyword is passed. The keywords of llama-index's
+    `HuggingFaceEmbedding` (query_instruction, text_instruction, normalize, cache_folder, trust_remote_code,
+    parallel_process, target_devices) keep their meaning where it can be honoured and are refused with the reason
+    where not: `fair_retrieval.adapters.ADAPTER_FIELDS` words each, docs/guides/llamaindex.md has the table.
 
     Args:
         model: Hub id or local folder of a sentence-transformers model. Mutually exclusive with `embedder`.
         embedder: an already loaded `FairEmbedder`.
-        embed_batch_size: texts per call into the embedder; when loading a model also its forward-pass batch size.
-        query_instruction: text put before every query, as in llama-index's `HuggingFaceEmbedding`: the model's
-            "query" prompt (sentence-transformers' prompts). None keeps the model's own; "" means none (loading
-            only).
-        text_instruction: text put before every node (before every window of a long one): the model's "document"
-            prompt. None keeps the model's own; "" means none (loading only).
-        normalize: as in `HuggingFaceEmbedding`; vectors are always L2-normalised here, so False is only taken for a
-            model whose vectors are normalised anyway (one that ends in a Normalize module, as all-MiniLM-L6-v2).
-        cache_folder: where sentence-transformers downloads the model to, as in `HuggingFaceEmbedding` (None: the
-            Hugging Face cache).
-        trust_remote_code: as in `HuggingFaceEmbedding`; only False, because calibration needs a model whose
-            attention runs through transformers' own code.
-        parallel_process: as in `HuggingFaceEmbedding`; only False (calibration runs in this process's model: use
-            `IngestionPipeline(num_workers=N)`, which pickles this class, instead).
-        target_devices: as in `HuggingFaceEmbedding`; only None (see parallel_process).
         callback_manager: LlamaIndex callback manager.
         **kwargs: other `BaseEmbedding` fields (model_name, what `to_dict()` calls the model; num_workers;
             embeddings_cache), and the `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on (revision,
@@ -96,51 +66,31 @@ class FairEmbedding(BaseEmbedding):
             truncate_dim, … only with the value that changes nothing). Any other name is refused.
 
     Raises:
-        ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
-            value `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbedding` value that cannot be
-            honoured (with the reason), if both or neither of `model` and `embedder` are given, or loading options
-            or instructions come with an `embedder`.
-        TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
-            the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
+        ValueError, TypeError: as `fair_retrieval.adapters.llamaindex_keywords` says: an unknown option (with the
+            closest valid one), a value that is refused (with the reason), both or neither of `model` and
+            `embedder`, loading options or instructions with `embedder`, an option of the wrong type.
     """
 
     # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
-    embed_batch_size: int = Field(
-        default=DEFAULTS.batch_size,
-        gt=0,
-        description="Texts per call into the embedder; when a model is loaded here also: " + option_doc("batch_size"),
-    )
-    calibration: Calibration | None = Field(
-        default=DEFAULTS.calibration,
-        description=option_doc("calibration") + " With `embedder` and no value given: the embedder's own.",
-    )
-    pooling: Pooling | None = Field(default=DEFAULTS.pooling, description=option_doc("pooling", loading_note=True))
-    max_length: int | None = Field(default=DEFAULTS.max_length, description=option_doc("max_length", loading_note=True))
-    long_documents: LongDocuments = Field(
-        default=DEFAULTS.long_documents, description=option_doc("long_documents", loading_note=True)
-    )
-    window_overlap: int | None = Field(
-        default=DEFAULTS.window_overlap, description=option_doc("window_overlap", loading_note=True)
-    )
+    embed_batch_size: int = Field(DEFAULTS.batch_size, description=ADAPTER_FIELDS["embed_batch_size"], gt=0)
+    calibration: Calibration | None = Field(DEFAULTS.calibration, description=ADAPTER_FIELDS["calibration"])
+    pooling: Pooling | None = Field(DEFAULTS.pooling, description=ADAPTER_FIELDS["pooling"])
+    max_length: int | None = Field(DEFAULTS.max_length, description=ADAPTER_FIELDS["max_length"])
+    long_documents: LongDocuments = Field(DEFAULTS.long_documents, description=ADAPTER_FIELDS["long_documents"])
+    window_overlap: int | None = Field(DEFAULTS.window_overlap, description=ADAPTER_FIELDS["window_overlap"])
     window_boundaries: WindowBoundaries = Field(
-        default=DEFAULTS.window_boundaries, description=option_doc("window_boundaries", loading_note=True)
+        DEFAULTS.window_boundaries, description=ADAPTER_FIELDS["window_boundaries"]
     )
-    window_tokens: int | None = Field(
-        default=DEFAULTS.window_tokens, description=option_doc("window_tokens", loading_note=True)
-    )
-    device: str | None = Field(default=None, description=option_doc("device", loading_note=True))
-    precision: Precision = Field(default=DEFAULTS.precision, description=option_doc("precision", loading_note=True))
-    show_progress_bar: bool = Field(default=DEFAULTS.show_progress_bar, description=option_doc("show_progress_bar"))
-    query_instruction: str | None = Field(
-        default=None, description="Text put before every query (the model's query prompt); None: the model's own."
-    )
-    text_instruction: str | None = Field(
-        default=None, description="Text put before every node (the model's document prompt); None: the model's own."
-    )
+    window_tokens: int | None = Field(DEFAULTS.window_tokens, description=ADAPTER_FIELDS["window_tokens"])
+    device: str | None = Field(None, description=ADAPTER_FIELDS["device"])
+    precision: Precision = Field(DEFAULTS.precision, description=ADAPTER_FIELDS["precision"])
+    show_progress_bar: bool = Field(DEFAULTS.show_progress_bar, description=ADAPTER_FIELDS["show_progress_bar"])
+    query_instruction: str | None = Field(None, description=ADAPTER_FIELDS["query_instruction"])
+    text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
     _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
-    _recipe: tuple[str | None, dict[str, Any]] = PrivateAttr()  # (model, settings): what a pickled copy loads
+    _recipe: EmbedderRecipe = PrivateAttr()  # what a pickled copy loads
 
     def __init__(
         self,
@@ -170,54 +120,15 @@ class FairEmbedding(BaseEmbedding):
         **kwargs: Any,
     ) -> None:
         arguments = dict(locals())  # first, before any local is assigned: the keywords as given, by name
-        base = {name: kwargs.pop(name) for name in list(kwargs) if name in _BASE_FIELDS}
-        reader = KeywordReader("FairEmbedding")
-        refuse_unknown("FairEmbedding", reader.read_sentence_transformers(kwargs, "", others="unknown"), _valid())
-        for name in _OPTION_PARAMETERS:
-            if arguments[name] is not INSTANCE_DEFAULT:
-                reader.set(name, arguments[name], name)
-        # embed_batch_size also sizes LlamaIndex's own batches, so it may come with a ready embedder.
-        if embed_batch_size is not INSTANCE_DEFAULT and embedder is None:
-            reader.set("batch_size", embed_batch_size, "embed_batch_size")
-        checked = (("trust_remote_code", trust_remote_code), ("parallel_process", parallel_process))
-        for name, value in (*checked, ("target_devices", target_devices)):
-            check_refused("FairEmbedding", name, value)
-        if normalize is not True:  # taken for a model whose vectors are normalised anyway (checked once loaded)
-            reader.set("normalize_embeddings", normalize, "normalize")
-        reader.set("cache_folder", cache_folder, "cache_folder")
-        _read_instructions(reader, query_instruction, text_instruction, embedder)
-        model = _model_argument(model, base.pop("model_name", None))
-        settings = AdapterSettings.of(reader.given)
-        embedder = settings.embedder("FairEmbedding", model, embedder)
-        fields: dict[str, Any] = {
-            # The model as the user named it (a Hub id stays a Hub id even when it was loaded from a local copy),
-            # so that to_dict() / from_dict() load the same model elsewhere; a shared embedder's own name otherwise.
-            "model_name": str(model) if model is not None else embedder.model_name,
-            "embed_batch_size": DEFAULTS.batch_size if embed_batch_size is INSTANCE_DEFAULT else embed_batch_size,
-            "calibration": embedder.calibration,
-            "pooling": embedder.pooling,
-            "max_length": embedder.max_length,
-            "long_documents": embedder.long_documents,
-            "window_overlap": embedder.window_overlap,
-            "window_boundaries": embedder.window_boundaries,
-            "window_tokens": embedder.window_tokens,
-            "device": str(embedder.device),
-            "precision": settings.options.precision,
-            "show_progress_bar": settings.options.show_progress_bar,
-            "query_instruction": query_instruction,
-            "text_instruction": text_instruction,
-        }
-        if callback_manager is not None:
-            fields["callback_manager"] = callback_manager
-        super().__init__(**fields, **base)
-        self._embedder = embedder
-        self._recipe = (str(model), dict(reader.given)) if model is not None else shared_recipe(embedder)
+        read = llamaindex_keywords(arguments, FairEmbedding.__init__, BaseEmbedding.model_fields)
+        super().__init__(**read.fields)
+        self._embedder = read.embedder
+        self._recipe = read.recipe
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Setting `calibration` later hands the new one to the embedder (a view sharing its loaded model)."""
         if name == "calibration":
-            value = as_calibration(value)
-            self._embedder = with_calibration(self._embedder, value)
+            value, self._embedder = recalibrated(self._embedder, value)
         super().__setattr__(name, value)
 
     @classmethod
@@ -238,24 +149,17 @@ class FairEmbedding(BaseEmbedding):
     def text_splitter(
         self, chunk_size: int | None = None, chunk_overlap: int | None = None, **kwargs: Any
     ) -> SentenceSplitter:
-        """A LlamaIndex `SentenceSplitter` that counts this model's tokens, with chunks of one window by default.
-
-        LlamaIndex's default splitter counts tiktoken tokens in chunks of 1024, four windows of a 256-token model;
-        this one counts the model's own tokens (special tokens excluded), so a chunk is what the model reads.
+        """A LlamaIndex `SentenceSplitter` that counts this model's tokens, with chunks of one window by default
+        (`fair_retrieval.adapters.SplitterPlan`; LlamaIndex's default, 1024 tiktoken tokens, is four windows of a
+        256-token model).
 
         Args:
             chunk_size: model tokens per chunk; None = one window (`embedder.window_content_tokens`).
             chunk_overlap: model tokens consecutive chunks share; None = an eighth of the chunk.
             **kwargs: other `SentenceSplitter` arguments (e.g. `paragraph_separator`).
         """
-        size, overlap = chunk_plan(self._embedder.window_content_tokens, chunk_size, chunk_overlap)
-        tokenizer = self._embedder.tokenizer
-        return SentenceSplitter(
-            chunk_size=size,
-            chunk_overlap=overlap,
-            tokenizer=lambda text: tokenizer.encode(text, add_special_tokens=False, verbose=False),
-            **kwargs,
-        )
+        plan = SplitterPlan.of(self._embedder, chunk_size, chunk_overlap)
+        return SentenceSplitter(chunk_size=plan.size, chunk_overlap=plan.overlap, tokenizer=plan.tokens, **kwargs)
 
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
@@ -282,8 +186,7 @@ class FairEmbedding(BaseEmbedding):
     def __setstate__(self, state: dict[Any, Any]) -> None:
         """Restore a pickled FairEmbedding: load its model again from the recipe it was built with."""
         BaseModel.__setstate__(self, state)
-        model, given = self._recipe
-        self._embedder = AdapterSettings.of(given).embedder("FairEmbedding", model, None)
+        self._embedder = self._recipe.load()
         self._windows = WindowCache()
 
     # Queries: plain.
@@ -332,45 +235,3 @@ class FairEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
-
-
-# The FairEmbedder options FairEmbedding takes under their own names, from their one declaration (batch_size is
-# embed_batch_size here; the adapters expose no LPES).
-_OPTION_PARAMETERS = tuple(name for name in EmbedderOptions.names() if name not in ("batch_size", "positional_scaling"))
-
-
-def _valid() -> list[str]:
-    """Every keyword FairEmbedding accepts: its parameters, the BaseEmbedding fields passed through, and the
-    `SentenceTransformer` keywords `HuggingFaceEmbedding` passes on."""
-    parameters = inspect.signature(FairEmbedding.__init__).parameters
-    named = [name for name, p in parameters.items() if name != "self" and p.kind is not p.VAR_KEYWORD]
-    others = [*_BASE_FIELDS, *ST_KEYWORDS]
-    return [*named, *dict.fromkeys(name for name in others if name not in named)]
-
-
-def _read_instructions(
-    reader: KeywordReader, query_instruction: object, text_instruction: object, embedder: FairEmbedder | None
-) -> None:
-    """The instructions as the model's query and document prompts ("" = none; None = the model's own)."""
-    for argument, value in (("query_instruction", query_instruction), ("text_instruction", text_instruction)):
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{argument} must be a str or None, got {type(value).__name__}.")
-    if embedder is not None and (query_instruction is not None or text_instruction is not None):
-        raise ValueError(
-            "FairEmbedding: query_instruction and text_instruction set the model's prompts, which a FairEmbedder "
-            "reads when it is built; pass model= to load the model here with them, or build the FairEmbedder "
-            "from a SentenceTransformer whose prompts you set (model.prompts = {'query': ..., 'document': ...})."
-        )
-    if query_instruction is not None:
-        reader.set("query_prompt", query_instruction, "query_instruction")
-    if text_instruction is not None:
-        reader.set("document_prompt", text_instruction, "text_instruction")
-
-
-def _model_argument(model: str | None, model_name: str | None) -> str | None:
-    """`model`, or `model_name` (the field name LlamaIndex uses in `to_dict()`), but not two different ones."""
-    if model_name is None:
-        return model
-    if model is not None and str(model) != str(model_name):
-        raise ValueError(f"model={model!r} and model_name={model_name!r} disagree; pass only model.")
-    return model_name

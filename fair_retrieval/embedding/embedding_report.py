@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from fair_retrieval.embedding.options import active_calibration
+from fair_retrieval.embedding.embedder_options import active_calibration
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.text_checks import LONG_TEXT_CHARACTERS

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fair_retrieval import Calibration, FairEmbedder, PositionalScaling
-from fair_retrieval.embedding.building import build_embedder, resolve_embedder
+from fair_retrieval.embedding.embedder_building import build_embedder, resolve_embedder
+from fair_retrieval.embedding.embedder_options import LOADING_OPTIONS, EmbedderOptions, as_calibration
 from fair_retrieval.embedding.loading import hf_model
-from fair_retrieval.embedding.options import LOADING_OPTIONS, EmbedderOptions, as_calibration
 from tests.models import build_tiny_model
 
 TEXTS = ["a short text", "a somewhat longer text that has quite a few more words in it than the first one", "x"]

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from fair_retrieval.index.index_plan import IndexPlan
 from fair_retrieval.index.inspection import Metric, faiss_metric, kind_of, native_ivf, params_of, reconstruct, takes_ids
-from fair_retrieval.index.plan import IndexPlan
 
 logger = logging.getLogger(__name__)
 

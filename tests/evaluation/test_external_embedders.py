@@ -18,8 +18,8 @@ from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.compare import diagnose_corpus
 from fair_retrieval.evaluation.data.needle import haystack_sentences
-from fair_retrieval.evaluation.foreign import ForeignEmbedder, token_coverage
-from fair_retrieval.evaluation.report import REPORT_SCHEMA, format_table
+from fair_retrieval.evaluation.evaluation_report import REPORT_SCHEMA, format_table
+from fair_retrieval.evaluation.external_embedders import ForeignEmbedder, token_coverage
 
 PROBES = 30  # the smallest probe budget: 10 per depth third
 CLASS_NAMES = {"llamaindex": "HuggingFaceEmbedding", "langchain": "HuggingFaceEmbeddings"}
@@ -148,7 +148,7 @@ def test_a_wrong_object_is_refused_with_what_is_accepted(wrong: Any, documents: 
 
 def test_the_library_imports_neither_llama_index_nor_langchain() -> None:
     code = (
-        "import sys, fair_retrieval, fair_retrieval.evaluation.compare, fair_retrieval.evaluation.foreign, "
+        "import sys, fair_retrieval, fair_retrieval.evaluation.compare, fair_retrieval.evaluation.external_embedders, "
         "fair_retrieval.cli.cmd_diagnose\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llama_index', 'langchain_core', "
         "'langchain_huggingface', 'langchain')))"

@@ -1,7 +1,7 @@
 """plan_index: which FAISS index to build for a corpus of a given size.
 
 Small corpora get an exact flat index: it needs no training and fits in memory. Above `flat_limit` vectors the plan
-is the compressed index `fair_retrieval.index.plan` sizes for the corpus (IVF-PQ with an SQ8 refinement stage; the
+is the compressed index `fair_retrieval.index.index_plan` sizes for the corpus (IVF-PQ with an SQ8 refinement stage; the
 same plan `FaissIndex(kind="ivfpq")` makes), optionally with an OPQ rotation in front; explicit IVF-PQ parameters
 give plain IVF-PQ instead. The training sample is 39·nlist vectors (the points per list faiss' k-means asks for),
 at least 10,000 (PQ codebooks: 256 centroids each), at most the corpus.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from fair_retrieval.index.plan import POINTS_PER_CENTROID, IndexPlan, ivfpq_plan, kind_plan
+from fair_retrieval.index.index_plan import POINTS_PER_CENTROID, IndexPlan, ivfpq_plan, kind_plan
 from fair_retrieval.validate import is_int, is_positive_int
 
 PlanKind = Literal["auto", "flat", "ivfpq"]

@@ -6,7 +6,7 @@ import numpy as np
 
 from fair_retrieval.embedding.embedder import DocumentPlan as PlanFromEmbedder
 from fair_retrieval.embedding.embedder import EmbeddingReport as ReportFromEmbedder
-from fair_retrieval.embedding.report import EmbeddingReport
+from fair_retrieval.embedding.embedding_report import EmbeddingReport
 from fair_retrieval.embedding.windows import DocumentPlan, WindowPiece
 
 

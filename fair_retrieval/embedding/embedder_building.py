@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.embedder_options import LOADING_OPTIONS, PROMPT_NAMES, EmbedderOptions
 from fair_retrieval.embedding.loading import (
     cuda_half_precision,
     has_sentence_transformers_config,
@@ -27,7 +28,6 @@ from fair_retrieval.embedding.loading import (
     resolve_model,
     unknown_pooling,
 )
-from fair_retrieval.embedding.options import LOADING_OPTIONS, PROMPT_NAMES, EmbedderOptions
 from fair_retrieval.engine.calibration import Calibration
 
 __all__ = ["LOADING_KEYWORDS", "build_embedder", "resolve_embedder", "with_calibration"]

@@ -5,8 +5,8 @@ adapters, the command line) describes them with `EmbedderOptions`: its fields ar
 once with its default and its documentation as data (`option_doc`, `option_help`), its `__post_init__` the
 validation, and the allowed values of a Literal option are that Literal's `typing.get_args`. A surface forwards what
 it was given with `EmbedderOptions.from_arguments` and builds with
-`fair_retrieval.embedding.building.build_embedder(options, model)`, so adding or changing an option touches this
-module and the signatures that expose it. `PROMPT_NAMES` are the model prompts a builder may replace (a text put
+`fair_retrieval.embedding.embedder_building.build_embedder(options, model)`, so adding or changing an option touches
+this module and the signatures that expose it. `PROMPT_NAMES` are the model prompts a builder may replace (a text put
 before every query or every document, as an instruct model expects).
 """
 
