@@ -24,13 +24,14 @@ The modules, with the names exported from each:
 - `files`: a store file saved together with its index folder (one atomic commit) and read back consistently while
   another process may be saving. `save_store_file`, `load_store_file`, `store_generation`, `StoreGeneration`.
 - `arguments`: checks of the arguments store calls take. `checked_entries` (the documents of an add, checked),
-  `id_strings`, `new_ids`, `repeated`, `preview`.
+  `id_strings`, `ids_to_delete`, `new_ids`, `repeated`, `preview`, `require_some`.
 - `metadata`: metadata kept as JSON. `json_metadata_list`.
 - `filter_grammar`: the one filter grammar of the stores. `compile_filter` (a filter dict → a predicate on
   metadata), `Predicate`.
 - `operator_filters`: filters written as (field, operator name, value) conditions, as LlamaIndex's
   `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names).
-- `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`.
+- `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`, `record_filter` (as a test of
+  a stored record).
 - `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
   by MMR), `mmr_order` (the exact greedy selection).
 - `vector_queries`: a query by vector checked and answered in a query mode ("default", "mmr").
@@ -47,6 +48,9 @@ The modules, with the names exported from each:
   `store_from_bytes`.
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
+- `text_documents`: documents as (id, text, metadata) and the folder layout of a store saved under a name (the
+  LangChain store's records). `TextDocument`, `text_document_format`, `checked_documents`, `hit_metadata`,
+  `named_store_paths`, `pickled_folder_error`, `DEFAULT_INDEX_NAME`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
   `is_raw_faiss`, `read_raw_faiss`, `read_legacy_folder` (a folder LlamaIndex persisted around one).
 
@@ -59,9 +63,17 @@ document) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int` (`fai
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
-from fair_retrieval.stores.arguments import checked_entries, id_strings, new_ids, preview, repeated
+from fair_retrieval.stores.arguments import (
+    checked_entries,
+    id_strings,
+    ids_to_delete,
+    new_ids,
+    preview,
+    repeated,
+    require_some,
+)
 from fair_retrieval.stores.cached_windows import CachedWindowEmbedder, cached_window_embedder
-from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
+from fair_retrieval.stores.compiled_filter import StoreFilter, record_filter, store_filter
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
     DEFAULT_MULTIVECTOR,
@@ -82,6 +94,15 @@ from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, 
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
+from fair_retrieval.stores.text_documents import (
+    DEFAULT_INDEX_NAME,
+    TextDocument,
+    checked_documents,
+    hit_metadata,
+    named_store_paths,
+    pickled_folder_error,
+    text_document_format,
+)
 from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
 from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs, unit_rows
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
@@ -92,6 +113,7 @@ from fair_retrieval.validate import positive_int
 __all__ = [
     "AGGREGATE_KEY",
     "BEST_WINDOW_KEY",
+    "DEFAULT_INDEX_NAME",
     "DEFAULT_MULTIVECTOR",
     "MULTIVECTOR_KEY",
     "QUERY_MODES",
@@ -113,6 +135,7 @@ __all__ = [
     "StoreIndex",
     "StoreMetric",
     "StoreWindows",
+    "TextDocument",
     "WindowCache",
     "WindowEmbedder",
     "WrappedStore",
@@ -120,6 +143,7 @@ __all__ = [
     "check_identity",
     "check_query",
     "check_store_entries",
+    "checked_documents",
     "checked_entries",
     "checked_windows",
     "combined_spec",
@@ -129,7 +153,9 @@ __all__ = [
     "embedder_identity",
     "ensure_text_list",
     "gathered_windows",
+    "hit_metadata",
     "id_strings",
+    "ids_to_delete",
     "is_raw_faiss",
     "json_bytes",
     "json_metadata_list",
@@ -138,16 +164,20 @@ __all__ = [
     "looks_like_raw_faiss",
     "mmr_hits",
     "mmr_order",
+    "named_store_paths",
     "new_ids",
     "node_vectors",
     "parse_versioned_json",
+    "pickled_folder_error",
     "positive_int",
     "preview",
     "read_legacy_folder",
     "read_raw_faiss",
+    "record_filter",
     "relevance_function",
     "repeated",
     "requested_mode",
+    "require_some",
     "save_store",
     "save_store_file",
     "store_bytes",
@@ -155,6 +185,7 @@ __all__ = [
     "store_from_bytes",
     "store_generation",
     "stored_windows",
+    "text_document_format",
     "text_vector_pairs",
     "unit_rows",
     "vector_query_hits",

@@ -10,7 +10,7 @@ from typing import Any
 from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.metadata import json_metadata_list
 
-__all__ = ["checked_entries", "id_strings", "new_ids", "preview", "repeated"]
+__all__ = ["checked_entries", "id_strings", "ids_to_delete", "new_ids", "preview", "repeated", "require_some"]
 
 PREVIEW_LIMIT = 5
 
@@ -73,3 +73,25 @@ def id_strings(values: Any, name: str) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be a list of ids, got {type(values).__name__} {values!r}; wrap one id: [id].")
     return [str(value) for value in values]
+
+
+def require_some(items: Sequence[Any], call: str, what: str, store: str) -> None:
+    """Refuse a class method that builds a store from `items` (`from_texts`, `from_embeddings`) given none.
+
+    Raises:
+        ValueError: `items` is empty; the message points to the constructor for an empty store.
+    """
+    if not items:
+        raise ValueError(f"{call} got no {what}. To start with an empty store, use {store}(embedding) and add later.")
+
+
+def ids_to_delete(ids: Any) -> list[str]:
+    """The ids a delete was given, as a list of strings; None is refused rather than read as "everything".
+
+    Raises:
+        ValueError: `ids` is None (to empty a store, pass its ids).
+        TypeError: `ids` is a single string or holds a non-string (`ensure_text_list`).
+    """
+    if ids is None:
+        raise ValueError("delete() needs the ids to delete; to delete every document, pass store.ids.")
+    return ensure_text_list(ids, "ids")

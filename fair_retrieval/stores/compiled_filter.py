@@ -13,7 +13,7 @@ from typing import Any
 from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.metadata import private_copy
 
-__all__ = ["StoreFilter", "store_filter"]
+__all__ = ["StoreFilter", "record_filter", "store_filter"]
 
 
 class StoreFilter:
@@ -45,3 +45,14 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
         user_filter = spec
         return StoreFilter(lambda metadata: bool(user_filter(private_copy(metadata))))
     return StoreFilter(compile_filter(spec))
+
+
+def record_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | None) -> Callable[[Any], bool] | None:
+    """`store_filter(spec)` as a test of a stored record by its `metadata` attribute (what `DocumentStore.search`
+    takes as `keep`); None keeps every record.
+
+    Raises:
+        ValueError: a malformed filter dict (`store_filter`).
+    """
+    predicate = store_filter(spec)
+    return None if predicate is None else (lambda record: predicate(record.metadata))

@@ -28,6 +28,11 @@ class WrappedStore:
         return self._store.index
 
     @property
+    def ids(self) -> list[str]:
+        """The ids of the stored documents (nodes), in insertion order."""
+        return self._store.records.keys
+
+    @property
     def metric(self) -> str:
         """What the scores are: "cosine" or "ip" (inner products, larger is better), "l2" (squared distances)."""
         return self._store.metric

@@ -1,58 +1,44 @@
 """Where a `FaissVectorStore` is saved and what its store.json holds; `save_local` and `load_local`.
 
-Saving, loading and their checks are `fair_retrieval.stores`' (`save_store`, `load_store`); this module names the
-files, writes and reads a document entry, and refuses a folder of langchain-community's FAISS store (its documents
-are in a pickle) with the way to convert it.
+Saving, loading, the folder layout and the document entries are `fair_retrieval.stores`' (`save_store`,
+`load_store`, `named_store_paths`, `text_document_format`); this module gives them LangChain's signatures.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval.stores import DocumentStore, StoreFormat, load_store, save_store, store_bytes, store_from_bytes
+from fair_retrieval.stores import (
+    DEFAULT_INDEX_NAME,
+    DocumentStore,
+    TextDocument,
+    load_store,
+    named_store_paths,
+    pickled_folder_error,
+    save_store,
+    store_bytes,
+    store_from_bytes,
+    text_document_format,
+)
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_INDEX_NAME = "index"  # langchain-community's default; this name keeps the original layout
-
-
-class StoredDocument(NamedTuple):
-    """A stored document (a tuple, lighter than a LangChain `Document`: one is built per result)."""
-
-    key: str  # the LangChain id
-    text: str
-    metadata: dict[str, Any]
-
-
-def _decode(entry: Mapping[str, Any]) -> tuple[int, StoredDocument]:
-    return int(entry["int_id"]), StoredDocument(entry["id"], entry["text"], entry["metadata"])
-
-
-STORE_FORMAT: StoreFormat[StoredDocument] = StoreFormat(
-    name="langchain-fair-faiss-store",
-    version=1,
-    store="FaissVectorStore",
-    writer="FaissVectorStore.save_local()",
-    upgrade="langchain-fair",
-    records_key="documents",
-    encode=lambda int_id, doc: {"id": doc.key, "int_id": int_id, "text": doc.text, "metadata": doc.metadata},
-    decode=_decode,
-    names_index_folder=False,  # "has_index": the folder's place follows from index_name
-    replaced_move_to_end=True,  # LangChain: an upserted document moves to the end
+STORE_FORMAT = text_document_format(
+    "langchain-fair-faiss-store", "FaissVectorStore", "FaissVectorStore.save_local()", "langchain-fair"
 )
 
 
 class LocalFolders:
     """`save_local` and `load_local`: `FaissVectorStore`'s base class."""
 
-    _store: DocumentStore[StoredDocument]
+    _store: DocumentStore[TextDocument]
     _relevance_score_fn: Callable[[float], float] | None
 
     def save_local(
@@ -70,7 +56,7 @@ class LocalFolders:
             ValueError: an empty `index_name` or one with a path separator.
         """
         folder = Path(folder_path)
-        index_folder, store_file = saved_paths(folder, index_name)
+        index_folder, store_file = named_store_paths(folder, index_name)
         folder.mkdir(parents=True, exist_ok=True)
         save_store(self._store, STORE_FORMAT, store_file, index_folder, overwrite=overwrite)
         logger.info("Saved %d documents to %s (index_name=%r)", len(self._store), folder, index_name)
@@ -101,25 +87,17 @@ class LocalFolders:
             multivector: None loads the saved mode; True or False requires it.
 
         Raises:
-            FileNotFoundError: no store file (or index); for a langchain-community folder (`index.faiss` +
-                `index.pkl`), the message says how to convert it (see the LangChain guide).
-            DamagedFileError: (a ValueError) a truncated or corrupted file; the message names it.
-            ValueError: malformed or disagreeing files, a malformed `index_name`, another mode than `multivector`,
-                or other embeddings than the recorded ones (unless `allow_embedder_mismatch=True`).
-            TypeError: `embeddings` is not a LangChain `Embeddings`, or gives no windows for a multi-vector store.
+            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `fair_retrieval.stores.load_store` (a
+                langchain-community folder: `pickled_folder_error`, which says how to convert it); ValueError for a
+                malformed `index_name`; TypeError for `embeddings` that are not a LangChain `Embeddings`.
         """
         folder = Path(folder_path)
-        index_folder, store_file = saved_paths(folder, index_name)
+        index_folder, store_file = named_store_paths(folder, index_name)
         if allow_dangerous_deserialization:
             logger.debug("allow_dangerous_deserialization=True changes nothing: FaissVectorStore never unpickles.")
-        community = [path for path in (folder / f"{index_name}.faiss", folder / f"{index_name}.pkl") if path.is_file()]
-        if community and not store_file.is_file():
-            raise FileNotFoundError(
-                f"{folder} holds {' and '.join(path.name for path in community)}, written by langchain-community's "
-                f"FAISS.save_local, and no {store_file.name}. FaissVectorStore never unpickles (the documents are in "
-                "the .pkl): convert the folder once with langchain-community and FaissVectorStore.from_embeddings, "
-                "as the LangChain guide shows (docs/guides/langchain.md)."
-            )
+        pickled = pickled_folder_error(folder, index_name, store_file, "FaissVectorStore")
+        if pickled is not None:
+            raise pickled
         if not isinstance(embeddings, Embeddings):
             raise TypeError(f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}.")
         loaded = load_store(
@@ -151,19 +129,3 @@ class LocalFolders:
             ValueError: bytes of another kind, or cut short or changed (their digest disagrees); as `load_local`.
         """
         return store_from_bytes(serialized, lambda folder: cls.load_local(folder, embeddings, **kwargs), cls.__name__)
-
-
-def saved_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
-    """(index folder, store file) of a store saved under `index_name` in `folder` (ValueError: not a plain name)."""
-    if (
-        not isinstance(index_name, str)
-        or index_name in ("", ".", "..")
-        or any(separator in index_name for separator in ("/", "\\", os.sep))
-    ):
-        raise ValueError(
-            f"index_name must be a plain file name such as 'index' or 'products' (no path separators), got "
-            f"{index_name!r}; put the folder in folder_path."
-        )
-    if index_name == DEFAULT_INDEX_NAME:
-        return folder / "index", folder / "store.json"
-    return folder / index_name, folder / f"{index_name}.store.json"

@@ -3,23 +3,22 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
 
 from fair_retrieval.stores import (
-    BEST_WINDOW_KEY,
     DocumentStore,
-    StoreFilter,
     StoreHit,
+    TextDocument,
     check_query,
+    hit_metadata,
     mmr_hits,
     positive_int,
+    record_filter,
     store_filter,
 )
-from langchain_fair.local_folders import StoredDocument
 
 __all__ = ["Filter", "StoreSearch"]
 
@@ -29,7 +28,7 @@ Filter = Mapping[str, Any] | Callable[[dict[str, Any]], bool]  # see fair_retrie
 class StoreSearch:
     """The searches of `FaissVectorStore`, its base class."""
 
-    _store: DocumentStore[StoredDocument]
+    _store: DocumentStore[TextDocument]
 
     def similarity_search_with_score_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -60,8 +59,7 @@ class StoreSearch:
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
         """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
-        predicate = store_filter(filter)
-        return self.similarity_search_by_vector(self._store.embedder.embed_query(check_query(query)), k, predicate)
+        return [document for document, _ in self.similarity_search_with_score(query, k, filter)]
 
     def max_marginal_relevance_search_with_score_by_vector(
         self,
@@ -75,7 +73,7 @@ class StoreSearch:
         """k documents chosen for relevance and diversity (MMR, `fair_retrieval.stores.mmr_hits`; `lambda_mult` 1:
         relevance only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
         scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
-        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=_kept(store_filter(filter)))
+        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=record_filter(filter))
         return [(self._document(hit), hit.score) for hit in hits]
 
     def max_marginal_relevance_search_by_vector(
@@ -105,18 +103,10 @@ class StoreSearch:
         embedding = self._store.embedder.embed_query(check_query(query))
         return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
 
-    def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[StoredDocument]]:
-        keep = _kept(store_filter(filter))
-        return self._store.search(embedding, positive_int(k, "k"), keep=keep)
+    def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[TextDocument]]:
+        return self._store.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
 
     @staticmethod
-    def _document(hit: StoreHit[StoredDocument]) -> Document:
+    def _document(hit: StoreHit[TextDocument]) -> Document:
         """A copy of a stored document, with a multi-vector hit's best window in its metadata."""
-        window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
-        metadata = {**copy.deepcopy(hit.record.metadata), **window}
-        return Document(id=hit.record.key, page_content=hit.record.text, metadata=metadata)
-
-
-def _kept(predicate: StoreFilter | None) -> Callable[[StoredDocument], bool] | None:
-    """The compiled filter as a test of a stored document (None keeps all)."""
-    return None if predicate is None else (lambda document: predicate(document.metadata))
+        return Document(id=hit.record.key, page_content=hit.record.text, metadata=hit_metadata(hit))

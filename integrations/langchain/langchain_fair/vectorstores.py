@@ -21,14 +21,17 @@ from fair_retrieval.stores import (
     StoreHit,
     StoreMetric,
     StoreWindows,
+    TextDocument,
     WrappedStore,
-    checked_entries,
+    checked_documents,
     ensure_text_list,
+    ids_to_delete,
     relevance_function,
+    require_some,
     store_filter,
     text_vector_pairs,
 )
-from langchain_fair.local_folders import LocalFolders, StoredDocument
+from langchain_fair.local_folders import LocalFolders
 from langchain_fair.searching import StoreSearch
 
 logger = logging.getLogger(__name__)
@@ -73,7 +76,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     ) -> None:
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        self._store: DocumentStore[StoredDocument] = DocumentStore(
+        self._store: DocumentStore[TextDocument] = DocumentStore(
             metric=metric,
             kind=kind,
             gpu=gpu,
@@ -91,11 +94,6 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     def embeddings(self) -> Embeddings:
         """The embeddings used for documents and queries."""
         return self._store.embedder  # type: ignore[no-any-return]
-
-    @property
-    def ids(self) -> list[str]:
-        """The ids of the stored documents, in insertion order."""
-        return self._store.records.keys
 
     def __len__(self) -> int:
         return len(self._store)
@@ -116,7 +114,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             ValueError: metadatas or ids of the wrong length, or an id repeated within the call.
         """
         text_list = ensure_text_list(texts, "texts")
-        documents = [StoredDocument(*entry) for entry in checked_entries(text_list, metadatas, ids)]
+        documents = checked_documents(text_list, metadatas, ids)
         if documents:
             self._store.add_texts(documents, text_list, self.embeddings.embed_documents)
         return [document.key for document in documents]
@@ -133,7 +131,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     ) -> Self:
         """A new store holding `texts` (not none: use the constructor); `kwargs` go to the constructor."""
         text_list = ensure_text_list(texts, "texts")
-        _require_some(text_list, "from_texts", "texts")
+        require_some(text_list, "from_texts", "texts", cls.__name__)
         store = cls(embedding, **kwargs)
         store.add_texts(text_list, metadatas, ids=ids)
         return store
@@ -149,7 +147,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         as one window spanning the whole text), as `add_texts` otherwise (TypeError for a pair that is not (str,
         vector), ValueError for vectors of another size or not finite)."""
         text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
-        documents = [StoredDocument(*entry) for entry in checked_entries(text_list, metadatas, ids)]
+        documents = checked_documents(text_list, metadatas, ids)
         if documents:
             self._store.add(documents, vectors, "text_embeddings", lengths=[len(text) for text in text_list])
         return [document.key for document in documents]
@@ -165,7 +163,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     ) -> Self:
         """A new store holding (text, vector) pairs (not none); `embedding` embeds later texts and queries."""
         text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
-        _require_some(text_list, "from_embeddings", "(text, vector) pairs")
+        require_some(text_list, "from_embeddings", "(text, vector) pairs", cls.__name__)
         store = cls(embedding, **kwargs)
         store.add_embeddings(zip(text_list, vectors, strict=True), metadatas, ids)
         return store
@@ -194,9 +192,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
                 (nothing is deleted then).
             TypeError: `ids` is a single string or holds a non-string.
         """
-        if ids is None:
-            raise ValueError("delete() needs the ids to delete; to delete every document, pass store.ids.")
-        return not self._store.delete(ensure_text_list(ids, "ids"), strict=strict)
+        return not self._store.delete(ids_to_delete(ids), strict=strict)
 
     def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
         """A LangChain retriever; a `filter` in `search_kwargs` is checked now (ValueError here, not later)."""
@@ -208,10 +204,3 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # langchain-core's cosine / Euclidean conventions, read on our raw scores (inner products, squared distances)
         return self._relevance_score_fn or relevance_function(self._store.metric)
-
-
-def _require_some(texts: list[str], call: str, what: str) -> None:
-    if not texts:
-        raise ValueError(
-            f"{call} got no {what}. To start with an empty store, use FaissVectorStore(embedding) and add later."
-        )

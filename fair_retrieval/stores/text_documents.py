@@ -1,0 +1,123 @@
+"""Documents kept as (id, text, metadata), the records of a store whose framework has no node type of its own (the
+LangChain store), and the folder layout of such a store: where a store saved under a name lives in a folder.
+
+A `TextDocument` is a tuple, lighter than a framework's document object (one is built per search result), with its
+file entry (`text_document_format`: the JSON each saved document becomes). `named_store_paths` is the layout of
+langchain-community's FAISS store kept for ours (several stores share a folder under different names), and
+`pickled_folder_error` the refusal of a folder that store wrote (its documents are in a pickle, which is never read
+here).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from fair_retrieval.stores.arguments import checked_entries
+from fair_retrieval.stores.document_store import StoreHit
+from fair_retrieval.stores.store_format import StoreFormat
+from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
+
+__all__ = [
+    "DEFAULT_INDEX_NAME",
+    "TextDocument",
+    "checked_documents",
+    "hit_metadata",
+    "named_store_paths",
+    "pickled_folder_error",
+    "text_document_format",
+]
+
+DEFAULT_INDEX_NAME = "index"  # langchain-community's default name; under it the folder keeps the original layout
+
+
+class TextDocument(NamedTuple):
+    """A stored document: its framework id, its text and its JSON metadata."""
+
+    key: str
+    text: str
+    metadata: dict[str, Any]
+
+
+def checked_documents(texts: list[str], metadatas: Any, ids: Any) -> list[TextDocument]:
+    """The documents of an add: each text with its metadata (checked, copied as JSON) and id (a new UUID where
+    none is given), every entry checked before any is stored (`fair_retrieval.stores.checked_entries`)."""
+    return [TextDocument(*entry) for entry in checked_entries(texts, metadatas, ids)]
+
+
+def hit_metadata(hit: StoreHit[TextDocument]) -> dict[str, Any]:
+    """A copy of a found document's metadata (user code may edit it), with a multi-vector hit's best window under
+    `BEST_WINDOW_KEY`."""
+    window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
+    return {**copy.deepcopy(hit.record.metadata), **window}
+
+
+def _entry(int_id: int, document: TextDocument) -> dict[str, Any]:
+    return {"id": document.key, "int_id": int_id, "text": document.text, "metadata": document.metadata}
+
+
+def _decode(entry: Mapping[str, Any]) -> tuple[int, TextDocument]:
+    return int(entry["int_id"]), TextDocument(entry["id"], entry["text"], entry["metadata"])
+
+
+def text_document_format(name: str, store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
+    """The store file format of a store of `TextDocument`s: version 1, the documents under "documents" (their id,
+    int id, text and metadata), a "has_index" flag (the index folder's place follows from the store's name), and an
+    upserted document moved to the end (as LangChain orders them).
+
+    Args:
+        name: the format name the file records.
+        store: the store class's name, for messages.
+        writer: what writes the file, for messages.
+        upgrade: the distribution to upgrade when the file is newer.
+    """
+    return StoreFormat(
+        name=name,
+        version=1,
+        store=store,
+        writer=writer,
+        upgrade=upgrade,
+        records_key="documents",
+        encode=_entry,
+        decode=_decode,
+        names_index_folder=False,
+        replaced_move_to_end=True,
+    )
+
+
+def named_store_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
+    """(index folder, store file) of a store saved under `index_name` in `folder`: `index/` and `store.json` for the
+    default name, else `<name>/` and `<name>.store.json`.
+
+    Raises:
+        ValueError: `index_name` is empty, "." or "..", or holds a path separator.
+    """
+    if (
+        not isinstance(index_name, str)
+        or index_name in ("", ".", "..")
+        or any(separator in index_name for separator in ("/", "\\", os.sep))
+    ):
+        raise ValueError(
+            f"index_name must be a plain file name such as 'index' or 'products' (no path separators), got "
+            f"{index_name!r}; put the folder in folder_path."
+        )
+    if index_name == DEFAULT_INDEX_NAME:
+        return folder / "index", folder / "store.json"
+    return folder / index_name, folder / f"{index_name}.store.json"
+
+
+def pickled_folder_error(folder: Path, index_name: str, store_file: Path, store: str) -> FileNotFoundError | None:
+    """The error for a folder where langchain-community's FAISS store saved under `index_name` (`.faiss` and
+    `.pkl`) and no `store_file` is: its documents are in a pickle, which is never read; None for another folder."""
+    found = [path for path in (folder / f"{index_name}.faiss", folder / f"{index_name}.pkl") if path.is_file()]
+    if not found or store_file.is_file():
+        return None
+    return FileNotFoundError(
+        f"{folder} holds {' and '.join(path.name for path in found)}, written by langchain-community's "
+        f"FAISS.save_local, and no {store_file.name}. {store} never unpickles (the documents are in the .pkl): "
+        f"convert the folder once with langchain-community and {store}.from_embeddings, as the LangChain guide "
+        "shows (docs/guides/langchain.md)."
+    )
