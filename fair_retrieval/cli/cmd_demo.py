@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _squad_task(args: argparse.Namespace, embedder: Any) -> Any:
-    from fair_retrieval.evaluation.data.named import find_local
+    from fair_retrieval.evaluation.data.dataset_locations import find_local
     from fair_retrieval.evaluation.data.squad import build_position_benchmark
 
     root = find_local("squad-v2", args.data_dir)
