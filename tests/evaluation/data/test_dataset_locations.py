@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from fair_retrieval.evaluation.data import dataset_locations as named
+from fair_retrieval.evaluation.data.dataset_locations import (
+    RemoteFile,
+    cache_dir,
+    dataset_files,
+    ensure_dataset,
+    find_local,
+)
 from fair_retrieval.evaluation.data.load import load_task
-from fair_retrieval.evaluation.data.dataset_locations import RemoteFile, cache_dir, dataset_files, ensure_dataset, find_local
 
 
 @pytest.fixture
