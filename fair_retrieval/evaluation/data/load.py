@@ -6,7 +6,7 @@ Accepted values:
     reddit                      SQuADShifts reddit (a domain shift from Wikipedia), consecutive posts joined likewise
     xquad:LANG                  XQuAD in LANG (ar, de, el, en, es, hi, ro, ru, th, tr, vi, zh), same construction
     scifact                     SciFact claims → abstracts, BEIR test split
-                                (these four: local copies or downloaded on first use: `evaluation.data.dataset_locations`)
+                                (these four: local copies, or downloaded once: `evaluation.data.dataset_locations`)
     PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a PosIR domain folder,
                                 a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
     hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN
