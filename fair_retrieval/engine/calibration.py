@@ -31,15 +31,11 @@ _SPECIAL_TOKENS_MODES: tuple[str, ...] = get_args(SpecialTokensMode)
 class Calibration(FrozenJson):
     """How documents are calibrated at indexing time.
 
-    The defaults are the library's, chosen on dev data of two models (all-MiniLM-L6-v2 and multilingual-e5-small)
-    by the rule in docs/second_model_study.md: λ = 0.05 on the last half of the layers, baskets of 192 tokens,
-    special tokens kept out of the baskets, and only texts of at least two full baskets (384 content tokens)
-    calibrated; shorter texts are embedded plainly. The strength is the safe end of what was measured: λ = 0.05 is
-    the one strength that lost at most 0.001 nDCG@10 on every position set of both models (XQuAD in 12 languages
-    on e5-small included); λ = 0.25, the default before, cut position bias more and cost e5-small 0.0011 on
-    XQuAD-ro, λ = 0.5 cost it 0.007 on SQuAD-v2. Pass a larger strength for more fairness where your model shows
-    more position bias (`fair-retrieval eval` measures it).
-    `Calibration.paper()` gives the published configuration.
+    The defaults (λ = 0.05 on the last half of the layers, baskets of 192 tokens, special tokens kept out of the
+    baskets, only texts of at least two full baskets, 384 content tokens, calibrated; shorter texts embedded
+    plainly) are the safe end of what was measured on two models: how they were chosen, and what larger strengths
+    cost, is in docs/defaults.md. Pass a larger strength for more fairness where your model shows more position
+    bias (`fair-retrieval eval` measures it). `Calibration.paper()` gives the published configuration.
 
     Args:
         strength: λ ∈ [0, 1], the blend between calibrated (1) and original (0) attention.
