@@ -52,6 +52,6 @@ def test_a_very_long_text_is_announced_with_its_cost(tiny_model: str, caplog: py
     book = "word " * (LONG_TEXT_CHARACTERS // 5 + 1)
     with caplog.at_level(logging.WARNING, logger="fair_retrieval.embedding.embedder"):
         embed_model.get_text_embedding_batch(["short", book])
-    (warning,) = [r.getMessage() for r in caplog.records if "will be embedded as about" in r.getMessage()]
+    (warning,) = [r.getMessage() for r in caplog.records if "will be embedded as" in r.getMessage()]
     assert f"1 text longer than {LONG_TEXT_CHARACTERS} characters" in warning
-    assert "forward passes" in warning
+    assert "forward passes" in warning and "a progress bar shows it" in warning
