@@ -36,6 +36,7 @@ from fair_retrieval.embedding.keywords import (
     KeywordReader,
     check_refused,
     refuse_unknown,
+    resolved_options,
 )
 from fair_retrieval.embedding.keywords import shared_recipe as _shared_recipe
 from fair_retrieval.embedding.windows import chunk_plan
@@ -273,14 +274,7 @@ def embedder_values(embedder: FairEmbedder, options: EmbedderOptions) -> dict[st
     """The option values an adapter's fields show for `embedder`: what the embedder resolved (a default of None
     becomes the model's own), and `options`' precision and show_progress_bar (the embedder keeps no copy)."""
     return {
-        "calibration": embedder.calibration,
-        "pooling": embedder.pooling,
-        "max_length": embedder.max_length,
-        "long_documents": embedder.long_documents,
-        "window_overlap": embedder.window_overlap,
-        "window_boundaries": embedder.window_boundaries,
-        "window_tokens": embedder.window_tokens,
-        "device": str(embedder.device),
+        **resolved_options(embedder),
         "precision": options.precision,
         "show_progress_bar": options.show_progress_bar,
     }

@@ -32,6 +32,7 @@ __all__ = [
     "KeywordReader",
     "closest",
     "refuse_unknown",
+    "resolved_options",
     "shared_recipe",
 ]
 
@@ -332,22 +333,34 @@ class AdapterSettings:
         return built
 
 
+def resolved_options(embedder: FairEmbedder) -> dict[str, Any]:
+    """The options `embedder` resolved (a default of None becomes the model's own): calibration, pooling,
+    max_length, long_documents, window_overlap, window_boundaries, window_tokens and device. One list for what an
+    adapter's fields show and what a pickled adapter loads again."""
+    return {
+        "calibration": embedder.calibration,
+        "pooling": embedder.pooling,
+        "max_length": embedder.max_length,
+        "long_documents": embedder.long_documents,
+        "window_overlap": embedder.window_overlap,
+        "window_boundaries": embedder.window_boundaries,
+        "window_tokens": embedder.window_tokens,
+        "device": str(embedder.device),
+    }
+
+
 def shared_recipe(embedder: FairEmbedder) -> tuple[str, dict[str, Any]]:
     """What a pickled adapter over a shared `embedder` loads instead of it: the model by name and the settings
-    that give the same vectors (calibration, window, pooling, prompts), for `AdapterSettings.of`.
+    that give the same vectors (`resolved_options`, batch size, positional scaling, prompts), for
+    `AdapterSettings.of`.
 
     Why: a loaded model does not pickle (locks, hooks), and a worker process loads its own copy anyway.
     """
     identity = embedder.identity()
     settings = {
-        "calibration": embedder.calibration,
-        "pooling": embedder.pooling,
-        "max_length": embedder.max_length,
+        **resolved_options(embedder),
         "batch_size": embedder.batch_size,
-        "long_documents": embedder.long_documents,
-        "window_overlap": embedder.window_overlap,
         "positional_scaling": embedder.positional_scaling,
-        "device": str(embedder.device),
         "query_prompt": identity["query_prompt"],
         "document_prompt": identity["document_prompt"],
     }

@@ -130,3 +130,10 @@ def test_a_splitter_plan_is_one_window_counted_in_model_tokens(tiny_models: dict
     assert plan.tokens("hello world") == embedder.tokenizer.encode("hello world", add_special_tokens=False)
     with pytest.raises(ValueError, match="chunk overlap must be"):
         SplitterPlan.of(embedder, 10, 10)
+
+
+def test_a_shared_embedder_s_recipe_keeps_its_window_shape(tiny_models: dict[str, str]) -> None:
+    shared = FairEmbedder(tiny_models["bert-mean"], device="cpu", window_boundaries="text", window_tokens=20)
+    again = pickle.loads(pickle.dumps(EmbedderRecipe.of("Adapter", None, {}, shared))).load()
+    assert (again.window_boundaries, again.window_tokens) == ("text", 20)
+    assert again.identity() == shared.identity()
