@@ -67,8 +67,9 @@ class CachedWindowEmbedder:
             fresh = self.inner.embed_document_windows([texts[position] for position in missing], **arguments)
             pairs = []
             for row, position in enumerate(missing):
-                found[position] = fresh.select([row])
-                pairs.append((keys[position], _encoded(fresh.select([row]))))
+                window = fresh.select([row])
+                found[position] = window
+                pairs.append((keys[position], _encoded(window)))
             self.store.mset(pairs)
         return concatenate([entry for entry in found if entry is not None])
 

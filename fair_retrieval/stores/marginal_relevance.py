@@ -40,8 +40,7 @@ def mmr_order(query: Any, vectors: Any, k: int, lambda_mult: float = 0.5) -> lis
     Raises:
         ValueError: `lambda_mult` outside [0, 1].
     """
-    if not 0.0 <= lambda_mult <= 1.0:
-        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
+    _check_lambda(lambda_mult)
     count = min(k, len(vectors))
     if count <= 0:
         return []
@@ -74,8 +73,7 @@ def mmr_hits(
         ValueError: a bad `k`, `fetch_k` or `lambda_mult`, or a query of another size than the stored vectors.
     """
     positive_int(k, "k")
-    if not 0.0 <= lambda_mult <= 1.0:
-        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
+    _check_lambda(lambda_mult)
     pool = len(store) if fetch_k is None else max(k, positive_int(fetch_k, "fetch_k"))
     hits = store.search(query, max(pool, 1), among=among, keep=keep)
     if not hits:
@@ -83,6 +81,12 @@ def mmr_hits(
     prepared = store.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, "the query embedding")[0]
     vectors = store.vectors([hit.int_id for hit in hits])
     return [hits[position] for position in mmr_order(prepared, vectors, k, lambda_mult)]
+
+
+def _check_lambda(lambda_mult: float) -> None:
+    """Refuse a λ outside [0, 1] (ValueError), before any work."""
+    if not 0.0 <= lambda_mult <= 1.0:
+        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
