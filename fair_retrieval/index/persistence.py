@@ -115,8 +115,8 @@ def write_folder(
         base: `(generation,)` of the folder as the writer read it (`FaissIndex.load`, or its last save there):
             the save is refused when another writer published a newer one meanwhile. None (an index built in
             memory): the save is refused when the folder already holds an index, unless `overwrite`.
-        overwrite: replace an index the folder holds that this one was not loaded from (the caller's documented
-            `overwrite=True`).
+        overwrite: replace an index the folder holds that this one was neither loaded from nor saved as (the
+            caller's documented `overwrite=True`).
 
     Returns:
         The generation this save published (`jsonio.record_generation` of the folder).

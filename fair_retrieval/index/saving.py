@@ -79,7 +79,7 @@ class SavedIndex:
                 with the index: name relative to `folder` (it may lead out of it, e.g. "../store.json") → a
                 finished file with the new content, on the same file system, which is moved (not copied). Readers
                 find them through index.json with `jsonio.Snapshot`.
-            overwrite: replace an index the folder holds that this one was not loaded from (or saved as).
+            overwrite: replace an index the folder holds that this one was neither loaded from nor saved as.
 
         Returns:
             The folder path.

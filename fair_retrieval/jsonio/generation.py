@@ -50,9 +50,9 @@ def refuse_replacing(path: Path, what: str, overwrite: str) -> StoreConflictErro
         path,
         what,
         message=(
-            f"{path} already holds a saved {what}, and this {what} was not loaded from it; nothing was written. "
-            f"Load it and apply your change to it (retry on StoreConflictError), pass {overwrite} to replace it, "
-            "or delete it first."
+            f"{path} already holds a saved {what}, and this {what} was neither loaded from it nor saved there; "
+            "nothing was written. Load it and apply your change to it (retry on StoreConflictError), pass "
+            f"{overwrite} to replace it, or delete it first."
         ),
     )
 

@@ -117,8 +117,8 @@ def save_store_file(
         base: the generation the store was loaded from (or last saved as); when it names `store_file`, a store
             file that another writer replaced since is not overwritten. None (a store built in memory), or the
             generation of another store file: a store file already there is not replaced unless `overwrite`.
-        overwrite: replace a store file already there that this store was not loaded from (the caller's
-            documented `overwrite=True`).
+        overwrite: replace a store file already there that this store was neither loaded from nor saved as (the
+            caller's documented `overwrite=True`).
 
     Returns:
         The generation this save wrote, to pass as `base` to the store's next save.

@@ -50,9 +50,9 @@ class LocalFolders:
         over a store the folder already holds unless `overwrite=True`.
 
         Raises:
-            StoreConflictError: (a ValueError) another writer saved there after this store was loaded (load it
-                again, redo the change, save again), or the folder holds a store this one was not loaded from and
-                `overwrite` is False; nothing is written.
+            StoreConflictError: (a ValueError) another writer saved there after this store was loaded or saved
+                there (load it again, redo the change, save again), or the folder holds a store this one was
+                neither loaded from nor saved to and `overwrite` is False; nothing is written.
             ValueError: an empty `index_name` or one with a path separator.
         """
         folder = Path(folder_path)

@@ -101,8 +101,9 @@ class PersistFiles:
 
         Raises:
             NotImplementedError: a non-local `fs` (faiss writes local files only).
-            StoreConflictError: (a ValueError) another writer persisted there since this store was loaded, or a
-                store is there that this one was not loaded from (and `overwrite` is False).
+            StoreConflictError: (a ValueError) another writer persisted there since this store was loaded or
+                persisted there, or a
+                store is there that this one was neither loaded from nor persisted to (and `overwrite` is False).
         """
         _require_local(fs)
         path = Path(persist_path)
