@@ -29,12 +29,13 @@ import math
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, get_args
+from typing import IO, Any, get_args
 
 from fair_retrieval.cli.common import gpu_choice, model_reference, require_faiss
 from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
     manifest_identity,
+    open_published,
     query_embedder_options,
     read_manifest,
     read_rows,
@@ -112,19 +113,23 @@ def run(args: argparse.Namespace) -> int:
         )
     several = args.queries is not None or len(args.query) > 1
     chunks = manifest.get("chunking") is not None
-    for query in queries:
-        results = search_one(index, embedder, query, top_k, folder / DOCUMENTS_FILE)
-        if args.json:
-            answer = finite_json({"query": query, "results": results})
-            print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
-        else:
-            print_results(query if several else None, results, chunks)
+    documents = folder / DOCUMENTS_FILE  # read_manifest checked its name
+    with open_published(documents) as rows:  # opened and checked once, for every query
+        for query in queries:
+            results = search_one(index, embedder, query, top_k, documents, rows)
+            if args.json:
+                answer = finite_json({"query": query, "results": results})
+                print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
+            else:
+                print_results(query if several else None, results, chunks)
     return 0
 
 
-def search_one(index: Any, embedder: Any, query: str, top_k: int, documents: Path) -> list[dict[str, Any]]:
-    """The `top_k` results for `query`: rank, score, id, text and metadata of each document (from `documents`),
-    and its best window in a multi-vector index."""
+def search_one(
+    index: Any, embedder: Any, query: str, top_k: int, documents: Path, handle: IO[bytes]
+) -> list[dict[str, Any]]:
+    """The `top_k` results for `query`: rank, score, id, text and metadata of each document (from `documents`,
+    open as `handle`), and its best window in a multi-vector index."""
     from fair_retrieval import MultiVectorIndex
 
     query_vector = embedder.embed_queries([query])
@@ -135,7 +140,7 @@ def search_one(index: Any, embedder: Any, query: str, top_k: int, documents: Pat
     else:
         scores, ids = index.search(query_vector, top_k)
         hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
-    rows = read_rows(documents, {i for i, _, _ in hits})  # read_manifest checked its name
+    rows = read_rows(documents, {i for i, _, _ in hits}, handle)
     return [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
         | ({BEST_WINDOW_KEY: window} if window is not None else {})

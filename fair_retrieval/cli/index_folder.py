@@ -307,8 +307,14 @@ def manifest_identity(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
+def read_rows(path: Path, wanted: set[int], handle: IO[bytes] | None = None) -> dict[int, dict[str, Any]]:
     """Rows `wanted` (0-based line numbers = vector ids) of documents.jsonl, read in one pass.
+
+    Args:
+        path: documents.jsonl of an index folder.
+        wanted: the line numbers to read.
+        handle: the file as `open_published(path)` gave it, read from its start and left open (a search answering
+            several queries opens and checks it once); None opens and checks it here.
 
     Raises:
         ValueError: if rows are missing (DamagedFileError when a row is not JSON): the folder is inconsistent.
@@ -316,18 +322,24 @@ def read_rows(path: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
     if not wanted:
         return rows
+    if handle is None:
+        with open_published(path) as opened:
+            return read_rows(path, wanted, opened)
+    handle.seek(0)
     line_number = 0
-    with open_published(path) as handle, io.TextIOWrapper(handle, encoding="utf-8") as text:
-        try:
-            for line_number, line in enumerate(text, start=1):
-                if line_number - 1 in wanted:
-                    rows[line_number - 1] = json.loads(line)
-                    if len(rows) == len(wanted):
-                        break
-        except json.JSONDecodeError as error:
-            raise DamagedFileError(path, f"line {line_number} is not valid JSON ({error})", REBUILD) from None
-        except UnicodeDecodeError:
-            raise DamagedFileError(path, f"it is not UTF-8 text after line {line_number}", REBUILD) from None
+    text = io.TextIOWrapper(handle, encoding="utf-8")
+    try:
+        for line_number, line in enumerate(text, start=1):
+            if line_number - 1 in wanted:
+                rows[line_number - 1] = json.loads(line)
+                if len(rows) == len(wanted):
+                    break
+    except json.JSONDecodeError as error:
+        raise DamagedFileError(path, f"line {line_number} is not valid JSON ({error})", REBUILD) from None
+    except UnicodeDecodeError:
+        raise DamagedFileError(path, f"it is not UTF-8 text after line {line_number}", REBUILD) from None
+    finally:
+        text.detach()  # the handle stays open for the next query
     missing = wanted - rows.keys()
     if missing:
         raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")
