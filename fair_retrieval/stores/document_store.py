@@ -29,6 +29,7 @@ from fair_retrieval.embedding.identity import embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
 from fair_retrieval.index import Metric as IndexMetric
+from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
 from fair_retrieval.stores.arguments import id_strings, preview
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
@@ -40,6 +41,7 @@ from fair_retrieval.stores.document_modes import (
 )
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
+from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows, new_store_mode
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
@@ -93,6 +95,10 @@ class DocumentStore(Generic[R]):
         replaced_move_to_end: whether an upserted document moves to the end of the insertion order.
         group_of: the group of a record (e.g. its source document), or None for no groups.
         name: how messages name the store's class, e.g. "FaissVectorStore".
+        windows: the windows a multi-vector store keeps (None: `default_windows`).
+        text_of: the text of a record, what its lexical side searches (None: no lexical side, dense only).
+        lexical: how the lexical side reads and scores texts (None: `LexicalSettings()`, English).
+        search: how text queries are answered by default (None: `SearchSettings()`); the adapters read it.
 
     Raises:
         TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, or a
@@ -117,8 +123,19 @@ class DocumentStore(Generic[R]):
         group_of: Callable[[R], str] | None = None,
         name: str = "DocumentStore",
         windows: StoreWindows | None = None,
+        text_of: Callable[[R], str] | None = None,
+        lexical: LexicalSettings | None = None,
+        search: SearchSettings | None = None,
     ) -> None:
         self.name = name
+        if lexical is not None and not isinstance(lexical, LexicalSettings):
+            raise TypeError(f"lexical must be a fair_retrieval.lexical.LexicalSettings, got {type(lexical).__name__}.")
+        if search is not None and not isinstance(search, SearchSettings):
+            raise TypeError(f"search must be a fair_retrieval.stores.SearchSettings, got {type(search).__name__}.")
+        self.search_settings = search or SearchSettings()
+        self._lexical = None if text_of is None else LexicalIndex(lexical or LexicalSettings(), text_of)
+        if text_of is None and self.search_settings.mode != "dense":
+            raise ValueError(f"{name} has no lexical side (no record text); search it in mode 'dense'.")
         mode, self.windows = new_store_mode(multivector, aggregate, index, embedder, name, windows)
         if index is not None:
             mode = given_index_mode(index, mode, dim, name)
@@ -301,16 +318,97 @@ class DocumentStore(Generic[R]):
         if not self._records:
             return []
         matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)
-        selected: Sequence[int] | np.ndarray | None = among
+        selected = self._selected(among, keep)
+        if selected is not None and not len(selected):  # nothing qualifies
+            return []
+        hits = self._records.search_hits(matrix, k, selected)
+        return [StoreHit(int_id, self._records.records[int_id], score, window) for int_id, score, window in hits]
+
+    @property
+    def lexical(self) -> LexicalSettings | None:
+        """How the lexical side reads and scores texts (None: the store has no lexical side)."""
+        return None if self._lexical is None else self._lexical.settings
+
+    def lexical_search(
+        self,
+        query: str,
+        k: int,
+        *,
+        among: Sequence[int] | None = None,
+        keep: Callable[[R], bool] | None = None,
+    ) -> list[StoreHit[R]]:
+        """The k documents with the best BM25 scores for a query text, best first, among `among` and those `keep`
+        accepts; only documents sharing a word with the query (an empty query, or one without words, finds none).
+        Scores are BM25's (larger is better); hits carry no window.
+
+        Raises:
+            ValueError: the store has no lexical side.
+        """
+        lexical = self._require_lexical()
+        if not self._records:
+            return []
+        selected = self._selected(among, keep)
+        if selected is not None and not len(selected):
+            return []
+        found = lexical.search(self._records.records, self._records.revision, query, k, selected)
+        return [StoreHit(int_id, self._records.records[int_id], score, None) for int_id, score in found]
+
+    def hybrid_search(
+        self,
+        query_vector: Any,
+        query: str,
+        k: int,
+        *,
+        among: Sequence[int] | None = None,
+        keep: Callable[[R], bool] | None = None,
+        settings: SearchSettings | None = None,
+        dense_k: int | None = None,
+        sparse_k: int | None = None,
+        source: str = "the query embedding",
+    ) -> list[StoreHit[R]]:
+        """The k best documents of the dense and the lexical search fused (`fair_retrieval.lexical.fuse`), best
+        first, with fused scores in [0, 1]; each side gives max(k, `settings.candidates`) candidates unless
+        `dense_k` / `sparse_k` say otherwise. A hit keeps its best window when the dense side found it.
+
+        Raises:
+            ValueError: the store has no lexical side, or a query vector of another size.
+        """
+        chosen = settings or self.search_settings
+        self._require_lexical()
+        if not self._records:
+            return []
+        pool = max(k, chosen.candidates)
+        dense = self.search(query_vector, dense_k or pool, among=among, keep=keep, source=source)
+        lexical = self.lexical_search(query, sparse_k or pool, among=among, keep=keep)
+        by_id = {hit.int_id: hit for hit in lexical}
+        by_id.update({hit.int_id: hit for hit in dense})
+        fused = fuse(
+            [(hit.int_id, hit.score) for hit in dense],
+            [(hit.int_id, hit.score) for hit in lexical],
+            k,
+            fusion=chosen.fusion,
+            alpha=chosen.alpha,
+            dense_larger_is_better=self._metric != "l2",
+        )
+        return [StoreHit(int_id, by_id[int_id].record, score, by_id[int_id].best_window) for int_id, score in fused]
+
+    def _selected(
+        self, among: Sequence[int] | None, keep: Callable[[R], bool] | None
+    ) -> Sequence[int] | np.ndarray | None:
+        """The int ids a search may return (None: every record; an empty list: none qualifies)."""
         if keep is not None:
             kept = self._records.matching(keep, among)
             if not kept:
                 return []
-            selected = None if among is None and len(kept) == len(self._records) else np.asarray(kept, np.int64)
-        elif among is not None and not among:
+            return None if among is None and len(kept) == len(self._records) else np.asarray(kept, np.int64)
+        if among is not None and not among:
             return []
-        hits = self._records.search_hits(matrix, k, selected)
-        return [StoreHit(int_id, self._records.records[int_id], score, window) for int_id, score, window in hits]
+        return among
+
+    def _require_lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            raise ValueError(f"{self.name} has no lexical side (no record text); search it in mode 'dense'.")
+        return self._lexical
 
     # ------------------------------------------------------------------------------------------------ changing
 

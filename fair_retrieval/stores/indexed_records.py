@@ -78,8 +78,15 @@ class IndexedRecords(Generic[R]):
         self._records: dict[int, R] = {}
         self._groups: dict[str, set[int]] = {}
         self._next_int_id = 0
+        self._revision = 0
 
     # ------------------------------------------------------------------------------------------------ reading
+
+    @property
+    def revision(self) -> int:
+        """A counter that changes with every change of the records (what a lexical index compares to know whether
+        it still equals them)."""
+        return self._revision
 
     @property
     def index(self) -> StoreIndex | None:
@@ -244,6 +251,7 @@ class IndexedRecords(Generic[R]):
         if self._index is not None and len(self._index):
             self._index.remove(self._index.ids)
         self._int_ids, self._records, self._groups, self._next_int_id = {}, {}, {}, 0
+        self._revision += 1
 
     def restore(self, index: StoreIndex | None, entries: Iterable[tuple[int, R]], next_int_id: int) -> None:
         """Fill an empty instance with a saved store: its index, its (int id, record) entries and its counter.
@@ -260,6 +268,7 @@ class IndexedRecords(Generic[R]):
     # ------------------------------------------------------------------------------------------------ internals
 
     def _remember(self, int_id: int, record: R) -> None:
+        self._revision += 1
         previous = self._records.get(int_id)
         if previous is not None:
             self._leave_group(previous, int_id)
@@ -271,6 +280,7 @@ class IndexedRecords(Generic[R]):
             self._groups.setdefault(self._group_of(record), set()).add(int_id)
 
     def _forget(self, int_id: int) -> None:
+        self._revision += 1
         record = self._records.pop(int_id)
         del self._int_ids[record.key]
         self._leave_group(record, int_id)

@@ -1,0 +1,104 @@
+"""How a hybrid search joins the dense and the lexical rankings of one query into one: `fuse`.
+
+Each side gives its best candidates as (key, score) pairs, best first. The fusions are the ones the stacks and the
+vector databases offer:
+
+- "rrf": reciprocal rank fusion, Σ weight / (60 + rank) over the lists a document is in (Cormack et al. 2009; what
+  LlamaIndex's `QueryFusionRetriever(mode="reciprocal_rerank")` and LangChain's `EnsembleRetriever` compute), the
+  dense list weighted α and the lexical one 1 − α (α = 0.5: both equal, the plain RRF);
+- "relative_score": each list's scores min-max scaled to [0, 1], then α · dense + (1 − α) · lexical (Weaviate's
+  relative score fusion, LlamaIndex's `mode="relative_score"`); a document missing from a list scores 0 there;
+- "dist_based_score": the same with each list scaled by its mean ± 3 standard deviations (Qdrant / LlamaIndex's
+  distribution-based score fusion), robust to one outlying score.
+
+α is LlamaIndex's `alpha`: 1 is dense only, 0 lexical only. Fused scores lie in [0, 1] (RRF divided by the score of a
+document first in both lists), higher is better; ties keep the dense order, then the lexical one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+__all__ = ["FUSIONS", "RRF_K", "check_alpha", "check_fusion", "fuse"]
+
+FUSIONS: tuple[str, ...] = ("rrf", "relative_score", "dist_based_score")
+RRF_K = 60
+"""The rank constant of reciprocal rank fusion (the value of the paper and of both stacks)."""
+
+K = TypeVar("K", bound=Hashable)
+
+
+def check_fusion(fusion: Any) -> str:
+    """`fusion` if it is one of `FUSIONS`, else a ValueError naming them."""
+    if fusion not in FUSIONS:
+        raise ValueError(
+            f"fusion must be one of {FUSIONS} (reciprocal rank, min-max scaled scores, scores scaled by their "
+            f"distribution), got {fusion!r}."
+        )
+    return str(fusion)
+
+
+def check_alpha(alpha: Any) -> float:
+    """`alpha` as a float in [0, 1] (1: dense only, 0: lexical only), else a ValueError."""
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be a number in [0, 1] (1: dense only, 0: lexical only), got {alpha!r}.")
+    return float(alpha)
+
+
+def fuse(
+    dense: Sequence[tuple[K, float]],
+    lexical: Sequence[tuple[K, float]],
+    k: int,
+    *,
+    fusion: str = "rrf",
+    alpha: float = 0.5,
+    dense_larger_is_better: bool = True,
+) -> list[tuple[K, float]]:
+    """The k best documents of the two rankings fused, best first, with their fused scores in [0, 1].
+
+    Args:
+        dense: the dense side's candidates, best first (key, raw score).
+        lexical: the lexical side's candidates, best first (key, BM25 score).
+        k: how many to return at most.
+        fusion: one of `FUSIONS`.
+        alpha: the dense side's weight (1 − alpha the lexical side's).
+        dense_larger_is_better: False for distances (an "l2" store), whose scores are negated before scaling.
+    """
+    check_fusion(fusion)
+    alpha = check_alpha(alpha)
+    fused: dict[K, float] = {}
+    if fusion == "rrf":
+        top = alpha / (RRF_K + 1) + (1.0 - alpha) / (RRF_K + 1)
+        for weight, ranking in ((alpha, dense), (1.0 - alpha, lexical)):
+            for rank, (key, _) in enumerate(ranking, start=1):
+                fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank) / top
+    else:
+        sign = 1.0 if dense_larger_is_better else -1.0
+        for weight, ranking, direction in ((alpha, dense, sign), (1.0 - alpha, lexical, 1.0)):
+            scaled = _scaled([direction * score for _, score in ranking], fusion)
+            for (key, _), value in zip(ranking, scaled, strict=True):
+                fused[key] = fused.get(key, 0.0) + weight * value
+    first: dict[K, int] = {}
+    for position, (key, _) in enumerate([*dense, *lexical]):
+        first.setdefault(key, position)
+    ranked = sorted(fused.items(), key=lambda item: (-item[1], first[item[0]]))
+    return [(key, float(min(1.0, max(0.0, score)))) for key, score in ranked[:k]]
+
+
+def _scaled(scores: list[float], fusion: str) -> np.ndarray:
+    """One list's scores scaled to [0, 1]: min-max ("relative_score") or mean ± 3 σ ("dist_based_score"); a list
+    of equal scores (or of one) scales to 1."""
+    values = np.asarray(scores, dtype=np.float64)
+    if not len(values):
+        return values
+    if fusion == "relative_score":
+        low, high = values.min(), values.max()
+    else:
+        mean, spread = values.mean(), values.std()
+        low, high = mean - 3 * spread, mean + 3 * spread
+    if high - low <= 0:
+        return np.ones_like(values)
+    return np.clip((values - low) / (high - low), 0.0, 1.0)

@@ -1,0 +1,189 @@
+"""A BM25 index over a store's documents, kept equal to them: `LexicalIndex`.
+
+The scoring is bm25s's (the library llama-index's BM25 retriever uses; Lucene's BM25 variant by default, k1 = 1.5,
+b = 0.75); the words are `LexicalTokenizer`'s. The index holds no text of its own: it reads the store's records
+(`texts`: int id → text) and keeps each document's token ids, so every write of the store (add, upsert, delete,
+merge, load) is seen by comparing the records with what it tokenized, never by a second copy that could drift.
+bm25s indexes a fixed corpus, so after a change the index is rebuilt from the kept token ids on the next search
+(no text is tokenized again; a search without changes since reuses it).
+
+Nothing of it is saved: a store saves its texts and its `LexicalSettings`, and a loaded store rebuilds the index from
+those checked texts on its first lexical search, so a lexical side cannot be missing, damaged or of another save.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fair_retrieval.lexical.lexical_tokens import DEFAULT_LANGUAGE, LexicalTokenizer, check_language
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LEXICAL_METHODS", "LexicalIndex", "LexicalSettings"]
+
+LEXICAL_METHODS: tuple[str, ...] = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+"""bm25s's BM25 variants."""
+
+
+@dataclass(frozen=True)
+class LexicalSettings:
+    """How a store's lexical side reads and scores its documents (saved with the store).
+
+    Attributes:
+        language: the stemmer's language (`fair_retrieval.lexical.LANGUAGES`), or None: words as they are.
+        k1: BM25's term-frequency saturation.
+        b: BM25's length normalisation (0: none, 1: full).
+        method: bm25s's variant (`LEXICAL_METHODS`).
+    """
+
+    language: str | None = DEFAULT_LANGUAGE
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "language", check_language(self.language))
+        for name, value, low, high in (("k1", self.k1, 0.0, 10.0), ("b", self.b, 0.0, 1.0)):
+            if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
+                raise ValueError(f"LexicalSettings.{name} must be a number in [{low}, {high}], got {value!r}.")
+        if self.method not in LEXICAL_METHODS:
+            raise ValueError(f"LexicalSettings.method must be one of {LEXICAL_METHODS}, got {self.method!r}.")
+
+    def settings(self) -> dict[str, Any]:
+        """The JSON a store file records (nothing for the default settings, as files of earlier releases)."""
+        if self == LexicalSettings():
+            return {}
+        return {LEXICAL_KEY: {"language": self.language, "k1": self.k1, "b": self.b, "method": self.method}}
+
+    @classmethod
+    def saved(cls, state: Mapping[str, Any], where: str) -> LexicalSettings:
+        """The settings a store file records (the default when it records none).
+
+        Raises:
+            ValueError: recorded settings that are not an object of known fields and valid values.
+        """
+        raw = state.get(LEXICAL_KEY)
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict) or set(raw) - {"language", "k1", "b", "method"}:
+            raise ValueError(f"{where} records malformed lexical settings {raw!r}; save the store again.")
+        try:
+            return cls(**raw)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where} records lexical settings this release cannot use: {error}") from None
+
+
+LEXICAL_KEY = "lexical"
+"""The store file's key of non-default `LexicalSettings`."""
+
+
+class LexicalIndex:
+    """BM25 over the texts of a store's records, found by int id.
+
+    Args:
+        settings: how to read and score the texts.
+        text_of: the text of a record (what is searched).
+    """
+
+    def __init__(self, settings: LexicalSettings, text_of: Callable[[Any], str]) -> None:
+        self.settings = settings
+        self.tokenizer = LexicalTokenizer(settings.language)
+        self._text_of = text_of
+        self._vocabulary: dict[str, int] = {}
+        self._tokens: dict[int, tuple[Any, np.ndarray]] = {}  # int id → (the record tokenized, its token ids)
+        self._revision = -1  # the records' revision the rows below were built for
+        self._rows: np.ndarray = np.zeros(0, np.int64)  # row → int id
+        self._bm25: Any = None
+        self._compact: np.ndarray = np.zeros(0, np.int64)  # global token id → the index's token id (-1: absent)
+
+    def search(
+        self,
+        records: Mapping[int, Any],
+        revision: int,
+        query: str,
+        k: int,
+        among: Sequence[int] | np.ndarray | None = None,
+    ) -> list[tuple[int, float]]:
+        """The k documents with the highest BM25 score for `query`, best first, among `among` (int ids; None: all):
+        (int id, score) pairs, only documents sharing at least one word with the query (none for a query without
+        words: an empty query finds nothing here).
+
+        Args:
+            records: the store's records by int id (what the index must equal).
+            revision: a value that changes whenever `records` do (`IndexedRecords.revision`).
+            query: the query text.
+            k: how many at most.
+            among: restrict to these int ids.
+        """
+        self._sync(records, revision)
+        if self._bm25 is None or not len(self._rows):
+            return []
+        query_ids = [self._vocabulary.get(token, -1) for token in self.tokenizer.tokens(query)]
+        known = [int(self._compact[i]) for i in query_ids if 0 <= i < len(self._compact) and self._compact[i] >= 0]
+        if not known:
+            return []
+        scores = np.asarray(self._bm25.get_scores(known), dtype=np.float64)
+        if among is not None:
+            mask = np.zeros(len(self._rows), dtype=bool)
+            wanted = np.asarray(among, dtype=np.int64)
+            rows = np.searchsorted(self._rows, wanted)
+            inside = rows < len(self._rows)
+            rows, wanted = rows[inside], wanted[inside]
+            mask[rows[self._rows[rows] == wanted]] = True
+            scores = np.where(mask, scores, 0.0)
+        positive = np.flatnonzero(scores > 0)
+        if len(positive) > k:
+            positive = positive[np.argpartition(-scores[positive], k - 1)[:k]]
+        order = positive[np.lexsort((self._rows[positive], -scores[positive]))]
+        return [(int(self._rows[row]), float(scores[row])) for row in order]
+
+    def token_count(self) -> int:
+        """How many tokens the index holds (what its memory grows with)."""
+        return sum(len(ids) for _, ids in self._tokens.values())
+
+    def _sync(self, records: Mapping[int, Any], revision: int) -> None:
+        """Make the index equal to `records`: tokenize new or replaced records, forget removed ones, rebuild."""
+        if revision == self._revision:
+            return
+        live = set(records)
+        for int_id in [i for i in self._tokens if i not in live]:
+            del self._tokens[int_id]
+        fresh = 0
+        for int_id, record in records.items():
+            kept = self._tokens.get(int_id)
+            if kept is None or kept[0] is not record:
+                self._tokens[int_id] = (record, self._token_ids(self._text_of(record)))
+                fresh += 1
+        self._rebuild()
+        self._revision = revision
+        logger.debug("Lexical index: %d documents (%d tokenized now).", len(self._tokens), fresh)
+
+    def _token_ids(self, text: str) -> np.ndarray:
+        vocabulary = self._vocabulary
+        ids = [vocabulary.setdefault(token, len(vocabulary)) for token in self.tokenizer.tokens(text)]
+        return np.asarray(ids, dtype=np.int64)
+
+    def _rebuild(self) -> None:
+        """A bm25s index over the kept token ids, in int id order, with a vocabulary of the tokens in use."""
+        import bm25s
+        from bm25s.tokenization import Tokenized
+
+        self._rows = np.asarray(sorted(self._tokens), dtype=np.int64)
+        if not len(self._rows):
+            self._bm25 = None
+            return
+        documents = [self._tokens[int(int_id)][1] for int_id in self._rows]
+        used = np.unique(np.concatenate(documents)) if any(len(d) for d in documents) else np.zeros(0, np.int64)
+        self._compact = np.full(len(self._vocabulary), -1, dtype=np.int64)
+        self._compact[used] = np.arange(len(used))
+        # bm25s counts token id 0 ... V-1 and keeps one more, empty token (what a document without words holds)
+        vocab = {str(i): i for i in range(len(used))}
+        corpus = Tokenized(ids=[self._compact[d].tolist() for d in documents], vocab=vocab)
+        bm25 = bm25s.BM25(k1=self.settings.k1, b=self.settings.b, method=self.settings.method)
+        bm25.index(corpus, show_progress=False)
+        self._bm25 = bm25

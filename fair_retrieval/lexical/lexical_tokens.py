@@ -1,0 +1,125 @@
+"""The words of a text as a lexical (BM25) index reads them: lower-cased word tokens, stop words dropped, stemmed.
+
+Words are runs of letters, digits and their combining marks, two characters or more (as bm25s and llama-index's BM25
+retriever read them, with the marks: the vowel signs of Hindi or Thai belong to their words). Scripts written
+without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) have no such runs to split, so a run of
+their characters is read as its overlapping character pairs (a single
+character alone), the usual fallback of lexical search engines for those scripts; every other script keeps its
+words. Stemming is PyStemmer's Snowball stemmer of the language (`LANGUAGES`), stop words bm25s's list where it has
+one; `None` reads words as they are (no stemming, no stop words), what any language can use.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import regex
+
+__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "LexicalTokenizer", "check_language"]
+
+DEFAULT_LANGUAGE = "english"
+"""The language a store's lexical index reads by default."""
+
+_STOPWORDS = {
+    "english": "en",
+    "german": "de",
+    "spanish": "es",
+    "french": "fr",
+    "italian": "it",
+    "portuguese": "pt",
+    "dutch": "nl",
+    "swedish": "sv",
+    "norwegian": "no",
+    "danish": "da",
+    "russian": "ru",
+    "turkish": "tr",
+}
+"""bm25s's stop-word lists, by the stemmer's language name."""
+
+
+def _stemmer_languages() -> tuple[str, ...]:
+    import Stemmer
+
+    return tuple(sorted(name for name in Stemmer.algorithms() if name != "porter"))
+
+
+LANGUAGES: tuple[str, ...] = _stemmer_languages()
+"""The languages with a stemmer (PyStemmer's Snowball algorithms); None is also accepted: words as they are."""
+
+_WORD = regex.compile(r"[\p{L}\p{N}_][\p{L}\p{N}\p{M}_]+")
+# a letter or digit followed by letters, digits or combining marks (vowel signs of Indic scripts, Arabic harakat)
+# characters of scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs, Hangul
+# syllables are spaced in Korean, so they stay words
+_UNSPACED = regex.compile(
+    "[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+)
+
+
+def check_language(language: Any) -> str | None:
+    """`language` if a lexical index can read it (a name in `LANGUAGES`, or None), else a ValueError naming them."""
+    if language is None:
+        return None
+    if not isinstance(language, str) or language.lower() not in LANGUAGES:
+        raise ValueError(
+            f"language must be one of {LANGUAGES} (the stemmers of PyStemmer) or None (words as they are, no "
+            f"stemming: any language), got {language!r}."
+        )
+    return language.lower()
+
+
+class LexicalTokenizer:
+    """Turns texts into the tokens a lexical index counts, the same way for documents and queries.
+
+    Args:
+        language: a name in `LANGUAGES` (stemmed; stop words dropped where bm25s lists them) or None.
+
+    Raises:
+        ValueError: an unknown language.
+    """
+
+    def __init__(self, language: str | None = DEFAULT_LANGUAGE) -> None:
+        self.language = check_language(language)
+        self._stemmer = _stemmer(self.language) if self.language is not None else None
+        self._stopwords = _stopwords(self.language)
+
+    def tokens(self, text: str) -> list[str]:
+        """The tokens of one text, in order (empty for a text without words)."""
+        words: list[str] = []
+        lowered = text.lower()
+        position = 0
+        for run in _UNSPACED.finditer(lowered):
+            words.extend(self._words(lowered[position : run.start()]))
+            chars = run.group()
+            words.extend([chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)])
+            position = run.end()
+        words.extend(self._words(lowered[position:]))
+        if self._stemmer is not None and words:
+            return list(self._stemmer.stemWords(words))
+        return words
+
+    def _words(self, part: str) -> list[str]:
+        return [word for word in _WORD.findall(part) if word not in self._stopwords]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LexicalTokenizer) and other.language == self.language
+
+    def __hash__(self) -> int:
+        return hash(self.language)
+
+
+@cache
+def _stemmer(language: str) -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer(language)
+
+
+@cache
+def _stopwords(language: str | None) -> frozenset[str]:
+    if language not in _STOPWORDS:
+        return frozenset()
+    import bm25s.stopwords as lists
+
+    name = {"en": "STOPWORDS_EN"}.get(_STOPWORDS[language], f"STOPWORDS_{language.upper()}")
+    return frozenset(getattr(lists, name, ()))

@@ -1,0 +1,62 @@
+"""How a store answers a text query: by its vectors ("dense"), by its words ("sparse"), or both fused ("hybrid").
+
+`SearchSettings` is a store's choice, given when it is built (each stack's own argument: LlamaIndex's query mode,
+LangChain's `retrieval_mode`) and overridable per query; `DocumentStore.hybrid_search` and
+`DocumentStore.lexical_search` answer the modes (`fair_retrieval.lexical`: BM25 over the store's documents and the
+fusions). The default mode and fusion are the hybrid study's (docs/hybrid_study.md); the lexical side costs nothing
+until the first query that uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal, get_args
+
+from fair_retrieval.lexical import check_alpha, check_fusion
+from fair_retrieval.validate import positive_int
+
+__all__ = ["DEFAULT_SEARCH_MODE", "SEARCH_MODES", "SearchMode", "SearchSettings", "check_search_mode"]
+
+SearchMode = Literal["dense", "sparse", "hybrid"]
+"""How a text query is answered: the store's vectors, its BM25 lexical index, or both fused."""
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+DEFAULT_SEARCH_MODE: SearchMode = "dense"
+"""The stores' default mode (the hybrid study's rule decides it; docs/hybrid_study.md)."""
+
+
+def check_search_mode(mode: Any, argument: str = "retrieval_mode") -> SearchMode:
+    """`mode` if it is one of `SEARCH_MODES`, else a ValueError naming them."""
+    value = getattr(mode, "value", mode)  # an Enum of the stacks (e.g. a RetrievalMode) by its value
+    if value not in SEARCH_MODES:
+        raise ValueError(
+            f"{argument} must be one of {SEARCH_MODES} (dense: vectors; sparse: BM25 over the words; hybrid: both "
+            f"fused), got {mode!r}."
+        )
+    return value  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """A store's default way to answer text queries.
+
+    Attributes:
+        mode: "dense", "sparse" or "hybrid".
+        fusion: how hybrid joins the two rankings (`fair_retrieval.lexical.FUSIONS`).
+        alpha: the dense side's weight in the fusion (1: dense only, 0: lexical only; LlamaIndex's `alpha`).
+        candidates: how many candidates each side gives a hybrid fusion at least (k when k is larger).
+    """
+
+    mode: SearchMode = DEFAULT_SEARCH_MODE
+    fusion: str = "rrf"
+    alpha: float = 0.5
+    candidates: int = 20
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", check_search_mode(self.mode, "SearchSettings.mode"))
+        check_fusion(self.fusion)
+        object.__setattr__(self, "alpha", check_alpha(self.alpha))
+        positive_int(self.candidates, "SearchSettings.candidates")
+
+    def with_overrides(self, **changes: Any) -> SearchSettings:
+        """These settings with the given (not None) fields replaced, checked."""
+        return replace(self, **{name: value for name, value in changes.items() if value is not None})
