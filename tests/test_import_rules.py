@@ -8,7 +8,8 @@ Rules:
   them;
 - no circle: no module imports itself through others (function-level imports included), in the library or among
   the benchmarks;
-- no two modules of the library, the integration packages or the benchmarks have the same file name (`__init__.py` and `conftest.py` aside), so a name says one job;
+- no two modules of the library, the integration packages or the benchmarks have the same file name (`__init__.py`
+  and `conftest.py` aside), so a name says one job;
 - no `fair_retrieval/cli/cmd_*.py` imports another command module (shared code lives in cli/common.py,
   cli/options.py and the other non-command modules of cli/);
 - the integration packages under `integrations/` (the LangChain and LlamaIndex adapters) import fair_retrieval only
