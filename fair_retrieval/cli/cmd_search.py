@@ -13,6 +13,11 @@ In a multi-vector index (`index --multivector`) the k hits are k distinct docume
 each shows its best window: its character span in the document as `best window [start:end]` and a snippet of that
 window rather than of the document's start; the JSON results carry it as `best_window` (start, end, window).
 
+`--mode` chooses how: "dense" (the vectors, the default), "sparse" (BM25 over the documents' text, in `--language`;
+the model is not loaded) or "hybrid" (both, fused by `--fusion` with the dense side weighted `--alpha`), as the
+vector stores' retrieval modes do (`fair_retrieval.stores.SearchSettings`). The lexical index is built from
+documents.jsonl when the command starts (the folder keeps no second copy of the texts).
+
 Several queries are answered with one load of the model and the index: `--query` repeated, or `--queries FILE` (one
 query per line, blank lines skipped; `-` reads standard input and answers each line as it arrives, so a terminal or
 a pipe can ask one question after another). Every query of a file is checked before the model loads. With several
@@ -39,12 +44,15 @@ from fair_retrieval.cli.index_folder import (
     query_embedder_options,
     read_manifest,
     read_rows,
+    read_texts,
 )
 from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.identity import check_identity
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
+from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings, fuse
+from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
@@ -85,18 +93,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="search even when --model/--pooling/--max-length differ from the embedder that built the index",
     )
+    parser.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default=DEFAULT_SEARCH_MODE,
+        help=f"dense: the vectors; sparse: BM25 over the texts (no model); hybrid: both fused (default: "
+        f"{DEFAULT_SEARCH_MODE})",
+    )
+    parser.add_argument(
+        "--language",
+        default=LexicalSettings().language,
+        help="the stemmer of the lexical side (sparse, hybrid): one of PyStemmer's languages, or 'none' for words "
+        f"as they are (default: {LexicalSettings().language})",
+    )
+    parser.add_argument("--fusion", choices=FUSIONS, default=SearchSettings().fusion, help="how hybrid fuses")
+    parser.add_argument(
+        "--alpha", type=float, default=SearchSettings().alpha, help="the dense side's weight in hybrid (0 to 1)"
+    )
     parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the index and model once, then search and print for each query."""
+    """Load the index and model once (the lexical index too in a sparse or hybrid mode), then search and print for
+    each query."""
     from fair_retrieval import FaissIndex, MultiVectorIndex
 
     require_faiss()
     if args.top_k < 1:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
+    settings = SearchSettings(mode=args.mode, fusion=args.fusion, alpha=args.alpha)
+    lexical = LexicalSettings(language=None if args.language == "none" else args.language)
     queries = query_source(args)
     folder: Path = args.index
     manifest = read_manifest(folder)
@@ -104,25 +132,44 @@ def run(args: argparse.Namespace) -> int:
     loader = MultiVectorIndex.load if multivector else FaissIndex.load
     index = loader(folder, gpu=gpu_choice(args.gpu))
     top_k = max(1, min(args.top_k, len(index)))  # k clamped to what the index holds
-    model, options = requested_embedder(args, manifest, folder)
-    embedder = build_embedder(options, model)
-    if embedder.dimension != index.dim:
-        raise ValueError(
-            f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
-            f"(built with {manifest['model']}); search with that model."
-        )
+    embedder = None
+    if settings.mode != "sparse":
+        model, options = requested_embedder(args, manifest, folder)
+        embedder = build_embedder(options, model)
+        if embedder.dimension != index.dim:
+            raise ValueError(
+                f"{model} makes {embedder.dimension}-d vectors but the index holds {index.dim}-d vectors "
+                f"(built with {manifest['model']}); search with that model."
+            )
     several = args.queries is not None or len(args.query) > 1
     chunks = manifest.get("chunking") is not None
     documents = folder / DOCUMENTS_FILE  # read_manifest checked its name
     with open_published(documents) as rows:  # opened and checked once, for every query
+        words = None if settings.mode == "dense" else LexicalIndex(lexical, str)
+        texts = {} if words is None else read_texts(documents, rows)
         for query in queries:
-            results = search_one(index, embedder, query, top_k, documents, rows)
+            if words is None:
+                results = search_one(index, embedder, query, top_k, documents, rows)
+            else:
+                results = text_search_one(index, embedder, words, texts, settings, query, top_k, documents, rows)
             if args.json:
                 answer = finite_json({"query": query, "results": results})
                 print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
             else:
-                print_results(query if several else None, results, chunks)
+                print_results(query if several else None, results, chunks, len(index) > 0)
     return 0
+
+
+def dense_hits(index: Any, embedder: Any, query: str, top_k: int) -> list[tuple[int, float, dict[str, int] | None]]:
+    """The `top_k` (vector id, score, best window or None) of the dense search for `query`."""
+    from fair_retrieval import MultiVectorIndex
+
+    query_vector = embedder.embed_queries([query])
+    if isinstance(index, MultiVectorIndex):
+        found = index.search_documents(query_vector[0], top_k)
+        return [(hit.id, hit.score, best_window_metadata(hit)) for hit in found]
+    scores, ids = index.search(query_vector, top_k)
+    return [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 
 
 def search_one(
@@ -130,16 +177,44 @@ def search_one(
 ) -> list[dict[str, Any]]:
     """The `top_k` results for `query`: rank, score, id, text and metadata of each document (from `documents`,
     open as `handle`), and its best window in a multi-vector index."""
-    from fair_retrieval import MultiVectorIndex
+    return results_of(dense_hits(index, embedder, query, top_k), documents, handle)
 
-    query_vector = embedder.embed_queries([query])
-    hits: list[tuple[int, float, dict[str, int] | None]]
-    if isinstance(index, MultiVectorIndex):
-        found = index.search_documents(query_vector[0], top_k)
-        hits = [(hit.id, hit.score, best_window_metadata(hit)) for hit in found]
-    else:
-        scores, ids = index.search(query_vector, top_k)
-        hits = [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+
+def text_search_one(
+    index: Any,
+    embedder: Any,
+    words: LexicalIndex,
+    texts: dict[int, str],
+    settings: SearchSettings,
+    query: str,
+    top_k: int,
+    documents: Path,
+    handle: IO[bytes],
+) -> list[dict[str, Any]]:
+    """The `top_k` results for `query` in a sparse mode (BM25 scores) or hybrid (fused scores in [0, 1], each side
+    giving max(k, `settings.candidates`) candidates), as `search_one` gives them."""
+    if settings.mode == "sparse":
+        found = words.search(texts, 0, query, top_k)
+        return results_of([(i, score, None) for i, score in found], documents, handle)
+    pool = max(top_k, settings.candidates)
+    dense = dense_hits(index, embedder, query, min(pool, len(index)))
+    lexical = words.search(texts, 0, query, pool)
+    windows = {i: window for i, _, window in dense}
+    fused = fuse(
+        [(i, score) for i, score, _ in dense],
+        lexical,
+        top_k,
+        fusion=settings.fusion,
+        alpha=settings.alpha,
+        dense_larger_is_better=index.metric != "l2",
+    )
+    return results_of([(i, score, windows.get(i)) for i, score in fused], documents, handle)
+
+
+def results_of(
+    hits: list[tuple[int, float, dict[str, int] | None]], documents: Path, handle: IO[bytes]
+) -> list[dict[str, Any]]:
+    """The printed results of (vector id, score, best window) hits, their rows read from `documents`."""
     rows = read_rows(documents, {i for i, _, _ in hits}, handle)
     return [
         {"rank": rank, "score": score, "id": rows[i]["id"], "text": rows[i]["text"], "metadata": rows[i]["metadata"]}
@@ -191,9 +266,9 @@ def _checked_lines(lines: Iterable[tuple[int, bytes]], source: str) -> Iterator[
             yield check_query(query, f"{source} line {number}")
 
 
-def print_results(query: str | None, results: list[dict[str, Any]], chunks: bool) -> None:
+def print_results(query: str | None, results: list[dict[str, Any]], chunks: bool, filled: bool = True) -> None:
     """The results as text: one line per hit (rank, score, id, offsets or best window, snippet), headed by the
-    query when several are answered."""
+    query when several are answered; with no hit, why (an empty index, or no document sharing a word)."""
     if query is not None:
         print(f"Query: {snippet(query)}")
     for result in results:
@@ -205,7 +280,7 @@ def print_results(query: str | None, results: list[dict[str, Any]], chunks: bool
             text = text[best["start"] : best["end"]]
         print(f"{result['rank']:>3}. {result['score']:.4f}  {result['id']}{where}  {snippet(text)}")
     if not results:
-        print("No results: the index is empty.")
+        print("No results: " + ("no document shares a word with the query." if filled else "the index is empty."))
     sys.stdout.flush()
 
 

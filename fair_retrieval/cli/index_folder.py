@@ -344,3 +344,29 @@ def read_rows(path: Path, wanted: set[int], handle: IO[bytes] | None = None) -> 
     if missing:
         raise ValueError(f"{path} has no rows {sorted(missing)[:5]}; the index folder is inconsistent, rebuild it.")
     return rows
+
+
+def read_texts(path: Path, handle: IO[bytes]) -> dict[int, str]:
+    """Every row's text of documents.jsonl by its line number (= vector id), in one pass: what a lexical search
+    over the folder reads (`handle` as `open_published(path)` gave it, left open).
+
+    Raises:
+        DamagedFileError: a row that is not JSON or has no text.
+    """
+    handle.seek(0)
+    texts: dict[int, str] = {}
+    text = io.TextIOWrapper(handle, encoding="utf-8")
+    line_number = 0
+    try:
+        for line_number, line in enumerate(text, start=1):
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+                raise DamagedFileError(path, f"line {line_number} has no text", REBUILD)
+            texts[line_number - 1] = row["text"]
+    except json.JSONDecodeError as error:
+        raise DamagedFileError(path, f"line {line_number} is not valid JSON ({error})", REBUILD) from None
+    except UnicodeDecodeError:
+        raise DamagedFileError(path, f"it is not UTF-8 text after line {line_number}", REBUILD) from None
+    finally:
+        text.detach()
+    return texts

@@ -34,8 +34,11 @@ The modules, with the names exported from each:
   a stored record).
 - `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
   by MMR), `mmr_order` (the exact greedy selection).
-- `vector_queries`: a query by vector checked and answered in a query mode ("default", "mmr").
-  `vector_query_hits`, `QUERY_MODES`.
+- `vector_queries`: a query checked and answered in a query mode ("default", "mmr", "sparse", "text_search",
+  "hybrid"). `vector_query_hits`, `QUERY_MODES`.
+- `search_modes`: how text queries are answered: dense, sparse (the lexical side) or hybrid (both fused).
+  `SearchSettings`, `SEARCH_MODES`, `DEFAULT_SEARCH_MODE`, `check_search_mode`; with `LexicalSettings` and
+  `FUSIONS` of `fair_retrieval.lexical` (the lexical side's reading and the fusions), re-exported for adapters.
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
@@ -63,6 +66,7 @@ document) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int` (`fai
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
+from fair_retrieval.lexical import FUSIONS, LexicalSettings
 from fair_retrieval.stores.arguments import (
     checked_entries,
     id_strings,
@@ -91,6 +95,7 @@ from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
 from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
+from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings, check_search_mode
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
 from fair_retrieval.stores.store_windows import StoreWindows
@@ -98,6 +103,7 @@ from fair_retrieval.stores.text_documents import (
     DEFAULT_INDEX_NAME,
     TextDocument,
     checked_documents,
+    document_text,
     hit_metadata,
     named_store_paths,
     pickled_folder_error,
@@ -115,8 +121,11 @@ __all__ = [
     "BEST_WINDOW_KEY",
     "DEFAULT_INDEX_NAME",
     "DEFAULT_MULTIVECTOR",
+    "DEFAULT_SEARCH_MODE",
+    "FUSIONS",
     "MULTIVECTOR_KEY",
     "QUERY_MODES",
+    "SEARCH_MODES",
     "STORE_METRICS",
     "SUPPORTED_OPERATORS",
     "CachedWindowEmbedder",
@@ -126,7 +135,9 @@ __all__ = [
     "GatheredWindows",
     "IndexedRecords",
     "Keyed",
+    "LexicalSettings",
     "Predicate",
+    "SearchSettings",
     "StoreConflictError",
     "StoreFilter",
     "StoreFormat",
@@ -142,6 +153,7 @@ __all__ = [
     "cached_window_embedder",
     "check_identity",
     "check_query",
+    "check_search_mode",
     "check_store_entries",
     "checked_documents",
     "checked_entries",
@@ -150,6 +162,7 @@ __all__ = [
     "compile_filter",
     "condition_spec",
     "content_offset",
+    "document_text",
     "embedder_identity",
     "ensure_text_list",
     "gathered_windows",

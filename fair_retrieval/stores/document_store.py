@@ -29,6 +29,7 @@ from fair_retrieval.embedding.identity import embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
 from fair_retrieval.index import Metric as IndexMetric
+from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
 from fair_retrieval.stores.arguments import id_strings, preview
 from fair_retrieval.stores.document_modes import (
@@ -46,6 +47,7 @@ from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows,
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
+from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -391,6 +393,40 @@ class DocumentStore(Generic[R]):
             dense_larger_is_better=self._metric != "l2",
         )
         return [StoreHit(int_id, by_id[int_id].record, score, by_id[int_id].best_window) for int_id, score in fused]
+
+    def text_search(
+        self,
+        query: str,
+        k: int,
+        embed_query: Callable[[str], Any],
+        *,
+        settings: SearchSettings | None = None,
+        among: Sequence[int] | None = None,
+        keep: Callable[[R], bool] | None = None,
+        dense_k: int | None = None,
+        sparse_k: int | None = None,
+    ) -> list[StoreHit[R]]:
+        """The k best documents for a query text in the mode of `settings` (None: the store's `search_settings`):
+        "dense" embeds it with `embed_query` and searches the vectors, "sparse" searches the lexical side only (the
+        query is not embedded), "hybrid" fuses both (`hybrid_search`). The door both stacks' text searches call.
+
+        Raises:
+            ValueError: a query that is not text a model can read (`check_query`), a bad k, or a lexical mode on a
+                store without a lexical side.
+        """
+        chosen = settings or self.search_settings
+        text = check_query(query)
+        positive_int(k, "k")
+        if chosen.mode != "dense":
+            self._require_lexical()
+        if chosen.mode == "sparse":
+            return self.lexical_search(text, sparse_k or k, among=among, keep=keep)
+        vector = embed_query(text)
+        if chosen.mode == "dense":
+            return self.search(vector, k, among=among, keep=keep)
+        return self.hybrid_search(
+            vector, text, k, among=among, keep=keep, settings=chosen, dense_k=dense_k, sparse_k=sparse_k
+        )
 
     def _selected(
         self, among: Sequence[int] | None, keep: Callable[[R], bool] | None

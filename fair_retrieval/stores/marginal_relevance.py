@@ -65,9 +65,12 @@ def mmr_hits(
     *,
     among: Sequence[int] | None = None,
     keep: Callable[[R], bool] | None = None,
+    candidates: Callable[[int], list[StoreHit[R]]] | None = None,
 ) -> list[StoreHit[R]]:
     """k of the store's documents chosen by MMR among the `fetch_k` best (None: every document that qualifies),
     restricted as `DocumentStore.search` is (`among`, `keep`); each hit keeps its search score and best window.
+    `candidates` gives the best n hits another way (a sparse or hybrid search: `DocumentStore.text_search`); MMR
+    then chooses among those, by the same cosines of the query and the documents' vectors.
 
     Raises:
         ValueError: a bad `k`, `fetch_k` or `lambda_mult`, or a query of another size than the stored vectors.
@@ -75,7 +78,10 @@ def mmr_hits(
     positive_int(k, "k")
     _check_lambda(lambda_mult)
     pool = len(store) if fetch_k is None else max(k, positive_int(fetch_k, "fetch_k"))
-    hits = store.search(query, max(pool, 1), among=among, keep=keep)
+    if candidates is not None:
+        hits = candidates(max(pool, 1))
+    else:
+        hits = store.search(query, max(pool, 1), among=among, keep=keep)
     if not hits:
         return []
     prepared = store.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, "the query embedding")[0]

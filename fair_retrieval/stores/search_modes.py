@@ -9,13 +9,17 @@ until the first query that uses it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
 from fair_retrieval.lexical import check_alpha, check_fusion
 from fair_retrieval.validate import positive_int
 
-__all__ = ["DEFAULT_SEARCH_MODE", "SEARCH_MODES", "SearchMode", "SearchSettings", "check_search_mode"]
+__all__ = ["DEFAULT_SEARCH_MODE", "SEARCH_KEY", "SEARCH_MODES", "SearchMode", "SearchSettings", "check_search_mode"]
+
+SEARCH_KEY = "search"
+"""The store file's key of non-default `SearchSettings`."""
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
 """How a text query is answered: the store's vectors, its BM25 lexical index, or both fused."""
@@ -60,3 +64,24 @@ class SearchSettings:
     def with_overrides(self, **changes: Any) -> SearchSettings:
         """These settings with the given (not None) fields replaced, checked."""
         return replace(self, **{name: value for name, value in changes.items() if value is not None})
+
+    def settings(self) -> dict[str, Any]:
+        """The JSON a store file records (nothing for the default settings, as files of earlier releases)."""
+        return {} if self == SearchSettings() else {SEARCH_KEY: asdict(self)}
+
+    @classmethod
+    def saved(cls, state: Mapping[str, Any], where: str) -> SearchSettings:
+        """The settings a store file records (the default when it records none).
+
+        Raises:
+            ValueError: recorded settings that are not an object of known fields and valid values.
+        """
+        raw = state.get(SEARCH_KEY)
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict) or set(raw) - {"mode", "fusion", "alpha", "candidates"}:
+            raise ValueError(f"{where} records malformed search settings {raw!r}; save the store again.")
+        try:
+            return cls(**raw)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where} records search settings this release cannot use: {error}") from None

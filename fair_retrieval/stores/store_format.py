@@ -27,11 +27,13 @@ from typing import Any, Generic, TypeVar
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
+from fair_retrieval.lexical import LexicalSettings
 from fair_retrieval.stores.document_modes import AGGREGATE_KEY, DocumentMode
 from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.files import load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
+from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.window_cache import window_embedder
 
@@ -71,6 +73,8 @@ class StoreFormat(Generic[R]):
             folder), or None.
         other_readers: fixed keys the file carries for other programs that may open it by mistake (e.g. a value
             that makes llama-index's SimpleVectorStore fail with the way to load it); ignored on load.
+        text_of: the text of a record its lexical side searches (`DocumentStore`'s `text_of`), or None: a store
+            of this format has no lexical side.
     """
 
     name: str
@@ -92,6 +96,7 @@ class StoreFormat(Generic[R]):
     unrecorded_without_model: str | None = None
     raw_faiss_message: Callable[[Path], str] | None = None
     other_readers: Mapping[str, Any] = field(default_factory=dict)
+    text_of: Callable[[R], str] | None = None
 
 
 def save_store(
@@ -120,6 +125,8 @@ def save_store(
         **where,
         **store.mode.settings(),
         **(store.windows.settings() if store.multivector and store.windows is not None else {}),
+        **(store.lexical.settings() if store.lexical is not None else {}),
+        **store.search_settings.settings(),
         "next_int_id": store.records.next_int_id,
         **({} if fmt.names_index_folder else {"has_index": has_index}),
         "embedder": store.identity(),
@@ -217,6 +224,9 @@ def _restore(
         group_of=fmt.group_of,
         name=fmt.store,
         windows=windows,
+        text_of=fmt.text_of,
+        lexical=LexicalSettings.saved(state, str(store_file)) if fmt.text_of is not None else None,
+        search=SearchSettings.saved(state, str(store_file)) if fmt.text_of is not None else None,
     )
     store.kind = kind
     recorded = state.get("embedder")

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_INDEX_NAME",
     "TextDocument",
     "checked_documents",
+    "document_text",
     "hit_metadata",
     "named_store_paths",
     "pickled_folder_error",
@@ -40,6 +41,11 @@ class TextDocument(NamedTuple):
     key: str
     text: str
     metadata: dict[str, Any]
+
+
+def document_text(document: TextDocument) -> str:
+    """The text of a stored document: what its store's lexical side searches."""
+    return document.text
 
 
 def checked_documents(texts: list[str], metadatas: Any, ids: Any) -> list[TextDocument]:
@@ -85,6 +91,7 @@ def text_document_format(name: str, store: str, writer: str, upgrade: str) -> St
         decode=_decode,
         names_index_folder=False,
         replaced_move_to_end=True,
+        text_of=document_text,
     )
 
 

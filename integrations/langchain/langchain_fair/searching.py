@@ -1,5 +1,6 @@
 """LangChain's similarity and MMR searches of a `FaissVectorStore` (its base class): each runs in the store's core
-(`DocumentStore.search`) among the documents the filter keeps; the hits become LangChain `Document`s."""
+among the documents the filter keeps (a text query in the store's retrieval mode, or the call's `retrieval_mode`:
+`DocumentStore.text_search`; a vector: `DocumentStore.search`); the hits become LangChain `Document`s."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from langchain_core.documents import Document
 
 from fair_retrieval.stores import (
     DocumentStore,
+    SearchSettings,
     StoreHit,
     TextDocument,
     check_query,
+    check_search_mode,
     hit_metadata,
     mmr_hits,
     positive_int,
@@ -37,29 +40,56 @@ class StoreSearch:
         keeps: a `fair_retrieval.stores.filter_grammar` dict (``{"year": {"$gte": 2024}}``, ``$in``, ``$or``, …) or
         a function of the metadata, checked before anything is searched (`fetch_k` is unused: the search runs among
         the matches). A multi-vector store's are k distinct documents, each with its best window's span under
-        "best_window" in its metadata (a copy)."""
+        "best_window" in its metadata (a copy). Dense: a `retrieval_mode` other than "dense" is refused."""
+        _dense_only(kwargs)
         return [(self._document(hit), hit.score) for hit in self._hits(embedding, k, filter)]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """The k documents nearest to `query` (embedded plainly, as a query), with their raw scores."""
+        """The k best documents for `query` in the store's retrieval mode, or the one `retrieval_mode=` asks for
+        ("dense", "sparse", "hybrid"; `alpha=` and `fusion=` for this call too), with their scores: dense raw
+        scores (see `metric`), BM25 scores (sparse) or fused scores in [0, 1] (hybrid). A dense or hybrid query is
+        embedded plainly, as a query; a sparse one is not embedded."""
         predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
-        return self.similarity_search_with_score_by_vector(
-            self._store.embedder.embed_query(check_query(query)), k, predicate
+        settings = self._settings(kwargs)
+        hits = self._store.text_search(
+            query,
+            positive_int(k, "k"),
+            self._store.embedder.embed_query,
+            settings=settings,
+            keep=record_filter(predicate),
         )
+        return [(self._document(hit), hit.score) for hit in hits]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """LangChain's relevance scores in [0, 1]: the metric's relevance of a dense score, the fused score of a
+        hybrid search as it is, a BM25 score divided by the query's best (sparse)."""
+        settings = self._settings(kwargs)
+        found = self.similarity_search_with_score(query, k, **kwargs)
+        if settings.mode == "hybrid":
+            return found
+        if settings.mode == "sparse":
+            best = max((score for _, score in found), default=0.0)
+            return [(document, score / best if best > 0 else 0.0) for document, score in found]
+        relevance = self._select_relevance_score_fn()  # type: ignore[attr-defined]
+        return [(document, relevance(score)) for document, score in found]
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
         """The k documents nearest to a query vector."""
+        _dense_only(kwargs)
         return [document for document, _ in self.similarity_search_with_score_by_vector(embedding, k, filter)]
 
     def similarity_search(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
-        """The k documents nearest to `query` (`filter` as in `similarity_search_with_score_by_vector`)."""
-        return [document for document, _ in self.similarity_search_with_score(query, k, filter)]
+        """The k best documents for `query` (`filter` as in `similarity_search_with_score_by_vector`; `retrieval_mode`,
+        `alpha` and `fusion` as in `similarity_search_with_score`)."""
+        return [document for document, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def max_marginal_relevance_search_with_score_by_vector(
         self,
@@ -73,6 +103,7 @@ class StoreSearch:
         """k documents chosen for relevance and diversity (MMR, `fair_retrieval.stores.mmr_hits`; `lambda_mult` 1:
         relevance only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
         scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
+        _dense_only(kwargs)
         hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=record_filter(filter))
         return [(self._document(hit), hit.score) for hit in hits]
 
@@ -86,6 +117,7 @@ class StoreSearch:
         **kwargs: Any,
     ) -> list[Document]:
         """The documents of `max_marginal_relevance_search_with_score_by_vector`, without scores."""
+        _dense_only(kwargs)
         found = self.max_marginal_relevance_search_with_score_by_vector(embedding, k, fetch_k, lambda_mult, filter)
         return [document for document, _ in found]
 
@@ -98,10 +130,29 @@ class StoreSearch:
         filter: Filter | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        """MMR search for `query` (see `max_marginal_relevance_search_by_vector`)."""
+        """MMR search for `query` (see `max_marginal_relevance_search_by_vector`); in a "sparse" or "hybrid"
+        retrieval mode (the store's, or `retrieval_mode=`) the `fetch_k` candidates are that search's."""
         predicate = store_filter(filter)
+        settings = self._settings(kwargs)
         embedding = self._store.embedder.embed_query(check_query(query))
-        return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
+        if settings.mode == "dense":
+            return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
+        keep = record_filter(predicate)
+
+        def candidates(count: int) -> list[StoreHit[TextDocument]]:
+            return self._store.text_search(query, count, lambda _: embedding, settings=settings, keep=keep)
+
+        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=keep, candidates=candidates)
+        return [self._document(hit) for hit in hits]
+
+    def _settings(self, kwargs: Mapping[str, Any]) -> SearchSettings:
+        """The store's search settings with a call's `retrieval_mode`, `alpha` and `fusion` (checked)."""
+        mode = kwargs.get("retrieval_mode")
+        return self._store.search_settings.with_overrides(
+            mode=None if mode is None else check_search_mode(mode),
+            alpha=kwargs.get("alpha"),
+            fusion=kwargs.get("fusion"),
+        )
 
     def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[TextDocument]]:
         return self._store.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
@@ -110,3 +161,13 @@ class StoreSearch:
     def _document(hit: StoreHit[TextDocument]) -> Document:
         """A copy of a stored document, with a multi-vector hit's best window in its metadata."""
         return Document(id=hit.record.key, page_content=hit.record.text, metadata=hit_metadata(hit))
+
+
+def _dense_only(kwargs: Mapping[str, Any]) -> None:
+    """Refuse a lexical `retrieval_mode` for a search by vector (it has no words to search)."""
+    mode = kwargs.get("retrieval_mode")
+    if mode is not None and check_search_mode(mode) != "dense":
+        raise ValueError(
+            f"retrieval_mode={mode!r}: a *_by_vector call searches by vector (dense) and has no text for BM25; pass "
+            "the query text to similarity_search (or max_marginal_relevance_search) instead."
+        )

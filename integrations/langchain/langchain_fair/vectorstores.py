@@ -18,12 +18,16 @@ from typing_extensions import Self
 from fair_retrieval.index import Aggregate
 from fair_retrieval.stores import (
     DocumentStore,
+    LexicalSettings,
+    SearchSettings,
     StoreHit,
     StoreMetric,
     StoreWindows,
     TextDocument,
     WrappedStore,
+    check_search_mode,
     checked_documents,
+    document_text,
     ensure_text_list,
     ids_to_delete,
     relevance_function,
@@ -54,6 +58,16 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         windows: the windows a multi-vector store keeps (`fair_retrieval.stores.StoreWindows`: sizes, boundaries);
             None: the window study's default (the embedder's window and half of it, at the text's boundaries);
             `StoreWindows()`: the embedder's own windows, one pass.
+        retrieval_mode: how text queries are answered: "dense" (the vectors), "hybrid" (dense and BM25 over the
+            documents' text, fused) or "sparse" (BM25 only); an `Enum` with those values (e.g. langchain-qdrant's
+            `RetrievalMode`) is read by its value. A call can ask for another (`retrieval_mode=` in
+            `similarity_search`, the relevance-score and MMR searches, or `as_retriever(search_kwargs=...)`); the
+            `*_by_vector` searches are dense.
+        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only).
+        fusion: how hybrid fuses: "rrf" (reciprocal rank, as `EnsembleRetriever`), "relative_score" or
+            "dist_based_score".
+        lexical: how the BM25 side reads the texts (`fair_retrieval.stores.LexicalSettings`: language, k1, b);
+            None: English.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
@@ -72,8 +86,14 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         multivector: bool | None = None,
         aggregate: Aggregate | None = None,
         windows: StoreWindows | None = None,
+        retrieval_mode: Any = None,
+        alpha: float | None = None,
+        fusion: str | None = None,
+        lexical: LexicalSettings | None = None,
         **index_params: int,
     ) -> None:
+        mode = None if retrieval_mode is None else check_search_mode(retrieval_mode)
+        search = SearchSettings().with_overrides(mode=mode, alpha=alpha, fusion=fusion)
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
         self._store: DocumentStore[TextDocument] = DocumentStore(
@@ -87,6 +107,9 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             replaced_move_to_end=True,  # LangChain: an upserted document moves to the end
             name="FaissVectorStore",
             windows=windows,
+            text_of=document_text,
+            lexical=lexical,
+            search=search,
         )
         self._relevance_score_fn = relevance_score_fn
 

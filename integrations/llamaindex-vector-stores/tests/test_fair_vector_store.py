@@ -402,8 +402,8 @@ def test_malformed_filters_give_clear_errors(store: FairFaissVectorStore, vector
 
 
 def test_query_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
-    with pytest.raises(ValueError, match=r"answers VectorStoreQueryMode\.DEFAULT .* and MMR .* got 'hybrid'"):
-        store.query(_query(vectors[0], mode=VectorStoreQueryMode.HYBRID))
+    with pytest.raises(ValueError, match=r"answers VectorStoreQueryMode\.DEFAULT .* HYBRID .* MMR .* got 'svm'"):
+        store.query(_query(vectors[0], mode=VectorStoreQueryMode.SVM))
     with pytest.raises(ValueError, match=r"mmr_threshold must be a number in \[0, 1\]"):
         store.query(_query(vectors[0], mode=VectorStoreQueryMode.MMR), mmr_threshold=1.5)
     with pytest.raises(ValueError, match="no query_embedding"):

@@ -24,6 +24,7 @@ from llama_index.vector_stores.fair.node_records import (
     StoredNode,
     embedded_texts,
     node_metadata,
+    node_text,
     restored_node,
     stored_node,
 )
@@ -35,6 +36,8 @@ from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import (
     BEST_WINDOW_KEY,
     DocumentStore,
+    LexicalSettings,
+    SearchSettings,
     StoreMetric,
     StoreWindows,
     WrappedStore,
@@ -67,6 +70,13 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         windows: the windows a multi-vector store keeps (`fair_retrieval.stores.StoreWindows`); None: the window
             study's default (the embedder's window and half of it, at the text's boundaries); `StoreWindows()`: the
             embed model's own windows, one pass.
+        default_query_mode: how a query in `VectorStoreQueryMode.DEFAULT` (what retrievers send unless told) is
+            answered: "default" (dense vectors), "hybrid" (dense and the nodes' BM25 fused) or "sparse" (BM25 only).
+            Any query can ask for another mode (`vector_store_query_mode="hybrid"`, `"sparse"`, `"text_search"`).
+        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only); a query's `alpha` wins.
+        fusion: how hybrid fuses: "rrf" (reciprocal rank), "relative_score" or "dist_based_score".
+        lexical: how the BM25 side reads the nodes (`fair_retrieval.stores.LexicalSettings`: language, k1, b);
+            None: English.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
@@ -92,8 +102,13 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         multivector: bool | None = None,
         aggregate: Aggregate | None = None,
         windows: StoreWindows | None = None,
+        default_query_mode: VectorStoreQueryMode | str | None = None,
+        alpha: float | None = None,
+        fusion: str | None = None,
+        lexical: LexicalSettings | None = None,
         **index_params: int,
     ) -> None:
+        search = SearchSettings().with_overrides(mode=_search_mode(default_query_mode), alpha=alpha, fusion=fusion)
         if "faiss_index" in index_params:
             raise TypeError(
                 "FairFaissVectorStore no longer wraps a raw faiss index (faiss_index=...): it keeps its vectors in a "
@@ -114,6 +129,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             name="FairFaissVectorStore",
             embedder=embed_model,  # decides the default mode: multi-vector over a FairEmbedding, else pooled
             windows=windows,
+            text_of=node_text,  # the lexical side reads what was embedded
+            lexical=lexical,
+            search=search,
         )
         if self._store.multivector and embed_model is None:
             raise ValueError(
@@ -212,16 +230,27 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         return nodes
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The `query.similarity_top_k` nodes for `query.query_embedding`, among `node_ids`, `doc_ids` (an empty list
-        restricts nothing) and `filters` (`SUPPORTED_OPERATORS`), inside the index: the nearest first, or with
-        `VectorStoreQueryMode.MMR` chosen for relevance and diversity (`fair_retrieval.stores.mmr_hits`; λ is the
-        `mmr_threshold` keyword, `vector_store_kwargs` of a retriever, else the query's, else 0.5; among the
-        `mmr_prefetch_k` best, default every node that qualifies). Scores: cosines ("cosine"), inner products ("ip")
-        or squared L2 distances ("l2"); a multi-vector store's nodes are distinct, each with its best window under
-        `BEST_WINDOW_KEY` in its metadata.
+        """The nodes for `query`, among `node_ids`, `doc_ids` (an empty list restricts nothing) and `filters`
+        (`SUPPORTED_OPERATORS`), inside the index, in the query's mode (`fair_retrieval.stores.vector_query_hits`):
+
+        - DEFAULT: the store's `default_query_mode` (dense unless built otherwise; a query without `query_str` is
+          answered by its vector): the `similarity_top_k` nearest;
+        - HYBRID: dense and BM25 fused (the store's `fusion`; `alpha` the query's, else the store's): the
+          `hybrid_top_k` best (else `similarity_top_k`) of the `similarity_top_k` dense and `sparse_top_k` BM25
+          candidates (each at least 20); scores are the fused ones, in [0, 1];
+        - SPARSE / TEXT_SEARCH: BM25 over the nodes' text (`query_str`), the `sparse_top_k` best (else
+          `similarity_top_k`); only nodes sharing a word with the query; scores are BM25's;
+        - MMR: chosen for relevance and diversity (`fair_retrieval.stores.mmr_hits`; λ is the `mmr_threshold`
+          keyword, `vector_store_kwargs` of a retriever, else the query's, else 0.5; among the `mmr_prefetch_k`
+          best, default every node that qualifies).
+
+        Dense scores: cosines ("cosine"), inner products ("ip") or squared L2 distances ("l2"); a multi-vector
+        store's nodes are distinct, each with its best window under `BEST_WINDOW_KEY` in its metadata (when the
+        dense side found it).
 
         Raises:
-            ValueError: another query mode, no query embedding or one of the wrong size, a bad similarity_top_k or
+            ValueError: another query mode, no query embedding (dense, hybrid, MMR) or one of the wrong size, no
+                `query_str` (hybrid, sparse), a bad similarity_top_k, sparse_top_k, hybrid_top_k, alpha or
                 mmr_threshold, or a filter this store cannot apply.
             TypeError: filters that are not MetadataFilters.
         """
@@ -234,6 +263,10 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             among=self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True),
             mmr_threshold=threshold,
             prefetch_k=kwargs.get("mmr_prefetch_k"),
+            query_str=query.query_str,
+            alpha=query.alpha,
+            sparse_top_k=query.sparse_top_k,
+            hybrid_top_k=query.hybrid_top_k,
         )
         nodes = [restored_node(hit.record, hit.best_window) for hit in hits]
         return VectorStoreQueryResult(
@@ -247,3 +280,17 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         predicate = metadata_predicate(filters)
         keep = None if predicate is None else (lambda record: predicate(node_metadata(record)))
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
+
+
+def _search_mode(mode: VectorStoreQueryMode | str | None) -> str | None:
+    """The store's search mode for a `default_query_mode` in LlamaIndex's names (None: the store's default)."""
+    if mode is None:
+        return None
+    value = getattr(mode, "value", mode)
+    names = {"default": "dense", "hybrid": "hybrid", "sparse": "sparse", "text_search": "sparse"}
+    if value not in names:
+        raise ValueError(
+            f"default_query_mode must be one of {sorted(names)} (VectorStoreQueryMode values: dense vectors, dense and "
+            f"BM25 fused, BM25 only), got {mode!r}."
+        )
+    return names[value]

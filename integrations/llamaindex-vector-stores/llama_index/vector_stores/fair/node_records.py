@@ -14,7 +14,7 @@ from llama_index.core.storage.docstore.utils import json_to_doc
 
 from fair_retrieval.stores import BEST_WINDOW_KEY, check_store_entries, content_offset
 
-__all__ = ["StoredNode", "embedded_texts", "node_metadata", "restored_node", "stored_node"]
+__all__ = ["StoredNode", "embedded_texts", "node_metadata", "node_text", "restored_node", "stored_node"]
 
 
 class StoredNode(NamedTuple):
@@ -52,6 +52,12 @@ def stored_node(node: Any, position: int) -> StoredNode:
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:
     """The metadata of a stored node (what filters see)."""
     return record.node[DATA_KEY].get("metadata") or {}
+
+
+def node_text(record: StoredNode) -> str:
+    """What the store's lexical side reads of a stored node: the text it was embedded from
+    (`get_content(metadata_mode=MetadataMode.EMBED)`), as llama-index's BM25Retriever reads nodes."""
+    return json_to_doc(copy.deepcopy(record.node)).get_content(metadata_mode=MetadataMode.EMBED)
 
 
 def restored_node(record: StoredNode, best_window: Mapping[str, int] | None = None) -> BaseNode:

@@ -18,7 +18,7 @@ from fsspec.implementations.local import LocalFileSystem
 from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.vector_stores.fair.node_records import StoredNode
+from llama_index.vector_stores.fair.node_records import StoredNode, node_text
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
@@ -78,6 +78,7 @@ STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
     names_index_folder=True,
     replaced_move_to_end=False,  # a replaced node keeps its place
     group_of=lambda node: node.doc_id,  # delete(ref_doc_id) removes a document's nodes
+    text_of=node_text,  # what the lexical side reads
     unrecorded_without_model=(
         "persisted by a store that was never told its embed model: pass embed_model= to create() or the "
         "constructor, or call record_embed_model(), before persisting"

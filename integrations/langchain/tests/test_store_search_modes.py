@@ -1,0 +1,162 @@
+"""FaissVectorStore's retrieval modes through LangChain's own entry points: the store's `retrieval_mode` ("dense",
+"sparse", "hybrid"), a call's `retrieval_mode=` in `similarity_search`, the score and relevance-score searches, MMR
+and `as_retriever(search_kwargs=...)`; the `*_by_vector` searches dense only; the lexical side kept equal to the
+documents through adds, upserts, deletes, merges and a save / load."""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_core.embeddings import Embeddings
+from langchain_fair import FaissVectorStore
+
+from fair_retrieval.lexical import fuse
+from fair_retrieval.stores import LexicalSettings
+
+pytest.importorskip("bm25s")
+
+DIM = 12
+TEXTS = {
+    "ferry": "The ferry leaves the harbour at dawn and crosses the bay.",
+    "train": "The night train runs north through the mountains.",
+    "bread": "Bake the bread slowly in a stone oven.",
+    "harbour": "Fishing boats fill the old harbour every evening.",
+    "oven": "A stone oven keeps its heat for hours.",
+}
+
+
+class TableEmbeddings(Embeddings):
+    """A fixed random vector per text, counting the calls."""
+
+    def __init__(self) -> None:
+        self.document_calls = 0
+        self.query_calls = 0
+
+    @staticmethod
+    def vector(text: str) -> list[float]:
+        return np.random.default_rng(zlib.crc32(text.encode())).standard_normal(DIM).tolist()  # type: ignore[no-any-return]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.document_calls += 1
+        return [self.vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.query_calls += 1
+        return self.vector(text)
+
+
+def _store(**options: object) -> FaissVectorStore:
+    metadatas = [{"n": n} for n in range(len(TEXTS))]
+    return FaissVectorStore.from_texts(list(TEXTS.values()), TableEmbeddings(), metadatas, ids=list(TEXTS), **options)
+
+
+def _ids(documents: list) -> list[str]:  # type: ignore[type-arg]
+    return [document.id for document in documents]
+
+
+def test_a_call_chooses_its_mode_and_sparse_never_embeds_the_query() -> None:
+    store = _store()
+    embeddings = store.embeddings
+    assert isinstance(embeddings, TableEmbeddings)
+    found = store.similarity_search("stone oven", k=3, retrieval_mode="sparse")
+    assert set(_ids(found)) == {"bread", "oven"} and embeddings.query_calls == 0
+    assert len(store.similarity_search("stone oven", k=5)) == 5  # the store's mode: dense ranks everything
+    assert embeddings.query_calls == 1
+
+
+def test_hybrid_scores_are_the_fusion_of_both_sides() -> None:
+    store = _store(retrieval_mode="hybrid", fusion="dist_based_score", alpha=0.6)
+    question = "harbour ferry"
+    found = store.similarity_search_with_score(question, k=3)
+    dense = store.similarity_search_with_score(question, k=20, retrieval_mode="dense")
+    sparse = store.similarity_search_with_score(question, k=20, retrieval_mode="sparse")
+    expected = fuse(
+        [(d.id, s) for d, s in dense], [(d.id, s) for d, s in sparse], 3, fusion="dist_based_score", alpha=0.6
+    )
+    assert [(d.id, pytest.approx(s)) for d, s in found] == [(i, pytest.approx(s)) for i, s in expected]
+
+
+def test_relevance_scores_lie_in_zero_one_in_every_mode() -> None:
+    store = _store()
+    for mode in ("dense", "sparse", "hybrid"):
+        found = store.similarity_search_with_relevance_scores("stone oven", k=3, retrieval_mode=mode)
+        assert found and all(0.0 <= score <= 1.0 for _, score in found), mode
+    best = store.similarity_search_with_relevance_scores("stone oven", k=3, retrieval_mode="sparse")
+    assert best[0][1] == 1.0
+    threshold = store.as_retriever(
+        search_type="similarity_score_threshold",
+        search_kwargs={"retrieval_mode": "sparse", "score_threshold": 0.99, "k": 5},
+    )
+    assert len(threshold.invoke("stone oven")) == 1
+
+
+def test_retrievers_pass_the_mode_and_mmr_chooses_among_its_candidates() -> None:
+    store = _store()
+    sparse = store.as_retriever(search_kwargs={"retrieval_mode": "sparse", "k": 4})
+    assert set(_ids(sparse.invoke("stone oven"))) == {"bread", "oven"}
+    mmr = store.max_marginal_relevance_search("stone oven", k=2, fetch_k=5, retrieval_mode="sparse")
+    assert set(_ids(mmr)) == {"bread", "oven"}
+    retriever = store.as_retriever(search_type="mmr", search_kwargs={"retrieval_mode": "hybrid", "k": 2})
+    assert len(retriever.invoke("stone oven")) == 2
+
+
+def test_vector_searches_are_dense_and_say_so() -> None:
+    store = _store(retrieval_mode="hybrid")
+    vector = TableEmbeddings.vector("oven")
+    assert len(store.similarity_search_by_vector(vector, k=5)) == 5
+    with pytest.raises(ValueError, match="searches by vector"):
+        store.similarity_search_by_vector(vector, k=2, retrieval_mode="sparse")
+    with pytest.raises(ValueError, match="searches by vector"):
+        store.max_marginal_relevance_search_by_vector(vector, k=2, retrieval_mode="hybrid")
+
+
+def test_writes_keep_the_lexical_side_equal_to_the_documents(tmp_path: Path) -> None:
+    store = _store()
+    assert _ids(store.similarity_search("bread", k=5, retrieval_mode="sparse")) == ["bread"]
+    store.delete(["bread"])
+    assert store.similarity_search("bread", k=5, retrieval_mode="sparse") == []
+    store.add_texts(["Rye bread from the mill."], ids=["oven"])  # an upsert
+    assert _ids(store.similarity_search("bread", k=5, retrieval_mode="sparse")) == ["oven"]
+    assert store.similarity_search("heat hours", k=5, retrieval_mode="sparse") == []
+    other = FaissVectorStore.from_texts(["Aged cheese from the valley."], TableEmbeddings(), ids=["cheese"])
+    store.merge_from(other)
+    filtered = store.similarity_search("cheese bread", k=5, retrieval_mode="sparse", filter={"n": {"$exists": False}})
+    assert set(_ids(filtered)) == {"cheese", "oven"}
+    store.save_local(str(tmp_path))
+    loaded = FaissVectorStore.load_local(str(tmp_path), TableEmbeddings())
+    for mode in ("sparse", "hybrid"):
+        assert _ids(loaded.similarity_search("cheese", k=3, retrieval_mode=mode)) == _ids(
+            store.similarity_search("cheese", k=3, retrieval_mode=mode)
+        )
+
+
+def test_the_store_mode_is_saved_and_an_enum_of_the_stacks_is_read_by_value(tmp_path: Path) -> None:
+    class RetrievalMode(str, enum.Enum):  # as langchain-qdrant's
+        HYBRID = "hybrid"
+
+    store = _store(retrieval_mode=RetrievalMode.HYBRID, lexical=LexicalSettings(language="english", b=0.5))
+    store.save_local(str(tmp_path))
+    loaded = FaissVectorStore.load_local(str(tmp_path), TableEmbeddings())
+    assert loaded._store.search_settings.mode == "hybrid"
+    assert loaded._store.lexical == LexicalSettings(b=0.5)
+
+
+def test_bad_modes_are_refused_before_any_embedding() -> None:
+    embeddings = TableEmbeddings()
+    for options, message in (
+        ({"retrieval_mode": "semantic"}, "retrieval_mode must be one of"),
+        ({"fusion": "max"}, "fusion must be one of"),
+        ({"alpha": 2}, "alpha must be"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            FaissVectorStore.from_texts(["a text"], embeddings, **options)
+    assert embeddings.document_calls == 0
+    store = _store()
+    with pytest.raises(ValueError, match="retrieval_mode must be one of"):
+        store.similarity_search("x", retrieval_mode="fuzzy")
+    with pytest.raises(ValueError, match="empty"):
+        store.similarity_search("", retrieval_mode="sparse")
