@@ -99,7 +99,6 @@ class LexicalIndex:
         self._revision = -1  # the records' revision the rows below were built for
         self._rows: np.ndarray = np.zeros(0, np.int64)  # row → int id
         self._bm25: Any = None
-        self._compact: np.ndarray = np.zeros(0, np.int64)  # global token id → the index's token id (-1: absent)
 
     def search(
         self,
@@ -124,10 +123,17 @@ class LexicalIndex:
         if self._bm25 is None or not len(self._rows):
             return []
         query_ids = [self._vocabulary.get(token, -1) for token in self.tokenizer.tokens(query)]
-        known = [int(self._compact[i]) for i in query_ids if 0 <= i < len(self._compact) and self._compact[i] >= 0]
+        known = [i for i in query_ids if i >= 0]  # the vocabulary holds the words of the kept records only
         if not known:
             return []
         scores = np.asarray(self._bm25.get_scores(known), dtype=np.float64)
+        # only documents holding a query word: bm25l and bm25+ score every document of the corpus for a known word
+        # (their non-occurrence term), so a positive score alone does not say the document shares a word
+        holding = np.zeros(len(self._rows), dtype=bool)
+        indptr, indices = self._bm25.scores["indptr"], self._bm25.scores["indices"]
+        for token in known:
+            holding[indices[indptr[token] : indptr[token + 1]]] = True
+        scores = np.where(holding, scores, 0.0)
         if among is not None:
             mask = np.zeros(len(self._rows), dtype=bool)
             wanted = np.asarray(among, dtype=np.int64)
@@ -137,15 +143,14 @@ class LexicalIndex:
             mask[rows[self._rows[rows] == wanted]] = True
             scores = np.where(mask, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
-        if len(positive) > k:
-            positive = positive[np.argpartition(-scores[positive], k - 1)[:k]]
-        order = positive[np.lexsort((self._rows[positive], -scores[positive]))]
+        # best first, ties by int id, then cut: search(k) is always the first k of search(k + n)
+        order = positive[np.lexsort((self._rows[positive], -scores[positive]))][: max(k, 0)]
         return [(int(self._rows[row]), float(scores[row])) for row in order]
 
     def memory_bytes(self) -> int:
         """Bytes the index holds in memory: the token ids kept per document, bm25s's score matrix (CSC arrays), the
         row map and the vocabulary's words (UTF-8) with an 8-byte id each. What a store's lexical side costs."""
-        arrays = [ids for _, ids in self._tokens.values()] + [self._rows, self._compact]
+        arrays = [ids for _, ids in self._tokens.values()] + [self._rows]
         if self._bm25 is not None:
             arrays += [v for v in self._bm25.scores.values() if isinstance(v, np.ndarray)]
         words = sum(len(word.encode("utf-8")) + 8 for word in self._vocabulary)
@@ -172,6 +177,16 @@ class LexicalIndex:
         self._revision = revision
         logger.debug("Lexical index: %d documents (%d tokenized now).", len(self._tokens), fresh)
 
+    def _forget_unused_words(self, used: np.ndarray) -> list[np.ndarray]:
+        """Drop the words no kept record holds (removed or replaced records' words) and renumber the rest, so the
+        index's memory is that of the records it holds, however they churned; the kept documents' token ids in row
+        order, renumbered."""
+        renumber = np.full(len(self._vocabulary), -1, dtype=np.int64)
+        renumber[used] = np.arange(len(used))
+        self._vocabulary = {word: int(renumber[i]) for word, i in self._vocabulary.items() if renumber[i] >= 0}
+        self._tokens = {int_id: (record, renumber[ids]) for int_id, (record, ids) in self._tokens.items()}
+        return [self._tokens[int(int_id)][1] for int_id in self._rows]
+
     def _token_ids(self, text: str) -> np.ndarray:
         vocabulary = self._vocabulary
         ids = [vocabulary.setdefault(token, len(vocabulary)) for token in self.tokenizer.tokens(text)]
@@ -184,15 +199,18 @@ class LexicalIndex:
 
         self._rows = np.asarray(sorted(self._tokens), dtype=np.int64)
         if not len(self._rows):
-            self._bm25 = None
+            self._bm25, self._vocabulary = None, {}
             return
         documents = [self._tokens[int(int_id)][1] for int_id in self._rows]
         used = np.unique(np.concatenate(documents)) if any(len(d) for d in documents) else np.zeros(0, np.int64)
-        self._compact = np.full(len(self._vocabulary), -1, dtype=np.int64)
-        self._compact[used] = np.arange(len(used))
+        if len(used) < len(self._vocabulary):
+            documents = self._forget_unused_words(used)
+        if not len(self._vocabulary):  # no record has a word (stop words, punctuation): nothing can be found
+            self._bm25 = None
+            return
         # bm25s counts token id 0 ... V-1 and keeps one more, empty token (what a document without words holds)
-        vocab = {str(i): i for i in range(len(used))}
-        corpus = Tokenized(ids=[self._compact[d].tolist() for d in documents], vocab=vocab)
+        vocab = {str(i): i for i in range(len(self._vocabulary))}
+        corpus = Tokenized(ids=[d.tolist() for d in documents], vocab=vocab)
         bm25 = bm25s.BM25(k1=self.settings.k1, b=self.settings.b, method=self.settings.method)
         bm25.index(corpus, show_progress=False)
         self._bm25 = bm25

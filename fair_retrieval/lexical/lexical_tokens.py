@@ -1,7 +1,7 @@
 """The words of a text as a lexical (BM25) index reads them: lower-cased word tokens, stop words dropped, stemmed.
 
 Words are runs of letters, digits and their combining marks, two characters or more (as bm25s and llama-index's BM25
-retriever read them, with the marks: the vowel signs of Hindi or Thai belong to their words). Scripts written
+retriever read them, with the marks: the vowel signs of Hindi belong to their words). Scripts written
 without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) have no such runs to split, so a run of
 their characters is read as its overlapping character pairs (a single
 character alone), the usual fallback of lexical search engines for those scripts; every other script keeps its
