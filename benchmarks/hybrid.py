@@ -410,6 +410,41 @@ def model_name(model: str) -> str:
     return path.parent.name if path.name == "model" else path.name
 
 
+SUMMARY_RUNS = {
+    "anchor": "HuggingFaceEmbedding(s), one vector a chunk",
+    "bm25": "BM25 (llama-index-retrievers-bm25)",
+    "small-to-big": "the stack's small-to-big, one window",
+    "multi-size": "LlamaIndex's documented small-to-big (128/256/512 + parent)",
+    "dense": "our default store (dense)",
+    "bm25+small-to-big": "BM25 fused with small-to-big (reciprocal rank)",
+    "bm25+multi-size": "BM25 fused with the documented recipe",
+    "hybrid-rrf": "our hybrid, reciprocal rank",
+}
+
+
+def summary(results: dict[str, Any], hybrid_run: str) -> str:
+    """One model's table for the README: each run's nDCG@10 per set (LlamaIndex / LangChain) and its mean."""
+    done = [key for key in results if key != "meta" and "hybrid-rrf" in results[key]["runs"]]
+    names = list(dict.fromkeys(key.split("/")[0] for key in done))
+    runs = {**SUMMARY_RUNS, hybrid_run: f"our hybrid, {hybrid_run.removeprefix('hybrid-')}"}
+    lines = [
+        "| run | " + " | ".join(f"{n} (LI / LC)" for n in names) + " | mean |",
+        "|---" * (len(names) + 2) + "|",
+    ]
+    for run, label in runs.items():
+        cells, values = [], []
+        for n in names:
+            found = [
+                results[f"{n}/{stack}"]["runs"][run]["ndcg@10"]
+                for stack in ("llamaindex", "langchain")
+                if f"{n}/{stack}" in done and run in results[f"{n}/{stack}"]["runs"]
+            ]
+            values += found
+            cells.append(" / ".join(f"{v:.3f}" for v in found) or "–")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {np.mean(values):.3f} |")
+    return "\n".join(lines)
+
+
 def write_report(folders: list[Path]) -> int:
     """Each folder's tables (report.md, report.json in it) and, for several, the rule decided on all their sets
     together (report.md, report.json in the first folder's parent, named hybrid-report.*)."""
@@ -435,6 +470,11 @@ def write_report(folders: list[Path]) -> int:
             why = "; ".join(v["failures"][:4])
             lines.append(f"| {name} | {v['mean']:.3f} | {'yes' if v['passes'] else 'no'} | {why} |")
         lines += ["", f"Adopted: {report['adopted'] or 'none (dense stays the default)'}", ""]
+        best = max(report["candidates"], key=lambda name: report["candidates"][name]["mean"])
+        lines += [f"Highest mean over every set: {best}", ""]
+        for folder in folders:
+            results = json.loads((folder / "results.json").read_text())
+            lines += [f"{folder.name}:", "", summary(results, f"hybrid-{best}"), ""]
         texts.append("\n".join(lines))
         (folders[0].parent / "hybrid-report.json").write_text(json.dumps(report, indent=1))
         (folders[0].parent / "hybrid-report.md").write_text("\n\n".join(texts))
