@@ -53,6 +53,9 @@ class StoreSearch:
         embedded plainly, as a query; a sparse one is not embedded."""
         predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
         settings = self._settings(kwargs)
+        if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
+            embedding = self._store.embedder.embed_query(check_query(query))
+            return self.similarity_search_with_score_by_vector(embedding, positive_int(k, "k"), predicate)
         hits = self._store.text_search(
             query,
             positive_int(k, "k"),
