@@ -6,6 +6,17 @@ header and the digest before anything is unpacked, unpacks only plain files and 
 folder, and then loads the store with the ordinary checked load (`load_store`: format, version, identity, index). So
 bytes cut short, changed on the way, or of another kind are refused with a ValueError, and no code in them can run.
 
+The digest only detects damage: bytes crafted with a digest computed again are unpacked under these bounds, each
+breach a ValueError naming the member and its cause before anything is allocated for it:
+
+- every member is a folder or a regular file (tar types "0" or NUL), never sparse (no GNU sparse type, no sparse
+  map, no PAX ``GNU.sparse.*`` header), a link, a device or a FIFO;
+- its name is a plain relative path (no empty, ``.`` or ``..`` part, not absolute, no backslash or NUL), new
+  among the members, and not under a file member (``store.json/x``);
+- a file holds the bytes its header declares, read `CHUNK_BYTES` at a time, and all files together declare no more
+  than the archive's own length (an uncompressed archive cannot hold more), so the unpacked folder is never larger
+  than the bytes given.
+
 A store read from bytes is a store built in memory: saving it over a store already in a folder needs `overwrite`.
 """
 
@@ -27,6 +38,9 @@ __all__ = ["STORE_BYTES_HEADER", "store_bytes", "store_from_bytes"]
 STORE_BYTES_HEADER = b"fair-retrieval store bytes 1\n"
 """The first bytes of every serialized store (the format's name and version)."""
 _DIGEST = hashlib.sha256().digest_size
+CHUNK_BYTES = 1 << 20
+"""How much of an archive member is read at a time while it is unpacked."""
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)  # the tar types of a regular file
 
 S = TypeVar("S")
 
@@ -69,8 +83,9 @@ def store_from_bytes(data: Any, load: Callable[[Path], S], store: str) -> S:
 
     Raises:
         TypeError: `data` is not bytes.
-        ValueError: bytes of another kind, cut short or changed (the digest disagrees), or an archive entry that
-            is not a plain file or folder inside it; and the load's own errors.
+        ValueError: bytes of another kind, cut short or changed (the digest disagrees), an archive that cannot be
+            read, a member outside the bounds of the module docstring, an archive without the files of a saved
+            store; and the load's own errors.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(
@@ -92,7 +107,13 @@ def store_from_bytes(data: Any, load: Callable[[Path], S], store: str) -> S:
     with tempfile.TemporaryDirectory(prefix="fair-store-") as temporary:
         folder = Path(temporary)
         _unpack(body, folder, store)
-        loaded = load(folder)
+        try:
+            loaded = load(folder)
+        except FileNotFoundError as error:  # the scratch folder lacks a file: the archive lacked it
+            raise ValueError(
+                f"The serialized {store} lacks a file of a saved store ({error}); it was cut short before it was "
+                "packed or not written by serialize_to_bytes(). Serialize the store again."
+            ) from None
     inner = getattr(loaded, "_store", loaded)
     if isinstance(inner, DocumentStore):
         inner.generation = None  # from bytes: a store built in memory
@@ -100,21 +121,116 @@ def store_from_bytes(data: Any, load: Callable[[Path], S], store: str) -> S:
 
 
 def _unpack(body: bytes, folder: Path, store: str) -> None:
-    """Unpack plain files and folders with relative names inside `folder`; refuse anything else."""
-    with tarfile.open(fileobj=io.BytesIO(body), mode="r:") as archive:
-        for member in archive.getmembers():
-            name = PurePosixPath(member.name)
-            if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
-                raise ValueError(
-                    f"The serialized {store} holds {member.name!r}, which is not a plain file of a saved store; it "
-                    "was not written by serialize_to_bytes(). Serialize the store again."
-                )
-            target = folder.joinpath(*name.parts)
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = archive.extractfile(member)
-            if source is None:
-                raise ValueError(f"The serialized {store} lacks the contents of {member.name!r}; serialize it again.")
-            target.write_bytes(source.read())
+    """Unpack the archive `body` inside `folder`: regular files and folders with plain relative names only, each
+    file of its declared size, read in chunks, all of them together no bigger than `body` itself.
+
+    Raises:
+        ValueError: naming the member and what is wrong with it, or the archive when it cannot be read.
+    """
+    budget = len(body)  # an uncompressed archive holds its members' bytes: they cannot add up to more
+    files: set[PurePosixPath] = set()
+    folders: set[PurePosixPath] = set()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(body), mode="r:") as archive:
+            for member in archive:
+                name = _member_name(member, files, folders, store)
+                if member.isdir():
+                    folders.add(name)
+                    _make_folder(folder, name, member, store)
+                    continue
+                problem = _file_problem(member, budget, len(body))
+                if problem is not None:
+                    raise _member_error(store, member, problem)
+                budget -= member.size
+                files.add(name)
+                folders.update(name.parents)
+                _write_member(archive, member, folder.joinpath(*name.parts), store)
+    except (tarfile.TarError, EOFError) as error:
+        raise ValueError(
+            f"The serialized {store} is not an archive of a saved store ({error}); it was not written by "
+            "serialize_to_bytes(). Serialize the store again."
+        ) from None
+    except ValueError as error:
+        if isinstance(error, _MemberError):
+            raise
+        raise ValueError(  # the archive's own headers are malformed (a sparse map, a number field, an encoding)
+            f"The serialized {store} holds a malformed archive header ({error}); it was not written by "
+            "serialize_to_bytes(). Serialize the store again."
+        ) from None
+
+
+class _MemberError(ValueError):
+    """A member of a serialized store refused by `_unpack` (its message names it)."""
+
+
+def _member_error(store: str, member: tarfile.TarInfo, problem: str) -> _MemberError:
+    return _MemberError(
+        f"The serialized {store} holds the member {member.name!r}, which {problem}; it was not written by "
+        "serialize_to_bytes(). Serialize the store again."
+    )
+
+
+def _member_name(
+    member: tarfile.TarInfo, files: set[PurePosixPath], folders: set[PurePosixPath], store: str
+) -> PurePosixPath:
+    """The member's name as a relative path inside the folder, new among the members and under no file member."""
+    raw = member.name
+    parts = raw.split("/")
+    if raw.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\\" in raw or "\0" in raw:
+        raise _member_error(store, member, "is not a plain relative name (empty, absolute, '.', '..', '\\' or NUL)")
+    name = PurePosixPath(*parts)
+    nested = next((parent for parent in name.parents if parent in files), None)
+    if nested is not None:
+        raise _member_error(store, member, f"lies under {str(nested)!r}, a file of the archive, not a folder")
+    if name in files or (name in folders and not member.isdir()):
+        raise _member_error(store, member, "comes twice in the archive")
+    return name
+
+
+def _file_problem(member: tarfile.TarInfo, budget: int, length: int) -> str | None:
+    """Why a member is not a regular, whole file that fits in what the archive holds (`budget` bytes beyond the
+    other members, `length` in all); None when it is one."""
+    sparse_headers = sorted(key for key in member.pax_headers if key.startswith("GNU.sparse"))
+    if member.type == tarfile.GNUTYPE_SPARSE or member.sparse is not None or sparse_headers:
+        headers = f" (PAX headers {', '.join(sparse_headers)})" if sparse_headers else ""
+        return f"is a sparse file{headers}, not a regular one"
+    if member.type not in _REGULAR:
+        return f"is of tar type {member.type!r}, not a regular file or folder (a link, a device, a FIFO, …)"
+    if member.size < 0 or member.size > budget:
+        return f"declares {member.size} bytes, more than the archive holds beyond its other members ({budget} bytes)"
+    if member.offset_data + member.size > length:
+        return (
+            f"is cut short: its header declares {member.size} bytes, the archive ends "
+            f"{max(0, length - member.offset_data)} bytes into them"
+        )
+    return None
+
+
+def _make_folder(folder: Path, name: PurePosixPath, member: tarfile.TarInfo, store: str) -> None:
+    try:
+        folder.joinpath(*name.parts).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _member_error(store, member, f"cannot be made a folder ({error.strerror or error})") from None
+
+
+def _write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path, store: str) -> None:
+    """Copy a regular member to `target` in bounded chunks, checking that it holds its declared size."""
+    source = archive.extractfile(member)
+    if source is None:
+        raise _member_error(store, member, "has no contents")
+    written = 0
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with source, open(target, "xb") as out:
+            while written < member.size:
+                chunk = source.read(min(CHUNK_BYTES, member.size - written))
+                if not chunk:
+                    break
+                out.write(chunk)
+                written += len(chunk)
+    except tarfile.ReadError:
+        pass  # its data is cut short: `written` says how much there was
+    except OSError as error:
+        raise _member_error(store, member, f"cannot be written ({error.strerror or error})") from None
+    if written != member.size:
+        raise _member_error(store, member, f"holds {written} bytes, not the {member.size} its header declares")
