@@ -36,6 +36,7 @@ from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.window_cache import window_embedder
+from fair_retrieval.validate import is_int
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ __all__ = ["StoreFormat", "load_store", "save_store"]
 R = TypeVar("R", bound=Keyed)
 
 MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
+INT64_MAX = 2**63 - 1
+"""The largest int id a store keeps (faiss ids are int64)."""
 UNRECORDED_EARLIER = "saved by an earlier release"
 
 
@@ -249,10 +252,7 @@ def _restore(
         store.embedder = embedder
     index = mode.load_index(folder, gpu) if (folder := _index_folder(fmt, state, store_file, index_folder)) else None
     entries = _entries(fmt, state[fmt.records_key], store_file)
-    try:
-        next_int_id = int(state["next_int_id"])
-    except (TypeError, ValueError) as error:
-        raise DamagedFileError(store_file, f"its id counter is malformed ({error!r})", fmt.remedy) from None
+    next_int_id = _id_counter(state["next_int_id"], entries, store_file, fmt.remedy)
     store.records.restore(index, entries, next_int_id)
     held = store.records.index_mismatch()
     if held is not None:
@@ -289,11 +289,31 @@ def _entries(fmt: StoreFormat[R], entries: Iterable[Any], store_file: Path) -> l
     """
     try:
         decoded = [fmt.decode(entry) for entry in entries]
-        for _, record in decoded:
+        for int_id, record in decoded:
             hash(record.key)  # the id map's key: an unhashable id is damage too (TypeError)
+            if not is_int(int_id) or not 0 <= int_id <= INT64_MAX:
+                raise ValueError(f"its int id {int_id!r} is not an integer from 0 to 2**63 - 1")
         return decoded
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
         raise DamagedFileError(store_file, f"an entry of its {fmt.noun} is malformed ({error!r})", fmt.remedy) from None
+
+
+def _id_counter(value: Any, entries: list[tuple[int, Any]], store_file: Path, remedy: str) -> int:
+    """The recorded id counter `next_int_id`, checked against the entries: an integer above every int id they use
+    and within int64 (the ids new documents get, which faiss keeps as int64).
+
+    Raises:
+        DamagedFileError: naming the field and the bound.
+    """
+    least = max((int_id for int_id, _ in entries), default=-1) + 1
+    if not is_int(value) or not least <= value <= INT64_MAX:
+        raise DamagedFileError(
+            store_file,
+            f"its id counter 'next_int_id' {value!r} is not an integer from {least} (one past its highest int id) "
+            "to 2**63 - 1",
+            remedy,
+        )
+    return value
 
 
 def _check_aggregate(path: Path, mode: DocumentMode, aggregate: Aggregate | None) -> None:

@@ -65,3 +65,43 @@ def test_the_mode_asked_for_on_load_must_be_the_saved_one(tmp_path: Path) -> Non
 def test_a_missing_store_file_says_what_writes_one(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="write one first"):
         load_store(FORMAT, tmp_path / "x.json", tmp_path / "x", gpu=False, embedder=None, missing="write one first")
+
+
+@pytest.mark.parametrize("counter", [0, 1, -1, 2**63, 10**30, 1e308, 2.5, "3", None])
+def test_a_crafted_id_counter_is_refused_naming_it(tmp_path: Path, counter: Any) -> None:
+    """A counter at or below an int id in use would hand a new document an id the store holds; past int64, faiss
+    cannot keep it: either way the store file is damaged (its CRC-32 computed again, as a crafted one would be)."""
+    import json
+
+    from fair_retrieval.jsonio import DamagedFileError
+    from tests.test_crafted_folders import entry, reseal
+
+    _, path = _saved(tmp_path)
+    state = json.loads(path.read_text())
+    state["next_int_id"] = counter
+    path.write_text(json.dumps(state))
+    reseal(
+        tmp_path / "store.index" / "index.json",
+        lambda r: r["publication"]["files"].update({"../store.json": entry(path)}),
+    )
+    with pytest.raises(DamagedFileError, match=r"store\.json is damaged: its id counter 'next_int_id'"):
+        load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+
+
+@pytest.mark.parametrize("int_id", [-1, 2**63, 1e308])
+def test_a_crafted_int_id_is_refused_naming_the_file(tmp_path: Path, int_id: Any) -> None:
+    import json
+
+    from fair_retrieval.jsonio import DamagedFileError
+    from tests.test_crafted_folders import entry, reseal
+
+    _, path = _saved(tmp_path)
+    state = json.loads(path.read_text())
+    state["documents"][0]["int_id"] = int_id
+    path.write_text(json.dumps(state))
+    reseal(
+        tmp_path / "store.index" / "index.json",
+        lambda r: r["publication"]["files"].update({"../store.json": entry(path)}),
+    )
+    with pytest.raises(DamagedFileError, match=r"store\.json is damaged: an entry"):
+        load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
