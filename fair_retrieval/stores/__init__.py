@@ -27,9 +27,10 @@ The modules, with the names exported from each:
   `id_strings`, `ids_to_delete`, `new_ids`, `repeated`, `preview`, `require_some`.
 - `metadata`: metadata kept as JSON. `json_metadata_list`.
 - `filter_grammar`: the one filter grammar of the stores. `compile_filter` (a filter dict → a predicate on
-  metadata), `Predicate`.
+  metadata), `Predicate`, `MAX_FILTER_DEPTH` (how deep filters nest: 64).
 - `operator_filters`: filters written as (field, operator name, value) conditions, as LlamaIndex's
-  `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names).
+  `MetadataFilters` are. `condition_spec`, `combined_spec`, `SUPPORTED_OPERATORS` (the operator names),
+  `check_combination_depth` and `COMBINED_GRAMMAR_DEPTH` (their nesting bound).
 - `compiled_filter`: a filter compiled once per call. `store_filter`, `StoreFilter`, `record_filter` (as a test of
   a stored record).
 - `marginal_relevance`: maximal marginal relevance, one for both stacks. `mmr_hits` (a store's documents chosen
@@ -89,11 +90,18 @@ from fair_retrieval.stores.document_modes import (
 )
 from fair_retrieval.stores.document_store import STORE_METRICS, DocumentStore, StoreHit, StoreMetric
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
+from fair_retrieval.stores.filter_grammar import MAX_DEPTH as MAX_FILTER_DEPTH
 from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
 from fair_retrieval.stores.metadata import json_metadata_list
-from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
+from fair_retrieval.stores.operator_filters import (
+    COMBINED_GRAMMAR_DEPTH,
+    SUPPORTED_OPERATORS,
+    check_combination_depth,
+    combined_spec,
+    condition_spec,
+)
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings, check_search_mode
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
@@ -119,10 +127,12 @@ from fair_retrieval.validate import positive_int
 __all__ = [
     "AGGREGATE_KEY",
     "BEST_WINDOW_KEY",
+    "COMBINED_GRAMMAR_DEPTH",
     "DEFAULT_INDEX_NAME",
     "DEFAULT_MULTIVECTOR",
     "DEFAULT_SEARCH_MODE",
     "FUSIONS",
+    "MAX_FILTER_DEPTH",
     "MULTIVECTOR_KEY",
     "QUERY_MODES",
     "SEARCH_MODES",
@@ -151,6 +161,7 @@ __all__ = [
     "WindowEmbedder",
     "WrappedStore",
     "cached_window_embedder",
+    "check_combination_depth",
     "check_identity",
     "check_query",
     "check_search_mode",

@@ -36,6 +36,8 @@ Semantics where vector stores disagree, fixed here:
   with booleans (``True`` is not ``1``). An ordering across families (``"2024" > 3``) is False, never an error.
 - Lists, dicts and None are compared for equality only; ordering operators need a number or string operand.
 
+Filters nest $and / $or / $not (at the top or on a field) at most `MAX_DEPTH` (64) levels deep, counted together.
+
 Malformed filters raise ValueError naming the place (``filter['year']['$in']``) and the valid operators: an
 unknown ``$`` operator, ``$in``/``$nin`` without a list, ``$and``/``$or`` without a non-empty list of dicts, an
 ordering operator with a non-orderable operand, ``$exists`` without a bool, a field operator at the top level,
@@ -51,9 +53,9 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-from fair_retrieval.validate import is_number
+from fair_retrieval.validate import MAX_NESTING, is_number
 
-__all__ = ["FILTER_OPERATORS", "FilterSpec", "Predicate", "compile_filter"]
+__all__ = ["FILTER_OPERATORS", "MAX_DEPTH", "FilterSpec", "Predicate", "check_depth", "compile_filter"]
 
 Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
 """A compiled filter: True for the metadata of a document the filter keeps."""
@@ -81,20 +83,31 @@ _ORDERINGS: dict[str, Callable[[Any, Any], bool]] = {
 _MISSING = object()  # a field absent from the metadata
 
 
-def compile_filter(spec: FilterSpec | None) -> Predicate:
+MAX_DEPTH = MAX_NESTING
+"""How deep $and / $or / $not may nest (64, the library's one nesting bound, `fair_retrieval.validate.MAX_NESTING`),
+counted together wherever they are: a field's ``$not`` inside a ``$not`` inside an ``$or`` is three levels. Far more
+than a filter written by hand or generated from a UI needs, and shallow enough that compiling and evaluating never
+exhaust Python's stack: the depth is counted before each level is compiled, so a deeper filter is refused with a
+ValueError, never a RecursionError."""
+
+
+def compile_filter(spec: FilterSpec | None, *, max_depth: int = MAX_DEPTH) -> Predicate:
     """Compile a metadata filter into a predicate, checking all of it now.
 
     Args:
         spec: a filter dict in the grammar of this module (see the module docstring), a callable taking the
             metadata dict and returning a truth value, or None (keeps every document).
+        max_depth: how deep $and / $or / $not may nest (`MAX_DEPTH`); an adapter whose filters translate one of
+            their own levels into several of the grammar's passes its bound in grammar levels.
 
     Returns:
         A function of a metadata mapping returning True for documents the filter keeps. It never raises on odd
         metadata: comparing values of different types is simply False.
 
     Raises:
-        ValueError: for a malformed filter (an unknown operator, an operand of the wrong shape, …); the message
-            names where in the filter the problem is and lists the valid operators.
+        ValueError: for a malformed filter (an unknown operator, an operand of the wrong shape, …), or one nested
+            deeper than `max_depth`; the message names where in the filter the problem is and lists the valid
+            operators.
 
     Example:
         >>> keep = compile_filter({"year": {"$gte": 2024}, "$or": [{"lang": "en"}, {"lang": {"$exists": False}}]})
@@ -111,24 +124,28 @@ def compile_filter(spec: FilterSpec | None) -> Predicate:
             f"filter must be a dict such as {{'year': {{'$gte': 2024}}}} or a function of the metadata dict, got "
             f"{type(spec).__name__} {spec!r}."
         )
-    return _compile_filter_dict(spec, "filter")
+    return _compile_filter_dict(spec, "filter", 0, max_depth)
 
 
 # ---------------------------------------------------------------------------------------------------- compiling
 
 
-MAX_DEPTH = 64
-"""How deep $and / $or / $not may nest: far more than a filter written by hand or generated from a UI needs, and
-shallow enough that compiling and evaluating never exhaust Python's stack."""
+def check_depth(depth: int, limit: int = MAX_DEPTH) -> None:
+    """Refuse a filter level deeper than `limit` (the filter's top is level 0).
 
-
-def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0) -> Predicate:
-    """A whole-document filter dict: field conditions and combinators, all of which must hold."""
-    if depth > MAX_DEPTH:
+    Raises:
+        ValueError: naming the bound and how to flatten the filter.
+    """
+    if depth > limit:
         raise ValueError(
-            f"filter nests $and / $or / $not more than {MAX_DEPTH} levels deep; flatten it (e.g. one $and or $in "
+            f"filter nests $and / $or / $not more than {limit} levels deep; flatten it (e.g. one $and or $in "
             "with many members instead of nested ones)."
         )
+
+
+def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0, limit: int = MAX_DEPTH) -> Predicate:
+    """A whole-document filter dict at level `depth`: field conditions and combinators, all of which must hold."""
+    check_depth(depth, limit)
     parts: list[Predicate] = []
     for key, value in spec.items():
         here = f"{where}[{key!r}]"
@@ -138,10 +155,10 @@ def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0) ->
                 f"the combinators {', '.join(_COMBINATORS)}."
             )
         if not key.startswith("$"):
-            parts.append(_compile_field(key, value, here))
+            parts.append(_compile_field(key, value, here, depth, limit))
         elif key in ("$and", "$or"):
             members = [
-                _compile_filter_dict(member, f"{where}[{key!r}][{position}]" if depth < 8 else "…", depth + 1)
+                _compile_filter_dict(member, f"{where}[{key!r}][{position}]" if depth < 8 else "…", depth + 1, limit)
                 for position, member in _members(key, value, here)
             ]
             parts.append(_all_of(members) if key == "$and" else _any_of(members))
@@ -151,7 +168,7 @@ def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0) ->
                     f"{here} needs a filter dict to negate, e.g. {{'$not': {{'lang': 'en'}}}}; got "
                     f"{type(value).__name__} {value!r}."
                 )
-            parts.append(_negation(_compile_filter_dict(value, here if depth < 8 else "…", depth + 1)))
+            parts.append(_negation(_compile_filter_dict(value, here if depth < 8 else "…", depth + 1, limit)))
         elif key in _FIELD_OPERATORS:
             raise ValueError(
                 f"{here}: {key} compares a field, so it goes under a field name: {{'field': {{{key!r}: ...}}}}. "
@@ -178,8 +195,10 @@ def _members(key: str, value: Any, where: str) -> list[tuple[int, Mapping[Any, A
     return list(enumerate(value))
 
 
-def _compile_field(field: str, condition: Any, where: str) -> Predicate:
-    """The condition on one field: an operator dict, a list of allowed values, or a value to equal."""
+def _compile_field(field: str, condition: Any, where: str, depth: int, limit: int) -> Predicate:
+    """The condition on one field at level `depth`: an operator dict, a list of allowed values, or a value to
+    equal."""
+    check_depth(depth, limit)
     if isinstance(condition, Mapping) and any(isinstance(key, str) and key.startswith("$") for key in condition):
         plain = [key for key in condition if not (isinstance(key, str) and key.startswith("$"))]
         if plain:
@@ -188,7 +207,10 @@ def _compile_field(field: str, condition: Any, where: str) -> Predicate:
                 "({'$gte': 1, '$lt': 5}) or a dict value to compare with, not both."
             )
         return _all_of(
-            [_compile_operator(field, key, operand, f"{where}[{key!r}]") for key, operand in condition.items()]
+            [
+                _compile_operator(field, key, operand, f"{where}[{key!r}]" if depth < 8 else "…", depth, limit)
+                for key, operand in condition.items()
+            ]
         )
     if isinstance(condition, list | tuple):
         allowed = list(condition)
@@ -205,8 +227,8 @@ def _compile_field(field: str, condition: Any, where: str) -> Predicate:
     return _equal_to(field, condition)
 
 
-def _compile_operator(field: str, name: str, operand: Any, where: str) -> Predicate:
-    """One `$operator: operand` on `field`."""
+def _compile_operator(field: str, name: str, operand: Any, where: str, depth: int, limit: int) -> Predicate:
+    """One `$operator: operand` on `field`, at level `depth` (a ``$not`` compiles its condition one level down)."""
     if name == "$eq":
         return _equal_to(field, operand)
     if name in ("$ne", "$neq"):
@@ -243,7 +265,7 @@ def _compile_operator(field: str, name: str, operand: Any, where: str) -> Predic
         wanted = operand
         return lambda metadata: (field in metadata) is wanted
     if name == "$not":
-        return _negation(_compile_field(field, operand, where))
+        return _negation(_compile_field(field, operand, where, depth + 1, limit))
     if name in ("$and", "$or"):
         raise ValueError(
             f"{where}: {name} combines whole filters, so it goes at the top: "

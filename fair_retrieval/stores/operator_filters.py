@@ -6,6 +6,10 @@ NOT; every `FilterOperator` has its llama-index meaning (CONTAINS, ANY and ALL o
 TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY). `condition_spec` turns one into a grammar dict and
 `combined_spec` combines several, checking what the grammar would refuse with messages in the framework's own terms;
 an operator with no equivalent is refused by name, never answered with a silently empty result.
+
+Combinations nest at most `MAX_DEPTH` (64) levels deep, the grammar's bound counted in the framework's own levels
+(`check_combination_depth`, before a level is translated); `COMBINED_GRAMMAR_DEPTH` is how deep their translation
+may then nest in the grammar (NOT is two of its levels, IS_EMPTY one more).
 """
 
 from __future__ import annotations
@@ -13,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SUPPORTED_OPERATORS", "combined_spec", "condition_spec"]
+from fair_retrieval.stores.filter_grammar import MAX_DEPTH
+
+__all__ = [
+    "COMBINED_GRAMMAR_DEPTH",
+    "SUPPORTED_OPERATORS",
+    "check_combination_depth",
+    "combined_spec",
+    "condition_spec",
+]
 
 OPERATORS: dict[str, str] = {
     "EQ": "$eq",
@@ -34,7 +46,30 @@ LISTED = ("IN", "NIN", "ANY", "ALL")  # operators whose value is a list
 ORDERINGS = ("GT", "GTE", "LT", "LTE")
 EMPTY_VALUES: tuple[Any, ...] = (None, "", [])  # what IS_EMPTY matches besides an absent field, as in llama-index
 SUPPORTED_OPERATORS: tuple[str, ...] = (*OPERATORS, "IS_EMPTY")
-"""The operator names a condition may use (combined with AND, OR and NOT, nested as wanted)."""
+"""The operator names a condition may use (combined with AND, OR and NOT, nested up to `MAX_DEPTH` levels)."""
+COMBINED_GRAMMAR_DEPTH = 2 * (MAX_DEPTH + 1) + 1
+"""How deep the grammar dict of combinations at levels 0 to `MAX_DEPTH` may nest (`combined_spec` spells each of
+them as up to two grammar levels, NOT as ``$not`` of ``$or``; `condition_spec` IS_EMPTY as one ``$or``): the
+`max_depth` to compile it with."""
+
+
+def check_combination_depth(depth: int, where: str, kind: str) -> None:
+    """Refuse a combination of conditions nested deeper than `MAX_DEPTH` (the outermost is level 0), before it is
+    translated (so a deep one never exhausts Python's stack).
+
+    Args:
+        depth: the level of the combination.
+        where: where it is, for the message (e.g. "filters.filters[0].filters[0]…").
+        kind: what the framework calls a combination, for the message (e.g. "MetadataFilters").
+
+    Raises:
+        ValueError: naming the bound.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"{where}: {kind} nest more than {MAX_DEPTH} levels deep; flatten them (one AND or OR over many "
+            "filters, or IN with many values, instead of nested ones)."
+        )
 
 
 def condition_spec(key: str, operator: str, value: Any, where: str, store: str) -> dict[str, Any]:

@@ -535,3 +535,32 @@ def test_a_filter_nested_64_levels_still_works() -> None:
         spec = {"$not": {"$not": spec}}
     keep = compile_filter(spec)
     assert keep({"lang": "en"}) and not keep({"lang": "de"})
+
+
+def field_nots(depth: int) -> dict[str, Any]:
+    """``{"i": {"$not": {"$not": … {"$eq": 1}}}}`` with `depth` field negations."""
+    condition: dict[str, Any] = {"$eq": 1}
+    for _ in range(depth):
+        condition = {"$not": condition}
+    return {"i": condition}
+
+
+@pytest.mark.parametrize("depth", [65, 100, 500, 5000])
+def test_a_field_condition_nested_too_deep_is_a_clear_error_not_a_recursion_error(depth: int) -> None:
+    with pytest.raises(ValueError, match=r"nests \$and / \$or / \$not more than 64 levels deep; flatten it"):
+        compile_filter(field_nots(depth))
+
+
+def test_a_field_condition_nested_64_levels_still_works() -> None:
+    keep = compile_filter(field_nots(64))
+    assert keep({"i": 1}) and not keep({"i": 2})
+    assert compile_filter(field_nots(63))({"i": 2})
+
+
+def test_the_nesting_bound_counts_combinators_and_field_negations_together() -> None:
+    spec: dict[str, Any] = field_nots(32)
+    for _ in range(32):
+        spec = {"$or": [spec]}
+    assert compile_filter(spec)({"i": 1})  # 32 + 32 levels
+    with pytest.raises(ValueError, match="more than 64 levels deep"):
+        compile_filter({"$not": spec})
