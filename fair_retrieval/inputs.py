@@ -76,16 +76,20 @@ def check_store_entries(
     metadatas: Sequence[Any] | None = None,
     *,
     first_position: int = 0,
+    reserved: Sequence[str] = (),
 ) -> None:
     """Refuse, before anything is embedded or stored, texts a vector store must not take: empty or whitespace-only
     texts, and lone surrogates in a text, an id or metadata (they would fail when the store is saved as UTF-8
-    JSON, long after); and empty ids. The vector stores of both adapters call this on every add.
+    JSON, long after); empty ids; and metadata holding a key the store reserves for what it adds to results. The
+    vector stores of both adapters call this on every add.
 
     Args:
         texts: the texts (or node contents), in input order; None for an entry without text (not checked).
         ids: their ids, one per text.
         metadatas: their metadata dicts, or None.
         first_position: the position of the first entry in the caller's input, for the messages.
+        reserved: top-level metadata keys the store puts in its results (`fair_retrieval.stores.RESERVED_KEYS`):
+            stored under them, a user's value would be replaced in every result.
 
     Raises:
         ValueError: naming every offending entry by position and id (the first few when there are many).
@@ -99,10 +103,17 @@ def check_store_entries(
             problem = id_problem(id_)
         if problem is None and metadatas is not None and offset < len(metadatas):
             found = None if too_deep(metadatas[offset]) else surrogate_path(metadatas[offset], "metadata")
+            taken = [key for key in reserved if isinstance(metadatas[offset], dict) and key in metadatas[offset]]
             if too_deep(metadatas[offset]):
                 problem = NESTING_PROBLEM
             elif found is not None:
                 problem = f"{found} holds a lone surrogate, which is not valid Unicode"
+            elif taken:
+                problem = (
+                    f"metadata key {taken[0]!r} is reserved: the store's results carry their own value under it "
+                    f"(a multi-vector hit's best window); rename the key, or drop it from a search result's "
+                    "metadata before adding that document again"
+                )
         if problem is not None:
             problems.append(f"{where}: {problem}")
     if problems:

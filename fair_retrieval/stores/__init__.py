@@ -43,7 +43,8 @@ The modules, with the names exported from each:
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
 - `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
-  `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window).
+  `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window), `RESERVED_KEYS`
+  (the metadata keys an add refuses: results carry their own values under them).
 - `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
@@ -119,7 +120,13 @@ from fair_retrieval.stores.text_documents import (
 )
 from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
 from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs, unit_rows
-from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, WindowCache, WindowEmbedder, window_embedder
+from fair_retrieval.stores.window_cache import (
+    BEST_WINDOW_KEY,
+    RESERVED_KEYS,
+    WindowCache,
+    WindowEmbedder,
+    window_embedder,
+)
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
 from fair_retrieval.stores.wrapped_store import WrappedStore
 from fair_retrieval.validate import positive_int
@@ -135,6 +142,7 @@ __all__ = [
     "MAX_FILTER_DEPTH",
     "MULTIVECTOR_KEY",
     "QUERY_MODES",
+    "RESERVED_KEYS",
     "SEARCH_MODES",
     "STORE_METRICS",
     "SUPPORTED_OPERATORS",

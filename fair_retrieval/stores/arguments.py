@@ -9,6 +9,7 @@ from typing import Any
 
 from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.metadata import json_metadata_list
+from fair_retrieval.stores.window_cache import RESERVED_KEYS
 
 __all__ = ["checked_entries", "id_strings", "ids_to_delete", "new_ids", "preview", "repeated", "require_some"]
 
@@ -56,11 +57,11 @@ def checked_entries(texts: list[str], metadatas: Any, ids: Any) -> list[tuple[st
     Raises:
         TypeError: a non-dict or non-JSON metadata value, or a non-string id.
         ValueError: metadatas or ids of the wrong length, an id repeated within the call, or an entry the store
-            cannot keep.
+            cannot keep (metadata under a reserved key, `RESERVED_KEYS`, included).
     """
     metadata_list = json_metadata_list(metadatas, len(texts))
     id_list = new_ids(ids, len(texts))
-    check_store_entries(texts, id_list, metadata_list)
+    check_store_entries(texts, id_list, metadata_list, reserved=RESERVED_KEYS)
     return list(zip(id_list, texts, metadata_list, strict=True))
 
 

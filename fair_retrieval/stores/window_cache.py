@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "BEST_WINDOW_KEY",
+    "RESERVED_KEYS",
     "WindowCache",
     "WindowEmbedder",
     "best_window_metadata",
@@ -40,6 +41,9 @@ __all__ = [
 
 BEST_WINDOW_KEY = "best_window"
 """Metadata key of a multi-vector hit: {"start": …, "end": …, "window": …} (character span, window position)."""
+RESERVED_KEYS: tuple[str, ...] = (BEST_WINDOW_KEY,)
+"""Metadata keys the stores put in their results, so refused in what is added (`check_store_entries`): a user's
+value under one would be replaced in every result."""
 CACHE_WINDOWS = 200_000
 """How many windows a `WindowCache` keeps at most (about 300 MB of 384-d float32 vectors)."""
 

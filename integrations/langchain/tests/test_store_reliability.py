@@ -141,3 +141,14 @@ def test_a_fresh_store_saved_once_saves_there_again_and_is_then_checked(tmp_path
         store.save_local(folder)  # another writer replaced the folder since this store saved it
     loaded = FaissVectorStore.load_local(folder, embeddings(), gpu=False)
     assert [document.page_content for document in loaded.get_by_ids(loaded.ids)] == ["b0"]
+
+
+def test_a_reserved_metadata_key_is_refused_at_add_time_so_no_result_replaces_it() -> None:
+    """A multi-vector result puts its best window under "best_window": a user's value there would be replaced in
+    every result, so it is refused when added (in either mode), naming the key and the entry."""
+    store = FaissVectorStore.from_texts(["x"], embeddings(), ids=["x"], gpu=False)
+    with pytest.raises(ValueError, match=r"\[1\] \(id 'y'\): metadata key 'best_window' is reserved.*rename the key"):
+        store.add_texts(["fine", "y"], metadatas=[{"user_best_window": 1}, {"best_window": "USERVAL"}], ids=["f", "y"])
+    assert store.ids == ["x"]
+    with pytest.raises(ValueError, match="'best_window' is reserved"):
+        FaissVectorStore.from_texts(["y"], embeddings(), metadatas=[{"best_window": "USERVAL"}], gpu=False)

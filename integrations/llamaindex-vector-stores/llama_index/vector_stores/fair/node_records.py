@@ -12,7 +12,7 @@ from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, check_store_entries, content_offset
+from fair_retrieval.stores import BEST_WINDOW_KEY, RESERVED_KEYS, check_store_entries, content_offset
 
 __all__ = ["StoredNode", "embedded_texts", "node_metadata", "node_text", "restored_node", "stored_node"]
 
@@ -30,12 +30,13 @@ def stored_node(node: Any, position: int) -> StoredNode:
 
     Raises:
         TypeError: not a node, or metadata that is not JSON.
-        ValueError: an empty text or id, or a lone surrogate (`fair_retrieval.stores.check_store_entries`).
+        ValueError: an empty text or id, a lone surrogate, or metadata under a reserved key ("best_window":
+            `fair_retrieval.stores.check_store_entries`, `RESERVED_KEYS`).
     """
     if not isinstance(node, BaseNode):
         raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
     text = node.text if isinstance(node, TextNode) else None  # other nodes (images, …) need no text
-    check_store_entries([text], [node.node_id], [node.metadata], first_position=position)
+    check_store_entries([text], [node.node_id], [node.metadata], first_position=position, reserved=RESERVED_KEYS)
     data = node.to_dict()
     data["embedding"] = None  # the vector lives in the index
     try:

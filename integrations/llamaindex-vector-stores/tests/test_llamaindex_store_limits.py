@@ -1,10 +1,14 @@
-"""`MetadataFilters` nested deeper than the library's one nesting bound (64) are a ValueError naming it, checked
-before they are translated: never a RecursionError, however deep; 64 levels (NOT included) still filter."""
+"""The bounds of `FairFaissVectorStore`'s inputs: `MetadataFilters` nested deeper than the library's one nesting bound
+(64) are a ValueError naming it, checked before they are translated (never a RecursionError, however deep; 64 levels,
+NOT included, still filter); a node whose metadata uses a reserved result key ("best_window") is refused at add
+time, so a result never replaces a user's value."""
 
 from __future__ import annotations
 
 import pytest
+from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
+from llama_index.vector_stores.fair import BEST_WINDOW_KEY, FairFaissVectorStore
 from llama_index.vector_stores.fair.metadata_filters import metadata_predicate
 
 from fair_retrieval.stores import MAX_FILTER_DEPTH
@@ -34,3 +38,12 @@ def test_metadata_filters_nested_64_levels_still_filter(condition: FilterConditi
     for _ in range(MAX_FILTER_DEPTH):
         empty = MetadataFilters(filters=[empty], condition=FilterCondition.NOT)
     assert metadata_predicate(empty)({}) is True  # type: ignore[misc]
+
+
+def test_a_node_with_a_reserved_metadata_key_is_refused_at_add_time() -> None:
+    store = FairFaissVectorStore(gpu=False, multivector=False)  # refused in either mode: the key is reserved
+    fine = TextNode(id_="fine", text="a harbour", metadata={"user_best_window": "USERVAL"}, embedding=[1.0, 0.0])
+    taken = TextNode(id_="taken", text="a bakery", metadata={BEST_WINDOW_KEY: "USERVAL"}, embedding=[0.0, 1.0])
+    with pytest.raises(ValueError, match=r"\[1\] \(id 'taken'\): metadata key 'best_window' is reserved.*rename"):
+        store.add([fine, taken])
+    assert len(store._store) == 0  # nothing of the call is stored
