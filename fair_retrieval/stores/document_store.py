@@ -25,7 +25,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
-from fair_retrieval.embedding.identity import embedder_identity
+from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
 from fair_retrieval.index import Metric as IndexMetric
@@ -50,6 +50,9 @@ from fair_retrieval.stores.window_source import gathered_windows, within_content
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
+
+MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
+"""How a caller merges or loads vectors of another embedder configuration anyway (`check_identity`'s override)."""
 
 __all__ = ["STORE_METRICS", "DocumentStore", "StoreHit", "StoreMetric"]
 
@@ -582,13 +585,28 @@ class DocumentStore(Generic[R]):
         """Remove every document (the index keeps its dimension, training and device)."""
         self._records.clear()
 
-    def merge_from(self, other: DocumentStore[R], copy_record: Callable[[R], R] = copy.deepcopy) -> int:
+    def merge_from(
+        self,
+        other: DocumentStore[R],
+        copy_record: Callable[[R], R] = copy.deepcopy,
+        *,
+        allow_embedder_mismatch: bool = False,
+    ) -> int:
         """Add every document of `other`, copying its stored vectors (windows between multi-vector stores); returns
         how many were added.
 
+        The embedder identities are checked as a load checks them (`check_identity`, on both stores' identities with
+        the window shape; the aggregate, a search setting, may differ): a store whose vectors come from another
+        embedder configuration (another model, pooling, window, calibration, …) is refused.
+
+        Args:
+            other: the store whose documents are added.
+            copy_record: copies one of its records for this store.
+            allow_embedder_mismatch: merge vectors of another embedder configuration anyway (a WARNING is logged).
+
         Raises:
-            ValueError: `other` is this store, has another metric, mode, window shape or vector size, or shares an id
-                with this store (nothing is added then).
+            ValueError: `other` is this store, has another metric, mode, window shape, vector size or embedder
+                configuration, or shares an id with this store (nothing is added then).
         """
         if other is self:
             raise ValueError("merge_from got the store itself; every id would clash. Merge another store.")
@@ -613,6 +631,7 @@ class DocumentStore(Generic[R]):
                 f"Cannot merge a store of {theirs.dim}-d vectors into one of {mine.dim}-d vectors: they come from "
                 "different embedding models."
             )
+        self._check_merged_identity(other, allow_embedder_mismatch)
         clashing = [key for key in other._records.keys if key in self._records]
         if clashing:
             raise ValueError(
@@ -626,6 +645,24 @@ class DocumentStore(Generic[R]):
         return len(int_ids)
 
     # ------------------------------------------------------------------------------------------------ internals
+
+    def _check_merged_identity(self, other: DocumentStore[Any], allow_mismatch: bool) -> None:
+        """Refuse `other`'s vectors when its embedder identity (with its windows) is not this store's, as a load
+        refuses embeddings of another configuration (one rule: `check_identity`); the aggregate is this store's."""
+        mine = self.identity()
+        if mine is None:  # neither an embedder nor a recorded identity: nothing to compare with
+            logger.info("%s knows no embedder: cannot check that the merged store's vectors are comparable.", self.name)
+            return
+        theirs = other.identity(with_mode=False)
+        check_identity(
+            None if theirs is None else self.mode.identity(theirs, other.windows),
+            mine,
+            source=f"The {other.name} given to merge_from",
+            allow_mismatch=allow_mismatch,
+            override=MISMATCH_OVERRIDE,
+            remedy="Merge stores built with the same embeddings, or rebuild one from its documents with the other's.",
+            unrecorded="built without being told its embedder",
+        )
 
     def _new_index(self, dim: int) -> StoreIndex:
         """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""

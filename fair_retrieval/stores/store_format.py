@@ -29,7 +29,7 @@ from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
 from fair_retrieval.lexical import LexicalSettings
 from fair_retrieval.stores.document_modes import AGGREGATE_KEY, DocumentMode
-from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.document_store import MISMATCH_OVERRIDE, DocumentStore
 from fair_retrieval.stores.files import load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
@@ -44,7 +44,6 @@ __all__ = ["StoreFormat", "load_store", "save_store"]
 
 R = TypeVar("R", bound=Keyed)
 
-MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
 INT64_MAX = 2**63 - 1
 """The largest int id a store keeps (faiss ids are int64)."""
 UNRECORDED_EARLIER = "saved by an earlier release"

@@ -191,15 +191,17 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         store.add_embeddings(zip(text_list, vectors, strict=True), metadatas, ids)
         return store
 
-    def merge_from(self, other: FaissVectorStore) -> None:
+    def merge_from(self, other: FaissVectorStore, *, allow_embedder_mismatch: bool = False) -> None:
         """Add every document of `other` with its stored vectors (windows between multi-vector stores); TypeError
-        for another class, ValueError (nothing added) for a shared id, another metric, vector size or mode."""
+        for another class, ValueError (nothing added) for a shared id, another metric, vector size, mode, window
+        shape or embedder configuration (checked as `load_local` checks the embeddings it is given; pass
+        `allow_embedder_mismatch=True` to merge anyway, with a WARNING)."""
         if not isinstance(other, FaissVectorStore):
             raise TypeError(
                 f"merge_from takes another FaissVectorStore, got {type(other).__name__}. To add a langchain-community "
                 "FAISS store, rebuild it with FaissVectorStore.from_embeddings (see load_local)."
             )
-        self._store.merge_from(other._store)
+        self._store.merge_from(other._store, allow_embedder_mismatch=allow_embedder_mismatch)
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""

@@ -78,3 +78,27 @@ def test_a_first_release_store_loads_saying_it_cannot_be_checked(
         loaded = FaissVectorStore.load_local(folder, FakeEmbeddings(size=8), gpu=False)
     assert len(loaded) == 3
     assert any("cannot check" in r.getMessage() for r in caplog.records if r.levelname == "INFO")
+
+
+@pytest.mark.parametrize("multivector", [False, True])
+def test_merge_from_checks_the_embedder_as_load_local_does(
+    shared: FairEmbedder, tiny_model: str, multivector: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    mean = FaissVectorStore.from_texts(
+        TEXTS[:2], FairEmbeddings(embedder=shared), ids=["a", "b"], gpu=False, multivector=multivector
+    )
+    cls_pooled = FairEmbeddings(embedder=FairEmbedder(tiny_model, max_length=64, pooling="cls", device="cpu"))
+    other = FaissVectorStore.from_texts(TEXTS[2:], cls_pooled, ids=["c"], gpu=False, multivector=multivector)
+    with pytest.raises(ValueError, match=r"merge_from was built by another embedder configuration: pooling: "):
+        mean.merge_from(other)
+    assert mean.ids == ["a", "b"]
+    with pytest.raises(ValueError, match=r'"cls" \(recorded\) ≠ "mean" \(now\).*allow_embedder_mismatch=True'):
+        mean.merge_from(other)
+    with caplog.at_level(logging.WARNING):
+        mean.merge_from(other, allow_embedder_mismatch=True)
+    assert mean.ids == ["a", "b", "c"] and any("pooling" in r.getMessage() for r in caplog.records)
+    same = FaissVectorStore.from_texts(
+        ["one more"], FairEmbeddings(embedder=shared), ids=["d"], gpu=False, multivector=multivector
+    )
+    mean.merge_from(same)  # the same configuration merges
+    assert mean.ids == ["a", "b", "c", "d"]
