@@ -5,8 +5,8 @@ would craft them (every digest and checksum computed again):
   member added that is sparse (GNU type, PAX ``GNU.sparse.*`` headers), larger than the archive, oddly named ('',
   '.', '..', nested under a file, repeated, absolute), a link or a device, or cut short;
 - every integer field (of a list: its first and last items) of every record a multi-vector store saves
-  (`store.json`, `index/windows.json`, `index/index.json`) set to 0, −1, 2**25, 2**63, 10**30 or 1e308, each one
-  (an exhaustive list, not drawn).
+  (`store.json`, `index/windows.json`, `index/index.json`) and of an index folder of `fair-retrieval index`
+  (`manifest.json`, `index.json`) set to 0, −1, 2**25, 2**63, 10**30 or 1e308, each one (an exhaustive list).
 
 Whatever was done, reading is refused with a ValueError that names the member or the file and the cause (a
 `DamagedFileError` for a record), or gives back exactly the store that was saved (a window's span or weight set in
@@ -41,7 +41,8 @@ from fair_retrieval.stores.document_store import DocumentStore  # noqa: E402
 from fair_retrieval.stores.store_archive import STORE_BYTES_HEADER, store_bytes, store_from_bytes  # noqa: E402
 from fair_retrieval.stores.store_format import load_store, save_store  # noqa: E402
 from tests.stores.test_document_store import WindowEmbedder  # noqa: E402
-from tests.test_crafted_folders import bounded  # noqa: E402
+from tests.test_crafted_folders import bounded, load_cli  # noqa: E402
+from tests.test_faults import build_cli_folder  # noqa: E402
 
 pytest.importorskip("faiss")
 
@@ -302,3 +303,53 @@ def test_a_crafted_counter_is_refused_naming_the_file_or_served_as_saved(
             assert [key for key, _, _ in hits] == [key for key, _, _ in saved[1][1]]
         else:
             assert hits == saved[1][1], (name, path, value)
+
+
+# ------------------------------------------------------------------------------------------------ an index folder
+
+
+CLI_RECORDS = ["manifest.json", "index.json"]
+
+
+def cli_fields() -> list[tuple[str, tuple[Any, ...]]]:
+    """(record, path) of every integer field of the records of a `fair-retrieval index` folder (pooled index)."""
+    with tempfile.TemporaryDirectory(prefix="fair-fields-") as temporary:
+        folder = build_cli_folder(Path(temporary) / "index", 1)
+        return [
+            (name, path) for name in CLI_RECORDS for path in integer_fields(json.loads((folder / name).read_text()))
+        ]
+
+
+CLI_FIELDS = cli_fields()
+
+
+@pytest.fixture(scope="module")
+def cli_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_cli_folder(tmp_path_factory.mktemp("cli-counters") / "index", 1)
+
+
+@pytest.mark.parametrize("value", COUNTERS, ids=repr)
+@pytest.mark.parametrize("field", CLI_FIELDS, ids=lambda field: f"{field[0]}:{'.'.join(map(str, field[1]))}")
+def test_a_crafted_counter_of_an_index_folder_is_refused_naming_the_file_or_searched_as_saved(
+    cli_folder: Path, tmp_path_factory: pytest.TempPathFactory, field: tuple[str, tuple[Any, ...]], value: Any
+) -> None:
+    folder = tmp_path_factory.mktemp("cli-counter") / "index"
+    shutil.copytree(cli_folder, folder)
+    name, path = field
+    content = json.loads((folder / name).read_text())
+    set_field(content, path, value)
+    (folder / name).write_text(json.dumps(content))
+    record = json.loads((folder / "index.json").read_text())
+    if name != "index.json":
+        raw = (folder / name).read_bytes()
+        record["publication"]["files"][name] = {"bytes": len(raw), "crc32": zlib.crc32(raw)}
+    if isinstance(record.get("publication"), dict):
+        record["publication"]["record_crc32"] = record_crc32(record)
+    (folder / "index.json").write_text(json.dumps(record))
+    try:
+        held = measured(lambda: load_cli(folder))
+    except BaseException as error:
+        assert isinstance(error, ValueError), repr(error)
+        assert any(part in str(error) for part in [*CLI_RECORDS, "index.faiss", "documents.jsonl"]), error
+    else:
+        assert held == load_cli(cli_folder), (name, path, value)
