@@ -54,8 +54,8 @@ The modules, with the names exported from each:
 - `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
   `GatheredWindows`, `content_offset`, `within_content`.
 - `text_documents`: documents as (id, text, metadata) and the folder layout of a store saved under a name (the
-  LangChain store's records). `TextDocument`, `text_document_format`, `checked_documents`, `hit_metadata`,
-  `named_store_paths`, `pickled_folder_error`, `DEFAULT_INDEX_NAME`.
+  LangChain store's records). `TextDocument`, `text_document_format`, `checked_documents`, `document_text` (what
+  the lexical side reads of one), `hit_metadata`, `named_store_paths`, `pickled_folder_error`, `DEFAULT_INDEX_NAME`.
 - `raw_faiss`: bare faiss files of earlier stores, read for their conversion. `looks_like_raw_faiss`,
   `is_raw_faiss`, `read_raw_faiss`, `read_legacy_folder` (a folder LlamaIndex persisted around one).
 
