@@ -150,21 +150,22 @@ def lexical_run(
     return rankings, {"build_s": build, "bytes": index.memory_bytes(), **_latency(seconds)}
 
 
-def default_store(stack: str, model: str, chunks: list[Chunk]) -> tuple[Any, float]:
-    """Our default store over `chunks`, built through the stack's adapter as a user builds it, and its build
-    seconds: the LangChain `FaissVectorStore`, or the LlamaIndex `FairFaissVectorStore` under a `VectorStoreIndex`."""
+def default_store(stack: str, model: str, chunks: list[Chunk], **options: Any) -> tuple[Any, float]:
+    """Our default store over `chunks`, built through the stack's adapter as a user builds it (with the store
+    arguments `options`), and its build seconds: the LangChain `FaissVectorStore`, or the LlamaIndex
+    `FairFaissVectorStore` under a `VectorStoreIndex`."""
     embedding = pipelines_runs.make_embedding(stack, "default", model)
     started = time.perf_counter()
     if stack == "langchain":
         from langchain_fair import FaissVectorStore
 
-        store = FaissVectorStore.from_texts([c.text for c in chunks], embedding, ids=[c.cid for c in chunks])
+        store = FaissVectorStore.from_texts([c.text for c in chunks], embedding, ids=[c.cid for c in chunks], **options)
         return store, time.perf_counter() - started
     from llama_index.core import StorageContext, VectorStoreIndex
     from llama_index.core.schema import TextNode
     from llama_index.vector_stores.fair import FairFaissVectorStore
 
-    vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding)
+    vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
     nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
     VectorStoreIndex(
         nodes, storage_context=StorageContext.from_defaults(vector_store=vector_store), embed_model=embedding

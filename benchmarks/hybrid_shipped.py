@@ -1,7 +1,8 @@
 """The stores' hybrid search as users run it: through each stack's own entry point (LangChain's
 `similarity_search_with_score`, LlamaIndex's `query` with a HYBRID `VectorStoreQuery`), in the stores' default
-fusion, against the fusion the hybrid study computed offline (`fair_retrieval.lexical.fuse` over the dense and
-lexical top 20), and what a query costs next to a dense one.
+fusion (or `--fusion` / `--alpha`, given to the store as a user would), against the fusion the hybrid study
+computed offline (`fair_retrieval.lexical.fuse` over the dense and lexical top 20), and what a query costs next to a
+dense one.
 
 Per stack, over the chunks of a set (the stack's default splitter): the share of questions whose top 10 is the same
 list as the offline fusion's, the nDCG@10 of both, and query p50 / p95 in ms (one thread) of the dense, sparse and
@@ -42,6 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--squad-articles", type=int, default=2)
     parser.add_argument("--reddit-posts", type=int, default=80)
     parser.add_argument("--xquad-articles", type=int, default=4)
+    parser.add_argument("--fusion", default=None, help="the stores' fusion (default: theirs)")
+    parser.add_argument("--alpha", type=float, default=None, help="the stores' alpha (default: theirs)")
     parser.add_argument("--out", default="runs/hybrid-shipped")
     return parser.parse_args(argv)
 
@@ -56,9 +59,9 @@ def check_stack(stack: str, args: argparse.Namespace, reference: FairEmbedder) -
     qrels = judgements(questions, chunks, documents)["qrels"]
     questions = [q for q in questions if q.qid in qrels]
     queries = reference.embed_queries([q.text for q in questions])
-    store, build = hybrid.default_store(stack, args.model, chunks)
+    settings = SearchSettings().with_overrides(fusion=args.fusion, alpha=args.alpha)
+    store, build = hybrid.default_store(stack, args.model, chunks, fusion=settings.fusion, alpha=settings.alpha)
     lexical, _ = hybrid.lexical_run(chunks, questions, language)
-    settings = SearchSettings()
     same, shipped, offline = 0, {}, {}
     seconds: dict[str, list[float]] = {"dense": [], "sparse": [], "hybrid": []}
     for q, vector, lexical_top in zip(questions, queries, lexical, strict=True):
