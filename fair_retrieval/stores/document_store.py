@@ -168,7 +168,7 @@ class DocumentStore(Generic[R]):
             replaced_move_to_end=replaced_move_to_end,
             group_of=group_of,
         )
-        self.embedder = embedder  # checked against the mode; its window cache told the windows to keep
+        self.embedder = embedder  # checked against the mode
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -216,10 +216,7 @@ class DocumentStore(Generic[R]):
     def embedder(self, embedder: Any) -> None:
         if embedder is not None and self.multivector:
             window_embedder(embedder, f"{self.name}(multivector=True)")
-            cache = getattr(embedder, "window_cache", None)
-            if isinstance(cache, WindowCache):  # the embedder's own pass then makes this store's windows
-                cache.shape = self.windows or StoreWindows()
-        self._embedder = embedder
+        self._embedder = embedder  # only read: a store never changes what its embedder gives
 
     def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
         """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
@@ -497,7 +494,8 @@ class DocumentStore(Generic[R]):
         log: logging.Logger = logger,
     ) -> list[int]:
         """Store records of a multi-vector store whose pooled vectors a framework embedded itself: each one's windows
-        come from the embedder's pass (its `window_cache`), the rest are embedded once more (`gathered_windows`).
+        come from the embedder's own pass (its `window_cache`, only read) where that pass cut the windows the store
+        keeps, the rest are asked of the embedder in the store's window shape (`gathered_windows`).
 
         Args:
             records: the records.
@@ -527,6 +525,15 @@ class DocumentStore(Generic[R]):
                 "embedded their windows once more.",
                 gathered.misses,
                 len(records),
+            )
+        if gathered.embedded > gathered.misses:
+            log.debug(
+                "Embedded the windows of %d of %d nodes in %d pass(es): the store keeps windows (%s) the embed "
+                "model's own pass did not cut.",
+                gathered.embedded,
+                len(records),
+                gathered.passes,
+                shape,
             )
         if gathered.disagreeing:
             log.warning(

@@ -12,6 +12,8 @@ and keeps it when loaded; the pooled vectors an embedder gives anything else are
   pass per size); none: the embedder's own windows (stores saved before the shape was recorded).
 - `default_windows(embedder)`: the study's shape for an embedder: `DEFAULT_WINDOW_SHARES` of its window's content
   tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
+- `window_settings(embedder, arguments)`: how one such call cuts documents (equal settings, equal windows), what
+  lets a store take windows its embedder already made (`fair_retrieval.stores.window_source`).
 - `gives_windows(embedder)`: whether a store can keep an embedder's windows; a store built without `multivector=`
   over one that cannot (any other framework's embeddings) is pooled, said once at INFO.
 """
@@ -29,6 +31,7 @@ import numpy as np
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.identity import fair_embedder_of
+from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
@@ -45,7 +48,9 @@ __all__ = [
     "StoreWindows",
     "default_windows",
     "gives_windows",
+    "merged_passes",
     "new_store_mode",
+    "window_settings",
 ]
 
 DEFAULT_WINDOW_SHARES: tuple[float, ...] = (1.0, 0.5)
@@ -89,7 +94,7 @@ class StoreWindows:
         """`embedder`'s windows of `texts` in this shape: one pass per size, each document's windows of every size
         together (the pooled vectors are those of the first size's pass)."""
         passes = [embedder.embed_document_windows(texts, **arguments) for arguments in self.calls()]
-        return passes[0] if len(passes) == 1 else _merged(passes)
+        return merged_passes(passes)
 
     def settings(self) -> dict[str, Any]:
         """The store-file key of the shape (also the identity field it adds); none for the embedder's own."""
@@ -113,12 +118,15 @@ class StoreWindows:
             raise DamagedFileError(source, f"its window shape is malformed ({error})", remedy) from None
 
 
-def _merged(passes: list[DocumentWindows]) -> DocumentWindows:
-    """Documents' windows of several passes over the same texts, each document's windows together, in pass order.
+def merged_passes(passes: list[DocumentWindows]) -> DocumentWindows:
+    """Documents' windows of several passes over the same texts, each document's windows together, in pass order
+    (one pass: itself).
 
     A window of a later pass with the span of one already kept for its document (a text that fits windows of both
     sizes) is the same text read the same way, so it is kept once.
     """
+    if len(passes) == 1:
+        return passes[0]
     owners = np.concatenate([p.owners for p in passes])
     spans = np.concatenate([p.spans for p in passes])
     seen: set[tuple[int, int, int]] = set()
@@ -145,6 +153,15 @@ def default_windows(embedder: Any) -> StoreWindows:
         return StoreWindows()
     sizes = tuple(max(1, math.ceil(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
     return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
+
+
+def window_settings(embedder: Any, arguments: Mapping[str, Any]) -> WindowSettings | None:
+    """The `WindowSettings` of an `embed_document_windows(texts, **arguments)` call of `embedder`: those of the
+    fair-retrieval embedder it is or wraps, else its own `window_settings(**arguments)` if it has one; None for
+    another embedder, whose windows cannot be compared."""
+    fair = fair_embedder_of(inner_embedder(embedder))
+    settings = fair.window_settings if fair is not None else getattr(embedder, "window_settings", None)
+    return settings(**arguments) if callable(settings) else None
 
 
 def new_store_mode(

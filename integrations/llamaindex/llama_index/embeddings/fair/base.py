@@ -203,8 +203,9 @@ class FairEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        # the windows a multi-vector store fed by this model keeps (its shape), taken from this pass (no second one)
-        windows = self._windows.embed(self, texts)
+        # this model's own windows, remembered: a multi-vector store fed by it takes them from this pass
+        windows = self.embed_document_windows(texts)
+        self._windows.remember(texts, windows, self._embedder.window_settings())
         return windows.pooled.tolist()  # type: ignore[no-any-return]
 
     def embed_document_windows(
@@ -214,9 +215,8 @@ class FairEmbedding(BaseEmbedding):
 
         `result.pooled` is what `get_text_embedding_batch` returns; see
         `fair_retrieval.FairEmbedder.embed_document_windows` (`window_tokens` and `window_boundaries`: windows of
-        another shape, as a multi-vector store asks). A multi-vector store this model feeds sets the shape of the
-        windows its text embeddings are made from (`window_cache.shape`): their pooled vectors are then the mean of
-        those windows.
+        another shape, as a multi-vector store asks). Text embeddings are always made of this model's own windows,
+        whatever store they feed (`window_cache` keeps them, for the store to read).
         """
         return self._embedder.embed_document_windows(
             texts,
