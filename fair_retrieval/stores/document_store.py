@@ -27,7 +27,15 @@ import numpy as np
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
+from fair_retrieval.index import (
+    KINDS,
+    Aggregate,
+    FaissIndex,
+    GpuChoice,
+    MultiVectorIndex,
+    check_kind_params,
+    gpu_count,
+)
 from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
@@ -106,10 +114,11 @@ class DocumentStore(Generic[R]):
         search: how text queries are answered by default (None: `SearchSettings()`); the adapters read it.
 
     Raises:
-        TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, or a
-            multi-vector store with an embedder that gives no windows.
+        TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, index
+            parameters the kind does not take, or a multi-vector store with an embedder that gives no windows.
         ValueError: an unknown metric, kind or aggregate, an aggregate for a pooled store, `index` of the other
-            mode or not empty, both `index` and `dim`, a bad `dim`, or gpu=True without a GPU.
+            mode or not empty, both `index` and `dim`, a bad `dim` or index parameter value, or gpu=True without a
+            GPU.
     """
 
     def __init__(
@@ -155,6 +164,8 @@ class DocumentStore(Generic[R]):
                 f"kind must be one of {KINDS}, got {kind!r}; for a faiss factory string pass index=FaissIndex(dim, "
                 "factory=...)."
             )
+        if index is None:  # the index is made on the first add, after its texts were embedded: check its options now
+            check_kind_params(kind, _kind_params(index_params or {}, mode.multivector))
         gpu_count(gpu)  # refuses gpu=True without a GPU now, not on the first add
         self._metric, self.kind, self._gpu = metric, kind, gpu
         self.index_params: dict[str, Any] = dict(index_params or {})
@@ -675,3 +686,8 @@ class DocumentStore(Generic[R]):
         """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""
         metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
         return self._pending.new_index(dim, metric, self.kind, self._gpu, self.index_params)
+
+
+def _kind_params(params: dict[str, Any], multivector: bool) -> dict[str, Any]:
+    """The kind parameters among a store's index parameters (a multi-vector index takes `fetch_factor` itself)."""
+    return {key: value for key, value in params.items() if not (multivector and key == "fetch_factor")}
