@@ -63,11 +63,13 @@ The modules, with the names exported from each:
 Defined elsewhere in fair_retrieval and re-exported here because every store builder needs them: `embedder_identity`
 and `check_identity` (`fair_retrieval.embedding.identity`), `json_bytes`, `parse_versioned_json`, `DamagedFileError`
 and `StoreConflictError` (`fair_retrieval.jsonio`), `check_store_entries`, `check_query` (a query checked like a
-document) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int` (`fair_retrieval.validate`).
+document), `check_readable` (texts the tokenizer cannot read, refused before any model work; the embeddings adapters
+check a whole batch with it) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int`
+(`fair_retrieval.validate`).
 """
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
-from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
+from fair_retrieval.inputs import check_query, check_readable, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.lexical import FUSIONS, LexicalSettings
 from fair_retrieval.stores.arguments import (
@@ -173,6 +175,7 @@ __all__ = [
     "check_combination_depth",
     "check_identity",
     "check_query",
+    "check_readable",
     "check_search_mode",
     "check_store_entries",
     "checked_documents",
