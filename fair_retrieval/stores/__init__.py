@@ -42,12 +42,12 @@ The modules, with the names exported from each:
   `FUSIONS` of `fair_retrieval.lexical` (the lexical side's reading and the fusions), re-exported for adapters.
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
-- `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
-  `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window), `RESERVED_KEYS`
-  (the metadata keys an add refuses: results carry their own values under them).
+- `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `gives_windows` (whether
+  an embedder makes a store multi-vector by default), `window_embedder`, `WindowEmbedder`, `WindowCache`,
+  `BEST_WINDOW_KEY` (the metadata key of a hit's best window), `RESERVED_KEYS` (the metadata keys an add refuses:
+  results carry their own values under them).
 - `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
-  boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`),
-  `gives_windows` (whether an embedder can fill a multi-vector store).
+  boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
   `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
 - `store_archive`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
@@ -110,7 +110,7 @@ from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, 
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings, check_search_mode
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
-from fair_retrieval.stores.store_windows import StoreWindows, gives_windows
+from fair_retrieval.stores.store_windows import StoreWindows
 from fair_retrieval.stores.text_documents import (
     DEFAULT_INDEX_NAME,
     TextDocument,
@@ -128,6 +128,7 @@ from fair_retrieval.stores.window_cache import (
     RESERVED_KEYS,
     WindowCache,
     WindowEmbedder,
+    gives_windows,
     window_embedder,
 )
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content

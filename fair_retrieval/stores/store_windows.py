@@ -14,8 +14,8 @@ and keeps it when loaded; the pooled vectors an embedder gives anything else are
   tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
 - `window_settings(embedder, arguments)`: how one such call cuts documents (equal settings, equal windows), what
   lets a store take windows its embedder already made (`fair_retrieval.stores.window_source`).
-- `gives_windows(embedder)`: whether a store can keep an embedder's windows; a store built without `multivector=`
-  over one that cannot (any other framework's embeddings) is pooled, said once at INFO.
+- `new_store_mode`: a store built without `multivector=` over embeddings that give no windows
+  (`fair_retrieval.stores.window_cache.gives_windows`: any other framework's) is pooled, said once at INFO.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any, get_args
 import numpy as np
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
+from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
@@ -37,6 +38,7 @@ from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.cached_windows import inner_embedder
 from fair_retrieval.stores.document_modes import DocumentMode, requested_mode
+from fair_retrieval.stores.window_cache import gives_windows
 from fair_retrieval.validate import is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -47,7 +49,6 @@ __all__ = [
     "STORE_WINDOWS_KEY",
     "StoreWindows",
     "default_windows",
-    "gives_windows",
     "merged_passes",
     "new_store_mode",
     "window_settings",
@@ -93,8 +94,11 @@ class StoreWindows:
     def embed(self, embedder: Any, texts: list[str]) -> DocumentWindows:
         """`embedder`'s windows of `texts` in this shape: one pass per size, each document's windows of every size
         together (the pooled vectors are those of the first size's pass)."""
-        passes = [embedder.embed_document_windows(texts, **arguments) for arguments in self.calls()]
-        return merged_passes(passes)
+        calls = self.calls()
+        if len(calls) == 1:
+            return embedder.embed_document_windows(texts, **calls[0])  # type: ignore[no-any-return]
+        with window_passes(len(texts)):  # one log line: each document counted once, with the passes
+            return merged_passes([embedder.embed_document_windows(texts, **arguments) for arguments in calls])
 
     def settings(self) -> dict[str, Any]:
         """The store-file key of the shape (also the identity field it adds); none for the embedder's own."""
@@ -191,11 +195,6 @@ def new_store_mode(
     if not mode.multivector:
         return mode, None
     return mode, windows if windows is not None else default_windows(embedder)
-
-
-def gives_windows(embedder: Any) -> bool:
-    """Whether `embedder` gives window vectors (`embed_document_windows`), so a multi-vector store can use it."""
-    return callable(getattr(embedder, "embed_document_windows", None))
 
 
 def log_pooled_default(embedder: Any, name: str) -> None:

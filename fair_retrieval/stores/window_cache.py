@@ -3,9 +3,11 @@
 In multi-vector mode a store keeps each document as the vectors of its windows (`fair_retrieval.MultiVectorIndex`)
 and returns k distinct documents scored by their best window(s). Both adapters share what is here:
 
-- `window_embedder(embedding)`: the object that gives `embed_document_windows(texts)` (`FairEmbedder`, LangChain's
-  `FairEmbeddings`, LlamaIndex's `FairEmbedding`, a cache around one: `fair_retrieval.stores.cached_windows`), or a
-  TypeError saying that only those can fill such a store.
+- `windows_of(embedding)`: the one rule of which embeddings can fill a multi-vector store: those with
+  `embed_document_windows(texts)` (`FairEmbedder`, LangChain's `FairEmbeddings`, LlamaIndex's `FairEmbedding`) or a
+  cache around one (`fair_retrieval.stores.cached_windows`); `gives_windows`: the first kind alone, those that make
+  a store multi-vector by default; `window_embedder(embedding)`: what gives the windows, or an error saying that
+  only those can fill such a store.
 - `WindowCache`: LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and
   hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last (its own
   windows, keyed by the text and the settings they were cut with), so the store takes them from that same pass
@@ -38,7 +40,9 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "best_window_metadata",
+    "gives_windows",
     "window_embedder",
+    "windows_of",
 ]
 
 BEST_WINDOW_KEY = "best_window"
@@ -59,18 +63,43 @@ class WindowEmbedder(Protocol):
         ...
 
 
-def window_embedder(embedding: Any, where: str) -> WindowEmbedder:
-    """`embedding` if it gives window vectors, else a TypeError naming what to use.
-
-    Args:
-        embedding: the store's embeddings / embed model.
-        where: the call, for the message (e.g. "FaissVectorStore(multivector=True)").
-    """
+def windows_of(embedding: Any) -> WindowEmbedder | None:
+    """What gives `embedding`'s window vectors: itself when it has `embed_document_windows`, a
+    `CachedWindowEmbedder` for a cache around such embeddings; None for any other (the one rule of which embeddings
+    can fill a multi-vector store)."""
     if isinstance(embedding, WindowEmbedder):
         return embedding
-    cached = cached_window_embedder(embedding)  # CacheBackedEmbeddings(FairEmbeddings): windows cached too
-    if cached is not None:
-        return cached
+    return cached_window_embedder(embedding)  # CacheBackedEmbeddings(FairEmbeddings): windows cached too
+
+
+def gives_windows(embedding: Any) -> bool:
+    """Whether `embedding` gives window vectors itself (`embed_document_windows`), what makes a store built without
+    `multivector=` multi-vector. A cache around such embeddings fills a multi-vector store only when one is asked
+    for (`windows_of`): the default over a cache stays pooled, as it was before caches kept windows."""
+    return isinstance(embedding, WindowEmbedder)
+
+
+def window_embedder(embedding: Any, where: str, missing: str | None = None) -> WindowEmbedder:
+    """What gives `embedding`'s window vectors (`windows_of`), else an error naming what to use.
+
+    Args:
+        embedding: the store's embeddings / embed model (None: the store has none).
+        where: the call, for the message (e.g. "FaissVectorStore(multivector=True)").
+        missing: the message for no embedding at all (None: one naming `where`).
+
+    Raises:
+        ValueError: no embedding.
+        TypeError: embeddings that give no windows.
+    """
+    if embedding is None:
+        raise ValueError(
+            missing
+            or f"{where} keeps each document as the vectors of its windows and has no embedder to take them "
+            "from; give it fair-retrieval's embeddings (FairEmbedder, FairEmbeddings, FairEmbedding)."
+        )
+    found = windows_of(embedding)
+    if found is not None:
+        return found
     raise TypeError(
         f"{where} keeps each document as the vectors of its windows, which only fair-retrieval's embedders give "
         f"(FairEmbedder, FairEmbeddings, FairEmbedding, or CacheBackedEmbeddings around one); got "

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.stores.cached_windows import concatenate
@@ -96,24 +97,30 @@ def gathered_windows(
     passes: list[DocumentWindows] = []
     embedded: set[int] = set()
     calls = 0
-    for arguments in (shape or StoreWindows()).calls():
-        settings = window_settings(embedder, arguments)
-        found = [
-            entry if entry is not None and _stands_for(entry, text, own, settings) else None
-            for entry, text in zip(cached, texts, strict=True)
-        ]
-        missing = [position for position, entry in enumerate(found) if entry is None]
-        if missing:
-            fresh = _embedded(embedder, [texts[position] for position in missing], arguments, pooled.shape[1])
-            calls += 1
-            embedded.update(missing)
-            for row, position in enumerate(missing):
-                found[position] = fresh.select([row])
-        for position in misses:
-            entry = found[position]
-            if position not in reference and entry is not None and _stands_for(entry, texts[position], settings, own):
-                reference[position] = entry.pooled[0]
-        passes.append(concatenate([entry for entry in found if entry is not None]))
+    with window_passes() as read:  # one log line for the passes below, each document counted once
+        for arguments in (shape or StoreWindows()).calls():
+            settings = window_settings(embedder, arguments)
+            found = [
+                entry if entry is not None and _stands_for(entry, text, own, settings) else None
+                for entry, text in zip(cached, texts, strict=True)
+            ]
+            missing = [position for position, entry in enumerate(found) if entry is None]
+            if missing:
+                fresh = _embedded(embedder, [texts[position] for position in missing], arguments, pooled.shape[1])
+                calls += 1
+                embedded.update(missing)
+                for row, position in enumerate(missing):
+                    found[position] = fresh.select([row])
+            for position in misses:
+                entry = found[position]
+                if (
+                    position not in reference
+                    and entry is not None
+                    and _stands_for(entry, texts[position], settings, own)
+                ):
+                    reference[position] = entry.pooled[0]
+            passes.append(concatenate([entry for entry in found if entry is not None]))
+        read.documents = len(embedded)
     merged = merged_passes(passes)
     return GatheredWindows(
         DocumentWindows(pooled, merged.vectors, merged.owners, merged.spans, merged.weights),

@@ -15,9 +15,8 @@ from fair_retrieval.stores.store_windows import (
     DEFAULT_WINDOW_BOUNDARIES,
     StoreWindows,
     default_windows,
-    gives_windows,
 )
-from fair_retrieval.stores.window_cache import WindowCache
+from fair_retrieval.stores.window_cache import WindowCache, gives_windows
 from tests.embedding.test_boundaries import article
 
 pytest.importorskip("faiss")

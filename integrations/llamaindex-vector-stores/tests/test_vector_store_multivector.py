@@ -541,3 +541,20 @@ def test_a_store_without_embed_model_takes_the_fair_embedding_set_in_settings(
     from llama_index.core import Settings
 
     assert Settings._embed_model is None  # LlamaIndex's default (OpenAI's) was never resolved
+
+
+def test_the_log_counts_nodes_once_and_the_window_passes_apart(
+    embed_model: FairEmbedding, embedder: FairEmbedder, caplog: Any
+) -> None:
+    store = FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model)  # two sizes
+    nodes = SPLITTER.get_nodes_from_documents(_documents(3))
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
+        VectorStoreIndex(
+            nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
+    assert said[0].startswith(f"Embedded {len(nodes)} documents")  # the embed model's pass: one per node
+    assert "window pass" not in said[0]
+    assert len(said) == 2 and "window pass" in said[1]  # the store's own passes, in one line
+    counted = int(said[1].split()[1])
+    assert 0 < counted <= len(nodes) and said[1].startswith(f"Embedded {counted} document")
