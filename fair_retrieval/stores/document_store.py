@@ -52,7 +52,7 @@ from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows, new_store_mode
-from fair_retrieval.stores.vectors import unit_rows
+from fair_retrieval.stores.vectors import check_dimension, unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
 from fair_retrieval.validate import positive_int
@@ -304,11 +304,7 @@ class DocumentStore(Generic[R]):
         if matrix.ndim != 2 or matrix.shape[0] != count:
             raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
         index = self._records.index
-        if index is not None and matrix.shape[1] != index.dim:
-            raise ValueError(
-                f"{source} gave {matrix.shape[1]}-d vectors but this store holds {index.dim}-d ones; embed with the "
-                "model the store was built with."
-            )
+        check_dimension(int(matrix.shape[1]), None if index is None else index.dim, f"{source} gave")
         return unit_rows(matrix) if self._metric == "cosine" else matrix
 
     def search(
@@ -519,13 +515,13 @@ class DocumentStore(Generic[R]):
         Raises:
             ValueError: no embedder, or as `add_windows`.
         """
-        if self._embedder is None:
-            raise ValueError(
-                f"This multi-vector store has no embed model to take the nodes' window vectors from (it was loaded "
-                f"without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
-                "store.record_embed_model(embed_model) with the FairEmbedding the index uses."
-            )
-        embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
+        embedder = window_embedder(
+            self._embedder,
+            f"{self.name}(multivector=True)",
+            missing=f"This multi-vector store has no embed model to take the nodes' window vectors from (it was "
+            f"loaded without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
+            "store.record_embed_model(embed_model) with the FairEmbedding the index uses.",
+        )
         cache = getattr(self._embedder, "window_cache", None)
         matrix = self.prepared(pooled, len(records), "the embeddings")
         shape = self.windows or StoreWindows()
