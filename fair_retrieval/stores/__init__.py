@@ -52,8 +52,8 @@ The modules, with the names exported from each:
   `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
 - `store_archive`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
   `store_from_bytes`.
-- `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
-  `GatheredWindows`, `content_offset`, `within_content`.
+- `window_source`: windows taken from that cache where the embedder's own pass cut them, the rest asked of the
+  embedder in the store's shape. `gathered_windows`, `GatheredWindows`, `content_offset`, `within_content`.
 - `text_documents`: documents as (id, text, metadata) and the folder layout of a store saved under a name (the
   LangChain store's records). `TextDocument`, `text_document_format`, `checked_documents`, `document_text` (what
   the lexical side reads of one), `hit_metadata`, `named_store_paths`, `pickled_folder_error`, `DEFAULT_INDEX_NAME`.
