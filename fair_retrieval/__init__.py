@@ -42,6 +42,7 @@ from fair_retrieval.adapters import chunk_starts as chunk_starts
 from fair_retrieval.adapters import embedder_values as embedder_values
 from fair_retrieval.adapters import langchain_keywords as langchain_keywords
 from fair_retrieval.adapters import langchain_renamed as langchain_renamed
+from fair_retrieval.adapters import langchain_settings as langchain_settings
 from fair_retrieval.adapters import llamaindex_keywords as llamaindex_keywords
 from fair_retrieval.adapters import (
     one_summary as one_summary,

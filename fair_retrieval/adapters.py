@@ -13,12 +13,13 @@ the same options with the same defaults, documentation and checks, without repea
   embedder with another calibration); `one_summary` (one log line per batched call; the embedder itself warns
   about long texts).
 - What each adapter does with its constructor (`fair_retrieval.embedding.adapter_constructors`): `llamaindex_keywords`
-  (`LlamaIndexKeywords`) and `langchain_keywords` / `langchain_renamed` (with `LANGCHAIN_ALIASES`) read the keywords of
-  llama-index's `HuggingFaceEmbedding` and langchain-huggingface's `HuggingFaceEmbeddings`; `valid_keywords` lists what
-  a constructor accepts; `ADAPTER_FIELDS` documents each field as data; `OPTION_PARAMETERS` are the options taken under
-  their own names; `embedder_values` the option values of a built embedder; `recalibrated` a calibration set on a built
-  adapter; `EmbedderRecipe` what a pickled adapter loads again; `SplitterPlan` a text splitter's chunks;
-  `chunk_starts` the chunks' character offsets.
+  (`LlamaIndexKeywords`) and `langchain_keywords` / `langchain_settings` (with `LANGCHAIN_ALIASES`; its renaming
+  alone: `langchain_renamed`) read the keywords of llama-index's `HuggingFaceEmbedding` and langchain-huggingface's
+  `HuggingFaceEmbeddings`, once per construction; `valid_keywords` lists what a constructor accepts; `ADAPTER_FIELDS`
+  documents each field as data; `OPTION_PARAMETERS` are the options taken under their own names; `embedder_values`
+  the option values of a built embedder; `recalibrated` a calibration set on a built adapter; `EmbedderRecipe` what
+  a pickled adapter loads again; `SplitterPlan` a text splitter's chunks; `chunk_starts` the chunks' character
+  offsets.
 
 The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
 where earlier releases exported them.
@@ -35,6 +36,7 @@ from fair_retrieval.embedding.adapter_constructors import (
     embedder_values,
     langchain_keywords,
     langchain_renamed,
+    langchain_settings,
     llamaindex_keywords,
     recalibrated,
     valid_keywords,
@@ -70,6 +72,7 @@ __all__ = [
     "embedder_values",
     "langchain_keywords",
     "langchain_renamed",
+    "langchain_settings",
     "llamaindex_keywords",
     "one_summary",
     "option_doc",

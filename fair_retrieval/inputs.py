@@ -22,6 +22,7 @@ from fair_retrieval.text_checks import (
     MAX_TEXT_BYTES,
     NESTING_PROBLEM,
     check_query,
+    check_readable,
     id_problem,
     lone_surrogate,
     surrogate_path,
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 __all__ = [  # the text checks live in `fair_retrieval.text_checks`; they are imported from here too
     "MAX_TEXT_BYTES",
     "check_query",
+    "check_readable",
     "check_store_entries",
     "lone_surrogate",
     "surrogate_path",

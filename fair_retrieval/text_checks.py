@@ -6,6 +6,7 @@ non-empty valid Unicode of at most `MAX_TEXT_BYTES` bytes, ids non-empty, metada
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fair_retrieval.validate import MAX_NESTING, nested_deeper_than
@@ -58,13 +59,37 @@ def text_problem(text: str) -> str | None:
         )
     if not text.strip():
         return "the text is empty or whitespace only (it would match every query alike)"
+    problem = surrogate_problem(text)
+    return None if problem is None else f"the text {problem}"
+
+
+def surrogate_problem(text: str) -> str | None:
+    """What a lone surrogate in `text` is (where, which), worded to follow the text's name; None without one."""
     position = lone_surrogate(text)
-    if position is not None:
-        return (
-            f"the text holds a lone surrogate {text[position]!r} at character {position}, which is not valid Unicode "
-            "(fix the encoding where the text comes from)"
-        )
-    return None
+    if position is None:
+        return None
+    return (
+        f"holds a lone surrogate {text[position]!r} at character {position}, which is not valid Unicode (fix the "
+        "encoding where the text comes from)"
+    )
+
+
+def check_readable(texts: Sequence[str], name: str = "texts", *, one: bool = False) -> None:
+    """Refuse, before any model work, a text the tokenizer cannot read: one holding a lone surrogate (the tokenizer
+    fails on it with an obscure TypeError). Empty texts are the caller's to judge.
+
+    Args:
+        texts: the texts (str each; `fair_retrieval.inputs.ensure_text_list` checks that).
+        name: what the message calls them (e.g. "texts", "the query").
+        one: `texts` is one text, named `name` itself rather than `name[i]`.
+
+    Raises:
+        ValueError: one line naming the first such text, where the surrogate sits and what to do.
+    """
+    for index, text in enumerate(texts):
+        problem = surrogate_problem(text)
+        if problem is not None:
+            raise ValueError(f"{name if one else f'{name}[{index}]'} {problem}.")
 
 
 def too_deep(value: object) -> bool:

@@ -53,6 +53,7 @@ __all__ = [
     "embedder_values",
     "langchain_keywords",
     "langchain_renamed",
+    "langchain_settings",
     "llamaindex_keywords",
     "recalibrated",
     "valid_keywords",
@@ -209,9 +210,15 @@ def _model_argument(model: str | None, model_name: str | None) -> str | None:
 
 
 def langchain_renamed(data: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
-    """`FairEmbeddings`' keywords by field name: HuggingFaceEmbeddings' names (`LANGCHAIN_ALIASES`) renamed, an
-    unknown keyword refused with the closest valid name, and the values checked (`langchain_keywords`), before
-    pydantic converts or checks them its own way, so a bad value gets the message every other surface gives.
+    """`FairEmbeddings`' keywords by field name, checked: `langchain_settings`' first half."""
+    return langchain_settings(data, fields)[0]
+
+
+def langchain_settings(data: Mapping[str, Any], fields: Iterable[str]) -> tuple[dict[str, Any], AdapterSettings]:
+    """`FairEmbeddings`' keywords by field name and the settings they make, read once per construction:
+    HuggingFaceEmbeddings' names (`LANGCHAIN_ALIASES`) renamed, an unknown keyword refused with the closest valid
+    name, and the values checked (`langchain_keywords`, `AdapterSettings.of`), before pydantic converts or checks
+    them its own way, so a bad value gets the message every other surface gives.
 
     Raises:
         ValueError: an alias and its field both given with different values, an unknown keyword (with the closest
@@ -232,8 +239,8 @@ def langchain_renamed(data: Mapping[str, Any], fields: Iterable[str]) -> dict[st
             renamed[name] = value
     fields = list(fields)
     refuse_unknown("FairEmbeddings", [k for k in renamed if k not in fields], [*fields, *LANGCHAIN_ALIASES])
-    AdapterSettings.of(langchain_keywords(renamed))
-    return renamed
+    given = {name: value for name, value in renamed.items() if name != "embedder"}
+    return renamed, AdapterSettings.of(langchain_keywords(given))
 
 
 def langchain_keywords(given: Mapping[str, Any]) -> dict[str, Any]:

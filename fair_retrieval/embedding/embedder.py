@@ -53,7 +53,7 @@ from fair_retrieval.engine.hook import (
     install,
 )
 from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
-from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.inputs import check_readable, ensure_text_list
 from fair_retrieval.validate import one_of
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
@@ -220,6 +220,7 @@ class FairEmbedder(WindowPlanning):
         if positional_scaling is INSTANCE_DEFAULT:
             positional_scaling = self.positional_scaling
         text_list = ensure_text_list(texts)
+        check_readable(text_list)  # before any model work: the tokenizer fails on a lone surrogate, obscurely
         self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         self._window_shape(window_tokens)  # fail before any work on a window that does not fit
         if window_boundaries is not None:
@@ -243,17 +244,21 @@ class FairEmbedder(WindowPlanning):
         Positions are unchanged unless `positional_scaling` is given (opt-in, e.g. `embedder.positional_scaling`,
         for experiments that scale queries and documents alike).
         """
-        return self._embed(ensure_text_list(texts), None, "query", show_progress_bar, positional_scaling)
+        text_list = ensure_text_list(texts)
+        check_readable(text_list, "queries")
+        return self._embed(text_list, None, "query", show_progress_bar, positional_scaling)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query; returns float32 (d,)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}.")
+        check_readable([text], "the query", one=True)
         return self.embed_queries([text])[0]
 
     def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
         """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated)."""
         texts = ensure_text_list(texts)
+        check_readable(texts)
         prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
         if not texts:
             return []

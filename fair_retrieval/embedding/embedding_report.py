@@ -4,7 +4,9 @@
 the functions below write the one INFO line per call and the warnings a user must see: truncated queries, truncated
 documents, and a calibration that changed nothing. A caller that embeds in batches (LlamaIndex's
 `get_text_embedding_batch` calls the embedder once per `embed_batch_size` texts) wraps its call in
-`one_summary()`: the per-batch lines become DEBUG, and one INFO line sums them up. Every line goes to the
+`one_summary()`: the per-batch lines become DEBUG, and one INFO line sums them up. A multi-vector store asks for
+its windows in one pass per window size over the same documents, inside `window_passes()`: one INFO line counts
+each document once and says how many passes read it. Every line goes to the
 `fair_retrieval.embedding.embedder` logger, the name users configure for what the embedder says.
 """
 
@@ -14,7 +16,7 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -28,11 +30,13 @@ logger = logging.getLogger("fair_retrieval.embedding.embedder")
 
 __all__ = [
     "EmbeddingReport",
+    "WindowPasses",
     "announce_long_texts",
     "log_documents_call",
     "one_summary",
     "warn_if_never_calibrated",
     "warn_truncated_queries",
+    "window_passes",
 ]
 
 
@@ -83,7 +87,11 @@ class EmbeddingReport:
 
     def summary(self) -> str:
         """One line for a user: how many documents were windowed, truncated and calibrated."""
-        parts = [f"{self.documents} document{'s' if self.documents != 1 else ''}"]
+        return f"{_documents(self.documents)}, {self.details()}"
+
+    def details(self) -> str:
+        """The summary without the document count: how many were windowed, truncated and calibrated."""
+        parts = []
         if self.windowed:
             parts.append(f"{self.windowed} windowed into {self.windows} windows in all")
         if self.truncated:
@@ -91,6 +99,10 @@ class EmbeddingReport:
             parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
         parts.append(f"{self.calibrated} calibrated")
         return ", ".join(parts)
+
+
+def _documents(count: int) -> str:
+    return f"{count} document{'s' if count != 1 else ''}"
 
 
 # The reports of the calls inside `one_summary()`, or None outside it.
@@ -120,6 +132,53 @@ def one_summary() -> Iterator[list[EmbeddingReport]]:
     if reports:
         batches = f" in {len(reports)} batches" if len(reports) > 1 else ""
         logger.info("Embedded %s%s.", EmbeddingReport.total(reports).summary(), batches)
+
+
+@dataclass
+class WindowPasses:
+    """The window passes of one `window_passes()` context.
+
+    Attributes:
+        documents: how many distinct documents the passes read (set it before the context ends; 0: the most one
+            pass read).
+        reports: the report of each pass.
+    """
+
+    documents: int = 0
+    reports: list[EmbeddingReport] = field(default_factory=list)
+
+
+# The passes of the `window_passes()` context, or None outside one.
+_PASSES: ContextVar[WindowPasses | None] = ContextVar("fair_retrieval_window_passes", default=None)
+
+
+@contextlib.contextmanager
+def window_passes(documents: int = 0) -> Iterator[WindowPasses]:
+    """Within this context the embed calls are window passes over the same documents (a multi-vector store's window
+    sizes, one call each): each logs its line at DEBUG, and leaving the context logs one INFO line counting each
+    document once, "Embedded 8 documents (2 window passes; ...)", not the documents of every pass added up.
+
+    Args:
+        documents: how many distinct documents the passes read (or set `documents` on what is yielded; 0: the
+            most one pass read).
+    """
+    passes = WindowPasses(documents)
+    token = _PASSES.set(passes)
+    try:
+        yield passes
+    finally:
+        _PASSES.reset(token)
+    if passes.reports:
+        count = passes.documents or max(report.documents for report in passes.reports)
+        total = EmbeddingReport.total(passes.reports)
+        plural = "es" if len(passes.reports) != 1 else ""
+        logger.info(
+            "Embedded %s (%d window pass%s; in all %s).",
+            _documents(count),
+            len(passes.reports),
+            plural,
+            total.details(),
+        )
 
 
 def announce_long_texts(texts: Sequence[str], owners: Sequence[int], batch_size: int) -> bool:
@@ -191,7 +250,11 @@ def log_documents_call(
         True if the "nothing was calibrated" warning was shown now.
     """
     batches = _BATCHES.get()
-    if batches is None:
+    passes = _PASSES.get()
+    if passes is not None:
+        passes.reports.append(report)
+        logger.debug("Embedded %s (one window pass).", report.summary())
+    elif batches is None:
         logger.info("Embedded %s.", report.summary())
     else:
         batches.append(report)

@@ -8,14 +8,31 @@ holds the model calls and this one the cutting (`windows.fitting_windows`, `boun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries, boundary_windows
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments, WindowPiece, default_overlap, fitting_windows
 from fair_retrieval.inputs import ensure_text_list
 from fair_retrieval.validate import is_positive_int
 
-__all__ = ["WindowPlanning"]
+__all__ = ["WindowPlanning", "WindowSettings"]
+
+
+class WindowSettings(NamedTuple):
+    """How one `embed_document_windows` call cuts documents, its arguments resolved against the embedder's own
+    (equal settings: equal windows, whatever the arguments were).
+
+    Attributes:
+        tokens: the most content tokens a window holds.
+        overlap: the tokens consecutive windows share.
+        boundaries: where windows are cut ("text" or "tokens").
+        cuts: False when the embedder truncates documents (every document one window, whatever the rest says).
+    """
+
+    tokens: int
+    overlap: int
+    boundaries: WindowBoundaries
+    cuts: bool
 
 
 class _Planning(Protocol):
@@ -86,6 +103,19 @@ class WindowPlanning:
         cut = self._windows([texts[i] for i in long_ones], capacity, overlap, window_boundaries)
         windows = dict(zip(long_ones, cut, strict=True))
         return DocumentPlan.windowing(texts, lengths, windows, overhead)
+
+    def window_settings(
+        self: _Planning, window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
+    ) -> WindowSettings:
+        """The `WindowSettings` of an `embed_document_windows` call with these arguments (none: its own windows).
+
+        Raises:
+            ValueError: as `embed_document_windows`, for `window_tokens` that do not fit.
+        """
+        if self.long_documents == "truncate":
+            return WindowSettings(self._window_room, 0, self.window_boundaries, False)
+        tokens, overlap = self._window_shape(window_tokens)
+        return WindowSettings(tokens, overlap, window_boundaries or self.window_boundaries, True)
 
     def _window_shape(self: _Planning, window_tokens: int | None) -> tuple[int, int]:
         """(content tokens, overlap) of this embedder's windows, or of windows of `window_tokens` for one call.

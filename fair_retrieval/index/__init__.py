@@ -9,7 +9,8 @@ documents: `MultiVectorIndex`; `aggregates`: how window scores become a document
 which window), `ids` (checks of vectors and ids, the stored id set) and `recall` (how close an approximate index comes
 to exact search: `knn_recall_at_k`, `top1_in_k`).
 
-Exported here: `FaissIndex` with its `Kind` (the named kinds: `KINDS`) and `Metric` (`METRICS`); `MultiVectorIndex`,
+Exported here: `FaissIndex` with its `Kind` (the named kinds: `KINDS`; `check_kind_params`: a kind's parameters
+checked before the index is made) and `Metric` (`METRICS`); `MultiVectorIndex`,
 `DocumentHit` (one of its hits), `Aggregate`, `AGGREGATES` and `DEFAULT_AGGREGATE` (how a document's window scores
 become its score); the names of an index folder's files (`INDEX_FILE`, `META_FILE`, `WINDOWS_FILE`); `import_faiss`
 (faiss, or an ImportError naming the extra to install), `GpuChoice` (the `gpu="auto" | True | False` argument),
@@ -27,7 +28,7 @@ faiss sees).
 from fair_retrieval.index.aggregates import AGGREGATES, DEFAULT_AGGREGATE, Aggregate
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice, faiss_gpu_count, gpu_count, import_faiss
-from fair_retrieval.index.index_plan import KINDS, Kind
+from fair_retrieval.index.index_plan import KINDS, Kind, check_kind_params
 from fair_retrieval.index.inspection import METRICS, Metric
 from fair_retrieval.index.multivector import DocumentHit, MultiVectorIndex
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
@@ -47,6 +48,7 @@ __all__ = [
     "Kind",
     "Metric",
     "MultiVectorIndex",
+    "check_kind_params",
     "faiss_gpu_count",
     "gpu_count",
     "import_faiss",

@@ -25,6 +25,7 @@ The named kinds' default parameters are KIND_PARAMS.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
@@ -188,19 +189,49 @@ def for_windows(plan: IndexPlan) -> IndexPlan:
 def ivfpq_plan(count: int | None, dim: int, **params: int) -> IndexPlan | None:
     """The ivfpq plan for these parameters: explicit IVF-PQ when nlist/m/nbits are given, else the sized default
     (None while `count` is unknown: FaissIndex then sizes it when it trains)."""
+    if _explicit_ivfpq(params):
+        return kind_plan("ivfpq", dim, **params)
+    if count is None:
+        return None
+    return sized_ivfpq(count, dim, **params)
+
+
+def check_kind_params(kind: str, params: Mapping[str, Any]) -> None:
+    """Refuse now what an index of `kind` will refuse of `params` when it is made (a store makes its index on its
+    first add, after the texts were embedded): parameters the kind does not take, values that are not positive
+    ints, k_factor with nlist/m/nbits. What depends on the vector size (m dividing it) waits for the index.
+
+    Raises:
+        ValueError: an unknown kind or a bad value.
+        TypeError: parameters the kind does not take.
+    """
+    if kind not in KIND_PARAMS:
+        raise ValueError(f"kind must be one of {tuple(KIND_PARAMS)}, got {kind!r}.")
+    if kind == "ivfpq":
+        _explicit_ivfpq(params)
+    else:
+        _resolve(kind, params)
+
+
+def _explicit_ivfpq(params: Mapping[str, Any]) -> bool:
+    """Whether ivfpq `params` ask for explicit IVF-PQ (nlist, m or nbits given) rather than the sized default, checked.
+
+    Raises:
+        TypeError: k_factor with explicit parameters, or parameters ivfpq does not take.
+        ValueError: values that are not positive ints.
+    """
     if any(key in params for key in STRUCTURAL_IVFPQ):
         if "k_factor" in params:
             raise TypeError("k_factor applies to the sized default (with refinement); drop it, or drop nlist/m/nbits.")
-        return kind_plan("ivfpq", dim, **params)
+        _resolve("ivfpq", params)
+        return True
     unknown = sorted(set(params) - {"nprobe", "k_factor"})
     if unknown:
         raise TypeError(
             f"kind='ivfpq' takes no parameter(s) {unknown}; its parameters: nlist, nprobe, m, nbits, k_factor."
         )
     _check_positive(params)
-    if count is None:
-        return None
-    return sized_ivfpq(count, dim, **params)
+    return False
 
 
 def requested_plan(kind: str | None, factory: str | None, params: dict[str, Any], dim: int) -> IndexPlan | None:
@@ -284,7 +315,7 @@ def default_subquantizers(dim: int) -> int:
     return max(m for m in range(1, target + 1) if dim % m == 0)
 
 
-def _resolve(kind: str, given: dict[str, Any]) -> dict[str, int]:
+def _resolve(kind: str, given: Mapping[str, Any]) -> dict[str, int]:
     defaults = KIND_PARAMS[kind]
     unknown = sorted(set(given) - set(defaults))
     if unknown:
@@ -294,7 +325,7 @@ def _resolve(kind: str, given: dict[str, Any]) -> dict[str, int]:
     return {**defaults, **{key: int(value) for key, value in given.items()}}
 
 
-def _check_positive(params: dict[str, Any]) -> None:
+def _check_positive(params: Mapping[str, Any]) -> None:
     for key, value in params.items():
         if not is_positive_int(value, numpy=True):
             raise ValueError(f"{key} must be a positive int, got {value!r}.")

@@ -42,17 +42,18 @@ The modules, with the names exported from each:
   `FUSIONS` of `fair_retrieval.lexical` (the lexical side's reading and the fusions), re-exported for adapters.
 - `vectors`: vectors prepared for the index and scores as relevance. `unit_rows`, `text_vector_pairs`, `node_vectors`,
   `relevance_function`.
-- `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `window_embedder`,
-  `WindowEmbedder`, `WindowCache`, `BEST_WINDOW_KEY` (the metadata key of a hit's best window), `RESERVED_KEYS`
-  (the metadata keys an add refuses: results carry their own values under them).
+- `window_cache`: the embedders that give windows and the cache of an embedder's last pass. `gives_windows` (whether
+  an embedder makes a store multi-vector by default), `window_embedder`, `WindowEmbedder`, `WindowCache`,
+  `BEST_WINDOW_KEY` (the metadata key of a hit's best window), `RESERVED_KEYS` (the metadata keys an add refuses:
+  results carry their own values under them).
 - `store_windows`: the windows a multi-vector store keeps and a new store's mode. `StoreWindows` (window sizes and
   boundaries; the default shape of the window study, or the embedder's own windows with `StoreWindows()`).
 - `cached_windows`: window vectors kept in an embeddings cache's key-value store (LangChain's
   `CacheBackedEmbeddings` around `FairEmbeddings`). `CachedWindowEmbedder`, `cached_window_embedder`.
 - `store_archive`: a saved store as bytes (its folder packed in memory, with a digest), no pickle. `store_bytes`,
   `store_from_bytes`.
-- `window_source`: windows taken from that cache, the rest embedded once more. `gathered_windows`,
-  `GatheredWindows`, `content_offset`, `within_content`.
+- `window_source`: windows taken from that cache where the embedder's own pass cut them, the rest asked of the
+  embedder in the store's shape. `gathered_windows`, `GatheredWindows`, `content_offset`, `within_content`.
 - `text_documents`: documents as (id, text, metadata) and the folder layout of a store saved under a name (the
   LangChain store's records). `TextDocument`, `text_document_format`, `checked_documents`, `document_text` (what
   the lexical side reads of one), `hit_metadata`, `named_store_paths`, `pickled_folder_error`, `DEFAULT_INDEX_NAME`.
@@ -62,11 +63,13 @@ The modules, with the names exported from each:
 Defined elsewhere in fair_retrieval and re-exported here because every store builder needs them: `embedder_identity`
 and `check_identity` (`fair_retrieval.embedding.identity`), `json_bytes`, `parse_versioned_json`, `DamagedFileError`
 and `StoreConflictError` (`fair_retrieval.jsonio`), `check_store_entries`, `check_query` (a query checked like a
-document) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int` (`fair_retrieval.validate`).
+document), `check_readable` (texts the tokenizer cannot read, refused before any model work; the embeddings adapters
+check a whole batch with it) and `ensure_text_list` (`fair_retrieval.inputs`), `positive_int`
+(`fair_retrieval.validate`).
 """
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
-from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
+from fair_retrieval.inputs import check_query, check_readable, check_store_entries, ensure_text_list
 from fair_retrieval.jsonio import DamagedFileError, StoreConflictError, json_bytes, parse_versioned_json
 from fair_retrieval.lexical import FUSIONS, LexicalSettings
 from fair_retrieval.stores.arguments import (
@@ -125,6 +128,7 @@ from fair_retrieval.stores.window_cache import (
     RESERVED_KEYS,
     WindowCache,
     WindowEmbedder,
+    gives_windows,
     window_embedder,
 )
 from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
@@ -172,6 +176,7 @@ __all__ = [
     "check_combination_depth",
     "check_identity",
     "check_query",
+    "check_readable",
     "check_search_mode",
     "check_store_entries",
     "checked_documents",
@@ -185,6 +190,7 @@ __all__ = [
     "embedder_identity",
     "ensure_text_list",
     "gathered_windows",
+    "gives_windows",
     "hit_metadata",
     "id_strings",
     "ids_to_delete",

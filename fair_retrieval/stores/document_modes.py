@@ -47,7 +47,7 @@ __all__ = [
 DEFAULT_MULTIVECTOR = True
 """The document mode of a store built without `multivector=`: the one place both adapters' default comes from
 (multi-vector: each document kept as its windows, the window study's pick; docs/window_study.md). A store whose
-embeddings give no windows is pooled (`store_windows.gives_windows`); stores saved without a mode are pooled
+embeddings give no windows is pooled (`window_cache.gives_windows`); stores saved without a mode are pooled
 whatever this says."""
 
 MULTIVECTOR_KEY = "multivector"

@@ -27,7 +27,15 @@ import numpy as np
 
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.index import KINDS, Aggregate, FaissIndex, GpuChoice, MultiVectorIndex, gpu_count
+from fair_retrieval.index import (
+    KINDS,
+    Aggregate,
+    FaissIndex,
+    GpuChoice,
+    MultiVectorIndex,
+    check_kind_params,
+    gpu_count,
+)
 from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
@@ -44,7 +52,7 @@ from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows, new_store_mode
-from fair_retrieval.stores.vectors import unit_rows
+from fair_retrieval.stores.vectors import check_dimension, unit_rows
 from fair_retrieval.stores.window_cache import WindowCache, window_embedder
 from fair_retrieval.stores.window_source import gathered_windows, within_content
 from fair_retrieval.validate import positive_int
@@ -106,10 +114,11 @@ class DocumentStore(Generic[R]):
         search: how text queries are answered by default (None: `SearchSettings()`); the adapters read it.
 
     Raises:
-        TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, or a
-            multi-vector store with an embedder that gives no windows.
+        TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, index
+            parameters the kind does not take, or a multi-vector store with an embedder that gives no windows.
         ValueError: an unknown metric, kind or aggregate, an aggregate for a pooled store, `index` of the other
-            mode or not empty, both `index` and `dim`, a bad `dim`, or gpu=True without a GPU.
+            mode or not empty, both `index` and `dim`, a bad `dim` or index parameter value, or gpu=True without a
+            GPU.
     """
 
     def __init__(
@@ -155,6 +164,8 @@ class DocumentStore(Generic[R]):
                 f"kind must be one of {KINDS}, got {kind!r}; for a faiss factory string pass index=FaissIndex(dim, "
                 "factory=...)."
             )
+        if index is None:  # the index is made on the first add, after its texts were embedded: check its options now
+            check_kind_params(kind, _kind_params(index_params or {}, mode.multivector))
         gpu_count(gpu)  # refuses gpu=True without a GPU now, not on the first add
         self._metric, self.kind, self._gpu = metric, kind, gpu
         self.index_params: dict[str, Any] = dict(index_params or {})
@@ -168,7 +179,7 @@ class DocumentStore(Generic[R]):
             replaced_move_to_end=replaced_move_to_end,
             group_of=group_of,
         )
-        self.embedder = embedder  # checked against the mode; its window cache told the windows to keep
+        self.embedder = embedder  # checked against the mode
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -216,10 +227,7 @@ class DocumentStore(Generic[R]):
     def embedder(self, embedder: Any) -> None:
         if embedder is not None and self.multivector:
             window_embedder(embedder, f"{self.name}(multivector=True)")
-            cache = getattr(embedder, "window_cache", None)
-            if isinstance(cache, WindowCache):  # the embedder's own pass then makes this store's windows
-                cache.shape = self.windows or StoreWindows()
-        self._embedder = embedder
+        self._embedder = embedder  # only read: a store never changes what its embedder gives
 
     def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
         """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
@@ -296,11 +304,7 @@ class DocumentStore(Generic[R]):
         if matrix.ndim != 2 or matrix.shape[0] != count:
             raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
         index = self._records.index
-        if index is not None and matrix.shape[1] != index.dim:
-            raise ValueError(
-                f"{source} gave {matrix.shape[1]}-d vectors but this store holds {index.dim}-d ones; embed with the "
-                "model the store was built with."
-            )
+        check_dimension(int(matrix.shape[1]), None if index is None else index.dim, f"{source} gave")
         return unit_rows(matrix) if self._metric == "cosine" else matrix
 
     def search(
@@ -497,7 +501,8 @@ class DocumentStore(Generic[R]):
         log: logging.Logger = logger,
     ) -> list[int]:
         """Store records of a multi-vector store whose pooled vectors a framework embedded itself: each one's windows
-        come from the embedder's pass (its `window_cache`), the rest are embedded once more (`gathered_windows`).
+        come from the embedder's own pass (its `window_cache`, only read) where that pass cut the windows the store
+        keeps, the rest are asked of the embedder in the store's window shape (`gathered_windows`).
 
         Args:
             records: the records.
@@ -510,13 +515,13 @@ class DocumentStore(Generic[R]):
         Raises:
             ValueError: no embedder, or as `add_windows`.
         """
-        if self._embedder is None:
-            raise ValueError(
-                f"This multi-vector store has no embed model to take the nodes' window vectors from (it was loaded "
-                f"without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
-                "store.record_embed_model(embed_model) with the FairEmbedding the index uses."
-            )
-        embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
+        embedder = window_embedder(
+            self._embedder,
+            f"{self.name}(multivector=True)",
+            missing=f"This multi-vector store has no embed model to take the nodes' window vectors from (it was "
+            f"loaded without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
+            "store.record_embed_model(embed_model) with the FairEmbedding the index uses.",
+        )
         cache = getattr(self._embedder, "window_cache", None)
         matrix = self.prepared(pooled, len(records), "the embeddings")
         shape = self.windows or StoreWindows()
@@ -527,6 +532,15 @@ class DocumentStore(Generic[R]):
                 "embedded their windows once more.",
                 gathered.misses,
                 len(records),
+            )
+        if gathered.embedded > gathered.misses:
+            log.debug(
+                "Embedded the windows of %d of %d nodes in %d pass(es): the store keeps windows (%s) the embed "
+                "model's own pass did not cut.",
+                gathered.embedded,
+                len(records),
+                gathered.passes,
+                shape,
             )
         if gathered.disagreeing:
             log.warning(
@@ -668,3 +682,8 @@ class DocumentStore(Generic[R]):
         """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""
         metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
         return self._pending.new_index(dim, metric, self.kind, self._gpu, self.index_params)
+
+
+def _kind_params(params: dict[str, Any], multivector: bool) -> dict[str, Any]:
+    """The kind parameters among a store's index parameters (a multi-vector index takes `fetch_factor` itself)."""
+    return {key: value for key, value in params.items() if not (multivector and key == "fetch_factor")}

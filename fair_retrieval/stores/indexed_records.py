@@ -28,7 +28,7 @@ import numpy as np
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
-from fair_retrieval.stores.vectors import require_finite
+from fair_retrieval.stores.vectors import check_dimension, require_finite
 from fair_retrieval.stores.window_cache import best_window_metadata
 
 logger = logging.getLogger(__name__)
@@ -137,10 +137,14 @@ class IndexedRecords(Generic[R]):
             return np.zeros((0, 0), dtype=np.float32)
         return self._index.get_vectors(list(int_ids))
 
-    def search(
+    def search_hits(
         self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
-    ) -> list[tuple[int, float]]:
-        """(int id, raw score) of the k best matches of one query row, best first, optionally only among some ids.
+    ) -> list[tuple[int, float, dict[str, int] | None]]:
+        """(int id, raw score, best window) of the k best matches of one query row, best first, optionally only among
+        some ids; the best window (`best_window_metadata`) in multi-vector mode, else None.
+
+        In multi-vector mode the k hits are k distinct records ranked by the index's aggregate of their windows'
+        scores (`MultiVectorIndex.search_documents`).
 
         Args:
             query: a float32 (1, dim) matrix, prepared as the stored vectors were (e.g. normalised).
@@ -149,17 +153,8 @@ class IndexedRecords(Generic[R]):
                 or None for every record.
 
         Returns:
-            Up to min(k, candidates) pairs; scores as the index gives them (inner product or squared L2).
+            Up to min(k, candidates) hits; scores as the index gives them (inner product or squared L2).
         """
-        return [(int_id, score) for int_id, score, _ in self.search_hits(query, k, among)]
-
-    def search_hits(
-        self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
-    ) -> list[tuple[int, float, dict[str, int] | None]]:
-        """As `search`, with each hit's best window (`best_window_metadata`) in multi-vector mode, else None.
-
-        In multi-vector mode the k hits are k distinct records ranked by the index's aggregate of their windows'
-        scores (`MultiVectorIndex.search_documents`)."""
         count = len(self._records) if among is None else len(among)
         if self._index is None or count == 0:
             return []
@@ -214,11 +209,7 @@ class IndexedRecords(Generic[R]):
                 "A multi-vector store takes DocumentWindows (the windows of each record) and a pooled store one "
                 f"vector per record; got {type(vectors).__name__} for a store of {type(index).__name__}."
             )
-        if matrix.shape[1] != index.dim:
-            raise ValueError(
-                f"Got {matrix.shape[1]}-d vectors but this store holds {index.dim}-d ones; embed them with the "
-                "model the store was built with."
-            )
+        check_dimension(int(matrix.shape[1]), index.dim, "Got")
         replaced = [self._int_ids[key] for key in keys if key in self._int_ids]
         next_int_id = self._next_int_id
         int_ids = []

@@ -23,7 +23,7 @@ from fair_retrieval.stores.document_store import DocumentStore, StoreHit
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.validate import positive_int
 
-__all__ = ["mmr_hits", "mmr_order"]
+__all__ = ["check_mmr_lambda", "mmr_hits", "mmr_order"]
 
 R = TypeVar("R", bound=Keyed)
 
@@ -40,7 +40,7 @@ def mmr_order(query: Any, vectors: Any, k: int, lambda_mult: float = 0.5) -> lis
     Raises:
         ValueError: `lambda_mult` outside [0, 1].
     """
-    _check_lambda(lambda_mult)
+    lambda_mult = check_mmr_lambda(lambda_mult)
     count = min(k, len(vectors))
     if count <= 0:
         return []
@@ -76,7 +76,7 @@ def mmr_hits(
         ValueError: a bad `k`, `fetch_k` or `lambda_mult`, or a query of another size than the stored vectors.
     """
     positive_int(k, "k")
-    _check_lambda(lambda_mult)
+    lambda_mult = check_mmr_lambda(lambda_mult)
     pool = len(store) if fetch_k is None else max(k, positive_int(fetch_k, "fetch_k"))
     if candidates is not None:
         hits = candidates(max(pool, 1))
@@ -89,10 +89,16 @@ def mmr_hits(
     return [hits[position] for position in mmr_order(prepared, vectors, k, lambda_mult)]
 
 
-def _check_lambda(lambda_mult: float) -> None:
-    """Refuse a λ outside [0, 1] (ValueError), before any work."""
-    if not 0.0 <= lambda_mult <= 1.0:
-        raise ValueError(f"lambda_mult must be in [0, 1] (1: relevance only, 0: diversity only), got {lambda_mult!r}.")
+def check_mmr_lambda(value: Any, name: str = "lambda_mult") -> float:
+    """MMR's λ as a float: the one check of both stacks' names for it (LangChain's `lambda_mult`, LlamaIndex's
+    `mmr_threshold`), run before any work.
+
+    Raises:
+        ValueError: not a number (bools included) or outside [0, 1].
+    """
+    if not isinstance(value, int | float | np.floating) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1] (1: relevance only, 0: diversity only), got {value!r}.")
+    return float(value)
 
 
 def _unit(matrix: np.ndarray) -> np.ndarray:

@@ -12,8 +12,10 @@ and keeps it when loaded; the pooled vectors an embedder gives anything else are
   pass per size); none: the embedder's own windows (stores saved before the shape was recorded).
 - `default_windows(embedder)`: the study's shape for an embedder: `DEFAULT_WINDOW_SHARES` of its window's content
   tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
-- `gives_windows(embedder)`: whether a store can keep an embedder's windows; a store built without `multivector=`
-  over one that cannot (any other framework's embeddings) is pooled, said once at INFO.
+- `window_settings(embedder, arguments)`: how one such call cuts documents (equal settings, equal windows), what
+  lets a store take windows its embedder already made (`fair_retrieval.stores.window_source`).
+- `new_store_mode`: a store built without `multivector=` over embeddings that give no windows
+  (`fair_retrieval.stores.window_cache.gives_windows`: any other framework's) is pooled, said once at INFO.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from typing import Any, get_args
 import numpy as np
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries
+from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.identity import fair_embedder_of
+from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import Aggregate, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.cached_windows import inner_embedder
 from fair_retrieval.stores.document_modes import DocumentMode, requested_mode
+from fair_retrieval.stores.window_cache import gives_windows
 from fair_retrieval.validate import is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -44,8 +49,9 @@ __all__ = [
     "STORE_WINDOWS_KEY",
     "StoreWindows",
     "default_windows",
-    "gives_windows",
+    "merged_passes",
     "new_store_mode",
+    "window_settings",
 ]
 
 DEFAULT_WINDOW_SHARES: tuple[float, ...] = (1.0, 0.5)
@@ -88,8 +94,11 @@ class StoreWindows:
     def embed(self, embedder: Any, texts: list[str]) -> DocumentWindows:
         """`embedder`'s windows of `texts` in this shape: one pass per size, each document's windows of every size
         together (the pooled vectors are those of the first size's pass)."""
-        passes = [embedder.embed_document_windows(texts, **arguments) for arguments in self.calls()]
-        return passes[0] if len(passes) == 1 else _merged(passes)
+        calls = self.calls()
+        if len(calls) == 1:
+            return embedder.embed_document_windows(texts, **calls[0])  # type: ignore[no-any-return]
+        with window_passes(len(texts)):  # one log line: each document counted once, with the passes
+            return merged_passes([embedder.embed_document_windows(texts, **arguments) for arguments in calls])
 
     def settings(self) -> dict[str, Any]:
         """The store-file key of the shape (also the identity field it adds); none for the embedder's own."""
@@ -113,12 +122,15 @@ class StoreWindows:
             raise DamagedFileError(source, f"its window shape is malformed ({error})", remedy) from None
 
 
-def _merged(passes: list[DocumentWindows]) -> DocumentWindows:
-    """Documents' windows of several passes over the same texts, each document's windows together, in pass order.
+def merged_passes(passes: list[DocumentWindows]) -> DocumentWindows:
+    """Documents' windows of several passes over the same texts, each document's windows together, in pass order
+    (one pass: itself).
 
     A window of a later pass with the span of one already kept for its document (a text that fits windows of both
     sizes) is the same text read the same way, so it is kept once.
     """
+    if len(passes) == 1:
+        return passes[0]
     owners = np.concatenate([p.owners for p in passes])
     spans = np.concatenate([p.spans for p in passes])
     seen: set[tuple[int, int, int]] = set()
@@ -145,6 +157,15 @@ def default_windows(embedder: Any) -> StoreWindows:
         return StoreWindows()
     sizes = tuple(max(1, math.ceil(fair.window_content_tokens * share)) for share in DEFAULT_WINDOW_SHARES)
     return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
+
+
+def window_settings(embedder: Any, arguments: Mapping[str, Any]) -> WindowSettings | None:
+    """The `WindowSettings` of an `embed_document_windows(texts, **arguments)` call of `embedder`: those of the
+    fair-retrieval embedder it is or wraps, else its own `window_settings(**arguments)` if it has one; None for
+    another embedder, whose windows cannot be compared."""
+    fair = fair_embedder_of(inner_embedder(embedder))
+    settings = fair.window_settings if fair is not None else getattr(embedder, "window_settings", None)
+    return settings(**arguments) if callable(settings) else None
 
 
 def new_store_mode(
@@ -174,11 +195,6 @@ def new_store_mode(
     if not mode.multivector:
         return mode, None
     return mode, windows if windows is not None else default_windows(embedder)
-
-
-def gives_windows(embedder: Any) -> bool:
-    """Whether `embedder` gives window vectors (`embed_document_windows`), so a multi-vector store can use it."""
-    return callable(getattr(embedder, "embed_document_windows", None))
 
 
 def log_pooled_default(embedder: Any, name: str) -> None:

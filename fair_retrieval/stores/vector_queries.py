@@ -24,7 +24,8 @@ import numpy as np
 
 from fair_retrieval.stores.document_store import DocumentStore, StoreHit
 from fair_retrieval.stores.indexed_records import Keyed
-from fair_retrieval.stores.marginal_relevance import mmr_hits
+from fair_retrieval.stores.marginal_relevance import check_mmr_lambda, mmr_hits
+from fair_retrieval.stores.vectors import check_dimension
 from fair_retrieval.validate import positive_int
 
 __all__ = ["QUERY_MODES", "vector_query_hits"]
@@ -89,18 +90,15 @@ def vector_query_hits(
         )
     vector = np.asarray(embedding, dtype=np.float32)
     index = store.index
-    if vector.ndim != 1 or (index is not None and vector.size != index.dim):
-        raise ValueError(
-            f"query_embedding has {vector.size if vector.ndim == 1 else vector.shape} dimensions but this store "
-            f"holds {index.dim if index else '?'}-d vectors; embed the query with the store's model (one vector)."
-        )
+    remedy = "embed the query with the store's model (one vector)"
+    if vector.ndim != 1:
+        raise ValueError(f"query_embedding has the shape {vector.shape}, not one vector; {remedy}.")
+    check_dimension(
+        vector.size, None if index is None else index.dim, "query_embedding is a", noun="vector", remedy=remedy
+    )
     if mode == "mmr":
-        threshold = 0.5 if mmr_threshold is None else mmr_threshold
-        if not isinstance(threshold, int | float) or isinstance(threshold, bool) or not 0.0 <= threshold <= 1.0:
-            raise ValueError(
-                f"mmr_threshold must be a number in [0, 1] (1: relevance only, 0: diversity only), got {threshold!r}."
-            )
-        return mmr_hits(store, vector, top_k, prefetch_k, float(threshold), among=among)
+        threshold = check_mmr_lambda(0.5 if mmr_threshold is None else mmr_threshold, "mmr_threshold")
+        return mmr_hits(store, vector, top_k, prefetch_k, threshold, among=among)
     if mode == "hybrid":
         assert query_str is not None
         return store.text_search(

@@ -8,7 +8,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["node_vectors", "relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
+__all__ = ["check_dimension", "node_vectors", "relevance_function", "require_finite", "text_vector_pairs", "unit_rows"]
+
+STORE_MODEL = "embed them with the model the store was built with"
+"""What to do about vectors of another size than a store's (the remedy of `check_dimension`)."""
+
+
+def check_dimension(size: int, dim: int | None, what: str, *, noun: str = "vectors", remedy: str = STORE_MODEL) -> None:
+    """The one check that vectors fit a store: `size`-d ones where the store holds `dim`-d ones (None: no index
+    yet, any size fits) are refused.
+
+    Args:
+        size: the vectors' size.
+        dim: the store's (its index's) size, or None.
+        what: what gave them, leading the message (e.g. "Got", "embed_documents gave", "query_embedding is a").
+        noun: what they are called after their size.
+        remedy: what to do, ending the message.
+
+    Raises:
+        ValueError: "{what} {size}-d {noun}, but this store holds {dim}-d ones; {remedy}."
+    """
+    if dim is not None and size != dim:
+        raise ValueError(f"{what} {size}-d {noun}, but this store holds {dim}-d ones; {remedy}.")
 
 
 def require_finite(vectors: np.ndarray) -> None:
@@ -112,11 +133,7 @@ def node_vectors(embeddings: Sequence[Any], ids: Sequence[str], dim: int | None)
     sizes = sorted({len(embedding) for embedding in embeddings})
     if len(sizes) > 1 or sizes[0] == 0:
         raise ValueError(f"The nodes' embeddings have sizes {sizes}; embed all nodes with one model.")
-    if dim is not None and sizes[0] != dim:
-        raise ValueError(
-            f"The nodes have {sizes[0]}-d embeddings but this store holds {dim}-d vectors; embed them with the model "
-            "the store was built with."
-        )
+    check_dimension(sizes[0], dim, "The nodes' embeddings are", noun="vectors")
     return np.asarray(embeddings, dtype=np.float32)
 
 

@@ -3,12 +3,16 @@
 In multi-vector mode a store keeps each document as the vectors of its windows (`fair_retrieval.MultiVectorIndex`)
 and returns k distinct documents scored by their best window(s). Both adapters share what is here:
 
-- `window_embedder(embedding)`: the object that gives `embed_document_windows(texts)` (`FairEmbedder`, LangChain's
-  `FairEmbeddings`, LlamaIndex's `FairEmbedding`, a cache around one: `fair_retrieval.stores.cached_windows`), or a
-  TypeError saying that only those can fill such a store.
+- `windows_of(embedding)`: the one rule of which embeddings can fill a multi-vector store: those with
+  `embed_document_windows(texts)` (`FairEmbedder`, LangChain's `FairEmbeddings`, LlamaIndex's `FairEmbedding`) or a
+  cache around one (`fair_retrieval.stores.cached_windows`); `gives_windows`: the first kind alone, those that make
+  a store multi-vector by default; `window_embedder(embedding)`: what gives the windows, or an error saying that
+  only those can fill such a store.
 - `WindowCache`: LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and
-  hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last, keyed by
-  the text, so the store takes them from that same pass instead of embedding the text again.
+  hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last (its own
+  windows, keyed by the text and the settings they were cut with), so the store takes them from that same pass
+  instead of embedding the text again (`fair_retrieval.stores.window_source`). The store only reads the cache: an
+  embedder gives the same vectors whatever store it feeds.
 - `best_window_metadata(hit)`: the character span of the best window, put in a result's metadata under
   `BEST_WINDOW_KEY` so that an application can highlight it.
 """
@@ -19,7 +23,7 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -36,7 +40,9 @@ __all__ = [
     "WindowCache",
     "WindowEmbedder",
     "best_window_metadata",
+    "gives_windows",
     "window_embedder",
+    "windows_of",
 ]
 
 BEST_WINDOW_KEY = "best_window"
@@ -57,18 +63,43 @@ class WindowEmbedder(Protocol):
         ...
 
 
-def window_embedder(embedding: Any, where: str) -> WindowEmbedder:
-    """`embedding` if it gives window vectors, else a TypeError naming what to use.
-
-    Args:
-        embedding: the store's embeddings / embed model.
-        where: the call, for the message (e.g. "FaissVectorStore(multivector=True)").
-    """
+def windows_of(embedding: Any) -> WindowEmbedder | None:
+    """What gives `embedding`'s window vectors: itself when it has `embed_document_windows`, a
+    `CachedWindowEmbedder` for a cache around such embeddings; None for any other (the one rule of which embeddings
+    can fill a multi-vector store)."""
     if isinstance(embedding, WindowEmbedder):
         return embedding
-    cached = cached_window_embedder(embedding)  # CacheBackedEmbeddings(FairEmbeddings): windows cached too
-    if cached is not None:
-        return cached
+    return cached_window_embedder(embedding)  # CacheBackedEmbeddings(FairEmbeddings): windows cached too
+
+
+def gives_windows(embedding: Any) -> bool:
+    """Whether `embedding` gives window vectors itself (`embed_document_windows`), what makes a store built without
+    `multivector=` multi-vector. A cache around such embeddings fills a multi-vector store only when one is asked
+    for (`windows_of`): the default over a cache stays pooled, as it was before caches kept windows."""
+    return isinstance(embedding, WindowEmbedder)
+
+
+def window_embedder(embedding: Any, where: str, missing: str | None = None) -> WindowEmbedder:
+    """What gives `embedding`'s window vectors (`windows_of`), else an error naming what to use.
+
+    Args:
+        embedding: the store's embeddings / embed model (None: the store has none).
+        where: the call, for the message (e.g. "FaissVectorStore(multivector=True)").
+        missing: the message for no embedding at all (None: one naming `where`).
+
+    Raises:
+        ValueError: no embedding.
+        TypeError: embeddings that give no windows.
+    """
+    if embedding is None:
+        raise ValueError(
+            missing
+            or f"{where} keeps each document as the vectors of its windows and has no embedder to take them "
+            "from; give it fair-retrieval's embeddings (FairEmbedder, FairEmbeddings, FairEmbedding)."
+        )
+    found = windows_of(embedding)
+    if found is not None:
+        return found
     raise TypeError(
         f"{where} keeps each document as the vectors of its windows, which only fair-retrieval's embedders give "
         f"(FairEmbedder, FairEmbeddings, FairEmbedding, or CacheBackedEmbeddings around one); got "
@@ -82,8 +113,10 @@ def best_window_metadata(hit: DocumentHit) -> dict[str, int]:
 
 
 class WindowCache:
-    """The windows of recently embedded documents, by text, so a store can take them from the pass that made the
-    pooled vectors. Thread-safe; the oldest entries go first once `capacity` windows are held.
+    """The windows of the texts an embedder embedded last, by text and by the `WindowSettings` they were cut with,
+    so a store can take them from the pass that made the pooled vectors. The embedder fills it with its own passes;
+    a store only reads it (`take`), so nothing a store does changes what the embedder gives. Thread-safe; the oldest
+    entries go first once `capacity` windows are held.
 
     Args:
         capacity: the most windows kept.
@@ -91,27 +124,19 @@ class WindowCache:
 
     def __init__(self, capacity: int = CACHE_WINDOWS) -> None:
         self._capacity = capacity
-        self.shape: Any = None
-        """The windows the embedder's pass makes (a `StoreWindows`, set by the multi-vector store it feeds; None:
-        the embedder's own): its `embed_document_windows` arguments, and what entries are kept under."""
-        self._entries: OrderedDict[tuple[bytes, Any], DocumentWindows] = OrderedDict()
+        self._entries: OrderedDict[tuple[bytes, Hashable], DocumentWindows] = OrderedDict()
         self._windows = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def embed(self, embedder: Any, texts: list[str]) -> DocumentWindows:
-        """`embedder`'s windows of `texts` in the current `shape` (its own windows when none is set), remembered."""
-        windows = embedder.embed_document_windows(texts) if self.shape is None else self.shape.embed(embedder, texts)
-        self.remember(texts, windows)
-        return windows
-
-    def remember(self, texts: Sequence[str], windows: DocumentWindows) -> None:
-        """Keep each text's windows (one document of `windows` per text, in order), made in the current `shape`."""
+    def remember(self, texts: Sequence[str], windows: DocumentWindows, settings: Hashable) -> None:
+        """Keep each text's windows (one document of `windows` per text, in order), cut with `settings` (the
+        embedder's `window_settings()` of the pass)."""
         with self._lock:
             for position, text in enumerate(texts):
-                key = (_key(text), _shape_key(self.shape))
+                key = (_key(text), settings)
                 entry = windows.select([position])
                 old = self._entries.pop(key, None)
                 self._windows += len(entry.owners) - (len(old.owners) if old is not None else 0)
@@ -121,28 +146,23 @@ class WindowCache:
                 self._windows -= len(dropped.owners)
 
     def take(
-        self, texts: Sequence[str], pooled: np.ndarray, shape: Any = None
+        self, texts: Sequence[str], pooled: np.ndarray, settings: Hashable
     ) -> tuple[list[DocumentWindows | None], int]:
-        """The remembered windows of each text, made in `shape`, whose pooled vector matches `pooled` (n, d) (None
-        where none is).
+        """The remembered windows of each text, cut with `settings`, whose pooled vector matches `pooled` (n, d)
+        (None where none is).
 
-        A text embedded since with another configuration or window shape, or given a vector made elsewhere, does
-        not match and is a miss. Returns the entries and the number of misses.
+        A text embedded since with another configuration, or given a vector made elsewhere, does not match and is a
+        miss. Returns the entries and the number of misses.
         """
         found: list[DocumentWindows | None] = []
         with self._lock:
             for text, vector in zip(texts, pooled, strict=True):
-                entry = self._entries.get((_key(text), _shape_key(shape)))
+                entry = self._entries.get((_key(text), settings))
                 if entry is not None and np.allclose(entry.pooled[0], vector, atol=1e-5):
                     found.append(entry)
                 else:
                     found.append(None)
         return found, sum(entry is None for entry in found)
-
-
-def _shape_key(shape: Any) -> tuple[tuple[str, Any], ...]:
-    """A window shape as a dict key: its store-file settings (none: the embedder's own windows)."""
-    return () if shape is None else tuple(sorted((k, repr(v)) for k, v in shape.settings().items()))
 
 
 def _key(text: str) -> bytes:

@@ -2,8 +2,11 @@
 
 A framework that embeds documents before a store sees them (LlamaIndex's `VectorStoreIndex` and `IngestionPipeline`
 hand a vector store finished pooled vectors) gives a multi-vector store no windows. The embedder remembered them
-(`fair_retrieval.stores.window_cache.WindowCache`), so `gathered_windows` takes each document's windows from that
-pass and embeds only the documents it cannot find there (vectors made elsewhere, an evicted cache) once more.
+(`fair_retrieval.stores.window_cache.WindowCache`: its own windows), so `gathered_windows` takes each document's
+windows from that pass where they are the windows the store keeps, and asks the embedder for the others explicitly
+(`embed_document_windows(texts, window_tokens=..., window_boundaries=...)`, one call per window size): documents it
+cannot find there (vectors made elsewhere, an evicted cache), and those whose windows of the store's shape the
+embedder's own pass did not cut.
 
 `within_content` moves window spans from the embedded text (which may carry a header, e.g. LlamaIndex's metadata
 lines before a node's text) into the document's own text, so a span highlights the text the application shows.
@@ -13,14 +16,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from fair_retrieval.embedding.embedding_report import window_passes
+from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.stores.cached_windows import concatenate
 from fair_retrieval.stores.document_modes import checked_windows
-from fair_retrieval.stores.store_windows import StoreWindows
+from fair_retrieval.stores.store_windows import StoreWindows, merged_passes, window_settings
 from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder
 
 logger = logging.getLogger(__name__)
@@ -32,18 +37,23 @@ AGREEMENT = 0.999
 
 
 class GatheredWindows(NamedTuple):
-    """The windows of a batch of documents, in order, and how many had to be embedded again.
+    """The windows of a batch of documents, in order, and what the model had to read again.
 
     Attributes:
-        windows: one document per text, in the order given.
+        windows: one document per text, in the order given; its pooled vectors are the ones given.
         misses: the documents not found in the cache (embedded once more).
         disagreeing: of those, the documents whose given pooled vector is not the embedder's (cosine below
             `AGREEMENT`): their vectors were made by another model or configuration.
+        embedded: the documents the model read again, in any pass (the misses, and documents whose windows of the
+            store's shape are not those the embedder's own pass cut).
+        passes: the `embed_document_windows` calls made (at most one per window size of the shape).
     """
 
     windows: DocumentWindows
     misses: int
     disagreeing: int
+    embedded: int = 0
+    passes: int = 0
 
 
 def gathered_windows(
@@ -53,18 +63,23 @@ def gathered_windows(
     cache: WindowCache | None,
     shape: StoreWindows | None = None,
 ) -> GatheredWindows:
-    """Each text's windows: from `cache` where its pooled vector matches `pooled`, else embedded once by `embedder`.
+    """Each text's windows of `shape`, one pass per window size: taken from `cache` (the embedder's own pass) where
+    the text's pooled vector matches `pooled` and that pass cut the windows the size asks for, else embedded, for all
+    such texts of a size in one call (`embed_document_windows(texts, **arguments)`). The cache is only read.
+
+    The embedder's own windows stand for a size's when their `WindowSettings` are the size's, or when the text is one
+    window there (it fits) that also fits the size: a text that fits is read whole, however windows are cut.
 
     Args:
         texts: exactly the texts the pooled vectors were embedded from.
         pooled: float32 (len(texts), d), the vectors the framework gave the store.
-        embedder: what embeds the misses (`embed_document_windows`), in one call.
+        embedder: what embeds the misses (`embed_document_windows`).
         cache: the embedder's cache of recent windows, or None (every text is embedded again).
-        shape: the windows the store keeps: cached windows of another shape are misses, and misses are embedded
-            in it. None: the embedder's own windows.
+        shape: the windows the store keeps; None: the embedder's own windows.
 
     Returns:
-        The windows in input order, with the counts of misses and of misses whose given vector disagrees.
+        The windows in input order (pooled: `pooled`), with the counts of misses, of misses whose given vector
+        disagrees, of documents read again and of calls made.
 
     Raises:
         ValueError: a text count other than the vector count, or windows of another size than the vectors (or of
@@ -73,33 +88,83 @@ def gathered_windows(
     """
     if pooled.ndim != 2 or pooled.shape[0] != len(texts):
         raise ValueError(f"Got {len(texts)} texts but vectors of shape {pooled.shape}; pass one vector per text.")
-    found: list[DocumentWindows | None]
-    shape = shape or StoreWindows()
-    if cache is not None:
-        found, _ = cache.take(texts, pooled, shape)
-    else:
-        found = [None] * len(texts)
-    missing = [position for position, entry in enumerate(found) if entry is None]
-    disagreeing = 0
-    if missing:
-        embedded = checked_windows(
-            shape.embed(embedder, [texts[position] for position in missing]),
-            len(missing),
-            "embed_document_windows",
-            unit=False,
+    own = window_settings(embedder, {})
+    cached: list[DocumentWindows | None] = [None] * len(texts)
+    if cache is not None and own is not None:
+        cached, _ = cache.take(texts, pooled, own)
+    misses = [position for position, entry in enumerate(cached) if entry is None]
+    reference: dict[int, np.ndarray] = {}  # a miss's pooled vector as the embedder's own pass makes it
+    passes: list[DocumentWindows] = []
+    embedded: set[int] = set()
+    calls = 0
+    with window_passes() as read:  # one log line for the passes below, each document counted once
+        for arguments in (shape or StoreWindows()).calls():
+            settings = window_settings(embedder, arguments)
+            found = [
+                entry if entry is not None and _stands_for(entry, text, own, settings) else None
+                for entry, text in zip(cached, texts, strict=True)
+            ]
+            missing = [position for position, entry in enumerate(found) if entry is None]
+            if missing:
+                fresh = _embedded(embedder, [texts[position] for position in missing], arguments, pooled.shape[1])
+                calls += 1
+                embedded.update(missing)
+                for row, position in enumerate(missing):
+                    found[position] = fresh.select([row])
+            for position in misses:
+                entry = found[position]
+                if (
+                    position not in reference
+                    and entry is not None
+                    and _stands_for(entry, texts[position], settings, own)
+                ):
+                    reference[position] = entry.pooled[0]
+            passes.append(concatenate([entry for entry in found if entry is not None]))
+        read.documents = len(embedded)
+    merged = merged_passes(passes)
+    return GatheredWindows(
+        DocumentWindows(pooled, merged.vectors, merged.owners, merged.spans, merged.weights),
+        len(misses),
+        _disagreeing(pooled, reference),
+        len(embedded),
+        calls,
+    )
+
+
+def _stands_for(entry: DocumentWindows, text: str, made: WindowSettings | None, wanted: WindowSettings | None) -> bool:
+    """Whether a document's windows cut with `made` are those a call cutting with `wanted` gives: the same settings,
+    or one window of the whole text (it fit) that also fits `wanted`'s windows. Unknown settings (None): no."""
+    if made is None or wanted is None:
+        return False
+    if made == wanted:
+        return True
+    whole = len(entry.owners) == 1 and entry.spans[0].tolist() == [0, len(text)]
+    return made.cuts and wanted.cuts and whole and int(entry.weights[0]) <= wanted.tokens
+
+
+def _embedded(embedder: WindowEmbedder, texts: list[str], arguments: dict[str, Any], dim: int) -> DocumentWindows:
+    """The embedder's windows of `texts` in one call, checked against the count and the vectors' size `dim`."""
+    windows = checked_windows(
+        embedder.embed_document_windows(texts, **arguments), len(texts), "embed_document_windows", unit=False
+    )
+    if windows.dim != dim:
+        raise ValueError(
+            f"The embedder gives {windows.dim}-d windows but the vectors are {dim}-d; use the embed model the vectors "
+            "were made with."
         )
-        if embedded.dim != pooled.shape[1]:
-            raise ValueError(
-                f"The embedder gives {embedded.dim}-d windows but the vectors are {pooled.shape[1]}-d; use the "
-                "embed model the vectors were made with."
-            )
-        agreement = np.sum(embedded.pooled.astype(np.float64) * pooled[missing].astype(np.float64), axis=1)
-        norms = np.linalg.norm(pooled[missing].astype(np.float64), axis=1) * np.linalg.norm(embedded.pooled, axis=1)
-        disagreeing = int(np.sum(agreement < AGREEMENT * np.maximum(norms, 1e-12)))
-        for row, position in enumerate(missing):
-            found[position] = embedded.select([row])
-    parts = [entry for entry in found if entry is not None]
-    return GatheredWindows(concatenate(parts), len(missing), disagreeing)
+    return windows
+
+
+def _disagreeing(pooled: np.ndarray, reference: dict[int, np.ndarray]) -> int:
+    """How many given vectors have a cosine below `AGREEMENT` with the embedder's own for the same text."""
+    if not reference:
+        return 0
+    rows = sorted(reference)
+    own = np.stack([reference[row] for row in rows]).astype(np.float64)
+    given = pooled[rows].astype(np.float64)
+    agreement = np.sum(own * given, axis=1)
+    norms = np.linalg.norm(given, axis=1) * np.linalg.norm(own, axis=1)
+    return int(np.sum(agreement < AGREEMENT * np.maximum(norms, 1e-12)))
 
 
 def content_offset(embedded: str, content: str) -> int:

@@ -87,7 +87,7 @@ def test_add_search_delete_and_get() -> None:
         store.delete(["d1", "nope"], strict=True)
     assert "d1" in store
     assert [key for _, (key, _, _) in store.get(["d5", "d0", "d5"])] == ["d5", "d0"]
-    with pytest.raises(ValueError, match="gave 4-d vectors but this store holds 8-d"):
+    with pytest.raises(ValueError, match="gave 4-d vectors, but this store holds 8-d"):
         store.add(_docs(1), np.zeros((1, 4), np.float32), "the probe")
 
 

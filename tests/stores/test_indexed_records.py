@@ -84,7 +84,7 @@ def test_groups_follow_upserts_and_deletes() -> None:
         (_items("a", "a"), _unit(2), "repeat within one upsert: 'a'"),
         (_items("x"), _unit(2), "1 records but vectors of shape"),
         (_items("x", "y"), np.vstack([_unit(1), np.full((1, DIM), np.nan, np.float32)]), r"positions \[1\].*NaN"),
-        (_items("x"), np.ones((1, DIM + 1), np.float32), "9-d vectors but this store holds 8-d"),
+        (_items("x"), np.ones((1, DIM + 1), np.float32), "Got 9-d vectors, but this store holds 8-d"),
     ],
 )
 def test_a_failed_upsert_changes_nothing(items: list[Item], vectors: np.ndarray, message: str) -> None:
@@ -99,12 +99,13 @@ def test_search_is_restricted_inside_the_index_and_returns_min_k_candidates() ->
     store = _store()
     vectors = _unit(20)
     store.upsert(_items(*(f"k{i}" for i in range(20))), vectors)
-    best = store.search(vectors[:1], 3)
+    best = store.search_hits(vectors[:1], 3)
     assert best[0][0] == 0 and best[0][1] == pytest.approx(1.0, abs=1e-5) and len(best) == 3
+    assert all(window is None for _, _, window in best)  # a pooled store's hits have no window
     among = [5, 7, 9]
-    assert {int_id for int_id, _ in store.search(vectors[:1], 10, among)} == set(among)  # min(k, candidates)
-    assert store.search(vectors[:1], 3, []) == []
-    assert _store().search(vectors[:1], 3) == []  # no index yet
+    assert {int_id for int_id, _, _ in store.search_hits(vectors[:1], 10, among)} == set(among)  # min(k, candidates)
+    assert store.search_hits(vectors[:1], 3, []) == []
+    assert _store().search_hits(vectors[:1], 3) == []  # no index yet
 
 
 def test_matching_keeps_the_order_of_the_pool() -> None:

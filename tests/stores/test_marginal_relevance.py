@@ -7,6 +7,7 @@ import pytest
 
 from fair_retrieval.stores import DocumentStore, mmr_hits, mmr_order
 from fair_retrieval.stores.document_store import StoreHit
+from fair_retrieval.stores.marginal_relevance import check_mmr_lambda
 
 
 class Doc:
@@ -50,8 +51,12 @@ def test_mmr_order_edges() -> None:
     near_duplicates = [[1.0, 0.0], [0.99, 0.01], [0.6, 0.8]]
     assert mmr_order([1.0, 0.0], near_duplicates, 2, 1.0) == [0, 1]
     assert mmr_order([1.0, 0.0], near_duplicates, 2, 0.3) == [0, 2]
-    with pytest.raises(ValueError, match=r"lambda_mult must be in \[0, 1\]"):
-        mmr_order([1.0], [[1.0]], 1, 1.5)
+    for bad in (1.5, -0.1, float("nan"), True, "0.5", None):
+        with pytest.raises(ValueError, match=r"lambda_mult must be a number in \[0, 1\]"):
+            mmr_order([1.0], [[1.0]], 1, bad)  # type: ignore[arg-type]
+    assert check_mmr_lambda(np.float32(0.25), "mmr_threshold") == 0.25
+    with pytest.raises(ValueError, match=r"^mmr_threshold must be a number in \[0, 1\]"):
+        check_mmr_lambda(2, "mmr_threshold")
 
 
 def test_mmr_hits_choose_among_the_stores_search() -> None:

@@ -15,9 +15,8 @@ from fair_retrieval.stores.store_windows import (
     DEFAULT_WINDOW_BOUNDARIES,
     StoreWindows,
     default_windows,
-    gives_windows,
 )
-from fair_retrieval.stores.window_cache import WindowCache
+from fair_retrieval.stores.window_cache import WindowCache, gives_windows
 from tests.embedding.test_boundaries import article
 
 pytest.importorskip("faiss")
@@ -94,13 +93,16 @@ def test_the_shape_is_saved_and_read_back_and_a_bad_one_is_refused() -> None:
             StoreWindows.saved(bad, Path("store.json"), "Rebuild.")
 
 
-def test_the_cache_keeps_windows_per_shape(embedder: FairEmbedder) -> None:
+def test_the_cache_keeps_windows_per_settings(embedder: FairEmbedder) -> None:
     cache = WindowCache()
-    cache.shape = StoreWindows((127,), "text")
-    made = cache.embed(embedder, TEXTS)
-    found, misses = cache.take(TEXTS, made.pooled, cache.shape)
+    settings = embedder.window_settings(127, "text")
+    assert settings == (127, embedder.window_settings(127).overlap, "text", True)
+    assert embedder.window_settings() == (embedder.window_content_tokens, embedder.window_overlap, "tokens", True)
+    made = embedder.embed_document_windows(TEXTS, window_tokens=127, window_boundaries="text")
+    cache.remember(TEXTS, made, settings)
+    found, misses = cache.take(TEXTS, made.pooled, settings)
     assert misses == 0 and len(found[0].vectors) == len(made.select([0]).vectors)  # type: ignore[union-attr]
-    _, other = cache.take(TEXTS, made.pooled, StoreWindows())  # the embedder's own windows were never made
+    _, other = cache.take(TEXTS, made.pooled, embedder.window_settings())  # the embedder's own windows: never made
     assert other == len(TEXTS)
 
 

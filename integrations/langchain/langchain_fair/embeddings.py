@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 from typing_extensions import Self
 
 from fair_retrieval import (
     DEFAULTS,
-    AdapterSettings,
     Calibration,
     DocumentWindows,
     FairEmbedder,
@@ -31,7 +30,7 @@ from fair_retrieval.adapters import (
     EmbedderRecipe,
     SplitterPlan,
     langchain_keywords,
-    langchain_renamed,
+    langchain_settings,
     recalibrated,
 )
 
@@ -59,7 +58,7 @@ class FairEmbeddings(BaseModel, Embeddings):
             query = embeddings.embed_query("what is said at the end?")
 
     Raises:
-        pydantic.ValidationError (a ValueError), TypeError: as `fair_retrieval.adapters.langchain_renamed` says: an
+        pydantic.ValidationError (a ValueError), TypeError: as `fair_retrieval.adapters.langchain_settings` says: an
             unknown keyword (with the closest valid name), a value that is refused (with the reason), both or
             neither of `model` and `embedder`, loading options with `embedder`, an option of the wrong type.
     """
@@ -94,15 +93,15 @@ class FairEmbeddings(BaseModel, Embeddings):
 
     _embedder: FairEmbedder = PrivateAttr()
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _check_options(cls, data: Any) -> Any:
-        """Read the keywords as given, before pydantic converts or checks them (`langchain_renamed`)."""
-        return langchain_renamed(data, cls.model_fields) if isinstance(data, dict) else data
-
-    @model_validator(mode="after")
-    def _load_embedder(self) -> Self:
-        settings = AdapterSettings.of(langchain_keywords(self._given()))
+    def _load_embedder(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Read the keywords once, as given, before pydantic converts or checks them (`langchain_settings`), then
+        build the embedder from what they said."""
+        if not isinstance(data, dict):
+            return handler(data)
+        renamed, settings = langchain_settings(data, cls.model_fields)
+        self = handler(renamed)
         self._embedder = settings.embedder("FairEmbeddings", self.model, self.embedder)
         object.__setattr__(self, "calibration", self._embedder.calibration)  # the embedder's, once
         return self

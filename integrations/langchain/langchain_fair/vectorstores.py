@@ -46,7 +46,8 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
 
     Args:
         embedding: any LangChain `Embeddings`; use `langchain_fair.FairEmbeddings` for position-fair documents.
-        metric: "cosine" (unit vectors: scores are cosines), "ip" (raw inner product) or "l2" (squared distance).
+        metric: "cosine" (unit vectors: scores are cosines, the default), "ip" (raw inner product) or "l2" (squared
+            distance).
         kind: "flat" (exact, default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
         relevance_score_fn: a raw score → [0, 1]; the default is LangChain's for normalised vectors: the cosine
@@ -68,18 +69,24 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             "dist_based_score".
         lexical: how the BM25 side reads the texts (`fair_retrieval.stores.LexicalSettings`: language, k1, b);
             None: English.
+        distance_strategy: langchain-community FAISS's argument, read as the metric it means
+            (`community_metric`: "MAX_INNER_PRODUCT" → "ip", "COSINE" → "cosine", "EUCLIDEAN_DISTANCE" → "l2"; its
+            `DistanceStrategy` enum by value).
+        normalize_L2: langchain-community FAISS's argument: True means metric "cosine".
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
 
     Raises:
-        TypeError: `embedding` is not a LangChain `Embeddings`, or gives no windows for a multi-vector store.
-        ValueError: an unknown metric, kind or aggregate, an aggregate for a pooled store, or gpu=True and no GPU.
+        TypeError: `embedding` is not a LangChain `Embeddings`, or gives no windows for a multi-vector store, or
+            index parameters the kind does not take.
+        ValueError: an unknown metric, kind or aggregate, an aggregate for a pooled store, a distance strategy with
+            no metric here or disagreeing with `metric`, or gpu=True and no GPU. All before any text is embedded.
     """
 
     def __init__(
         self,
         embedding: Embeddings,
         *,
-        metric: StoreMetric = "cosine",
+        metric: StoreMetric | None = None,
         kind: str = "flat",
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
@@ -90,14 +97,17 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         alpha: float | None = None,
         fusion: str | None = None,
         lexical: LexicalSettings | None = None,
+        distance_strategy: Any = None,
+        normalize_L2: bool | None = None,  # noqa: N803 - langchain-community's FAISS spells it so
         **index_params: int,
     ) -> None:
+        store_metric = community_metric(metric, distance_strategy, normalize_L2)
         mode = None if retrieval_mode is None else check_search_mode(retrieval_mode)
         search = SearchSettings().with_overrides(mode=mode, alpha=alpha, fusion=fusion)
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
         self._store: DocumentStore[TextDocument] = DocumentStore(
-            metric=metric,
+            metric=store_metric,
             kind=kind,
             gpu=gpu,
             index_params=dict(index_params),
@@ -229,3 +239,45 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # langchain-core's cosine / Euclidean conventions, read on our raw scores (inner products, squared distances)
         return self._relevance_score_fn or relevance_function(self._store.metric)
+
+
+COMMUNITY_METRICS = {"MAX_INNER_PRODUCT": "ip", "COSINE": "cosine", "EUCLIDEAN_DISTANCE": "l2"}
+"""langchain-community FAISS's `DistanceStrategy` values → this store's metric (the others have none here)."""
+
+
+def community_metric(metric: str | None, distance_strategy: Any, normalize_l2: bool | None) -> str:
+    """The store's metric from its own `metric` and langchain-community FAISS's `distance_strategy` (a name, or its
+    `DistanceStrategy` enum, read by value) and `normalize_L2` (True: unit vectors, "cosine"); "cosine" when none
+    is given.
+
+    Raises:
+        ValueError: a distance strategy with no metric here, the two disagreeing with each other or with `metric`.
+        TypeError: a `normalize_L2` that is not a bool.
+    """
+    if normalize_l2 is not None and not isinstance(normalize_l2, bool):
+        raise TypeError(f"normalize_L2 must be a bool, got {type(normalize_l2).__name__}; or pass metric='cosine'.")
+    asked: dict[str, str] = {}
+    if distance_strategy is not None:
+        value = str(getattr(distance_strategy, "value", distance_strategy))
+        if value not in COMMUNITY_METRICS:
+            meanings = ", ".join(f"{name} → {meaning!r}" for name, meaning in COMMUNITY_METRICS.items())
+            raise ValueError(
+                f"distance_strategy={value!r} has no metric in FaissVectorStore; pass metric='cosine', 'ip' or 'l2' "
+                f"instead (the strategies it reads: {meanings})."
+            )
+        asked["distance_strategy"] = COMMUNITY_METRICS[value]
+    if normalize_l2:
+        if asked.get("distance_strategy") == "l2":
+            raise ValueError(
+                "normalize_L2=True with distance_strategy EUCLIDEAN_DISTANCE ranks unit vectors by distance; pass "
+                "metric='cosine' (the same ranking, scores as cosines) or metric='l2' without normalize_L2."
+            )
+        asked["normalize_L2"] = "cosine"  # inner products of unit vectors (MAX_INNER_PRODUCT's too) are cosines
+        asked.pop("distance_strategy", None)
+    if metric is not None:
+        asked = {"metric": metric, **asked}
+    chosen = set(asked.values())
+    if len(chosen) > 1:
+        given = ", ".join(f"{name} means {value!r}" for name, value in asked.items())
+        raise ValueError(f"The store's metric is given twice, differently ({given}); pass metric= alone.")
+    return chosen.pop() if chosen else "cosine"

@@ -156,3 +156,20 @@ def test_pickles_for_worker_pools_loading_the_model_again(tiny_model: str) -> No
         assert copy.fair_embedder is not embeddings.fair_embedder
         assert copy.fair_embedder.identity() == embeddings.fair_embedder.identity()
         np.testing.assert_allclose(copy.embed_documents(TEXTS), embeddings.embed_documents(TEXTS), atol=1e-6)
+
+
+def test_the_keywords_are_read_once_per_construction(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fair_retrieval import FairEmbedder
+    from fair_retrieval.adapters import AdapterSettings
+
+    embedder = FairEmbedder(tiny_model, max_length=32, device="cpu")
+    reads: list[dict[str, Any]] = []
+    original = AdapterSettings.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[AdapterSettings], settings: dict[str, Any]) -> AdapterSettings:
+        reads.append(dict(settings))
+        return original(cls, settings)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(AdapterSettings, "of", classmethod(counted))
+    FairEmbeddings(embedder=embedder, show_progress=False, calibration=None)
+    assert len(reads) == 1

@@ -273,7 +273,7 @@ def test_bad_inputs_give_clear_errors(minilm: FairEmbedder, caplog: pytest.LogCa
         store.delete("1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be a positive int"):
         store.similarity_search("one", k=0)
-    with pytest.raises(ValueError, match="3-d vectors but this store holds 384-d"):
+    with pytest.raises(ValueError, match="3-d vectors, but this store holds 384-d"):
         store.similarity_search_by_vector([0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="metric"):
         FaissVectorStore(embeddings, metric="dot")  # type: ignore[arg-type]

@@ -184,7 +184,7 @@ def test_bad_embeddings_are_refused_and_change_nothing() -> None:
         store.add_embeddings("text")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="not one numeric"):
         store.add_embeddings([("x", [0.0] * DIM), ("y", [0.0] * (DIM + 1))])
-    with pytest.raises(ValueError, match=f"gave {DIM + 1}-d vectors but this store holds {DIM}-d"):
+    with pytest.raises(ValueError, match=f"gave {DIM + 1}-d vectors, but this store holds {DIM}-d"):
         store.add_embeddings([("x", [0.0] * (DIM + 1))])
     with pytest.raises(ValueError, match="NaN or infinite"):
         store.add_embeddings([("two, broken", [float("nan")] * DIM)], ids=["2"])  # an upsert: would remove "2" first

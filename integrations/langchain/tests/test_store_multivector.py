@@ -442,3 +442,15 @@ def test_the_best_window_is_the_one_that_holds_the_answer(minilm_path: str) -> N
     spans = index.window_spans(store._int_ids["c"])
     assert (span["start"], span["end"]) == spans[span["window"]]
     assert sum(planted in texts[2][start:end] for start, end in spans) < len(spans)  # not in every window
+
+
+def test_the_log_counts_each_document_once_with_its_window_passes(
+    embeddings: FairEmbeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    texts = corpus()[0][:8]
+    store = FaissVectorStore(embeddings, gpu=False)  # the default shape: two window sizes, two passes
+    assert store._store.windows is not None and len(store._store.windows.tokens) == 2
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
+        store.add_texts(texts)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("Embedded 8 documents (2 window passes; in all ")

@@ -408,7 +408,7 @@ def test_query_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
         store.query(_query(vectors[0], mode=VectorStoreQueryMode.MMR), mmr_threshold=1.5)
     with pytest.raises(ValueError, match="no query_embedding"):
         store.query(VectorStoreQuery(query_str="text only"))
-    with pytest.raises(ValueError, match="has 3 dimensions but this store holds 16-d"):
+    with pytest.raises(ValueError, match="query_embedding is a 3-d vector, but this store holds 16-d"):
         store.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0]))
     for top_k in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="similarity_top_k must be a positive int"):
@@ -423,7 +423,7 @@ def test_add_errors_leave_the_store_unchanged(store: FairFaissVectorStore, vecto
     fine = TextNode(id_="new", text="new", embedding=vectors[0].tolist())
     with pytest.raises(ValueError, match=r"nodes\[1\] \('bare'\) has no embedding"):
         store.add([fine, TextNode(id_="bare", text="no vector")])
-    with pytest.raises(ValueError, match="have 3-d embeddings but this store holds 16-d"):
+    with pytest.raises(ValueError, match="embeddings are 3-d vectors, but this store holds 16-d"):
         store.add([TextNode(id_="short", text="short", embedding=[1.0, 2.0, 3.0])])
     with pytest.raises(ValueError, match="sizes"):
         store.add([fine, TextNode(id_="short", text="short", embedding=[1.0, 2.0, 3.0])])

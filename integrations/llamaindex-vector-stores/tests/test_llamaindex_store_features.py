@@ -134,3 +134,12 @@ def test_cosine_is_the_inner_product_of_unit_vectors() -> None:
     assert found.ids == [f"n{i}" for i in np.argsort(-expected)[:5]] and found.ids[0] == "n0"
     assert found.similarities == pytest.approx(np.sort(expected)[::-1][:5], abs=1e-5)
     assert cosine.metric == "cosine" and inner.query(VectorStoreQuery(query_embedding=query.tolist())).ids != found.ids
+
+
+def test_index_parameters_the_kind_does_not_take_are_refused_when_the_store_is_built() -> None:
+    # no size yet: the index is made on the first add, so its parameters are checked now, not then
+    with pytest.raises(TypeError, match=r"kind='flat' takes no parameter\(s\) \['nlist'\]"):
+        FairFaissVectorStore(gpu=False, nlist=8)
+    with pytest.raises(ValueError, match="nprobe must be a positive int"):
+        FairFaissVectorStore(gpu=False, kind="ivf", nprobe=0)
+    assert FairFaissVectorStore(gpu=False, kind="ivf", nlist=2).client is None  # accepted; made on the first add

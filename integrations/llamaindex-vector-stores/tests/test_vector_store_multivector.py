@@ -498,3 +498,63 @@ def test_a_store_created_with_a_fair_embedding_is_multi_vector_by_default(
     with caplog.at_level(logging.INFO, logger="fair_retrieval.stores"):
         other = FairFaissVectorStore.create(dim=8, embed_model=MockEmbedding(embed_dim=8), gpu=False)
     assert not other.multivector and "gives no window vectors" in caplog.text
+
+
+@pytest.fixture()
+def settings_model() -> Iterator[Callable[[Any], None]]:
+    """Set `Settings.embed_model` for one test (restored after it)."""
+    from llama_index.core import Settings
+
+    saved = Settings._embed_model
+
+    def put(model: Any) -> None:
+        Settings._embed_model = model
+
+    yield put
+    Settings._embed_model = saved
+
+
+def test_a_store_without_embed_model_takes_the_fair_embedding_set_in_settings(
+    embed_model: FairEmbedding, embedder: FairEmbedder, settings_model: Callable[[Any], None], caplog: Any
+) -> None:
+    settings_model(embed_model)
+    for store in (FairFaissVectorStore.create(embedder.dimension, gpu=False), FairFaissVectorStore(gpu=False)):
+        assert store.multivector and store._store.embedder is embed_model  # as if embed_model= were passed
+        assert (
+            store._store.windows
+            == FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model)._store.windows
+        )
+    assert FairFaissVectorStore(gpu=False, multivector=True).multivector  # needs no embed_model= then
+    pooled = FairFaissVectorStore(gpu=False, multivector=False)
+    assert not pooled.multivector and pooled._store.embedder is None  # pooled when asked: Settings' is not taken
+    settings_model(MockEmbedding(embed_dim=8))
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+        assert not FairFaissVectorStore(gpu=False).multivector
+    assert "MockEmbedding, set in Settings.embed_model, gives no window vectors" in caplog.text
+    settings_model(None)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+        store = FairFaissVectorStore.create(embedder.dimension, gpu=False)
+    assert not store.multivector
+    said = [record.getMessage() for record in caplog.records if "pooled vector per node" in record.getMessage()]
+    assert len(said) == 1 and "no embed_model was given and none is set in Settings.embed_model" in said[0]
+    from llama_index.core import Settings
+
+    assert Settings._embed_model is None  # LlamaIndex's default (OpenAI's) was never resolved
+
+
+def test_the_log_counts_nodes_once_and_the_window_passes_apart(
+    embed_model: FairEmbedding, embedder: FairEmbedder, caplog: Any
+) -> None:
+    store = FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model)  # two sizes
+    nodes = SPLITTER.get_nodes_from_documents(_documents(3))
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
+        VectorStoreIndex(
+            nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
+    assert said[0].startswith(f"Embedded {len(nodes)} documents")  # the embed model's pass: one per node
+    assert "window pass" not in said[0]
+    assert len(said) == 2 and "window pass" in said[1]  # the store's own passes, in one line
+    counted = int(said[1].split()[1])
+    assert 0 < counted <= len(nodes) and said[1].startswith(f"Embedded {counted} document")

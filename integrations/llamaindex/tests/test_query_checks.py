@@ -1,10 +1,17 @@
-"""FairEmbedding checks a query as documents are checked: a lone surrogate (a non-UTF-8 byte read from a command line)
-is refused with a clear ValueError instead of the tokenizer's TextEncodeInput error."""
+"""FairEmbedding checks every text and query before the model runs: a lone surrogate (a non-UTF-8 byte read from a
+command line or a file) is refused with the library's one-line ValueError instead of the tokenizer's TextEncodeInput
+error, by every public embed method, and a batch is checked whole before any of it is embedded."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from llama_index.embeddings.fair import FairEmbedding
+
+from fair_retrieval import FairEmbedder
 
 
 def test_a_query_with_a_lone_surrogate_is_refused_clearly(minilm_path: str) -> None:
@@ -12,3 +19,42 @@ def test_a_query_with_a_lone_surrogate_is_refused_clearly(minilm_path: str) -> N
     with pytest.raises(ValueError, match="surrogate"):
         embedding.get_query_embedding("caf\udce9")
     assert len(embedding.get_query_embedding("café")) == 384
+
+
+@pytest.fixture(scope="module")
+def embedder(tiny_model: str) -> FairEmbedder:
+    return FairEmbedder(tiny_model, max_length=32, device="cpu")
+
+
+CALLS: dict[str, Callable[[FairEmbedding], Any]] = {
+    "get_query_embedding": lambda e: e.get_query_embedding("ferry \ud800 stop"),
+    "get_text_embedding": lambda e: e.get_text_embedding("ferry \ud800 stop"),
+    "get_text_embedding_batch": lambda e: e.get_text_embedding_batch(["fine"] * 5 + ["ferry \ud800 stop"]),
+    "get_agg_embedding_from_queries": lambda e: e.get_agg_embedding_from_queries(["fine", "ferry \ud800 stop"]),
+    "aget_agg_embedding_from_queries": lambda e: asyncio.run(
+        e.aget_agg_embedding_from_queries(["fine", "ferry \ud800 stop"])
+    ),
+    "aget_query_embedding": lambda e: asyncio.run(e.aget_query_embedding("ferry \ud800 stop")),
+    "aget_text_embedding": lambda e: asyncio.run(e.aget_text_embedding("ferry \ud800 stop")),
+    "aget_text_embedding_batch": lambda e: asyncio.run(e.aget_text_embedding_batch(["fine", "ferry \ud800 stop"])),
+    "embed_document_windows": lambda e: e.embed_document_windows(["fine", "ferry \ud800 stop"]),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_every_embed_method_refuses_a_lone_surrogate_before_the_model_runs(
+    embedder: FairEmbedder, call: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedding = FairEmbedding(embedder=embedder, embed_batch_size=2)
+    ran: list[int] = []
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        ran.append(1)
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(embedder, "_run_model", forward, raising=False)
+    monkeypatch.setattr(embedder, "_embed_documents", forward)
+    monkeypatch.setattr(embedder, "_embed", forward)
+    with pytest.raises(ValueError, match=r"holds a lone surrogate '\\ud800' at character 6, which is not valid") as e:
+        CALLS[call](embedding)
+    assert "\n" not in str(e.value) and ran == []

@@ -41,6 +41,7 @@ from fair_retrieval.stores import (
     StoreMetric,
     StoreWindows,
     WrappedStore,
+    gives_windows,
     node_vectors,
     preview,
     repeated,
@@ -63,7 +64,8 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         kind: "flat" (exact, the default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
         embed_model: what made the nodes' vectors: `persist` records it, loading checks it; required (its windows
-            are taken) with `multivector=True`.
+            are taken) with `multivector=True`. None: the one set in LlamaIndex's `Settings.embed_model` when it gives
+            windows (a `FairEmbedding`; unless `multivector=False`), else none (a pooled store, said at INFO).
         multivector: keep nodes as their windows' vectors: k distinct nodes per query, the best window under
             `BEST_WINDOW_KEY` in the metadata. None: `DEFAULT_MULTIVECTOR`.
         aggregate: "max", "max-mean" or "top2" (None: `DEFAULT_AGGREGATE`); refused for a pooled store.
@@ -115,6 +117,8 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
                 "fair_retrieval.FaissIndex. Use FairFaissVectorStore.create(dim=...), or pass index=FaissIndex(...)."
             )
         super().__init__(stores_text=True)
+        if embed_model is None and multivector is not False:
+            embed_model = _settings_embed_model(say_pooled=multivector is None and index is None)
         self._store = DocumentStore(
             metric=metric,
             kind=kind,
@@ -280,6 +284,28 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         predicate = metadata_predicate(filters)
         keep = None if predicate is None else (lambda record: predicate(node_metadata(record)))
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
+
+
+def _settings_embed_model(*, say_pooled: bool) -> Any | None:
+    """The embed model set on LlamaIndex's `Settings` when it gives windows (a `FairEmbedding`), what a store built
+    without `embed_model=` takes, as if it were passed; else None, and with `say_pooled` one INFO line on why the
+    store is pooled. Only a model that was set is read: `Settings.embed_model` itself would resolve LlamaIndex's
+    default (OpenAI's) when none was."""
+    from llama_index.core import Settings
+
+    model = getattr(Settings, "_embed_model", None)
+    if model is not None and gives_windows(model):
+        return model
+    if say_pooled:
+        why = "no embed_model was given and none is set" if model is None else f"{type(model).__name__}, set"
+        logger.info(
+            "FairFaissVectorStore: %s in Settings.embed_model%s, so this store keeps one pooled vector per node "
+            "(multivector=False). Pass embed_model=FairEmbedding(...) (or set Settings.embed_model to one) for a "
+            "multi-vector store.",
+            why,
+            "" if model is None else ", gives no window vectors",
+        )
+    return None
 
 
 def _search_mode(mode: VectorStoreQueryMode | str | None) -> str | None:

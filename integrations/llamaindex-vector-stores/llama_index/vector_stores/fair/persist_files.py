@@ -196,7 +196,7 @@ class PersistFiles:
         for node, (_, vector) in zip(nodes, entries, strict=True):
             node.embedding = vector.tolist()
         params: dict[str, Any] = index_params  # the index checks them
-        store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, **params)  # type: ignore[call-arg]
+        store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, multivector=False, **params)  # type: ignore[call-arg]
         store.add(nodes)
         store._store.generation = store_generation(raw_path, raw_path.read_bytes())  # persisting over it converts it
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), persist_dir)

@@ -10,7 +10,7 @@ how they are read, taken or refused, is `fair_retrieval.adapters.llamaindex_keyw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
@@ -37,7 +37,7 @@ from fair_retrieval.adapters import (
     one_summary,
     recalibrated,
 )
-from fair_retrieval.stores import WindowCache, check_query
+from fair_retrieval.stores import WindowCache, check_readable, ensure_text_list
 
 DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
 
@@ -163,16 +163,33 @@ class FairEmbedding(BaseEmbedding):
 
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
-        line for the whole call instead of one per batch (those are DEBUG)."""
+        line for the whole call instead of one per batch (those are DEBUG). Every text is checked first
+        (`check_readable`), so no batch is embedded before one that would fail."""
+        check_readable(ensure_text_list(texts))
         with one_summary():
             return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
-        """`get_text_embedding_batch` for async callers, with its one log line per call."""
+        """`get_text_embedding_batch` for async callers, with its one log line per call (texts checked first)."""
+        check_readable(ensure_text_list(texts))
         with one_summary():
             return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
+
+    def get_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """LlamaIndex's aggregate of several query embeddings, every query checked first (`check_readable`)."""
+        check_readable(ensure_text_list(queries, "queries"), "queries")
+        return super().get_agg_embedding_from_queries(queries, agg_fn)
+
+    async def aget_agg_embedding_from_queries(
+        self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
+    ) -> Embedding:
+        """`get_agg_embedding_from_queries` for async callers (every query checked first)."""
+        check_readable(ensure_text_list(queries, "queries"), "queries")
+        return await super().aget_agg_embedding_from_queries(queries, agg_fn)
 
     def __getstate__(self) -> dict[Any, Any]:
         """The state to pickle (worker pools: `IngestionPipeline(num_workers=N)`), without the loaded model: the
@@ -191,8 +208,6 @@ class FairEmbedding(BaseEmbedding):
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
-        if isinstance(query, str) and any("\ud800" <= character <= "\udfff" for character in query):  # else obscure
-            check_query(query)  # raises, naming the problem (an empty query stays LlamaIndex's to give)
         return self._embedder.embed_query(query).tolist()  # type: ignore[no-any-return]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
@@ -203,8 +218,9 @@ class FairEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        # the windows a multi-vector store fed by this model keeps (its shape), taken from this pass (no second one)
-        windows = self._windows.embed(self, texts)
+        # this model's own windows, remembered: a multi-vector store fed by it takes them from this pass
+        windows = self.embed_document_windows(texts)
+        self._windows.remember(texts, windows, self._embedder.window_settings())
         return windows.pooled.tolist()  # type: ignore[no-any-return]
 
     def embed_document_windows(
@@ -214,9 +230,8 @@ class FairEmbedding(BaseEmbedding):
 
         `result.pooled` is what `get_text_embedding_batch` returns; see
         `fair_retrieval.FairEmbedder.embed_document_windows` (`window_tokens` and `window_boundaries`: windows of
-        another shape, as a multi-vector store asks). A multi-vector store this model feeds sets the shape of the
-        windows its text embeddings are made from (`window_cache.shape`): their pooled vectors are then the mean of
-        those windows.
+        another shape, as a multi-vector store asks). Text embeddings are always made of this model's own windows,
+        whatever store they feed (`window_cache` keeps them, for the store to read).
         """
         return self._embedder.embed_document_windows(
             texts,
