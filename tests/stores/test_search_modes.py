@@ -108,7 +108,8 @@ def test_dense_is_the_vector_search_and_hybrid_the_fusion_of_both_sides() -> Non
     assert [(h.record.key, h.score) for h in dense] == [
         (h.record.key, h.score) for h in store.search(_vector(query), 5)
     ]
-    hybrid = store.text_search(query, 3, _vector, settings=SearchSettings(mode="hybrid", fusion="relative_score"))
+    settings = SearchSettings(mode="hybrid", fusion="relative_score", alpha=0.5)
+    hybrid = store.text_search(query, 3, _vector, settings=settings)
     expected = fuse(
         [(h.int_id, h.score) for h in store.search(_vector(query), 20)],
         [(h.int_id, h.score) for h in store.lexical_search(query, 20)],
@@ -126,7 +127,9 @@ def test_the_store_default_mode_and_alpha_apply_and_a_call_overrides_them() -> N
     assert _keys(store.text_search("bread", 1, _vector)) == ["bread"]
     dense_only = store.text_search("bread", 5, _vector, settings=store.search_settings.with_overrides(mode="dense"))
     assert len(dense_only) == 5  # the vectors rank everything
-    lexical_weighted = store.text_search("stone oven", 2, _vector, settings=SearchSettings(mode="hybrid", alpha=0.0))
+    lexical_weighted = store.text_search(
+        "stone oven", 2, _vector, settings=SearchSettings(mode="hybrid", alpha=0.0, fusion="rrf")
+    )
     assert set(_keys(lexical_weighted)) == {"bread", "oven"}
 
 

@@ -64,9 +64,9 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             `RetrievalMode`) is read by its value. A call can ask for another (`retrieval_mode=` in
             `similarity_search`, the relevance-score and MMR searches, or `as_retriever(search_kwargs=...)`); the
             `*_by_vector` searches are dense.
-        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only).
-        fusion: how hybrid fuses: "rrf" (reciprocal rank, as `EnsembleRetriever`), "relative_score" or
-            "dist_based_score".
+        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only); None: 0.3.
+        fusion: how hybrid fuses: "relative_score" (min-max scaled scores; None: this, the hybrid study's best), "rrf"
+            (reciprocal rank, as `EnsembleRetriever`) or "dist_based_score".
         lexical: how the BM25 side reads the texts (`fair_retrieval.stores.LexicalSettings`: language, k1, b);
             None: English.
         distance_strategy: langchain-community FAISS's argument, read as the metric it means

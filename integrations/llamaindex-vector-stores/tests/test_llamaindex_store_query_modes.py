@@ -95,7 +95,7 @@ def test_hybrid_is_the_fusion_of_the_dense_and_the_sparse_results() -> None:
 
 
 def test_the_default_query_mode_is_the_stores_and_follows_a_persist(tmp_path: Path) -> None:
-    index, store, embed = _index(default_query_mode="hybrid", alpha=0.0)
+    index, store, embed = _index(default_query_mode="hybrid", alpha=0.0, fusion="rrf")
     lexical_only = _ids(index.as_retriever(similarity_top_k=2), "stone oven")  # α 0: the BM25 order
     assert set(lexical_only) == {"bread", "oven"}
     index.storage_context.persist(persist_dir=str(tmp_path))

@@ -75,8 +75,10 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         default_query_mode: how a query in `VectorStoreQueryMode.DEFAULT` (what retrievers send unless told) is
             answered: "default" (dense vectors), "hybrid" (dense and the nodes' BM25 fused) or "sparse" (BM25 only).
             Any query can ask for another mode (`vector_store_query_mode="hybrid"`, `"sparse"`, `"text_search"`).
-        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only); a query's `alpha` wins.
-        fusion: how hybrid fuses: "rrf" (reciprocal rank), "relative_score" or "dist_based_score".
+        alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only; None: 0.3); a query's `alpha`
+            wins.
+        fusion: how hybrid fuses: "relative_score" (min-max scaled scores; None: this, the hybrid study's best), "rrf"
+            (reciprocal rank) or "dist_based_score".
         lexical: how the BM25 side reads the nodes (`fair_retrieval.stores.LexicalSettings`: language, k1, b);
             None: English.
         **index_params: kind parameters (e.g. nlist=64 for "ivf"; `fetch_factor` in multi-vector mode).
