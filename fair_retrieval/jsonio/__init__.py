@@ -11,6 +11,8 @@
 * `generation`: optimistic concurrency: a save over a newer generation than the one read is refused
   (`StoreConflictError`).
 * `companion`: a store file published with the index folder beside it (`read_companion`).
+* `recorded_settings`: settings a file records under a key only when they differ from the defaults
+  (`settings_record`, `recorded_settings`).
 
 Every format here is plain JSON (never pickle), so loading a file cannot execute code. The engine may import this
 package, so it imports nothing else of fair_retrieval.

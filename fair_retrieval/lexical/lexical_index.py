@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fair_retrieval.jsonio.recorded_settings import recorded_settings, settings_record
 from fair_retrieval.lexical.lexical_tokens import DEFAULT_LANGUAGE, LexicalTokenizer, check_language
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,7 @@ class LexicalSettings:
 
     def settings(self) -> dict[str, Any]:
         """The JSON a store file records (nothing for the default settings, as files of earlier releases)."""
-        if self == LexicalSettings():
-            return {}
-        return {LEXICAL_KEY: {"language": self.language, "k1": self.k1, "b": self.b, "method": self.method}}
+        return settings_record(self, LEXICAL_KEY)
 
     @classmethod
     def saved(cls, state: Mapping[str, Any], where: str) -> LexicalSettings:
@@ -67,15 +66,7 @@ class LexicalSettings:
         Raises:
             ValueError: recorded settings that are not an object of known fields and valid values.
         """
-        raw = state.get(LEXICAL_KEY)
-        if raw is None:
-            return cls()
-        if not isinstance(raw, dict) or set(raw) - {"language", "k1", "b", "method"}:
-            raise ValueError(f"{where} records malformed lexical settings {raw!r}; save the store again.")
-        try:
-            return cls(**raw)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where} records lexical settings this release cannot use: {error}") from None
+        return recorded_settings(cls, state, LEXICAL_KEY, "lexical settings", where)
 
 
 LEXICAL_KEY = "lexical"

@@ -10,9 +10,10 @@ the hybrid study's (docs/hybrid_study.md); the lexical side costs nothing until 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
+from fair_retrieval.jsonio.recorded_settings import recorded_settings, settings_record
 from fair_retrieval.lexical import check_alpha, check_fusion
 from fair_retrieval.validate import positive_int
 
@@ -67,7 +68,7 @@ class SearchSettings:
 
     def settings(self) -> dict[str, Any]:
         """The JSON a store file records (nothing for the default settings, as files of earlier releases)."""
-        return {} if self == SearchSettings() else {SEARCH_KEY: asdict(self)}
+        return settings_record(self, SEARCH_KEY)
 
     @classmethod
     def saved(cls, state: Mapping[str, Any], where: str) -> SearchSettings:
@@ -76,12 +77,4 @@ class SearchSettings:
         Raises:
             ValueError: recorded settings that are not an object of known fields and valid values.
         """
-        raw = state.get(SEARCH_KEY)
-        if raw is None:
-            return cls()
-        if not isinstance(raw, dict) or set(raw) - {"mode", "fusion", "alpha", "candidates"}:
-            raise ValueError(f"{where} records malformed search settings {raw!r}; save the store again.")
-        try:
-            return cls(**raw)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where} records search settings this release cannot use: {error}") from None
+        return recorded_settings(cls, state, SEARCH_KEY, "search settings", where)
