@@ -51,7 +51,7 @@ from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.identity import check_identity
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
-from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings, fuse
+from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings
 from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
@@ -196,17 +196,12 @@ def text_search_one(
     if settings.mode == "sparse":
         found = words.search(texts, 0, query, top_k)
         return results_of([(i, score, None) for i, score in found], documents, handle)
-    pool = max(top_k, settings.candidates)
+    pool = settings.pool(top_k)
     dense = dense_hits(index, embedder, query, min(pool, len(index)))
     lexical = words.search(texts, 0, query, pool)
     windows = {i: window for i, _, window in dense}
-    fused = fuse(
-        [(i, score) for i, score, _ in dense],
-        lexical,
-        top_k,
-        fusion=settings.fusion,
-        alpha=settings.alpha,
-        dense_larger_is_better=index.metric != "l2",
+    fused = settings.fused(
+        [(i, score) for i, score, _ in dense], lexical, top_k, dense_larger_is_better=index.metric != "l2"
     )
     return results_of([(i, score, windows.get(i)) for i, score in fused], documents, handle)
 

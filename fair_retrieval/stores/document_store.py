@@ -38,7 +38,7 @@ from fair_retrieval.index import (
 )
 from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.inputs import check_query
-from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
+from fair_retrieval.lexical import LexicalIndex, LexicalSettings
 from fair_retrieval.stores.arguments import id_strings, preview
 from fair_retrieval.stores.document_modes import (
     AGGREGATE_KEY,
@@ -386,17 +386,15 @@ class DocumentStore(Generic[R]):
         self._require_lexical()
         if not self._records:
             return []
-        pool = max(k, chosen.candidates)
+        pool = chosen.pool(k)
         dense = self.search(query_vector, dense_k or pool, among=among, keep=keep, source=source)
         lexical = self.lexical_search(query, sparse_k or pool, among=among, keep=keep)
         by_id = {hit.int_id: hit for hit in lexical}
         by_id.update({hit.int_id: hit for hit in dense})
-        fused = fuse(
+        fused = chosen.fused(
             [(hit.int_id, hit.score) for hit in dense],
             [(hit.int_id, hit.score) for hit in lexical],
             k,
-            fusion=chosen.fusion,
-            alpha=chosen.alpha,
             dense_larger_is_better=self._metric != "l2",
         )
         return [StoreHit(int_id, by_id[int_id].record, score, by_id[int_id].best_window) for int_id, score in fused]

@@ -9,12 +9,12 @@ the hybrid study's (docs/hybrid_study.md); the lexical side costs nothing until 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from fair_retrieval.jsonio.recorded_settings import recorded_settings, settings_record
-from fair_retrieval.lexical import check_alpha, check_fusion
+from fair_retrieval.lexical import check_alpha, check_fusion, fuse
 from fair_retrieval.validate import positive_int
 
 __all__ = ["DEFAULT_SEARCH_MODE", "SEARCH_KEY", "SEARCH_MODES", "SearchMode", "SearchSettings", "check_search_mode"]
@@ -61,6 +61,24 @@ class SearchSettings:
         check_fusion(self.fusion)
         object.__setattr__(self, "alpha", check_alpha(self.alpha))
         positive_int(self.candidates, "SearchSettings.candidates")
+
+    def pool(self, k: int) -> int:
+        """How many candidates a side gives a hybrid fusion of k results: k, and at least `candidates`."""
+        return max(k, self.candidates)
+
+    def fused(
+        self,
+        dense: Sequence[tuple[Any, float]],
+        lexical: Sequence[tuple[Any, float]],
+        k: int,
+        *,
+        dense_larger_is_better: bool = True,
+    ) -> list[tuple[Any, float]]:
+        """The k best of a dense and a lexical ranking ((id, score) pairs, best first) fused by these settings'
+        fusion and α (`fair_retrieval.lexical.fuse`): (id, fused score in [0, 1]) pairs, best first."""
+        return fuse(
+            dense, lexical, k, fusion=self.fusion, alpha=self.alpha, dense_larger_is_better=dense_larger_is_better
+        )
 
     def with_overrides(self, **changes: Any) -> SearchSettings:
         """These settings with the given (not None) fields replaced, checked."""

@@ -107,8 +107,8 @@ def vector_query_hits(
             lambda _: vector,
             settings=settings.with_overrides(mode="hybrid"),
             among=among,
-            dense_k=max(top_k, settings.candidates) if hybrid_k is not None else None,
-            sparse_k=None if sparse_k is None else max(sparse_k, settings.candidates),
+            dense_k=settings.pool(top_k) if hybrid_k is not None else None,
+            sparse_k=None if sparse_k is None else settings.pool(sparse_k),
         )
     return store.search(vector, top_k, among=among)
 
