@@ -43,7 +43,7 @@ from window_rule import AGGREGATES, ANCHOR, SHIPPED, SMALL_TO_BIG, STACKS, repor
 
 from fair_retrieval import FairEmbedder
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.store_windows import default_windows
+from fair_retrieval.stores.store_mode import default_windows
 
 logger = logging.getLogger("window_boundaries")
 

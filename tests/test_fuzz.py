@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fair_retrieval.inputs import lone_surrogate, scan_documents  # noqa: E402
-from fair_retrieval.stores.filter_grammar import compile_filter  # noqa: E402
+from fair_retrieval.stores.filters import compile_filter  # noqa: E402
 
 FUZZ = settings(
     max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -53,7 +53,7 @@ from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings
 from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
-from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY, best_window_metadata
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, best_window_metadata
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
 SNIPPET_CHARS = 100

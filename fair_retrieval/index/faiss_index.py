@@ -87,7 +87,7 @@ class FaissIndex(SavedIndex):
         - `search(queries, k, ids=...)` searches only among the given ids, inside faiss (an IDSelector in the
           search parameters, with the index's own nprobe / efSearch): k hits whenever k of those ids are stored,
           which filtering an unrestricted top-k cannot promise. Metadata filters
-          (`fair_retrieval.stores.filter_grammar`) pick the ids in the stores.
+          (`fair_retrieval.stores.filters`) pick the ids in the stores.
     """
 
     def __init__(

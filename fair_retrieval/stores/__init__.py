@@ -76,41 +76,34 @@ from fair_retrieval.stores.arguments import (
     checked_entries,
     id_strings,
     ids_to_delete,
+    json_metadata_list,
     new_ids,
     preview,
     repeated,
     require_some,
 )
-from fair_retrieval.stores.cached_windows import CachedWindowEmbedder, cached_window_embedder
-from fair_retrieval.stores.compiled_filter import StoreFilter, record_filter, store_filter
-from fair_retrieval.stores.document_modes import (
-    AGGREGATE_KEY,
-    DEFAULT_MULTIVECTOR,
-    MULTIVECTOR_KEY,
-    DocumentMode,
-    checked_windows,
-    requested_mode,
-    stored_windows,
-)
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.document_store import STORE_METRICS, DocumentStore, StoreHit, StoreMetric
+from fair_retrieval.stores.embedded_windows import GatheredWindows, content_offset, gathered_windows, within_content
 from fair_retrieval.stores.files import StoreGeneration, load_store_file, save_store_file, store_generation
-from fair_retrieval.stores.filter_grammar import MAX_DEPTH as MAX_FILTER_DEPTH
-from fair_retrieval.stores.filter_grammar import Predicate, compile_filter
+from fair_retrieval.stores.filters import MAX_DEPTH as MAX_FILTER_DEPTH
+from fair_retrieval.stores.filters import Predicate, StoreFilter, compile_filter, record_filter, store_filter
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.marginal_relevance import mmr_hits, mmr_order
-from fair_retrieval.stores.metadata import json_metadata_list
-from fair_retrieval.stores.operator_filters import (
-    COMBINED_GRAMMAR_DEPTH,
-    SUPPORTED_OPERATORS,
-    check_combination_depth,
-    combined_spec,
-    condition_spec,
-)
 from fair_retrieval.stores.raw_faiss import is_raw_faiss, looks_like_raw_faiss, read_legacy_folder, read_raw_faiss
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings, check_search_mode
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
-from fair_retrieval.stores.store_windows import StoreWindows
+from fair_retrieval.stores.store_mode import (
+    AGGREGATE_KEY,
+    DEFAULT_MULTIVECTOR,
+    MULTIVECTOR_KEY,
+    DocumentMode,
+    StoreWindows,
+    checked_windows,
+    requested_mode,
+    stored_windows,
+)
 from fair_retrieval.stores.text_documents import (
     DEFAULT_INDEX_NAME,
     TextDocument,
@@ -123,22 +116,20 @@ from fair_retrieval.stores.text_documents import (
 )
 from fair_retrieval.stores.vector_queries import QUERY_MODES, vector_query_hits
 from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs, unit_rows
-from fair_retrieval.stores.window_cache import (
-    BEST_WINDOW_KEY,
-    RESERVED_KEYS,
+from fair_retrieval.stores.window_embedders import (
+    CachedWindowEmbedder,
     WindowCache,
     WindowEmbedder,
+    cached_window_embedder,
     gives_windows,
     window_embedder,
 )
-from fair_retrieval.stores.window_source import GatheredWindows, content_offset, gathered_windows, within_content
 from fair_retrieval.stores.wrapped_store import WrappedStore
 from fair_retrieval.validate import positive_int
 
 __all__ = [
     "AGGREGATE_KEY",
     "BEST_WINDOW_KEY",
-    "COMBINED_GRAMMAR_DEPTH",
     "DEFAULT_INDEX_NAME",
     "DEFAULT_MULTIVECTOR",
     "DEFAULT_SEARCH_MODE",
@@ -149,7 +140,6 @@ __all__ = [
     "RESERVED_KEYS",
     "SEARCH_MODES",
     "STORE_METRICS",
-    "SUPPORTED_OPERATORS",
     "CachedWindowEmbedder",
     "DamagedFileError",
     "DocumentMode",
@@ -173,7 +163,6 @@ __all__ = [
     "WindowEmbedder",
     "WrappedStore",
     "cached_window_embedder",
-    "check_combination_depth",
     "check_identity",
     "check_query",
     "check_readable",
@@ -182,9 +171,7 @@ __all__ = [
     "checked_documents",
     "checked_entries",
     "checked_windows",
-    "combined_spec",
     "compile_filter",
-    "condition_spec",
     "content_offset",
     "document_text",
     "embedder_identity",

@@ -8,7 +8,7 @@ the records in `IndexedRecords` and their vectors in its index.
 The document mode is the type of the index: a `FaissIndex` (one pooled vector per document) or a
 `MultiVectorIndex` (the vectors of each document's windows; a search returns k distinct documents scored by the
 index's aggregate, each with its best window). Until the first add brings the vector size, the store keeps the
-`DocumentMode` that makes that index (`fair_retrieval.stores.document_modes`; `DEFAULT_MULTIVECTOR` when none is
+`DocumentMode` that makes that index (`fair_retrieval.stores.store_mode`; `DEFAULT_MULTIVECTOR` when none is
 asked for); from then on `mode` reads it off the index, so the two cannot disagree.
 
 Every argument is checked when the store is built (metric, kind, GPU, mode and aggregate, a given index), so both
@@ -40,21 +40,23 @@ from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import LexicalIndex, LexicalSettings
 from fair_retrieval.stores.arguments import id_strings, preview
-from fair_retrieval.stores.document_modes import (
-    AGGREGATE_KEY,
-    MULTIVECTOR_KEY,
-    DocumentMode,
-    checked_windows,
-    given_index_mode,
-    stored_windows,
-)
+from fair_retrieval.stores.embedded_windows import gathered_windows, within_content
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.search_modes import SearchSettings
-from fair_retrieval.stores.store_windows import STORE_WINDOWS_KEY, StoreWindows, new_store_mode
+from fair_retrieval.stores.store_mode import (
+    AGGREGATE_KEY,
+    MULTIVECTOR_KEY,
+    STORE_WINDOWS_KEY,
+    DocumentMode,
+    StoreWindows,
+    checked_windows,
+    given_index_mode,
+    new_store_mode,
+    stored_windows,
+)
 from fair_retrieval.stores.vectors import check_dimension, unit_rows
-from fair_retrieval.stores.window_cache import WindowCache, window_embedder
-from fair_retrieval.stores.window_source import gathered_windows, within_content
+from fair_retrieval.stores.window_embedders import WindowCache, window_embedder
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)

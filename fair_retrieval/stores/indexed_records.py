@@ -28,8 +28,8 @@ import numpy as np
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
+from fair_retrieval.stores.best_window import best_window_metadata
 from fair_retrieval.stores.vectors import check_dimension, require_finite
-from fair_retrieval.stores.window_cache import best_window_metadata
 
 logger = logging.getLogger(__name__)
 

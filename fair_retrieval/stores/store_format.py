@@ -28,14 +28,13 @@ from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
 from fair_retrieval.lexical import LexicalSettings
-from fair_retrieval.stores.document_modes import AGGREGATE_KEY, DocumentMode
 from fair_retrieval.stores.document_store import MISMATCH_OVERRIDE, DocumentStore
 from fair_retrieval.stores.files import load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.search_modes import SearchSettings
-from fair_retrieval.stores.store_windows import StoreWindows
-from fair_retrieval.stores.window_cache import window_embedder
+from fair_retrieval.stores.store_mode import AGGREGATE_KEY, DocumentMode, StoreWindows
+from fair_retrieval.stores.window_embedders import window_embedder
 from fair_retrieval.validate import is_int
 
 logger = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fair_retrieval.stores.arguments import checked_entries
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 from fair_retrieval.stores.document_store import StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
-from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
 
 __all__ = [
     "DEFAULT_INDEX_NAME",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fair_retrieval.stores.compiled_filter import StoreFilter, store_filter
+from fair_retrieval.stores.filters import StoreFilter, store_filter
 
 
 def test_none_and_compiled_filters_pass_through() -> None:

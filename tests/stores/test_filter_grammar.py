@@ -1,4 +1,4 @@
-"""Metadata filters (`fair_retrieval.stores.filter_grammar`) and the id-restricted search they drive
+"""Metadata filters (`fair_retrieval.stores.filters`) and the id-restricted search they drive
 (`FaissIndex.search(ids=)`).
 
 The filter compiler is checked against an independent interpreter of the same grammar on random metadata and random
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fair_retrieval.stores.filter_grammar import FILTER_OPERATORS, compile_filter
+from fair_retrieval.stores.filters import FILTER_OPERATORS, compile_filter
 
 # ------------------------------------------------------------------------------------------------ compile_filter
 

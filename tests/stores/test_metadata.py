@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fair_retrieval.stores.metadata import json_metadata, json_metadata_list, private_copy
+from fair_retrieval.stores.arguments import json_metadata, json_metadata_list, private_copy
 
 
 @pytest.mark.parametrize(

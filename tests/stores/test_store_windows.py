@@ -11,12 +11,12 @@ import pytest
 from fair_retrieval import FairEmbedder
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.document_store import DocumentStore
-from fair_retrieval.stores.store_windows import (
+from fair_retrieval.stores.store_mode import (
     DEFAULT_WINDOW_BOUNDARIES,
     StoreWindows,
     default_windows,
 )
-from fair_retrieval.stores.window_cache import WindowCache, gives_windows
+from fair_retrieval.stores.window_embedders import WindowCache, gives_windows
 from tests.embedding.test_boundaries import article
 
 pytest.importorskip("faiss")

@@ -25,7 +25,7 @@ from fair_retrieval.stores import (
 
 __all__ = ["Filter", "StoreSearch"]
 
-Filter = Mapping[str, Any] | Callable[[dict[str, Any]], bool]  # see fair_retrieval.stores.filter_grammar
+Filter = Mapping[str, Any] | Callable[[dict[str, Any]], bool]  # see fair_retrieval.stores.filters
 
 
 class StoreSearch:
@@ -37,7 +37,7 @@ class StoreSearch:
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """The k documents nearest to a query vector, with their raw scores (see `metric`), among those `filter`
-        keeps: a `fair_retrieval.stores.filter_grammar` dict (``{"year": {"$gte": 2024}}``, ``$in``, ``$or``, …) or
+        keeps: a `fair_retrieval.stores.filters` dict (``{"year": {"$gte": 2024}}``, ``$in``, ``$or``, …) or
         a function of the metadata, checked before anything is searched (`fetch_k` is unused: the search runs among
         the matches). A multi-vector store's are k distinct documents, each with its best window's span under
         "best_window" in its metadata (a copy). Dense: a `retrieval_mode` other than "dense" is refused."""

@@ -16,7 +16,7 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests, Vector
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
-from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 
 
 @cache

@@ -1,4 +1,4 @@
-"""FaissVectorStore filters: the `fair_retrieval.stores.filter_grammar` grammar, searched among the matching documents
+"""FaissVectorStore filters: the `fair_retrieval.stores.filters` grammar, searched among the matching documents
 only.
 
 Most tests use random vectors looked up by text (fast, and exact brute force is easy); one uses the real MiniLM.
@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_fair import FairEmbeddings, FaissVectorStore
 
 from fair_retrieval import FairEmbedder
-from fair_retrieval.stores.filter_grammar import compile_filter
+from fair_retrieval.stores.filters import compile_filter
 
 DIM = 16
 COUNT = 300

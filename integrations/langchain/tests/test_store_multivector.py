@@ -22,7 +22,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
 from fair_retrieval.stores import StoreWindows
-from fair_retrieval.stores.window_cache import BEST_WINDOW_KEY
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 from tests.sealing import sealed_store_copy
 
 FIXTURES = Path(__file__).parent / "fixtures"

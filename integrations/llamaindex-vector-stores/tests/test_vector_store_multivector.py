@@ -34,7 +34,7 @@ from llama_index.vector_stores.fair.faiss_vector_store import BEST_WINDOW_KEY
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
 from fair_retrieval.stores import StoreWindows
-from fair_retrieval.stores.window_source import content_offset
+from fair_retrieval.stores.embedded_windows import content_offset
 
 WORDS = (
     "harbour ferry lantern orchard granite violin comet meadow basalt quarry falcon tundra copper saffron "

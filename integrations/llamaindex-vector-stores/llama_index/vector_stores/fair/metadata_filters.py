@@ -1,29 +1,126 @@
-"""llama-index `MetadataFilters` as a filter of `fair_retrieval.stores`: every FilterOperator with llama-index's
-meaning (`SUPPORTED_OPERATORS`: CONTAINS, ANY, ALL on list fields, TEXT_MATCH and TEXT_MATCH_INSENSITIVE on
-strings, …), combined with FilterCondition AND, OR and NOT, nested up to 64 levels deep (`condition_spec`,
-`combined_spec`, `check_combination_depth`): deeper ones are a ValueError naming the bound, never a RecursionError.
+"""llama-index `MetadataFilters` translated to the filter grammar of `fair_retrieval.stores` (LlamaIndex's words
+live here, the grammar and its checks in the core).
+
+Every `FilterOperator` has its llama-index meaning (`SUPPORTED_OPERATORS`: CONTAINS, ANY and ALL on list fields,
+TEXT_MATCH and TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY, …), combined with FilterCondition AND, OR and NOT.
+`condition_spec` turns one condition into a grammar dict and `combined_spec` combines several, checking what the
+grammar would refuse with messages in LlamaIndex's own terms; an operator with no equivalent is refused by name,
+never answered with a silently empty result. Combinations nest at most `MAX_FILTER_DEPTH` (64) levels deep, the
+grammar's bound counted in LlamaIndex's own levels (`check_combination_depth`, before a level is translated, so a
+deep one is a ValueError naming the bound, never a RecursionError); `COMBINED_GRAMMAR_DEPTH` is how deep their
+translation may then nest in the grammar (NOT is two of its levels, IS_EMPTY one more).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
-from fair_retrieval.stores import (
-    COMBINED_GRAMMAR_DEPTH,
-    SUPPORTED_OPERATORS,
-    Predicate,
-    check_combination_depth,
-    combined_spec,
-    compile_filter,
-    condition_spec,
-)
+from fair_retrieval.stores import MAX_FILTER_DEPTH, compile_filter
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_predicate"]
 
+OPERATORS: dict[str, str] = {
+    "EQ": "$eq",
+    "NE": "$ne",
+    "GT": "$gt",
+    "GTE": "$gte",
+    "LT": "$lt",
+    "LTE": "$lte",
+    "IN": "$in",
+    "NIN": "$nin",
+    "CONTAINS": "$contains",  # a list field holds the value
+    "ANY": "$any",  # a list field holds one of the values
+    "ALL": "$all",  # a list field holds each of the values
+    "TEXT_MATCH": "$text_match",  # a string field contains the string
+    "TEXT_MATCH_INSENSITIVE": "$text_match_insensitive",
+}
+LISTED = ("IN", "NIN", "ANY", "ALL")  # operators whose value is a list
+ORDERINGS = ("GT", "GTE", "LT", "LTE")
+EMPTY_VALUES: tuple[Any, ...] = (None, "", [])  # what IS_EMPTY matches besides an absent field, as in llama-index
+SUPPORTED_OPERATORS: tuple[str, ...] = (*OPERATORS, "IS_EMPTY")
+"""The operator names a condition may use (combined with AND, OR and NOT, nested up to `MAX_FILTER_DEPTH` levels)."""
+COMBINED_GRAMMAR_DEPTH = 2 * (MAX_FILTER_DEPTH + 1) + 1
+"""How deep the grammar dict of combinations at levels 0 to `MAX_FILTER_DEPTH` may nest (`combined_spec` spells each of
+them as up to two grammar levels, NOT as ``$not`` of ``$or``; `condition_spec` IS_EMPTY as one ``$or``): the
+`max_depth` to compile it with."""
 
-def metadata_predicate(filters: Any) -> Predicate | None:
+
+def check_combination_depth(depth: int, where: str, kind: str) -> None:
+    """Refuse a combination of conditions nested deeper than `MAX_FILTER_DEPTH` (the outermost is level 0), before it is
+    translated (so a deep one never exhausts Python's stack).
+
+    Args:
+        depth: the level of the combination.
+        where: where it is, for the message (e.g. "filters.filters[0].filters[0]…").
+        kind: what the framework calls a combination, for the message (e.g. "MetadataFilters").
+
+    Raises:
+        ValueError: naming the bound.
+    """
+    if depth > MAX_FILTER_DEPTH:
+        raise ValueError(
+            f"{where}: {kind} nest more than {MAX_FILTER_DEPTH} levels deep; flatten them (one AND or OR over many "
+            "filters, or IN with many values, instead of nested ones)."
+        )
+
+
+def condition_spec(key: str, operator: str, value: Any, where: str, store: str) -> dict[str, Any]:
+    """One condition as a grammar dict.
+
+    Args:
+        key: the metadata field.
+        operator: the operator's name (`SUPPORTED_OPERATORS`), e.g. "GTE".
+        value: its operand.
+        where: where the condition is, for messages (e.g. "filters.filters[0]").
+        store: the store's class name, for messages.
+
+    Raises:
+        ValueError: a field starting with "$", an unsupported operator, IN / NIN / ANY / ALL without a list, a
+            TEXT_MATCH without a string, or an ordering without a number or string.
+    """
+    if key.startswith("$"):
+        raise ValueError(f"{where} filters on {key!r}; metadata keys starting with '$' cannot be filtered on here.")
+    if operator == "IS_EMPTY":
+        return {"$or": [{key: {"$exists": False}}, {key: {"$in": list(EMPTY_VALUES)}}]}
+    if operator not in OPERATORS:
+        raise ValueError(
+            f"{store} cannot filter with FilterOperator.{operator} ({where}, key {key!r}). It supports "
+            f"{', '.join(SUPPORTED_OPERATORS)}, combined with AND, OR and NOT; rewrite the filter with those (e.g. IN "
+            "for one of several values), or filter the retrieved nodes yourself."
+        )
+    if operator in LISTED and not isinstance(value, list):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} needs a list value, e.g. value=[{value!r}]; got "
+            f"{type(value).__name__} {value!r}."
+        )
+    if operator in ORDERINGS and (isinstance(value, bool) or not isinstance(value, int | float | str)):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} compares with a number or a string (dates as ISO "
+            f"strings), got {type(value).__name__} {value!r}."
+        )
+    if operator.startswith("TEXT_MATCH") and not isinstance(value, str):
+        raise ValueError(
+            f"{where}: FilterOperator.{operator} on {key!r} finds a string in a string field, got "
+            f"{type(value).__name__} {value!r}."
+        )
+    return {key: {OPERATORS[operator]: value}}
+
+
+def combined_spec(condition: str, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Grammar dicts combined by "AND", "OR" or "NOT" (none of them holds); {} (every document) for no members."""
+    if not members:
+        return {}
+    if condition == "AND":
+        return {"$and": list(members)}
+    if condition == "OR":
+        return {"$or": list(members)}
+    return {"$not": {"$or": list(members)}}
+
+
+def metadata_predicate(filters: Any) -> Callable[[Mapping[str, Any]], bool] | None:
     """The compiled `filters` (None when they keep every node); checked whole before any search.
 
     Raises:

@@ -2,7 +2,7 @@
 
 A framework that embeds documents before a store sees them (LlamaIndex's `VectorStoreIndex` and `IngestionPipeline`
 hand a vector store finished pooled vectors) gives a multi-vector store no windows. The embedder remembered them
-(`fair_retrieval.stores.window_cache.WindowCache`: its own windows), so `gathered_windows` takes each document's
+(`fair_retrieval.stores.window_embedders.WindowCache`: its own windows), so `gathered_windows` takes each document's
 windows from that pass where they are the windows the store keeps, and asks the embedder for the others explicitly
 (`embed_document_windows(texts, window_tokens=..., window_boundaries=...)`, one call per window size): documents it
 cannot find there (vectors made elsewhere, an evicted cache), and those whose windows of the store's shape the
@@ -23,10 +23,8 @@ import numpy as np
 from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.cached_windows import concatenate
-from fair_retrieval.stores.document_modes import checked_windows
-from fair_retrieval.stores.store_windows import StoreWindows, merged_passes, window_settings
-from fair_retrieval.stores.window_cache import WindowCache, WindowEmbedder
+from fair_retrieval.stores.store_mode import StoreWindows, checked_windows, merged_passes, window_settings
+from fair_retrieval.stores.window_embedders import WindowCache, WindowEmbedder, concatenate
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import pytest
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
 from fair_retrieval.jsonio import DamagedFileError
-from fair_retrieval.stores.document_modes import DocumentMode, checked_windows, stored_windows
+from fair_retrieval.stores.store_mode import DocumentMode, checked_windows, stored_windows
 from tests.index.test_multivector import random_windows
 
 SOURCE = Path("folder/store.json")

@@ -43,8 +43,11 @@ unknown ``$`` operator, ``$in``/``$nin`` without a list, ``$and``/``$or`` withou
 ordering operator with a non-orderable operand, ``$exists`` without a bool, a field operator at the top level,
 or ``$and``/``$or`` inside a field condition.
 
-`compile_filter` and `FILTER_OPERATORS` are the stable interface: the LangChain store uses them directly, and the
-LlamaIndex store maps its `MetadataFilters` onto this grammar.
+A store's public methods call each other (a search by text calls the search by vector); the first compiles the
+filter once (`store_filter`: a grammar dict, or a function of the metadata, which gets a copy), so that a
+malformed one fails before anything is embedded or searched, and hands the compiled `StoreFilter` down, which the
+next ones take as it is (`record_filter`: the same as a test of a stored record). A framework with its own filter
+vocabulary (LlamaIndex's `MetadataFilters`) translates it to this grammar in its adapter.
 """
 
 from __future__ import annotations
@@ -53,9 +56,20 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from fair_retrieval.stores.arguments import private_copy
 from fair_retrieval.validate import MAX_NESTING, is_number
 
-__all__ = ["FILTER_OPERATORS", "MAX_DEPTH", "FilterSpec", "Predicate", "check_depth", "compile_filter"]
+__all__ = [
+    "FILTER_OPERATORS",
+    "MAX_DEPTH",
+    "FilterSpec",
+    "Predicate",
+    "StoreFilter",
+    "check_depth",
+    "compile_filter",
+    "record_filter",
+    "store_filter",
+]
 
 Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
 """A compiled filter: True for the metadata of a document the filter keeps."""
@@ -383,3 +397,45 @@ def _same(value: Any, expected: Any) -> bool:
 
 def _is_one_of(value: Any, allowed: Sequence[Any]) -> bool:
     return any(_same(value, candidate) for candidate in allowed)
+
+
+class StoreFilter:
+    """A compiled filter: `filter(metadata)` is True for the metadata of a document the filter keeps."""
+
+    __slots__ = ("matches",)
+
+    def __init__(self, matches: Predicate) -> None:
+        self.matches = matches
+
+    def __call__(self, metadata: Mapping[str, Any]) -> bool:
+        return self.matches(metadata)
+
+
+def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | None) -> StoreFilter | None:
+    """The compiled `spec` (None for none; a `StoreFilter` as it is).
+
+    Args:
+        spec: a `fair_retrieval.stores.filters` dict, a function of the metadata dict returning a truth value, an
+            already compiled filter, or None. A function gets a copy of each metadata dict, so one that edits its
+            argument cannot edit the store.
+
+    Raises:
+        ValueError: a malformed filter dict (the message names the place), before any search.
+    """
+    if spec is None or isinstance(spec, StoreFilter):
+        return spec
+    if callable(spec) and not isinstance(spec, Mapping):
+        user_filter = spec
+        return StoreFilter(lambda metadata: bool(user_filter(private_copy(metadata))))
+    return StoreFilter(compile_filter(spec))
+
+
+def record_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | None) -> Callable[[Any], bool] | None:
+    """`store_filter(spec)` as a test of a stored record by its `metadata` attribute (what `DocumentStore.search`
+    takes as `keep`); None keeps every record.
+
+    Raises:
+        ValueError: a malformed filter dict (`store_filter`).
+    """
+    predicate = store_filter(spec)
+    return None if predicate is None else (lambda record: predicate(record.metadata))

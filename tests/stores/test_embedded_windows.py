@@ -9,9 +9,9 @@ import pytest
 
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.store_windows import StoreWindows
-from fair_retrieval.stores.window_cache import WindowCache
-from fair_retrieval.stores.window_source import content_offset, gathered_windows, within_content
+from fair_retrieval.stores.embedded_windows import content_offset, gathered_windows, within_content
+from fair_retrieval.stores.store_mode import StoreWindows
+from fair_retrieval.stores.window_embedders import WindowCache
 
 DIM = 4
 

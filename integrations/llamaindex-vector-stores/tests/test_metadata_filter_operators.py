@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from llama_index.vector_stores.fair.metadata_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 
 from fair_retrieval.stores import compile_filter
-from fair_retrieval.stores.operator_filters import SUPPORTED_OPERATORS, combined_spec, condition_spec
 
 
 def test_conditions_become_grammar_dicts() -> None:
