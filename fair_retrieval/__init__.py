@@ -15,58 +15,14 @@ The public names, each defined in one module and re-exported here:
 - `FaissIndex`, `MultiVectorIndex`, `DocumentHit`: the FAISS vector indices (`fair_retrieval.index` has the rest).
 - `EmbedderOptions`: every `FairEmbedder` option, defaulted and checked in one place; `DEFAULTS`: its defaults.
 
-What the framework adapters build on is in `fair_retrieval.adapters` (the embeddings' option plumbing; those names
-stay importable from here, where earlier releases exported them) and `fair_retrieval.stores` (the vector store).
+What the framework adapters build on is in `fair_retrieval.adapters` (the embeddings' option plumbing) and
+`fair_retrieval.stores` (the vector store).
 """
 
-# The adapters' helpers (`fair_retrieval.adapters`), reachable from here too (earlier releases exported some here).
-from fair_retrieval.adapters import ADAPTER_FIELDS as ADAPTER_FIELDS
-from fair_retrieval.adapters import LANGCHAIN_ALIASES as LANGCHAIN_ALIASES
-from fair_retrieval.adapters import OPTION_PARAMETERS as OPTION_PARAMETERS
-from fair_retrieval.adapters import (
-    ST_KEYWORDS as ST_KEYWORDS,
-)
-from fair_retrieval.adapters import (
-    AdapterSettings as AdapterSettings,
-)
-from fair_retrieval.adapters import EmbedderRecipe as EmbedderRecipe
-from fair_retrieval.adapters import (
-    KeywordReader as KeywordReader,
-)
-from fair_retrieval.adapters import LlamaIndexKeywords as LlamaIndexKeywords
-from fair_retrieval.adapters import SplitterPlan as SplitterPlan
-from fair_retrieval.adapters import (
-    check_refused as check_refused,
-)
-from fair_retrieval.adapters import chunk_starts as chunk_starts
-from fair_retrieval.adapters import embedder_values as embedder_values
-from fair_retrieval.adapters import langchain_keywords as langchain_keywords
-from fair_retrieval.adapters import langchain_renamed as langchain_renamed
-from fair_retrieval.adapters import langchain_settings as langchain_settings
-from fair_retrieval.adapters import llamaindex_keywords as llamaindex_keywords
-from fair_retrieval.adapters import (
-    one_summary as one_summary,
-)
-from fair_retrieval.adapters import recalibrated as recalibrated
-from fair_retrieval.adapters import (
-    refuse_unknown as refuse_unknown,
-)
-from fair_retrieval.adapters import (
-    shared_recipe as shared_recipe,
-)
-from fair_retrieval.adapters import valid_keywords as valid_keywords
-from fair_retrieval.adapters import (
-    with_calibration as with_calibration,
-)
 from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.embedder import FairEmbedder
-from fair_retrieval.embedding.embedder_building import resolve_embedder as resolve_embedder
 from fair_retrieval.embedding.embedder_options import DEFAULTS, EmbedderOptions, Precision
-from fair_retrieval.embedding.embedder_options import INSTANCE_DEFAULT as INSTANCE_DEFAULT
-from fair_retrieval.embedding.embedder_options import as_calibration as as_calibration
-from fair_retrieval.embedding.embedder_options import option_doc as option_doc
 from fair_retrieval.embedding.windows import DocumentWindows, LongDocuments
-from fair_retrieval.embedding.windows import chunk_plan as chunk_plan
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.hook import Pooling, UnsupportedModelError
 from fair_retrieval.engine.lpes import PositionalScaling

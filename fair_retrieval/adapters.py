@@ -21,8 +21,11 @@ the same options with the same defaults, documentation and checks, without repea
   a pickled adapter loads again; `SplitterPlan` a text splitter's chunks; `chunk_starts` the chunks' character
   offsets.
 
-The vector store adapters build on `fair_retrieval.stores`. These names stay importable from `fair_retrieval` too,
-where earlier releases exported them.
+- Text checks every embeddings adapter runs before the model does (`fair_retrieval.inputs`): `ensure_text_list` (a
+  list of strings, not one string) and `check_readable` (texts the tokenizer cannot read, refused for a whole
+  batch at once).
+
+The vector store adapters build on `fair_retrieval.stores`.
 """
 
 from fair_retrieval.embedding.adapter_constructors import (
@@ -53,6 +56,7 @@ from fair_retrieval.embedding.keywords import (
     shared_recipe,
 )
 from fair_retrieval.embedding.windows import chunk_plan
+from fair_retrieval.inputs import check_readable, ensure_text_list
 
 __all__ = [
     "ADAPTER_FIELDS",
@@ -66,10 +70,12 @@ __all__ = [
     "LlamaIndexKeywords",
     "SplitterPlan",
     "as_calibration",
+    "check_readable",
     "check_refused",
     "chunk_plan",
     "chunk_starts",
     "embedder_values",
+    "ensure_text_list",
     "langchain_keywords",
     "langchain_renamed",
     "langchain_settings",

@@ -36,10 +36,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fair_retrieval.jsonio.snapshot import record_crc32  # noqa: E402
-from fair_retrieval.stores import TextDocument, text_document_format  # noqa: E402
+from fair_retrieval.stores import TextDocument  # noqa: E402
 from fair_retrieval.stores.document_store import DocumentStore  # noqa: E402
 from fair_retrieval.stores.store_archive import STORE_BYTES_HEADER, store_bytes, store_from_bytes  # noqa: E402
 from fair_retrieval.stores.store_format import load_store, save_store  # noqa: E402
+from fair_retrieval.stores.text_documents import text_document_format  # noqa: E402
 from tests.stores.test_document_store import WindowEmbedder  # noqa: E402
 from tests.test_crafted_folders import bounded, load_cli  # noqa: E402
 from tests.test_faults import build_cli_folder  # noqa: E402

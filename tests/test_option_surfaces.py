@@ -180,7 +180,7 @@ def test_the_literal_options_allow_exactly_their_literal_values(name: str, liter
 
 def test_each_option_is_documented_once_where_it_is_declared() -> None:
     """`EmbedderOptions` documents every field, in order; `option_doc` gives that text, and refuses other names."""
-    from fair_retrieval import option_doc
+    from fair_retrieval.adapters import option_doc
     from fair_retrieval.embedding.embedder_options import LOADING_OPTIONS
 
     for name in EmbedderOptions.names():
@@ -196,7 +196,7 @@ def test_each_option_is_documented_once_where_it_is_declared() -> None:
 @pytest.mark.parametrize("surface", ["FairEmbedding", "FairEmbeddings"])
 def test_the_adapters_fields_describe_the_options_with_their_declaration(surface: str) -> None:
     """The adapters' pydantic fields carry the declared text (generated from it), never a text of their own."""
-    from fair_retrieval import option_doc
+    from fair_retrieval.adapters import option_doc
 
     cls = llama_fair.FairEmbedding if surface == "FairEmbedding" else langchain_fair.FairEmbeddings
     fields = cls.model_fields
@@ -213,11 +213,11 @@ def test_the_options_documentation_is_data_that_survives_without_docstrings() ->
     import subprocess
     import sys
 
-    from fair_retrieval import option_doc
+    from fair_retrieval.adapters import option_doc
 
     code = (
         "import langchain_fair, llama_index.embeddings.fair\n"
-        "from fair_retrieval import option_doc\n"
+        "from fair_retrieval.adapters import option_doc\n"
         "print(option_doc('pooling'))\n"
         "print(llama_index.embeddings.fair.FairEmbedding.model_fields['pooling'].description)"
     )

@@ -1,689 +1,453 @@
-"""The document store both adapters wrap: documents by id, their vectors in one index, filtered searches.
+"""The door both adapters use: `DocumentStore`, a store taking a framework's plain values, each checked once, here.
 
-`DocumentStore` is the whole store logic, free of any framework: what the LangChain and LlamaIndex vector stores
-do beyond translating their types and names is done here, once. A document is a record (`Keyed`: it knows its id;
-its class is the adapter's: LangChain keeps id, text and metadata, LlamaIndex a node's JSON form); the store keeps
-the records in `IndexedRecords` and their vectors in its index.
+A vector store adapter (LangChain's `FaissVectorStore`, LlamaIndex's `FairFaissVectorStore`) holds one
+`DocumentStore` and translates its framework's types to the values it takes, and nothing more:
 
-The document mode is the type of the index: a `FaissIndex` (one pooled vector per document) or a
-`MultiVectorIndex` (the vectors of each document's windows; a search returns k distinct documents scored by the
-index's aggregate, each with its best window). Until the first add brings the vector size, the store keeps the
-`DocumentMode` that makes that index (`fair_retrieval.stores.store_mode`; `DEFAULT_MULTIVECTOR` when none is
-asked for); from then on `mode` reads it off the index, so the two cannot disagree.
+- records (the adapter's class: `TextDocument` for LangChain, a node's JSON form for LlamaIndex), or texts with
+  their metadata and ids (`add_documents`, `add_document_vectors`);
+- texts to embed, vectors a framework embedded (`add_vectors`), or windows (`StoreCore.add_windows`);
+- filters in the stores' one grammar (`fair_retrieval.stores.filters`), compiled once per call;
+- query texts and query vectors (`search_text`, `search_vector`, `mmr_search`, `query`);
+- files and bytes (`save`, `load`, `save_named`, `load_named`, `to_bytes`, `from_bytes`).
 
-Every argument is checked when the store is built (metric, kind, GPU, mode and aggregate, a given index), so both
-adapters fail at the same time with the same message. Saving and loading are `fair_retrieval.stores.store_format`'s.
+It returns one hit type, `StoreHit`. Every input is checked at this door, once, before any text is embedded where
+it can be; the store logic behind it is `StoreCore`'s (`fair_retrieval.stores.store_core`) and the modules it calls.
+`WrappedStore` gives an adapter's store class the read-only properties both stacks share.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, get_args
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
-import numpy as np
-
-from fair_retrieval.embedding.identity import check_identity, embedder_identity
-from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.index import (
-    KINDS,
-    Aggregate,
-    FaissIndex,
-    GpuChoice,
-    MultiVectorIndex,
-    check_kind_params,
-    gpu_count,
+from fair_retrieval.index import Aggregate
+from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
+from fair_retrieval.stores.arguments import ids_to_delete, preview, repeated, require_some
+from fair_retrieval.stores.best_window import RESERVED_KEYS
+from fair_retrieval.stores.embedded_windows import content_offset
+from fair_retrieval.stores.files import store_generation
+from fair_retrieval.stores.filters import StoreFilter, record_filter, store_filter
+from fair_retrieval.stores.indexed_records import Keyed, StoreIndex
+from fair_retrieval.stores.marginal_relevance import mmr_hits
+from fair_retrieval.stores.raw_faiss import read_legacy_folder
+from fair_retrieval.stores.search_modes import SearchSettings, check_search_mode
+from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
+from fair_retrieval.stores.store_core import StoreCore, StoreHit
+from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+from fair_retrieval.stores.text_documents import (
+    TextDocument,
+    checked_documents,
+    document_text,
+    hit_metadata,
+    named_store_paths,
+    pickled_folder_error,
+    text_document_format,
 )
-from fair_retrieval.index import Metric as IndexMetric
-from fair_retrieval.inputs import check_query
-from fair_retrieval.lexical import LexicalIndex, LexicalSettings
-from fair_retrieval.stores.arguments import id_strings, preview
-from fair_retrieval.stores.embedded_windows import gathered_windows, within_content
-from fair_retrieval.stores.files import StoreGeneration
-from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
-from fair_retrieval.stores.search_modes import SearchSettings
-from fair_retrieval.stores.store_mode import (
-    AGGREGATE_KEY,
-    MULTIVECTOR_KEY,
-    STORE_WINDOWS_KEY,
-    DocumentMode,
-    StoreWindows,
-    checked_windows,
-    given_index_mode,
-    new_store_mode,
-    stored_windows,
-)
-from fair_retrieval.stores.vectors import check_dimension, unit_rows
-from fair_retrieval.stores.window_embedders import WindowCache, window_embedder
+from fair_retrieval.stores.vector_queries import vector_query_hits
+from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs
+from fair_retrieval.stores.window_embedders import gives_windows
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
 
-MISMATCH_OVERRIDE = "allow_embedder_mismatch=True"
-"""How a caller merges or loads vectors of another embedder configuration anyway (`check_identity`'s override)."""
-
-__all__ = ["STORE_METRICS", "DocumentStore", "StoreHit", "StoreMetric"]
-
-StoreMetric = Literal["cosine", "ip", "l2"]
-"""A store's metric: "cosine" (unit vectors searched by inner product), "ip" (raw inner product) or "l2"."""
-STORE_METRICS: tuple[str, ...] = get_args(StoreMetric)
+__all__ = ["DocumentStore", "WrappedStore"]
 
 R = TypeVar("R", bound=Keyed)
+S = TypeVar("S")
+
+Filter = Mapping[str, Any] | Callable[..., Any] | StoreFilter | None
+"""A filter as the door takes it: a `fair_retrieval.stores.filters` dict, a function of the metadata, compiled, or
+None."""
 
 
-@dataclass(frozen=True)
-class StoreHit(Generic[R]):
-    """One document a search found.
-
-    Attributes:
-        int_id: its id in the index.
-        record: the stored record (the adapter copies it before user code sees it).
-        score: the raw score: inner product ("cosine", "ip": larger is better) or squared L2 distance ("l2");
-            in multi-vector mode the aggregate of its windows' scores.
-        best_window: in multi-vector mode the best window ({"start", "end", "window"}), else None.
-    """
-
-    int_id: int
-    record: R
-    score: float
-    best_window: dict[str, int] | None
-
-
-class DocumentStore(Generic[R]):
-    """Records by id with their vectors in a `FaissIndex` or `MultiVectorIndex`; what a vector store does.
+class DocumentStore(StoreCore[R]):
+    """The store both adapters hold: `StoreCore` with the calls that take plain values and check them once.
 
     Args:
-        metric: "cosine", "ip" or "l2" (see `StoreMetric`); with `index` given, the index's own metric is taken
-            (a "cosine" store over an inner-product index stays "cosine").
-        kind: the index kind ("flat", "hnsw", "ivf", "ivfpq"), checked now.
-        gpu: "auto", True (a GPU is required, checked now) or False.
-        index_params: kind parameters for the index (and `fetch_factor` in multi-vector mode).
-        multivector: keep documents as their windows' vectors; None: `DEFAULT_MULTIVECTOR`.
-        aggregate: how a multi-vector document's window scores become its score; None: `DEFAULT_AGGREGATE`.
-            Refused for a pooled store.
-        index: an empty index to use from the start (its type must be the mode's), or None.
-        dim: the vector size, to create the index now; None creates it on the first add.
-        embedder: what made the vectors (its identity is saved and checked on load); in multi-vector mode it
-            must give windows (`embed_document_windows`). None: unknown.
-        replaced_move_to_end: whether an upserted document moves to the end of the insertion order.
-        group_of: the group of a record (e.g. its source document), or None for no groups.
-        name: how messages name the store's class, e.g. "FaissVectorStore".
-        windows: the windows a multi-vector store keeps (None: `default_windows`).
-        text_of: the text of a record, what its lexical side searches (None: no lexical side, dense only).
-        lexical: how the lexical side reads and scores texts (None: `LexicalSettings()`, English).
-        search: how text queries are answered by default (None: `SearchSettings()`); the adapters read it.
+        search: how text queries are answered by default: `SearchSettings`, or a mapping of the fields to change
+            from the defaults (`mode`, read as `check_search_mode` reads it, `alpha`, `fusion`); None: the
+            defaults.
+        **options: the other arguments of `StoreCore` (metric, kind, gpu, index_params, multivector, aggregate,
+            index, dim, embedder, replaced_move_to_end, group_of, name, windows, text_of, lexical).
 
     Raises:
-        TypeError: a non-bool `multivector`, an `index` that is no `FaissIndex` / `MultiVectorIndex`, index
-            parameters the kind does not take, or a multi-vector store with an embedder that gives no windows.
-        ValueError: an unknown metric, kind or aggregate, an aggregate for a pooled store, `index` of the other
-            mode or not empty, both `index` and `dim`, a bad `dim` or index parameter value, or gpu=True without a
-            GPU.
+        ValueError, TypeError: as `StoreCore`, and a search mode that is none of `SEARCH_MODES`.
     """
 
-    def __init__(
-        self,
-        *,
-        metric: str = "cosine",
-        kind: str = "flat",
-        gpu: GpuChoice = "auto",
-        index_params: dict[str, Any] | None = None,
-        multivector: bool | None = None,
-        aggregate: Aggregate | None = None,
-        index: StoreIndex | None = None,
-        dim: int | None = None,
-        embedder: Any = None,
-        replaced_move_to_end: bool = True,
-        group_of: Callable[[R], str] | None = None,
-        name: str = "DocumentStore",
-        windows: StoreWindows | None = None,
-        text_of: Callable[[R], str] | None = None,
-        lexical: LexicalSettings | None = None,
-        search: SearchSettings | None = None,
-    ) -> None:
-        self.name = name
-        if lexical is not None and not isinstance(lexical, LexicalSettings):
-            raise TypeError(f"lexical must be a fair_retrieval.lexical.LexicalSettings, got {type(lexical).__name__}.")
-        if search is not None and not isinstance(search, SearchSettings):
-            raise TypeError(f"search must be a fair_retrieval.stores.SearchSettings, got {type(search).__name__}.")
-        self.search_settings = search or SearchSettings()
-        self._lexical = None if text_of is None else LexicalIndex(lexical or LexicalSettings(), text_of)
-        if text_of is None and self.search_settings.mode != "dense":
-            raise ValueError(f"{name} has no lexical side (no record text); search it in mode 'dense'.")
-        mode, self.windows = new_store_mode(multivector, aggregate, index, embedder, name, windows)
-        if index is not None:
-            mode = given_index_mode(index, mode, dim, name)
-            metric = "cosine" if metric == "cosine" and index.metric == "ip" else index.metric
-            kind = index.kind
-        if metric not in STORE_METRICS:
-            raise ValueError(
-                f"metric must be one of {STORE_METRICS} (cosine: unit vectors by inner product), got {metric!r}."
-            )
-        if index is None and kind not in KINDS:
-            raise ValueError(
-                f"kind must be one of {KINDS}, got {kind!r}; for a faiss factory string pass index=FaissIndex(dim, "
-                "factory=...)."
-            )
-        if index is None:  # the index is made on the first add, after its texts were embedded: check its options now
-            check_kind_params(kind, _kind_params(index_params or {}, mode.multivector))
-        gpu_count(gpu)  # refuses gpu=True without a GPU now, not on the first add
-        self._metric, self.kind, self._gpu = metric, kind, gpu
-        self.index_params: dict[str, Any] = dict(index_params or {})
-        self._pending = mode  # the index the first add makes; `mode` reads the index once there is one
-        self._embedder: Any = None
-        self.recorded_identity: dict[str, Any] | None = None  # what a loaded store's file records
-        self.generation: StoreGeneration | None = None  # the store file it was loaded from or last saved to
-        self._records: IndexedRecords[R] = IndexedRecords(
-            self._new_index,
-            index=self._new_index(dim) if index is None and dim is not None else index,
-            replaced_move_to_end=replaced_move_to_end,
-            group_of=group_of,
-        )
-        self.embedder = embedder  # checked against the mode
+    def __init__(self, *, search: SearchSettings | Mapping[str, Any] | None = None, **options: Any) -> None:
+        if isinstance(search, Mapping):
+            search = self.settings_with(None, **search)
+        super().__init__(search=search, **options)
 
-    # ------------------------------------------------------------------------------------------------ reading
+    @staticmethod
+    def of_texts(**options: Any) -> DocumentStore[TextDocument]:
+        """A store of documents as (id, text, metadata) (`TextDocument`, LangChain's), its lexical side reading
+        their text; `options` are the constructor's."""
+        return DocumentStore(text_of=document_text, **options)
 
-    @property
-    def metric(self) -> str:
-        """ "cosine", "ip" or "l2": what the scores are."""
-        return self._metric
+    @staticmethod
+    def gives_windows(embedder: Any) -> bool:
+        """Whether `embedder` gives windows itself (`embed_document_windows`): what makes a new store multi-vector
+        by default (`fair_retrieval.stores.window_embedders`, the one rule)."""
+        return gives_windows(embedder)
 
-    @property
-    def gpu(self) -> GpuChoice:
-        """Where the index lives ("auto", True or False)."""
-        return self._gpu
-
-    @property
-    def mode(self) -> DocumentMode:
-        """The document mode: the index's type (and aggregate), or before the first add the one that makes it."""
-        index = self._records.index
-        if isinstance(index, MultiVectorIndex):
-            return DocumentMode(True, index.aggregate)
-        if isinstance(index, FaissIndex):
-            return DocumentMode(False)
-        return self._pending
-
-    @property
-    def multivector(self) -> bool:
-        """Whether documents are kept as the vectors of their windows."""
-        return self.mode.multivector
-
-    @property
-    def index(self) -> StoreIndex | None:
-        """The index (None until the first add when no size was given)."""
-        return self._records.index
-
-    @property
-    def records(self) -> IndexedRecords[R]:
-        """The records, their id map and the index (change them through this store)."""
-        return self._records
-
-    @property
-    def embedder(self) -> Any:
-        """What made the vectors (None: unknown); a multi-vector store also takes windows from it."""
-        return self._embedder
-
-    @embedder.setter
-    def embedder(self, embedder: Any) -> None:
-        if embedder is not None and self.multivector:
-            window_embedder(embedder, f"{self.name}(multivector=True)")
-        self._embedder = embedder  # only read: a store never changes what its embedder gives
-
-    def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
-        """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
-        `with_mode` is False; without an embedder, the one a loaded store's file recorded; None when unknown."""
-        if self._embedder is not None:
-            identity = embedder_identity(self._embedder)
-        elif self.recorded_identity is not None:
-            identity = {
-                field: value
-                for field, value in copy.deepcopy(self.recorded_identity).items()
-                if field not in (MULTIVECTOR_KEY, AGGREGATE_KEY, STORE_WINDOWS_KEY)
-            }
-        else:
-            return None
-        return self.mode.identity(identity, self.windows) if with_mode else identity
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._records
-
-    def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
-        """The stored (int id, record) of `keys`, in that order; unknown keys are skipped, repeats given once."""
-        int_ids = self._records.int_ids
-        return [(int_ids[key], self._records.records[int_ids[key]]) for key in dict.fromkeys(keys) if key in int_ids]
-
-    def selection(
-        self,
-        keys: Sequence[str] | None = None,
-        groups: Sequence[str] | None = None,
-        keep: Callable[[R], bool] | None = None,
-        *,
-        empty_means_all: bool = False,
-    ) -> list[int] | None:
-        """The sorted int ids of the records in `keys`, in `groups` and kept by `keep` (each given one must hold);
-        None when nothing restricts. With `empty_means_all`, an empty `keys` / `groups` list restricts nothing.
+    @staticmethod
+    def settings_with(
+        settings: SearchSettings | None = None, *, mode: Any = None, alpha: Any = None, fusion: Any = None
+    ) -> SearchSettings:
+        """`settings` (None: the defaults, `SearchSettings()`) with a call's mode (a name of `SEARCH_MODES`, or an
+        Enum with one as its value), alpha and fusion, those given (not None), checked.
 
         Raises:
-            TypeError: `keys` or `groups` given as one string.
+            ValueError: a mode, alpha or fusion out of range.
         """
-        chosen: set[int] | None = None
-        if keys is not None and (keys or not empty_means_all):
-            chosen = {int_id for int_id, _ in self.get(id_strings(keys, "node_ids"))}
-        if groups is not None and (groups or not empty_means_all):
-            grouped = set().union(*(self._records.group(group) for group in id_strings(groups, "doc_ids")))
-            chosen = grouped if chosen is None else chosen & grouped
-        if keep is not None:
-            chosen = set(self._records.matching(keep, chosen))
-        return None if chosen is None else sorted(chosen)
+        checked = None if mode is None else check_search_mode(mode)
+        return (settings or SearchSettings()).with_overrides(mode=checked, alpha=alpha, fusion=fusion)
 
-    def ordered(self, selected: Sequence[int] | None, keys: Sequence[str] | None = None) -> list[int]:
-        """The int ids of `selected` (None: every record), in the order of `keys` when given (each once), else in
-        insertion order."""
-        if selected is None:
-            return list(self._records.records)
-        chosen = set(selected)
-        if keys is not None:
-            return [int_id for int_id, _ in self.get(keys) if int_id in chosen]
-        return [int_id for int_id in self._records.records if int_id in chosen]
+    # ------------------------------------------------------------------------------------------------ texts
 
-    def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
-        """The stored (multi-vector: pooled) vectors of `int_ids`, float32 (n, dim)."""
-        return self._records.vectors(int_ids)
-
-    def prepared(self, vectors: Any, count: int, source: str) -> np.ndarray:
-        """Vectors as the index takes them: a float32 (count, dim) matrix of the store's size, unit rows for
-        "cosine".
+    @staticmethod
+    def required_texts(texts: Any, call: str, store: str) -> list[str]:
+        """The texts a class method builds a store from (`from_texts`), checked, at least one.
 
         Raises:
-            ValueError: another count or size, or (cosine) NaN, infinite or zero rows.
+            TypeError: a single string or a non-string text.
+            ValueError: no texts (the message points to the constructor).
         """
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != count:
-            raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
-        index = self._records.index
-        check_dimension(int(matrix.shape[1]), None if index is None else index.dim, f"{source} gave")
-        return unit_rows(matrix) if self._metric == "cosine" else matrix
+        text_list = ensure_text_list(texts, "texts")
+        require_some(text_list, call, "texts", store)
+        return text_list
 
-    def search(
+    @staticmethod
+    def required_pairs(pairs: Any, call: str, store: str) -> list[tuple[str, Any]]:
+        """The (text, vector) pairs a class method builds a store from (`from_embeddings`), checked, at least one.
+
+        Raises:
+            TypeError: a pair that is not (str, vector).
+            ValueError: no pairs, vectors of different sizes or not finite.
+        """
+        texts, vectors = text_vector_pairs(pairs, "text_embeddings")
+        require_some(texts, call, "(text, vector) pairs", store)
+        return list(zip(texts, vectors, strict=True))
+
+    def add_documents(
+        self: DocumentStore[TextDocument],
+        texts: Iterable[str],
+        metadatas: Any,
+        ids: Any,
+        embed_documents: Callable[[list[str]], Any],
+    ) -> list[str]:
+        """Embed texts and store them as documents with their metadata (JSON) and ids (None entries, or None: new
+        UUIDs; an id already stored is replaced): pooled by `embed_documents`, multi-vector window by window by the
+        store's embedder. Returns the ids.
+
+        Raises:
+            TypeError: a non-string text, a non-dict or non-JSON metadata value, or a non-string id.
+            ValueError: metadatas or ids of the wrong length, an id repeated within the call, a reserved key.
+        """
+        text_list = ensure_text_list(texts, "texts")
+        documents = checked_documents(text_list, metadatas, ids)
+        if documents:
+            self.add_texts(documents, text_list, embed_documents)
+        return [document.key for document in documents]
+
+    def add_document_vectors(self: DocumentStore[TextDocument], pairs: Any, metadatas: Any, ids: Any) -> list[str]:
+        """Store texts with vectors computed elsewhere, (text, vector) pairs (a multi-vector store keeps each as one
+        window spanning the whole text), as `add_documents` otherwise. Returns the ids.
+
+        Raises:
+            TypeError: a pair that is not (str, vector); as `add_documents`.
+            ValueError: vectors of another size or not finite; as `add_documents`.
+        """
+        text_list, vectors = text_vector_pairs(pairs, "text_embeddings")
+        documents = checked_documents(text_list, metadatas, ids)
+        if documents:
+            self.add(documents, vectors, "text_embeddings", lengths=[len(text) for text in text_list])
+        return [document.key for document in documents]
+
+    def documents(self, keys: Any) -> list[StoreHit[R]]:
+        """The stored documents of `keys` (a list of ids), in that order, as hits with score 0; unknown ids are
+        skipped.
+
+        Raises:
+            TypeError: `keys` is a single string or holds a non-string.
+        """
+        return [StoreHit(int_id, record, 0.0, None) for int_id, record in self.get(ensure_text_list(keys, "ids"))]
+
+    def delete_ids(self, ids: Any, *, strict: bool = False) -> list[str]:
+        """Remove the documents stored under `ids`; returns the ids that were not stored (ignored with a WARNING).
+
+        Raises:
+            ValueError: `ids` is None (to empty the store, pass its ids), or, with `strict`, ids that are not stored.
+            TypeError: `ids` is a single string or holds a non-string.
+        """
+        return self.delete(ids_to_delete(ids), strict=strict)
+
+    @staticmethod
+    def hit_metadata(hit: StoreHit[TextDocument]) -> dict[str, Any]:
+        """A copy of a found document's metadata (user code may edit it), with a multi-vector hit's best window."""
+        return hit_metadata(hit)
+
+    # ------------------------------------------------------------------------------------------------ vectors
+
+    @staticmethod
+    def check_entries(text: str | None, key: str, metadata: Any, position: int) -> None:
+        """Refuse one entry of an add before it is stored: an empty or unreadable text or id, or metadata under a
+        key results carry (`RESERVED_KEYS`).
+
+        Raises:
+            TypeError, ValueError: naming the entry's position.
+        """
+        check_store_entries([text], [key], [metadata], first_position=position, reserved=RESERVED_KEYS)
+
+    def add_vectors(
         self,
-        query: Any,
-        k: int,
+        records: Sequence[R],
+        embeddings: Sequence[Any],
+        embedded: Sequence[str],
+        contents: Sequence[str],
         *,
-        among: Sequence[int] | None = None,
-        keep: Callable[[R], bool] | None = None,
-        source: str = "the query embedding",
-    ) -> list[StoreHit[R]]:
-        """The k best documents for one query vector, best first, among `among` (int ids) and those `keep` accepts.
-
-        The restriction runs inside the index's search (`FaissIndex.search(..., ids=...)`), so k documents come
-        back whenever k qualify; in multi-vector mode they are k distinct documents with their best windows.
-
-        Raises:
-            ValueError: a query of another size than the stored vectors (or, for "cosine", a zero query).
-        """
-        if not self._records:
-            return []
-        matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)
-        selected = self._selected(among, keep)
-        if selected is not None and not len(selected):  # nothing qualifies
-            return []
-        hits = self._records.search_hits(matrix, k, selected)
-        return [StoreHit(int_id, self._records.records[int_id], score, window) for int_id, score, window in hits]
-
-    @property
-    def lexical(self) -> LexicalSettings | None:
-        """How the lexical side reads and scores texts (None: the store has no lexical side)."""
-        return None if self._lexical is None else self._lexical.settings
-
-    def lexical_search(
-        self,
-        query: str,
-        k: int,
-        *,
-        among: Sequence[int] | None = None,
-        keep: Callable[[R], bool] | None = None,
-    ) -> list[StoreHit[R]]:
-        """The k documents with the best BM25 scores for a query text, best first, among `among` and those `keep`
-        accepts; only documents sharing a word with the query (an empty query, or one without words, finds none).
-        Scores are BM25's (larger is better); hits carry no window.
-
-        Raises:
-            ValueError: the store has no lexical side.
-        """
-        lexical = self._require_lexical()
-        if not self._records:
-            return []
-        selected = self._selected(among, keep)
-        if selected is not None and not len(selected):
-            return []
-        found = lexical.search(self._records.records, self._records.revision, query, k, selected)
-        return [StoreHit(int_id, self._records.records[int_id], score, None) for int_id, score in found]
-
-    def hybrid_search(
-        self,
-        query_vector: Any,
-        query: str,
-        k: int,
-        *,
-        among: Sequence[int] | None = None,
-        keep: Callable[[R], bool] | None = None,
-        settings: SearchSettings | None = None,
-        dense_k: int | None = None,
-        sparse_k: int | None = None,
-        source: str = "the query embedding",
-    ) -> list[StoreHit[R]]:
-        """The k best documents of the dense and the lexical search fused (`fair_retrieval.lexical.fuse`), best
-        first, with fused scores in [0, 1]; each side gives max(k, `settings.candidates`) candidates unless
-        `dense_k` / `sparse_k` say otherwise. A hit keeps its best window when the dense side found it.
-
-        Raises:
-            ValueError: the store has no lexical side, or a query vector of another size.
-        """
-        chosen = settings or self.search_settings
-        self._require_lexical()
-        if not self._records:
-            return []
-        pool = chosen.pool(k)
-        dense = self.search(query_vector, dense_k or pool, among=among, keep=keep, source=source)
-        lexical = self.lexical_search(query, sparse_k or pool, among=among, keep=keep)
-        by_id = {hit.int_id: hit for hit in lexical}
-        by_id.update({hit.int_id: hit for hit in dense})
-        fused = chosen.fused(
-            [(hit.int_id, hit.score) for hit in dense],
-            [(hit.int_id, hit.score) for hit in lexical],
-            k,
-            dense_larger_is_better=self._metric != "l2",
-        )
-        return [StoreHit(int_id, by_id[int_id].record, score, by_id[int_id].best_window) for int_id, score in fused]
-
-    def text_search(
-        self,
-        query: str,
-        k: int,
-        embed_query: Callable[[str], Any],
-        *,
-        settings: SearchSettings | None = None,
-        among: Sequence[int] | None = None,
-        keep: Callable[[R], bool] | None = None,
-        dense_k: int | None = None,
-        sparse_k: int | None = None,
-    ) -> list[StoreHit[R]]:
-        """The k best documents for a query text in the mode of `settings` (None: the store's `search_settings`):
-        "dense" embeds it with `embed_query` and searches the vectors, "sparse" searches the lexical side only (the
-        query is not embedded), "hybrid" fuses both (`hybrid_search`). The door both stacks' text searches call.
-
-        Raises:
-            ValueError: a query that is not text a model can read (`check_query`), a bad k, or a lexical mode on a
-                store without a lexical side.
-        """
-        chosen = settings or self.search_settings
-        text = check_query(query)
-        positive_int(k, "k")
-        if chosen.mode != "dense":
-            self._require_lexical()
-        if chosen.mode == "sparse":
-            return self.lexical_search(text, sparse_k or k, among=among, keep=keep)
-        vector = embed_query(text)
-        if chosen.mode == "dense":
-            return self.search(vector, k, among=among, keep=keep)
-        return self.hybrid_search(
-            vector, text, k, among=among, keep=keep, settings=chosen, dense_k=dense_k, sparse_k=sparse_k
-        )
-
-    def _selected(
-        self, among: Sequence[int] | None, keep: Callable[[R], bool] | None
-    ) -> Sequence[int] | np.ndarray | None:
-        """The int ids a search may return (None: every record; an empty list: none qualifies)."""
-        if keep is not None:
-            kept = self._records.matching(keep, among)
-            if not kept:
-                return []
-            return None if among is None and len(kept) == len(self._records) else np.asarray(kept, np.int64)
-        if among is not None and not among:
-            return []
-        return among
-
-    def _require_lexical(self) -> LexicalIndex:
-        if self._lexical is None:
-            raise ValueError(f"{self.name} has no lexical side (no record text); search it in mode 'dense'.")
-        return self._lexical
-
-    # ------------------------------------------------------------------------------------------------ changing
-
-    def add(
-        self, records: Sequence[R], vectors: Any, source: str = "the embeddings", lengths: Sequence[int] | None = None
-    ) -> list[int]:
-        """Store records with one vector each (an id already stored is replaced); a multi-vector store keeps each
-        vector as one window spanning the whole document (`DocumentWindows.single`), all it knows of it.
+        noun: str = "node",
+        log: logging.Logger = logger,
+    ) -> list[str]:
+        """Store records a framework embedded itself, with their embeddings; a multi-vector store takes their
+        windows from the embedder's pass (`StoreCore.add_embedded_windows`). Returns the ids.
 
         Args:
             records: the records, ids unique within the call.
-            vectors: (len(records), dim) vectors, as the embedder gave them (normalised here for "cosine").
-            source: what gave the vectors, for messages.
-            lengths: the documents' text lengths (the span of that one window); needed in multi-vector mode.
+            embeddings: one vector each (None where one was not embedded).
+            embedded: exactly the texts the vectors were embedded from.
+            contents: each record's own text, within its embedded text (the windows' spans are moved into it).
+            noun: what the framework calls a record, for messages.
+            log: the adapter's logger.
 
         Raises:
-            ValueError: another count or size of vectors, NaN or infinite values, or ids repeated. Nothing is
-                stored then.
+            ValueError: ids repeated within the call, a missing embedding, embeddings of different or wrong sizes
+                or not finite. Nothing is stored then.
         """
-        matrix = self.prepared(vectors, len(records), source)
+        keys = [record.key for record in records]
+        doubled = repeated(keys)
+        if doubled:
+            raise ValueError(f"{noun} ids repeat within this add: {preview(doubled)}; pass each {noun} once.")
+        if not records:
+            return []
+        matrix = node_vectors(list(embeddings), keys, None if self.index is None else self.index.dim)
         if self.multivector:
-            if lengths is None:
-                raise ValueError(f"{self.name} keeps windows: give the documents' text lengths with their vectors.")
-            return self._records.upsert(records, DocumentWindows.single(matrix, list(lengths)))
-        return self._records.upsert(records, matrix)
-
-    def add_windows(self, records: Sequence[R], windows: Any, source: str = "embed_document_windows") -> list[int]:
-        """Store records of a multi-vector store with their windows (`embed_document_windows`' result, checked and
-        normalised for "cosine"); an id already stored has all its windows replaced.
-
-        Raises:
-            TypeError: a pooled store, or `windows` that are not `DocumentWindows`.
-            ValueError: as `add`.
-        """
-        if not self.multivector:
-            raise TypeError(f"{self.name} keeps one pooled vector per document; add vectors, not windows.")
-        checked = checked_windows(windows, len(records), source, unit=self._metric == "cosine")
-        self.prepared(checked.pooled, len(records), source)  # the size the store holds
-        return self._records.upsert(records, checked)
-
-    def add_embedded_windows(
-        self,
-        records: Sequence[R],
-        texts: Sequence[str],
-        pooled: np.ndarray,
-        spans: tuple[Sequence[int], Sequence[int]],
-        log: logging.Logger = logger,
-    ) -> list[int]:
-        """Store records of a multi-vector store whose pooled vectors a framework embedded itself: each one's windows
-        come from the embedder's own pass (its `window_cache`, only read) where that pass cut the windows the store
-        keeps, the rest are asked of the embedder in the store's window shape (`gathered_windows`).
-
-        Args:
-            records: the records.
-            texts: exactly the texts the pooled vectors were embedded from.
-            pooled: their vectors (n, dim).
-            spans: (where each record's own text starts in its embedded text, its length): the windows' spans are
-                moved into the record's own text (`within_content`).
-            log: where the INFO line counting the documents embedded again goes (the adapter's logger).
-
-        Raises:
-            ValueError: no embedder, or as `add_windows`.
-        """
-        embedder = window_embedder(
-            self._embedder,
-            f"{self.name}(multivector=True)",
-            missing=f"This multi-vector store has no embed model to take the nodes' window vectors from (it was "
-            f"loaded without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
-            "store.record_embed_model(embed_model) with the FairEmbedding the index uses.",
-        )
-        cache = getattr(self._embedder, "window_cache", None)
-        matrix = self.prepared(pooled, len(records), "the embeddings")
-        shape = self.windows or StoreWindows()
-        gathered = gathered_windows(texts, matrix, embedder, cache if isinstance(cache, WindowCache) else None, shape)
-        if gathered.misses:
-            log.info(
-                "%d of %d nodes were not in the embed model's window cache (embedded elsewhere, or evicted); "
-                "embedded their windows once more.",
-                gathered.misses,
-                len(records),
-            )
-        if gathered.embedded > gathered.misses:
-            log.debug(
-                "Embedded the windows of %d of %d nodes in %d pass(es): the store keeps windows (%s) the embed "
-                "model's own pass did not cut.",
-                gathered.embedded,
-                len(records),
-                gathered.passes,
-                shape,
-            )
-        if gathered.disagreeing:
-            log.warning(
-                "%d nodes have embeddings other than the embed model gives for the text that was embedded (with "
-                "LlamaIndex: metadata lines included): another model, configuration or text. The store keeps the "
-                "embed model's window vectors for them.",
-                gathered.disagreeing,
-            )
-        return self.add_windows(records, within_content(gathered.windows, *spans))
-
-    def add_texts(self, records: Sequence[R], texts: list[str], embed_documents: Callable[[list[str]], Any]) -> None:
-        """Embed the records' texts and store them: by `embed_documents` (one vector each), or in multi-vector
-        mode window by window by the store's embedder (`embed_document_windows`, one pass)."""
-        if self.multivector:
-            self.add_windows(records, self.embed_windows(texts))
+            offsets = [content_offset(text, content) for text, content in zip(embedded, contents, strict=True)]
+            lengths = [len(content) for content in contents]
+            self.add_embedded_windows(records, list(embedded), matrix, (offsets, lengths), log=log)
         else:
-            self.add(records, embed_documents(texts), "embed_documents")
+            self.add(records, matrix, f"the {noun}s' embeddings")
+        return keys
 
-    def embed_windows(self, texts: list[str]) -> DocumentWindows:
-        """The texts' windows from the store's embedder, in one pass.
+    # ------------------------------------------------------------------------------------------------ searching
 
-        Raises:
-            TypeError: the embedder gives no windows (or there is none).
-        """
-        embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
-        return (self.windows or StoreWindows()).embed(embedder, texts)
-
-    def remove(self, int_ids: Iterable[int]) -> None:
-        """Remove stored documents by int id."""
-        self._records.remove(sorted(set(int_ids)))
-
-    def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
-        """Remove the documents stored under `keys`; returns the keys that were not stored, ignored with a WARNING.
+    @staticmethod
+    def compiled_filter(spec: Filter) -> StoreFilter | None:
+        """`spec` compiled (None: none), so a malformed filter fails before anything is embedded or searched.
 
         Raises:
-            ValueError: with `strict`, keys that are not stored (nothing is removed then).
+            ValueError: a malformed filter dict, naming the place.
         """
-        unique = list(dict.fromkeys(keys))
-        unknown = [key for key in unique if key not in self._records]
-        if unknown and strict:
-            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
-        if unknown:
-            logger.warning(
-                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
-            )
-        self.remove(int_id for int_id, _ in self.get(unique))
-        return unknown
+        return store_filter(spec)
 
-    def delete_group(self, group: str) -> int:
-        """Remove every document of a group (an unknown group is nothing to delete); returns how many."""
-        int_ids = self._records.group(group)
-        self.remove(int_ids)
-        return len(int_ids)
+    @property
+    def relevance(self) -> Callable[[float], float]:
+        """A raw score of this store's metric → a relevance in [0, 1] (LangChain's convention)."""
+        return relevance_function(self.metric)
 
-    def clear(self) -> None:
-        """Remove every document (the index keeps its dimension, training and device)."""
-        self._records.clear()
+    def embed_query(self, query: Any) -> Any:
+        """The query's vector from the store's embedder (`embed_query`), the text checked first.
 
-    def merge_from(
+        Raises:
+            ValueError, TypeError: a query that is not text a model can read (`check_query`).
+        """
+        return self.embedder.embed_query(check_query(query))
+
+    def search_vector(self, embedding: Any, k: Any, filter: Filter = None) -> list[StoreHit[R]]:
+        """The k documents nearest to a query vector among those `filter` keeps (by their `metadata`).
+
+        Raises:
+            ValueError: a bad k, a query vector of another size, a malformed filter.
+        """
+        return self.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
+
+    def search_text(
+        self, query: Any, k: Any, filter: Filter = None, settings: SearchSettings | None = None
+    ) -> list[StoreHit[R]]:
+        """The k best documents for a query text among those `filter` keeps, in the mode of `settings` (None: the
+        store's), the query embedded by the store's embedder where the mode needs it (`StoreCore.text_search`).
+
+        Raises:
+            ValueError: a malformed filter (before the query is embedded), a bad k or query, a lexical mode on a
+                store without a lexical side.
+        """
+        keep = record_filter(filter)
+        return self.text_search(query, positive_int(k, "k"), self.embedder.embed_query, settings=settings, keep=keep)
+
+    def mmr_search(
         self,
-        other: DocumentStore[R],
-        copy_record: Callable[[R], R] = copy.deepcopy,
+        embedding: Any,
+        k: int,
+        fetch_k: int | None,
+        lambda_mult: Any,
+        filter: Filter = None,
         *,
-        allow_embedder_mismatch: bool = False,
-    ) -> int:
-        """Add every document of `other`, copying its stored vectors (windows between multi-vector stores); returns
-        how many were added.
-
-        The embedder identities are checked as a load checks them (`check_identity`, on both stores' identities with
-        the window shape; the aggregate, a search setting, may differ): a store whose vectors come from another
-        embedder configuration (another model, pooling, window, calibration, …) is refused.
-
-        Args:
-            other: the store whose documents are added.
-            copy_record: copies one of its records for this store.
-            allow_embedder_mismatch: merge vectors of another embedder configuration anyway (a WARNING is logged).
+        query: str | None = None,
+        settings: SearchSettings | None = None,
+    ) -> list[StoreHit[R]]:
+        """k documents chosen for relevance and diversity (`fair_retrieval.stores.marginal_relevance`) among the
+        `fetch_k` best that `filter` keeps: the nearest to `embedding`, or with `query` and a sparse or hybrid
+        `settings` that search's candidates.
 
         Raises:
-            ValueError: `other` is this store, has another metric, mode, window shape, vector size or embedder
-                configuration, or shares an id with this store (nothing is added then).
+            ValueError: a bad k, fetch_k or λ, a malformed filter, a query vector of another size.
         """
-        if other is self:
-            raise ValueError("merge_from got the store itself; every id would clash. Merge another store.")
-        theirs = other.index
-        if not other._records or theirs is None:
-            return 0
-        if other.metric != self.metric:
-            raise ValueError(
-                f"Cannot merge a store with metric={other.metric!r} into one with metric={self.metric!r}: their "
-                "scores are not comparable. Rebuild one of them with the other's metric."
-            )
-        if other.multivector != self.multivector or other.windows != self.windows:
-            raise ValueError(
-                f"Cannot merge a store of {other.mode} ({other.windows}) into one of {self.mode} ({self.windows}): a "
-                "pooled store has no windows to copy, a multi-vector one cannot take one vector for a document's "
-                "windows, nor windows of another shape. Rebuild one of them with the other's multivector setting and "
-                "windows (from its documents), then merge."
-            )
-        mine = self.index
-        if mine is not None and mine.dim != theirs.dim:
-            raise ValueError(
-                f"Cannot merge a store of {theirs.dim}-d vectors into one of {mine.dim}-d vectors: they come from "
-                "different embedding models."
-            )
-        self._check_merged_identity(other, allow_embedder_mismatch)
-        clashing = [key for key in other._records.keys if key in self._records]
-        if clashing:
-            raise ValueError(
-                f"{len(clashing)} id(s) are in both stores: {preview(clashing)}. Delete them from one store (or add "
-                "that store's documents under new ids) before merging; nothing was merged."
-            )
-        int_ids = list(other._records.records)
-        vectors = stored_windows(theirs, int_ids) if isinstance(theirs, MultiVectorIndex) else other.vectors(int_ids)
-        self._records.upsert([copy_record(other._records.records[int_id]) for int_id in int_ids], vectors)
-        logger.info("Merged %d documents; %d in the store.", len(int_ids), len(self))
-        return len(int_ids)
+        keep = record_filter(filter)
+        if query is None or settings is None or settings.mode == "dense":
+            return mmr_hits(self, embedding, k, fetch_k, lambda_mult, keep=keep)
 
-    # ------------------------------------------------------------------------------------------------ internals
+        def candidates(count: int) -> list[StoreHit[R]]:
+            return self.text_search(query, count, lambda _: embedding, settings=settings, keep=keep)
 
-    def _check_merged_identity(self, other: DocumentStore[Any], allow_mismatch: bool) -> None:
-        """Refuse `other`'s vectors when its embedder identity (with its windows) is not this store's, as a load
-        refuses embeddings of another configuration (one rule: `check_identity`); the aggregate is this store's."""
-        mine = self.identity()
-        if mine is None:  # neither an embedder nor a recorded identity: nothing to compare with
-            logger.info("%s knows no embedder: cannot check that the merged store's vectors are comparable.", self.name)
-            return
-        theirs = other.identity(with_mode=False)
-        check_identity(
-            None if theirs is None else self.mode.identity(theirs, other.windows),
-            mine,
-            source=f"The {other.name} given to merge_from",
-            allow_mismatch=allow_mismatch,
-            override=MISMATCH_OVERRIDE,
-            remedy="Merge stores built with the same embeddings, or rebuild one from its documents with the other's.",
-            unrecorded="built without being told its embedder",
-        )
+        return mmr_hits(self, embedding, k, fetch_k, lambda_mult, keep=keep, candidates=candidates)
 
-    def _new_index(self, dim: int) -> StoreIndex:
-        """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""
-        metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
-        return self._pending.new_index(dim, metric, self.kind, self._gpu, self.index_params)
+    def query(self, embedding: Any, top_k: Any, **options: Any) -> list[StoreHit[R]]:
+        """The documents for a query in a query mode ("default", "mmr", "sparse", "text_search", "hybrid"),
+        `fair_retrieval.stores.vector_queries.vector_query_hits` (its keyword arguments are `options`).
+
+        Raises:
+            ValueError: as `vector_query_hits`.
+        """
+        return vector_query_hits(self, embedding, top_k, **options)
+
+    # ------------------------------------------------------------------------------------------------ files
+
+    def save(self, fmt: StoreFormat[R], store_file: Path, index_folder: Path, *, overwrite: bool = False) -> None:
+        """Save the store file and its index folder in one commit (`fair_retrieval.stores.store_format`).
+
+        Raises:
+            StoreConflictError: as `save_store`.
+        """
+        save_store(self, fmt, store_file, index_folder, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, fmt: StoreFormat[Any], store_file: Path, index_folder: Path, **options: Any) -> DocumentStore[Any]:
+        """The store saved at `store_file`, checked (`fair_retrieval.stores.store_format.load_store`; `options` are
+        its keyword arguments: gpu, embedder, allow_embedder_mismatch, multivector, aggregate, missing).
+
+        Raises:
+            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `load_store`.
+        """
+        return cast("DocumentStore[Any]", load_store(fmt, store_file, index_folder, store_class=cls, **options))
+
+    @staticmethod
+    def text_format(name: str, store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
+        """The file format of a store of `TextDocument`s (`fair_retrieval.stores.text_documents`)."""
+        return text_document_format(name, store, writer, upgrade)
+
+    def save_named(
+        self: DocumentStore[TextDocument],
+        fmt: StoreFormat[TextDocument],
+        folder: Path,
+        index_name: str,
+        *,
+        overwrite: bool = False,
+    ) -> None:
+        """Save the store under `index_name` in `folder` (created if needed): `index/` and `store.json` for the
+        default name, else `<name>/` and `<name>.store.json`.
+
+        Raises:
+            ValueError: a malformed `index_name`; StoreConflictError as `save`.
+        """
+        index_folder, store_file = named_store_paths(folder, index_name)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save(fmt, store_file, index_folder, overwrite=overwrite)
+
+    @classmethod
+    def load_named(
+        cls, fmt: StoreFormat[TextDocument], folder: Path, index_name: str, writer: str, **options: Any
+    ) -> DocumentStore[TextDocument]:
+        """The store saved under `index_name` in `folder`; a folder of langchain-community's FAISS store is refused
+        with how to convert it. `options` are `load`'s; `writer` names what writes such a folder, for messages.
+
+        Raises:
+            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `load`; ValueError for a malformed
+                `index_name`.
+        """
+        index_folder, store_file = named_store_paths(folder, index_name)
+        pickled = pickled_folder_error(folder, index_name, store_file, fmt.store)
+        if pickled is not None:
+            raise pickled
+        missing = f"{store_file} does not exist; it is written by {writer}."
+        return cls.load(fmt, store_file, index_folder, missing=missing, **options)
+
+    def to_bytes(self: DocumentStore[TextDocument], fmt: StoreFormat[TextDocument], index_name: str) -> bytes:
+        """The store as bytes, without pickle: its folder packed in memory with a SHA-256
+        (`fair_retrieval.stores.store_archive`)."""
+        return store_bytes(self, fmt, "store.json", index_name)
+
+    @staticmethod
+    def from_bytes(data: Any, load: Callable[[Path], S], store: str) -> S:
+        """The store in `data` (written by `to_bytes`), loaded by `load` from the unpacked folder.
+
+        Raises:
+            TypeError: `data` is not bytes; ValueError: bytes of another kind, cut short or changed.
+        """
+        return store_from_bytes(data, load, store)
+
+    @staticmethod
+    def legacy_entries(raw_path: Path, store: str) -> tuple[list[tuple[dict[str, Any], Any]], str]:
+        """The nodes (their docstore JSON, with their vectors) and metric of a folder LlamaIndex persisted around the
+        bare faiss file `raw_path` (`fair_retrieval.stores.raw_faiss`), for its conversion."""
+        return read_legacy_folder(raw_path, store)
+
+    def converts(self, raw_path: Path) -> None:
+        """Make the store's next save at `raw_path` replace the file it was converted from (its generation)."""
+        self.generation = store_generation(raw_path, raw_path.read_bytes())
 
 
-def _kind_params(params: dict[str, Any], multivector: bool) -> dict[str, Any]:
-    """The kind parameters among a store's index parameters (a multi-vector index takes `fetch_factor` itself)."""
-    return {key: value for key, value in params.items() if not (multivector and key == "fetch_factor")}
+class WrappedStore:
+    """The read-only views of an adapter's store (`_store`, its `DocumentStore`), the same in both stacks: an
+    adapter's store class derives from it beside its framework's base class."""
+
+    _store: DocumentStore[Any]
+
+    @property
+    def index(self) -> StoreIndex | None:
+        """The `fair_retrieval.FaissIndex` (a `MultiVectorIndex` in multi-vector mode; None before the first add
+        when the vector size was not given)."""
+        return self._store.index
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of the stored documents (nodes), in insertion order."""
+        return self._store.records.keys
+
+    @property
+    def metric(self) -> str:
+        """What the scores are: "cosine" or "ip" (inner products, larger is better), "l2" (squared distances)."""
+        return self._store.metric
+
+    @property
+    def multivector(self) -> bool:
+        """Whether documents are kept as the vectors of their windows (the index is a `MultiVectorIndex`)."""
+        return self._store.multivector
+
+    @property
+    def aggregate(self) -> Aggregate | None:
+        """How a multi-vector document's window scores become its score; None for a pooled store."""
+        return self._store.mode.aggregate if self._store.multivector else None
+
+    @property
+    def embedder_identity(self) -> dict[str, Any] | None:
+        """The identity of what made the vectors (`fair_retrieval.embedding.identity`): the embeddings the store
+        was given, else the one a loaded store recorded; None when unknown."""
+        return self._store.identity(with_mode=False)
+
+    @property
+    def store_identity(self) -> dict[str, Any] | None:
+        """The identity a save records and a load checks: `embedder_identity` with a multi-vector store's mode."""
+        return self._store.identity()

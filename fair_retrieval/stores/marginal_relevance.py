@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fair_retrieval.stores.document_store import DocumentStore, StoreHit
 from fair_retrieval.stores.indexed_records import Keyed
+from fair_retrieval.stores.store_core import StoreCore, StoreHit
 from fair_retrieval.validate import positive_int
 
 __all__ = ["check_mmr_lambda", "mmr_hits", "mmr_order"]
@@ -57,7 +57,7 @@ def mmr_order(query: Any, vectors: Any, k: int, lambda_mult: float = 0.5) -> lis
 
 
 def mmr_hits(
-    store: DocumentStore[R],
+    store: StoreCore[R],
     query: Any,
     k: int,
     fetch_k: int | None = None,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.store_core import StoreCore
 from fair_retrieval.stores.store_format import StoreFormat, save_store
 
 __all__ = ["STORE_BYTES_HEADER", "store_bytes", "store_from_bytes"]
@@ -45,7 +45,7 @@ _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)  # the tar types of a regular fil
 S = TypeVar("S")
 
 
-def store_bytes(store: DocumentStore[Any], fmt: StoreFormat[Any], store_name: str, index_name: str) -> bytes:
+def store_bytes(store: StoreCore[Any], fmt: StoreFormat[Any], store_name: str, index_name: str) -> bytes:
     """The store saved as bytes: the header, the SHA-256 of the archive, the archive of its saved folder.
 
     Args:
@@ -115,7 +115,7 @@ def store_from_bytes(data: Any, load: Callable[[Path], S], store: str) -> S:
                 "packed or not written by serialize_to_bytes(). Serialize the store again."
             ) from None
     inner = getattr(loaded, "_store", loaded)
-    if isinstance(inner, DocumentStore):
+    if isinstance(inner, StoreCore):
         inner.generation = None  # from bytes: a store built in memory
     return loaded
 

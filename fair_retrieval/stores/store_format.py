@@ -28,11 +28,11 @@ from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
 from fair_retrieval.lexical import LexicalSettings
-from fair_retrieval.stores.document_store import MISMATCH_OVERRIDE, DocumentStore
 from fair_retrieval.stores.files import load_store_file, save_store_file, store_generation
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.search_modes import SearchSettings
+from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreCore
 from fair_retrieval.stores.store_mode import AGGREGATE_KEY, DocumentMode, StoreWindows
 from fair_retrieval.stores.window_embedders import window_embedder
 from fair_retrieval.validate import is_int
@@ -101,7 +101,7 @@ class StoreFormat(Generic[R]):
 
 
 def save_store(
-    store: DocumentStore[R], fmt: StoreFormat[R], store_file: Path, index_folder: Path, *, overwrite: bool = False
+    store: StoreCore[R], fmt: StoreFormat[R], store_file: Path, index_folder: Path, *, overwrite: bool = False
 ) -> None:
     """Write `store` to `store_file` and its index to `index_folder` (beside it), in one commit.
 
@@ -151,7 +151,8 @@ def load_store(
     multivector: bool | None = None,
     aggregate: Aggregate | None = None,
     missing: str,
-) -> DocumentStore[R]:
+    store_class: type[StoreCore[Any]] = StoreCore,
+) -> StoreCore[R]:
     """The store saved at `store_file` (its index in `index_folder`, unless the file names another), checked.
 
     Args:
@@ -165,6 +166,7 @@ def load_store(
         multivector: None takes the saved mode; True or False requires it.
         aggregate: None takes the saved aggregate; a name requires a multi-vector store saved with it.
         missing: the FileNotFoundError's message when there is no store file.
+        store_class: the class of the store made (`DocumentStore` loads its own kind).
 
     Raises:
         FileNotFoundError: no store file, or its index folder is missing.
@@ -174,9 +176,16 @@ def load_store(
         TypeError: a multi-vector store with an embedder that gives no windows.
     """
 
-    def restore(raw: bytes) -> DocumentStore[R]:
+    def restore(raw: bytes) -> StoreCore[R]:
         return _restore(
-            fmt, store_file, raw, index_folder, gpu, embedder, allow_embedder_mismatch, (multivector, aggregate)
+            fmt,
+            store_file,
+            raw,
+            (index_folder, store_class),
+            gpu,
+            embedder,
+            allow_embedder_mismatch,
+            (multivector, aggregate),
         )
 
     store = load_store_file(store_file, index_folder, restore, missing=missing)
@@ -190,13 +199,15 @@ def _restore(
     fmt: StoreFormat[R],
     store_file: Path,
     raw: bytes,
-    index_folder: Path,
+    into: tuple[Path, type[StoreCore[Any]]],
     gpu: GpuChoice,
     embedder: Any,
     allow_mismatch: bool,
     requested: tuple[bool | None, Aggregate | None],
-) -> DocumentStore[R]:
-    """The restore sequence, once for every adapter (see the module docstring)."""
+) -> StoreCore[R]:
+    """The restore sequence, once for every adapter (see the module docstring); `into`: the index folder and the
+    class of the store made."""
+    index_folder, store_class = into
     if fmt.raw_faiss_message is not None and looks_like_raw_faiss(raw[:4]):
         raise ValueError(fmt.raw_faiss_message(store_file))
     state = parse_versioned_json(
@@ -214,7 +225,7 @@ def _restore(
     mode.check_requested(requested[0], store_file.parent if not fmt.names_index_folder else store_file)
     _check_aggregate(store_file, mode, requested[1])
     kind = state["kind"]
-    store: DocumentStore[R] = DocumentStore(
+    store: StoreCore[R] = store_class(
         metric=state["metric"],
         kind=kind if kind != "custom" else "flat",  # a store over an index of a faiss factory string
         gpu=gpu,

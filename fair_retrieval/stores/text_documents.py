@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from fair_retrieval.stores.arguments import checked_entries
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
-from fair_retrieval.stores.document_store import StoreHit
+from fair_retrieval.stores.store_core import StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
 
 __all__ = [

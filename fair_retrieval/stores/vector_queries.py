@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fair_retrieval.stores.document_store import DocumentStore, StoreHit
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.marginal_relevance import check_mmr_lambda, mmr_hits
+from fair_retrieval.stores.store_core import StoreCore, StoreHit
 from fair_retrieval.stores.vectors import check_dimension
 from fair_retrieval.validate import positive_int
 
@@ -37,7 +37,7 @@ R = TypeVar("R", bound=Keyed)
 
 
 def vector_query_hits(
-    store: DocumentStore[R],
+    store: StoreCore[R],
     embedding: Any,
     top_k: Any,
     *,

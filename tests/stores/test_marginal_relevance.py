@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fair_retrieval.stores import DocumentStore, mmr_hits, mmr_order
-from fair_retrieval.stores.document_store import StoreHit
-from fair_retrieval.stores.marginal_relevance import check_mmr_lambda
+from fair_retrieval.stores import DocumentStore, StoreHit
+from fair_retrieval.stores.marginal_relevance import check_mmr_lambda, mmr_hits, mmr_order
 
 
 class Doc:

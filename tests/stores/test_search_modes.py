@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 
 from fair_retrieval.lexical import LexicalSettings, fuse
-from fair_retrieval.stores import SearchSettings, check_search_mode, vector_query_hits
+from fair_retrieval.stores import SearchSettings
 from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.marginal_relevance import mmr_hits
+from fair_retrieval.stores.search_modes import check_search_mode
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+from fair_retrieval.stores.vector_queries import vector_query_hits
 from tests.sealing import seal
 
 pytest.importorskip("faiss")

@@ -7,17 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from fair_retrieval.stores import (
-    BEST_WINDOW_KEY,
-    StoreHit,
-    TextDocument,
+from fair_retrieval.stores import BEST_WINDOW_KEY, StoreHit, TextDocument
+from fair_retrieval.stores.arguments import ids_to_delete, require_some
+from fair_retrieval.stores.filters import record_filter
+from fair_retrieval.stores.text_documents import (
     checked_documents,
     hit_metadata,
-    ids_to_delete,
     named_store_paths,
     pickled_folder_error,
-    record_filter,
-    require_some,
     text_document_format,
 )
 

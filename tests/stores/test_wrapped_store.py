@@ -26,5 +26,6 @@ def test_the_views_read_the_core_store() -> None:
     adapter = Adapter(core)
     assert adapter.index is None and adapter.metric == "l2" and not adapter.multivector and adapter.aggregate is None
     core.add([Doc("a"), Doc("b")], np.eye(2, 3, dtype=np.float32))
-    assert adapter.index is core.index and dict(adapter._int_ids) == {"a": 0, "b": 1} and adapter._next_int_id == 2
+    assert adapter.index is core.index and adapter.ids == ["a", "b"]
+    assert dict(core.records.int_ids) == {"a": 0, "b": 1} and core.records.next_int_id == 2
     assert adapter.embedder_identity is None and adapter.store_identity is None

@@ -1,7 +1,7 @@
 """Where a `FaissVectorStore` is saved and what its store.json holds; `save_local` and `load_local`.
 
-Saving, loading, the folder layout and the document entries are `fair_retrieval.stores`' (`save_store`,
-`load_store`, `named_store_paths`, `text_document_format`); this module gives them LangChain's signatures.
+Saving, loading, the folder layout and the document entries are `fair_retrieval.stores.DocumentStore`'s
+(`save_named`, `load_named`, `text_format`, `to_bytes`, `from_bytes`); this module gives them LangChain's signatures.
 """
 
 from __future__ import annotations
@@ -15,22 +15,11 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval.stores import (
-    DEFAULT_INDEX_NAME,
-    DocumentStore,
-    TextDocument,
-    load_store,
-    named_store_paths,
-    pickled_folder_error,
-    save_store,
-    store_bytes,
-    store_from_bytes,
-    text_document_format,
-)
+from fair_retrieval.stores import DEFAULT_INDEX_NAME, DocumentStore, TextDocument
 
 logger = logging.getLogger(__name__)
 
-STORE_FORMAT = text_document_format(
+STORE_FORMAT = DocumentStore.text_format(
     "langchain-fair-faiss-store", "FaissVectorStore", "FaissVectorStore.save_local()", "langchain-fair"
 )
 
@@ -56,9 +45,7 @@ class LocalFolders:
             ValueError: an empty `index_name` or one with a path separator.
         """
         folder = Path(folder_path)
-        index_folder, store_file = named_store_paths(folder, index_name)
-        folder.mkdir(parents=True, exist_ok=True)
-        save_store(self._store, STORE_FORMAT, store_file, index_folder, overwrite=overwrite)
+        self._store.save_named(STORE_FORMAT, folder, index_name, overwrite=overwrite)
         logger.info("Saved %d documents to %s (index_name=%r)", len(self._store), folder, index_name)
         return folder
 
@@ -87,28 +74,23 @@ class LocalFolders:
             multivector: None loads the saved mode; True or False requires it.
 
         Raises:
-            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `fair_retrieval.stores.load_store` (a
-                langchain-community folder: `pickled_folder_error`, which says how to convert it); ValueError for a
+            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `DocumentStore.load_named` (a
+                langchain-community folder: a FileNotFoundError saying how to convert it); ValueError for a
                 malformed `index_name`; TypeError for `embeddings` that are not a LangChain `Embeddings`.
         """
-        folder = Path(folder_path)
-        index_folder, store_file = named_store_paths(folder, index_name)
         if allow_dangerous_deserialization:
             logger.debug("allow_dangerous_deserialization=True changes nothing: FaissVectorStore never unpickles.")
-        pickled = pickled_folder_error(folder, index_name, store_file, "FaissVectorStore")
-        if pickled is not None:
-            raise pickled
         if not isinstance(embeddings, Embeddings):
             raise TypeError(f"embeddings must be a LangChain Embeddings object, got {type(embeddings).__name__}.")
-        loaded = load_store(
+        loaded = DocumentStore.load_named(
             STORE_FORMAT,
-            store_file,
-            index_folder,
+            Path(folder_path),
+            index_name,
+            "FaissVectorStore.save_local()",
             gpu=gpu,
             embedder=embeddings,
             allow_embedder_mismatch=allow_embedder_mismatch,
             multivector=multivector,
-            missing=f"{store_file} does not exist; it is written by FaissVectorStore.save_local().",
         )
         store = cls.__new__(cls)
         store._store, store._relevance_score_fn = loaded, relevance_score_fn
@@ -116,8 +98,8 @@ class LocalFolders:
 
     def serialize_to_bytes(self) -> bytes:
         """The store as bytes, without pickle: its `save_local` folder packed in memory with a SHA-256
-        (`fair_retrieval.stores.store_bytes`); `deserialize_from_bytes` reads it back."""
-        return store_bytes(self._store, STORE_FORMAT, "store.json", DEFAULT_INDEX_NAME)
+        (`fair_retrieval.stores.DocumentStore.to_bytes`); `deserialize_from_bytes` reads it back."""
+        return self._store.to_bytes(STORE_FORMAT, DEFAULT_INDEX_NAME)
 
     @classmethod
     def deserialize_from_bytes(cls, serialized: bytes, embeddings: Embeddings, **kwargs: Any) -> Self:
@@ -128,4 +110,5 @@ class LocalFolders:
             TypeError: `serialized` is not bytes; as `load_local`.
             ValueError: bytes of another kind, or cut short or changed (their digest disagrees); as `load_local`.
         """
-        return store_from_bytes(serialized, lambda folder: cls.load_local(folder, embeddings, **kwargs), cls.__name__)
+        load = lambda folder: cls.load_local(folder, embeddings, **kwargs)  # noqa: E731 - the unpacked folder's load
+        return DocumentStore.from_bytes(serialized, load, cls.__name__)

@@ -1,6 +1,7 @@
 """LangChain's similarity and MMR searches of a `FaissVectorStore` (its base class): each runs in the store's core
 among the documents the filter keeps (a text query in the store's retrieval mode, or the call's `retrieval_mode`:
-`DocumentStore.text_search`; a vector: `DocumentStore.search`); the hits become LangChain `Document`s."""
+`DocumentStore.search_text`; a vector: `DocumentStore.search_vector`; MMR: `DocumentStore.mmr_search`), every
+argument checked there; the hits become LangChain `Document`s."""
 
 from __future__ import annotations
 
@@ -9,19 +10,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from fair_retrieval.stores import (
-    DocumentStore,
-    SearchSettings,
-    StoreHit,
-    TextDocument,
-    check_query,
-    check_search_mode,
-    hit_metadata,
-    mmr_hits,
-    positive_int,
-    record_filter,
-    store_filter,
-)
+from fair_retrieval.stores import DocumentStore, SearchSettings, StoreHit, TextDocument
 
 __all__ = ["Filter", "StoreSearch"]
 
@@ -41,7 +30,7 @@ class StoreSearch:
         a function of the metadata, checked before anything is searched (`fetch_k` is unused: the search runs among
         the matches). A multi-vector store's are k distinct documents, each with its best window's span under
         "best_window" in its metadata (a copy). Dense: a `retrieval_mode` other than "dense" is refused."""
-        _dense_only(kwargs)
+        self._dense_only(kwargs)
         return [(self._document(hit), hit.score) for hit in self._hits(embedding, k, filter)]
 
     def similarity_search_with_score(
@@ -51,18 +40,11 @@ class StoreSearch:
         ("dense", "sparse", "hybrid"; `alpha=` and `fusion=` for this call too), with their scores: dense raw
         scores (see `metric`), BM25 scores (sparse) or fused scores in [0, 1] (hybrid). A dense or hybrid query is
         embedded plainly, as a query; a sparse one is not embedded."""
-        predicate = store_filter(filter)  # a malformed filter fails before the query is embedded
+        predicate = self._store.compiled_filter(filter)  # a malformed filter fails before the query is embedded
         settings = self._settings(kwargs)
         if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
-            embedding = self._store.embedder.embed_query(check_query(query))
-            return self.similarity_search_with_score_by_vector(embedding, positive_int(k, "k"), predicate)
-        hits = self._store.text_search(
-            query,
-            positive_int(k, "k"),
-            self._store.embedder.embed_query,
-            settings=settings,
-            keep=record_filter(predicate),
-        )
+            return self.similarity_search_with_score_by_vector(self._store.embed_query(query), k, predicate)
+        hits = self._store.search_text(query, k, predicate, settings)
         return [(self._document(hit), hit.score) for hit in hits]
 
     def _similarity_search_with_relevance_scores(
@@ -84,7 +66,7 @@ class StoreSearch:
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[Document]:
         """The k documents nearest to a query vector."""
-        _dense_only(kwargs)
+        self._dense_only(kwargs)
         return [document for document, _ in self.similarity_search_with_score_by_vector(embedding, k, filter)]
 
     def similarity_search(
@@ -106,8 +88,8 @@ class StoreSearch:
         """k documents chosen for relevance and diversity (MMR, `fair_retrieval.stores.mmr_hits`; `lambda_mult` 1:
         relevance only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
         scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
-        _dense_only(kwargs)
-        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=record_filter(filter))
+        self._dense_only(kwargs)
+        hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, filter)
         return [(self._document(hit), hit.score) for hit in hits]
 
     def max_marginal_relevance_search_by_vector(
@@ -120,7 +102,7 @@ class StoreSearch:
         **kwargs: Any,
     ) -> list[Document]:
         """The documents of `max_marginal_relevance_search_with_score_by_vector`, without scores."""
-        _dense_only(kwargs)
+        self._dense_only(kwargs)
         found = self.max_marginal_relevance_search_with_score_by_vector(embedding, k, fetch_k, lambda_mult, filter)
         return [document for document, _ in found]
 
@@ -135,42 +117,36 @@ class StoreSearch:
     ) -> list[Document]:
         """MMR search for `query` (see `max_marginal_relevance_search_by_vector`); in a "sparse" or "hybrid"
         retrieval mode (the store's, or `retrieval_mode=`) the `fetch_k` candidates are that search's."""
-        predicate = store_filter(filter)
+        predicate = self._store.compiled_filter(filter)
         settings = self._settings(kwargs)
-        embedding = self._store.embedder.embed_query(check_query(query))
+        embedding = self._store.embed_query(query)
         if settings.mode == "dense":
             return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
-        keep = record_filter(predicate)
-
-        def candidates(count: int) -> list[StoreHit[TextDocument]]:
-            return self._store.text_search(query, count, lambda _: embedding, settings=settings, keep=keep)
-
-        hits = mmr_hits(self._store, embedding, k, fetch_k, lambda_mult, keep=keep, candidates=candidates)
+        hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate, query=query, settings=settings)
         return [self._document(hit) for hit in hits]
 
     def _settings(self, kwargs: Mapping[str, Any]) -> SearchSettings:
         """The store's search settings with a call's `retrieval_mode`, `alpha` and `fusion` (checked)."""
-        mode = kwargs.get("retrieval_mode")
-        return self._store.search_settings.with_overrides(
-            mode=None if mode is None else check_search_mode(mode),
+        return self._store.settings_with(
+            self._store.search_settings,
+            mode=kwargs.get("retrieval_mode"),
             alpha=kwargs.get("alpha"),
             fusion=kwargs.get("fusion"),
         )
 
+    def _dense_only(self, kwargs: Mapping[str, Any]) -> None:
+        """Refuse a lexical `retrieval_mode` for a search by vector (it has no words to search)."""
+        mode = kwargs.get("retrieval_mode")
+        if mode is not None and self._store.settings_with(self._store.search_settings, mode=mode).mode != "dense":
+            raise ValueError(
+                f"retrieval_mode={mode!r}: a *_by_vector call searches by vector (dense) and has no text for BM25; "
+                "pass the query text to similarity_search (or max_marginal_relevance_search) instead."
+            )
+
     def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[TextDocument]]:
-        return self._store.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
+        return self._store.search_vector(embedding, k, filter)
 
     @staticmethod
     def _document(hit: StoreHit[TextDocument]) -> Document:
         """A copy of a stored document, with a multi-vector hit's best window in its metadata."""
-        return Document(id=hit.record.key, page_content=hit.record.text, metadata=hit_metadata(hit))
-
-
-def _dense_only(kwargs: Mapping[str, Any]) -> None:
-    """Refuse a lexical `retrieval_mode` for a search by vector (it has no words to search)."""
-    mode = kwargs.get("retrieval_mode")
-    if mode is not None and check_search_mode(mode) != "dense":
-        raise ValueError(
-            f"retrieval_mode={mode!r}: a *_by_vector call searches by vector (dense) and has no text for BM25; pass "
-            "the query text to similarity_search (or max_marginal_relevance_search) instead."
-        )
+        return Document(id=hit.record.key, page_content=hit.record.text, metadata=DocumentStore.hit_metadata(hit))

@@ -16,25 +16,7 @@ from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate
-from fair_retrieval.stores import (
-    DocumentStore,
-    LexicalSettings,
-    SearchSettings,
-    StoreHit,
-    StoreMetric,
-    StoreWindows,
-    TextDocument,
-    WrappedStore,
-    check_search_mode,
-    checked_documents,
-    document_text,
-    ensure_text_list,
-    ids_to_delete,
-    relevance_function,
-    require_some,
-    store_filter,
-    text_vector_pairs,
-)
+from fair_retrieval.stores import DocumentStore, LexicalSettings, StoreMetric, StoreWindows, TextDocument, WrappedStore
 from langchain_fair.local_folders import LocalFolders
 from langchain_fair.searching import StoreSearch
 
@@ -51,7 +33,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         kind: "flat" (exact, default), "hnsw", "ivf" or "ivfpq".
         gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
         relevance_score_fn: a raw score → [0, 1]; the default is LangChain's for normalised vectors: the cosine
-            ("cosine", "ip"), 1 − distance / √2 ("l2"), clipped to [0, 1] (`fair_retrieval.stores.relevance_function`).
+            ("cosine", "ip"), 1 − distance / √2 ("l2"), clipped to [0, 1] (`DocumentStore.relevance`).
         multivector: keep each document as its windows' vectors (needs `FairEmbeddings`): searches return k
             distinct documents scored by `aggregate`, the best window's span in the metadata under "best_window".
             None: `fair_retrieval.stores.DEFAULT_MULTIVECTOR` (multi-vector), pooled over embeddings without windows.
@@ -102,11 +84,10 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         **index_params: int,
     ) -> None:
         store_metric = community_metric(metric, distance_strategy, normalize_L2)
-        mode = None if retrieval_mode is None else check_search_mode(retrieval_mode)
-        search = SearchSettings().with_overrides(mode=mode, alpha=alpha, fusion=fusion)
+        search = DocumentStore.settings_with(mode=retrieval_mode, alpha=alpha, fusion=fusion)
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        self._store: DocumentStore[TextDocument] = DocumentStore(
+        self._store: DocumentStore[TextDocument] = DocumentStore.of_texts(
             metric=store_metric,
             kind=kind,
             gpu=gpu,
@@ -117,7 +98,6 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             replaced_move_to_end=True,  # LangChain: an upserted document moves to the end
             name="FaissVectorStore",
             windows=windows,
-            text_of=document_text,
             lexical=lexical,
             search=search,
         )
@@ -146,11 +126,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             TypeError: a non-string text, a non-dict or non-JSON metadata value, or a non-string id.
             ValueError: metadatas or ids of the wrong length, or an id repeated within the call.
         """
-        text_list = ensure_text_list(texts, "texts")
-        documents = checked_documents(text_list, metadatas, ids)
-        if documents:
-            self._store.add_texts(documents, text_list, self.embeddings.embed_documents)
-        return [document.key for document in documents]
+        return self._store.add_documents(texts, metadatas, ids, self.embeddings.embed_documents)
 
     @classmethod
     def from_texts(
@@ -163,8 +139,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         **kwargs: Any,
     ) -> Self:
         """A new store holding `texts` (not none: use the constructor); `kwargs` go to the constructor."""
-        text_list = ensure_text_list(texts, "texts")
-        require_some(text_list, "from_texts", "texts", cls.__name__)
+        text_list = DocumentStore.required_texts(texts, "from_texts", cls.__name__)
         store = cls(embedding, **kwargs)
         store.add_texts(text_list, metadatas, ids=ids)
         return store
@@ -179,11 +154,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         """Store texts with vectors computed elsewhere (same model as `embeddings`; a multi-vector store keeps each
         as one window spanning the whole text), as `add_texts` otherwise (TypeError for a pair that is not (str,
         vector), ValueError for vectors of another size or not finite)."""
-        text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
-        documents = checked_documents(text_list, metadatas, ids)
-        if documents:
-            self._store.add(documents, vectors, "text_embeddings", lengths=[len(text) for text in text_list])
-        return [document.key for document in documents]
+        return self._store.add_document_vectors(text_embeddings, metadatas, ids)
 
     @classmethod
     def from_embeddings(
@@ -195,10 +166,9 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         **kwargs: Any,
     ) -> Self:
         """A new store holding (text, vector) pairs (not none); `embedding` embeds later texts and queries."""
-        text_list, vectors = text_vector_pairs(text_embeddings, "text_embeddings")
-        require_some(text_list, "from_embeddings", "(text, vector) pairs", cls.__name__)
+        pairs = DocumentStore.required_pairs(text_embeddings, "from_embeddings", cls.__name__)
         store = cls(embedding, **kwargs)
-        store.add_embeddings(zip(text_list, vectors, strict=True), metadatas, ids)
+        store.add_embeddings(pairs, metadatas, ids)
         return store
 
     def merge_from(self, other: FaissVectorStore, *, allow_embedder_mismatch: bool = False) -> None:
@@ -215,8 +185,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""
-        wanted = ensure_text_list(ids, "ids")
-        return [self._document(StoreHit(int_id, record, 0.0, None)) for int_id, record in self._store.get(wanted)]
+        return [self._document(hit) for hit in self._store.documents(ids)]
 
     def delete(self, ids: list[str] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
         """Delete the documents stored under `ids`; True if every id was stored. Unknown ids are ignored with a
@@ -227,18 +196,18 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
                 (nothing is deleted then).
             TypeError: `ids` is a single string or holds a non-string.
         """
-        return not self._store.delete(ids_to_delete(ids), strict=strict)
+        return not self._store.delete_ids(ids, strict=strict)
 
     def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
         """A LangChain retriever; a `filter` in `search_kwargs` is checked now (ValueError here, not later)."""
         search_kwargs = kwargs.get("search_kwargs") or {}
         if search_kwargs.get("filter") is not None:
-            store_filter(search_kwargs["filter"])
+            DocumentStore.compiled_filter(search_kwargs["filter"])
         return super().as_retriever(**kwargs)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         # langchain-core's cosine / Euclidean conventions, read on our raw scores (inner products, squared distances)
-        return self._relevance_score_fn or relevance_function(self._store.metric)
+        return self._relevance_score_fn or self._store.relevance
 
 
 COMMUNITY_METRICS = {"MAX_INNER_PRODUCT": "ip", "COSINE": "cosine", "EUCLIDEAN_DISTANCE": "l2"}

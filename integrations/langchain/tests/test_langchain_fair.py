@@ -51,8 +51,8 @@ def test_stored_vectors_are_calibrated_documents_and_queries_are_plain(
     texts = [late_case.documents[position] for position in sample]
     fair, plain = stores["fair"], stores["plain"]
     assert fair.index is not None and plain.index is not None
-    stored = fair.index.get_vectors([fair._int_ids[f"doc-{position}"] for position in sample])
-    stored_plain = plain.index.get_vectors([plain._int_ids[f"doc-{position}"] for position in sample])
+    stored = fair.index.get_vectors([fair._store.records.int_ids[f"doc-{position}"] for position in sample])
+    stored_plain = plain.index.get_vectors([plain._store.records.int_ids[f"doc-{position}"] for position in sample])
     np.testing.assert_allclose(stored, minilm.embed_documents(texts), atol=1e-6)
     np.testing.assert_allclose(stored_plain, minilm.embed_documents(texts, calibration=None), atol=1e-6)
     assert np.abs(stored - stored_plain).max() > 1e-3

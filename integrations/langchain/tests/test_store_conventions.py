@@ -87,7 +87,7 @@ def test_mmr_with_scores_is_langchain_cores_selection(tiny_embeddings: FairEmbed
     )
     query = tiny_embeddings.embed_query("bread and cheese at the market")
     nearest = store.similarity_search_with_score_by_vector(query, k=8)
-    pooled = store._store.vectors([store._int_ids[d.id] for d, _ in nearest])
+    pooled = store._store.vectors([store._store.records.int_ids[d.id] for d, _ in nearest])
     chosen = maximal_marginal_relevance(np.asarray(query), pooled.tolist(), lambda_mult=0.4, k=4)
     found = store.max_marginal_relevance_search_with_score_by_vector(query, k=4, fetch_k=8, lambda_mult=0.4)
     assert [d.id for d, _ in found] == [nearest[i][0].id for i in chosen]

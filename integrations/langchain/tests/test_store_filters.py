@@ -273,7 +273,7 @@ def test_filtered_search_with_minilm_matches_brute_force(minilm: FairEmbedder) -
     metadatas = [{"topic": topics[position % 4], "week": position} for position in range(32)]
     store = FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), metadatas, gpu=False)
     assert store.index is not None
-    stored = store.index.get_vectors([store._int_ids[id_] for id_ in store.ids])
+    stored = store.index.get_vectors([store._store.records.int_ids[id_] for id_ in store.ids])
     query = "When does the bakery open?"
     query_vector = np.asarray(store.embeddings.embed_query(query), dtype=np.float64)
     query_vector /= np.linalg.norm(query_vector)

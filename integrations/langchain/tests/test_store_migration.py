@@ -45,7 +45,7 @@ def unit(vectors: Any) -> np.ndarray:
 
 def stored_vectors(store: FaissVectorStore) -> dict[str, np.ndarray]:
     assert store.index is not None
-    vectors = store.index.get_vectors([store._int_ids[id_] for id_ in store.ids])
+    vectors = store.index.get_vectors([store._store.records.int_ids[id_] for id_ in store.ids])
     return dict(zip(store.ids, vectors, strict=True))
 
 

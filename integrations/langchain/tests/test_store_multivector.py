@@ -243,7 +243,7 @@ def test_delete_and_upsert_replace_every_window_of_a_document(
     new_text = SENTENCES[3]  # one window instead of six
     four = windows.of(4)
     store.add_texts([new_text], metadatas=[{"group": 9}], ids=["doc-4"])
-    int_id = store._int_ids["doc-4"]
+    int_id = store._store.records.int_ids["doc-4"]
     assert index.window_count == total - (five.stop - five.start) - (four.stop - four.start) + 1
     assert index.window_spans(int_id) == [(0, len(new_text))]
     (replaced,) = store.get_by_ids(["doc-4"])
@@ -303,7 +303,7 @@ def test_merge_from_copies_every_window_and_refuses_mixed_modes(
     assert isinstance(mine, MultiVectorIndex) and isinstance(reference, MultiVectorIndex)
     assert mine.window_count == reference.window_count
     for id_ in ids:
-        a, b = first._int_ids[id_], whole._int_ids[id_]
+        a, b = first._store.records.int_ids[id_], whole._store.records.int_ids[id_]
         assert mine.window_spans(a) == reference.window_spans(b)
         assert mine.window_weights(a) == reference.window_weights(b)
         np.testing.assert_allclose(mine.get_window_vectors(a), reference.get_window_vectors(b), atol=1e-6)
@@ -435,11 +435,11 @@ def test_the_best_window_is_the_one_that_holds_the_answer(minilm_path: str) -> N
         texts, embeddings, ids=["a", "b", "c", "d"], multivector=True, windows=StoreWindows(), gpu=False
     )
     index = store.index
-    assert isinstance(index, MultiVectorIndex) and len(index.window_spans(store._int_ids["c"])) >= 3
+    assert isinstance(index, MultiVectorIndex) and len(index.window_spans(store._store.records.int_ids["c"])) >= 3
     (hit,) = store.similarity_search("What colour does the lighthouse keeper paint the lamp room?", k=1)
     span = hit.metadata[BEST_WINDOW_KEY]
     assert hit.id == "c" and planted in hit.page_content[span["start"] : span["end"]]
-    spans = index.window_spans(store._int_ids["c"])
+    spans = index.window_spans(store._store.records.int_ids["c"])
     assert (span["start"], span["end"]) == spans[span["window"]]
     assert sum(planted in texts[2][start:end] for start, end in spans) < len(spans)  # not in every window
 

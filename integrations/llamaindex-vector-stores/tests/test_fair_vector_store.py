@@ -574,7 +574,7 @@ def test_persist_and_load_round_trip(tmp_path: Path, vectors: np.ndarray) -> Non
         FairFaissVectorStore.from_persist_dir(str(tmp_path)),
     ):
         assert loaded.node_ids == store.node_ids
-        assert loaded._int_ids == store._int_ids  # the same node id → int id map
+        assert loaded._store.records.int_ids == store._store.records.int_ids  # the same node id → int id map
         for mine, theirs in zip(store.get_nodes(), loaded.get_nodes(), strict=True):
             assert type(theirs) is type(mine) and theirs.to_dict() == mine.to_dict()  # text, metadata, relationships
         query = vectors[20]
@@ -587,7 +587,9 @@ def test_persist_and_load_round_trip(tmp_path: Path, vectors: np.ndarray) -> Non
         np.testing.assert_allclose(after.similarities, before.similarities, atol=1e-6)
     loaded.delete("doc-4")
     loaded.add([TextNode(id_="later", text="later", embedding=vectors[1].tolist())])
-    assert loaded._int_ids["later"] == store._next_int_id  # new ids continue after the persisted counter
+    assert (
+        loaded._store.records.int_ids["later"] == store._store.records.next_int_id
+    )  # new ids continue after the persisted counter
 
 
 def test_an_empty_store_round_trips(tmp_path: Path) -> None:

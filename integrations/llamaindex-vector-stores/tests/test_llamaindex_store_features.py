@@ -16,7 +16,7 @@ from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 from llama_index.vector_stores.fair import FairFaissVectorStore, persist_files
 
-from fair_retrieval.stores import mmr_order
+from fair_retrieval.stores.marginal_relevance import mmr_order
 
 DIM = 8
 

@@ -163,7 +163,7 @@ def test_retriever_returns_k_distinct_nodes_as_brute_force_over_every_window(
     texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
     windows = embedder.embed_document_windows(texts)
     assert store.client.window_count == windows.vectors.shape[0] > 1.5 * len(nodes)  # most nodes are windowed
-    first = store._int_ids[nodes[0].node_id]
+    first = store._store.records.int_ids[nodes[0].node_id]
     np.testing.assert_allclose(store.client.get_window_vectors(first), windows.vectors[windows.of(0)], atol=1e-5)
     np.testing.assert_allclose(  # get_nodes gives the pooled vector LlamaIndex was given
         np.array([node.embedding for node in nodes]), embedder.embed_documents(texts), atol=1e-5
@@ -181,7 +181,7 @@ def test_spans_are_in_the_nodes_own_text_and_windows_cover_it(embed_model: FairE
     for node in store.get_nodes():
         text = node.get_content()
         assert node.get_content(metadata_mode=MetadataMode.EMBED) != text  # the metadata lines come first
-        spans = store.client.window_spans(store._int_ids[node.node_id])
+        spans = store.client.window_spans(store._store.records.int_ids[node.node_id])
         assert spans[0][0] == 0 and spans[-1][1] == len(text)
         assert all(start < end <= len(text) for start, end in spans)
         counts.append(len(spans))

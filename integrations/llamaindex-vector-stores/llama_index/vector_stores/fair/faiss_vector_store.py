@@ -22,7 +22,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.vector_stores.fair.metadata_filters import SUPPORTED_OPERATORS, metadata_predicate
 from llama_index.vector_stores.fair.node_records import (
     StoredNode,
-    embedded_texts,
+    node_contents,
     node_metadata,
     node_text,
     restored_node,
@@ -37,15 +37,9 @@ from fair_retrieval.stores import (
     BEST_WINDOW_KEY,
     DocumentStore,
     LexicalSettings,
-    SearchSettings,
     StoreMetric,
     StoreWindows,
     WrappedStore,
-    gives_windows,
-    node_vectors,
-    preview,
-    repeated,
-    vector_query_hits,
 )
 
 logger = logging.getLogger(__name__)
@@ -112,7 +106,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         lexical: LexicalSettings | None = None,
         **index_params: int,
     ) -> None:
-        search = SearchSettings().with_overrides(mode=_search_mode(default_query_mode), alpha=alpha, fusion=fusion)
+        search = DocumentStore.settings_with(mode=_search_mode(default_query_mode), alpha=alpha, fusion=fusion)
         if "faiss_index" in index_params:
             raise TypeError(
                 "FairFaissVectorStore no longer wraps a raw faiss index (faiss_index=...): it keeps its vectors in a "
@@ -185,19 +179,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         """
         node_list = list(nodes)
         records = [stored_node(node, position) for position, node in enumerate(node_list)]
-        doubled = repeated(record.key for record in records)
-        if doubled:
-            raise ValueError(f"node ids repeat within this add: {preview(doubled)}; pass each node once.")
-        if not records:
-            return []
-        dim = None if self._store.index is None else self._store.index.dim
-        matrix = node_vectors([node.embedding for node in node_list], [record.key for record in records], dim)
-        if self._store.multivector:
-            texts, offsets, lengths = embedded_texts(node_list)
-            self._store.add_embedded_windows(records, texts, matrix, (offsets, lengths), log=logger)
-        else:
-            self._store.add(records, matrix, "the nodes' embeddings")
-        return [record.key for record in records]
+        embedded, contents = node_contents(node_list) if self._store.multivector else ([], [])
+        embeddings = [node.embedding for node in node_list]
+        return self._store.add_vectors(records, embeddings, embedded, contents, noun="node", log=logger)
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Remove every node of the document `ref_doc_id` (a node without a source is its own); an unknown document
@@ -237,7 +221,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The nodes for `query`, among `node_ids`, `doc_ids` (an empty list restricts nothing) and `filters`
-        (`SUPPORTED_OPERATORS`), inside the index, in the query's mode (`fair_retrieval.stores.vector_query_hits`):
+        (`SUPPORTED_OPERATORS`), inside the index, in the query's mode (`DocumentStore.query`):
 
         - DEFAULT: the store's `default_query_mode` (dense unless built otherwise; a query without `query_str` is
           answered by its vector): the `similarity_top_k` nearest;
@@ -261,8 +245,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             TypeError: filters that are not MetadataFilters.
         """
         threshold = kwargs.get("mmr_threshold", query.mmr_threshold)
-        hits = vector_query_hits(
-            self._store,
+        hits = self._store.query(
             query.query_embedding,
             query.similarity_top_k,
             mode=VectorStoreQueryMode(query.mode).value,
@@ -296,7 +279,7 @@ def _settings_embed_model(*, say_pooled: bool) -> Any | None:
     from llama_index.core import Settings
 
     model = getattr(Settings, "_embed_model", None)
-    if model is not None and gives_windows(model):
+    if model is not None and DocumentStore.gives_windows(model):
         return model
     if say_pooled:
         why = "no embed_model was given and none is set" if model is None else f"{type(model).__name__}, set"

@@ -12,9 +12,9 @@ from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, RESERVED_KEYS, check_store_entries, content_offset
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
 
-__all__ = ["StoredNode", "embedded_texts", "node_metadata", "node_text", "restored_node", "stored_node"]
+__all__ = ["StoredNode", "node_contents", "node_metadata", "node_text", "restored_node", "stored_node"]
 
 
 class StoredNode(NamedTuple):
@@ -31,12 +31,12 @@ def stored_node(node: Any, position: int) -> StoredNode:
     Raises:
         TypeError: not a node, or metadata that is not JSON.
         ValueError: an empty text or id, a lone surrogate, or metadata under a reserved key ("best_window":
-            `fair_retrieval.stores.check_store_entries`, `RESERVED_KEYS`).
+            `fair_retrieval.stores.DocumentStore.check_entries`).
     """
     if not isinstance(node, BaseNode):
         raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
     text = node.text if isinstance(node, TextNode) else None  # other nodes (images, …) need no text
-    check_store_entries([text], [node.node_id], [node.metadata], first_position=position, reserved=RESERVED_KEYS)
+    DocumentStore.check_entries(text, node.node_id, node.metadata, position)
     data = node.to_dict()
     data["embedding"] = None  # the vector lives in the index
     try:
@@ -73,14 +73,8 @@ def restored_node(record: StoredNode, best_window: Mapping[str, int] | None = No
     return node
 
 
-def embedded_texts(nodes: list[BaseNode]) -> tuple[list[str], list[int], list[int]]:
+def node_contents(nodes: list[BaseNode]) -> tuple[list[str], list[str]]:
     """What LlamaIndex embedded for each node (`get_content(metadata_mode=MetadataMode.EMBED)`: its text after its
-    metadata lines), where the node's own text starts in it, and its length."""
-    texts, offsets, lengths = [], [], []
-    for node in nodes:
-        embedded = node.get_content(metadata_mode=MetadataMode.EMBED)
-        content = node.get_content(metadata_mode=MetadataMode.NONE)
-        texts.append(embedded)
-        offsets.append(content_offset(embedded, content))
-        lengths.append(len(content))
-    return texts, offsets, lengths
+    metadata lines), and the node's own text (`MetadataMode.NONE`), which a hit's window spans point into."""
+    embedded = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    return embedded, [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]

@@ -1,9 +1,9 @@
 """Where a `FairFaissVectorStore` persists and what its JSON file holds; `persist` and the loaders.
 
 `StorageContext.persist(dir)` writes `dir/default__vector_store.json` and the index folder beside it
-(`default__vector_store.index/`); saving, loading and their checks are `fair_retrieval.stores`' (`save_store`,
-`load_store`). Folders of the earlier store (a raw faiss file where the JSON file now stands, the nodes in
-docstore.json) are converted by `from_legacy_persist_dir` (`fair_retrieval.stores.read_legacy_folder`).
+(`default__vector_store.index/`); saving, loading and their checks are `fair_retrieval.stores.DocumentStore`'s
+(`save`, `load`). Folders of the earlier store (a raw faiss file where the JSON file now stands, the nodes in
+docstore.json) are converted by `from_legacy_persist_dir` (`DocumentStore.legacy_entries`).
 """
 
 from __future__ import annotations
@@ -22,14 +22,7 @@ from llama_index.vector_stores.fair.node_records import StoredNode, node_text
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
-from fair_retrieval.stores import (
-    DocumentStore,
-    StoreFormat,
-    load_store,
-    read_legacy_folder,
-    save_store,
-    store_generation,
-)
+from fair_retrieval.stores import DocumentStore, StoreFormat
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +102,7 @@ class PersistFiles:
         _require_local(fs)
         path = Path(persist_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_store(self._store, STORE_FORMAT, path, _index_folder(path), overwrite=overwrite)
+        self._store.save(STORE_FORMAT, path, _index_folder(path), overwrite=overwrite)
         logger.info("Persisted %d nodes to %s", len(self._store), path)
 
     @classmethod
@@ -148,7 +141,7 @@ class PersistFiles:
             f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) or "
             "store.persist(path)), and pass that folder to from_persist_dir."
         )
-        loaded = load_store(
+        loaded = DocumentStore.load(
             STORE_FORMAT, path, _index_folder(path), gpu=gpu, embedder=embed_model, missing=missing,
             allow_embedder_mismatch=allow_embedder_mismatch, multivector=multivector, aggregate=aggregate,
         )  # fmt: skip
@@ -191,14 +184,14 @@ class PersistFiles:
             ValueError: the faiss file's vectors cannot be read back, or the files do not fit together.
         """
         raw_path = Path(persist_dir) / f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}"
-        entries, metric = read_legacy_folder(raw_path, "FairFaissVectorStore")
+        entries, metric = DocumentStore.legacy_entries(raw_path, "FairFaissVectorStore")
         nodes = [json_to_doc(data) for data, _ in entries]
         for node, (_, vector) in zip(nodes, entries, strict=True):
             node.embedding = vector.tolist()
         params: dict[str, Any] = index_params  # the index checks them
         store: Any = cls(None, metric=metric, kind=kind, gpu=gpu, multivector=False, **params)  # type: ignore[call-arg]
         store.add(nodes)
-        store._store.generation = store_generation(raw_path, raw_path.read_bytes())  # persisting over it converts it
+        store._store.converts(raw_path)  # persisting over it converts it
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), persist_dir)
         return store  # type: ignore[no-any-return]
 

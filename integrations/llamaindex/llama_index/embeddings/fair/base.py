@@ -20,7 +20,6 @@ from llama_index.core.node_parser import SentenceSplitter
 
 from fair_retrieval import (
     DEFAULTS,
-    INSTANCE_DEFAULT,
     Calibration,
     DocumentWindows,
     FairEmbedder,
@@ -31,13 +30,16 @@ from fair_retrieval import (
 )
 from fair_retrieval.adapters import (
     ADAPTER_FIELDS,
+    INSTANCE_DEFAULT,
     EmbedderRecipe,
     SplitterPlan,
+    check_readable,
+    ensure_text_list,
     llamaindex_keywords,
     one_summary,
     recalibrated,
 )
-from fair_retrieval.stores import WindowCache, check_readable, ensure_text_list
+from fair_retrieval.stores import WindowCache
 
 DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
 
