@@ -90,7 +90,7 @@ def check_store_entries(
         ids: their ids, one per text.
         metadatas: their metadata dicts, or None.
         first_position: the position of the first entry in the caller's input, for the messages.
-        reserved: top-level metadata keys the store puts in its results (`fair_retrieval.stores.RESERVED_KEYS`):
+        reserved: top-level metadata keys the store puts in its results (the stores' `RESERVED_KEYS`):
             stored under them, a user's value would be replaced in every result.
 
     Raises:

@@ -17,6 +17,7 @@ it can be; the store logic behind it is `StoreCore`'s (`fair_retrieval.stores.st
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,8 +26,7 @@ from typing import Any, TypeVar, cast
 from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import ids_to_delete, preview, repeated, require_some
-from fair_retrieval.stores.best_window import RESERVED_KEYS
-from fair_retrieval.stores.embedded_windows import content_offset
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.files import store_generation
 from fair_retrieval.stores.filters import StoreFilter, record_filter, store_filter
 from fair_retrieval.stores.indexed_records import Keyed, StoreIndex
@@ -40,7 +40,6 @@ from fair_retrieval.stores.text_documents import (
     TextDocument,
     checked_documents,
     document_text,
-    hit_metadata,
     named_store_paths,
     pickled_folder_error,
     text_document_format,
@@ -137,11 +136,11 @@ class DocumentStore(StoreCore[R]):
         texts: Iterable[str],
         metadatas: Any,
         ids: Any,
-        embed_documents: Callable[[list[str]], Any],
+        embed_documents: Callable[[list[str]], Any] | None = None,
     ) -> list[str]:
         """Embed texts and store them as documents with their metadata (JSON) and ids (None entries, or None: new
-        UUIDs; an id already stored is replaced): pooled by `embed_documents`, multi-vector window by window by the
-        store's embedder. Returns the ids.
+        UUIDs; an id already stored is replaced): pooled by `embed_documents` (None: the store's embedder's),
+        multi-vector window by window by the store's embedder. Returns the ids.
 
         Raises:
             TypeError: a non-string text, a non-dict or non-JSON metadata value, or a non-string id.
@@ -150,7 +149,7 @@ class DocumentStore(StoreCore[R]):
         text_list = ensure_text_list(texts, "texts")
         documents = checked_documents(text_list, metadatas, ids)
         if documents:
-            self.add_texts(documents, text_list, embed_documents)
+            self.add_texts(documents, text_list, embed_documents or self._embedder.embed_documents)
         return [document.key for document in documents]
 
     def add_document_vectors(self: DocumentStore[TextDocument], pairs: Any, metadatas: Any, ids: Any) -> list[str]:
@@ -187,8 +186,10 @@ class DocumentStore(StoreCore[R]):
 
     @staticmethod
     def hit_metadata(hit: StoreHit[TextDocument]) -> dict[str, Any]:
-        """A copy of a found document's metadata (user code may edit it), with a multi-vector hit's best window."""
-        return hit_metadata(hit)
+        """A copy of a found document's metadata (user code may edit it), with a multi-vector hit's best window
+        under `BEST_WINDOW_KEY`."""
+        window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
+        return {**copy.deepcopy(hit.record.metadata), **window}
 
     # ------------------------------------------------------------------------------------------------ vectors
 
@@ -233,11 +234,10 @@ class DocumentStore(StoreCore[R]):
             raise ValueError(f"{noun} ids repeat within this add: {preview(doubled)}; pass each {noun} once.")
         if not records:
             return []
-        matrix = node_vectors(list(embeddings), keys, None if self.index is None else self.index.dim)
+        index = self.index
+        matrix = node_vectors(list(embeddings), keys, None if index is None else index.dim)
         if self.multivector:
-            offsets = [content_offset(text, content) for text, content in zip(embedded, contents, strict=True)]
-            lengths = [len(content) for content in contents]
-            self.add_embedded_windows(records, list(embedded), matrix, (offsets, lengths), log=log)
+            self.add_embedded_windows(records, embedded, matrix, contents, log=log)
         else:
             self.add(records, matrix, f"the {noun}s' embeddings")
         return keys
@@ -264,7 +264,7 @@ class DocumentStore(StoreCore[R]):
         Raises:
             ValueError, TypeError: a query that is not text a model can read (`check_query`).
         """
-        return self.embedder.embed_query(check_query(query))
+        return self._embedder.embed_query(check_query(query))
 
     def search_vector(self, embedding: Any, k: Any, filter: Filter = None) -> list[StoreHit[R]]:
         """The k documents nearest to a query vector among those `filter` keeps (by their `metadata`).
@@ -285,7 +285,7 @@ class DocumentStore(StoreCore[R]):
                 store without a lexical side.
         """
         keep = record_filter(filter)
-        return self.text_search(query, positive_int(k, "k"), self.embedder.embed_query, settings=settings, keep=keep)
+        return self.text_search(query, positive_int(k, "k"), self._embedder.embed_query, settings=settings, keep=keep)
 
     def mmr_search(
         self,

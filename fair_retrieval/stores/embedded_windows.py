@@ -23,12 +23,12 @@ import numpy as np
 from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows
-from fair_retrieval.stores.store_mode import StoreWindows, checked_windows, merged_passes, window_settings
+from fair_retrieval.stores.store_mode import StoreWindows, checked_windows, merged_passes, window_cutter
 from fair_retrieval.stores.window_embedders import WindowCache, WindowEmbedder, concatenate
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GatheredWindows", "content_offset", "gathered_windows", "within_content"]
+__all__ = ["GatheredWindows", "content_offset", "gathered_windows", "within_content", "within_contents"]
 
 AGREEMENT = 0.999
 """The least cosine between a given pooled vector and the embedder's own for the same text before a warning."""
@@ -86,7 +86,8 @@ def gathered_windows(
     """
     if pooled.ndim != 2 or pooled.shape[0] != len(texts):
         raise ValueError(f"Got {len(texts)} texts but vectors of shape {pooled.shape}; pass one vector per text.")
-    own = window_settings(embedder, {})
+    cut = window_cutter(embedder)  # the embedder resolved once for every call's settings
+    own = None if cut is None else cut()
     cached: list[DocumentWindows | None] = [None] * len(texts)
     if cache is not None and own is not None:
         cached, _ = cache.take(texts, pooled, own)
@@ -97,7 +98,7 @@ def gathered_windows(
     calls = 0
     with window_passes() as read:  # one log line for the passes below, each document counted once
         for arguments in (shape or StoreWindows()).calls():
-            settings = window_settings(embedder, arguments)
+            settings = None if cut is None else cut(**arguments)
             found = [
                 entry if entry is not None and _stands_for(entry, text, own, settings) else None
                 for entry, text in zip(cached, texts, strict=True)
@@ -178,6 +179,13 @@ def content_offset(embedded: str, content: str) -> int:
     if position < 0:
         return 0
     return position - (len(content) - len(content.lstrip()))
+
+
+def within_contents(windows: DocumentWindows, embedded: Sequence[str], contents: Sequence[str]) -> DocumentWindows:
+    """`windows` of the texts `embedded` with each document's spans moved into its own text, `contents` (where it
+    starts in its embedded text: `content_offset`; `within_content`)."""
+    offsets = [content_offset(text, content) for text, content in zip(embedded, contents, strict=True)]
+    return within_content(windows, offsets, [len(content) for content in contents])
 
 
 def within_content(windows: DocumentWindows, offsets: Sequence[int], lengths: Sequence[int]) -> DocumentWindows:

@@ -81,8 +81,9 @@ class SearchSettings:
         )
 
     def with_overrides(self, **changes: Any) -> SearchSettings:
-        """These settings with the given (not None) fields replaced, checked."""
-        return replace(self, **{name: value for name, value in changes.items() if value is not None})
+        """These settings with the given (not None) fields replaced, checked (these settings when none is given)."""
+        given = {name: value for name, value in changes.items() if value is not None}
+        return replace(self, **given) if given else self
 
     def settings(self) -> dict[str, Any]:
         """The JSON a store file records (nothing for the default settings, as files of earlier releases)."""

@@ -40,7 +40,7 @@ from fair_retrieval.index import Metric as IndexMetric
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import LexicalIndex, LexicalSettings
 from fair_retrieval.stores.arguments import id_strings, preview
-from fair_retrieval.stores.embedded_windows import gathered_windows, within_content
+from fair_retrieval.stores.embedded_windows import gathered_windows, within_contents
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.search_modes import SearchSettings
@@ -56,7 +56,7 @@ from fair_retrieval.stores.store_mode import (
     stored_windows,
 )
 from fair_retrieval.stores.vectors import check_dimension, unit_rows
-from fair_retrieval.stores.window_embedders import WindowCache, window_embedder
+from fair_retrieval.stores.window_embedders import WindowCache, WindowEmbedder, window_embedder
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
@@ -223,9 +223,11 @@ class StoreCore(Generic[R]):
 
     @embedder.setter
     def embedder(self, embedder: Any) -> None:
+        gives = None
         if embedder is not None and self.multivector:
-            window_embedder(embedder, f"{self.name}(multivector=True)")
+            gives = window_embedder(embedder, f"{self.name}(multivector=True)")
         self._embedder = embedder  # only read: a store never changes what its embedder gives
+        self._windows_from: WindowEmbedder | None = gives  # what gives its windows, checked once, here
 
     def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
         """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
@@ -329,7 +331,8 @@ class StoreCore(Generic[R]):
         if selected is not None and not len(selected):  # nothing qualifies
             return []
         hits = self._records.search_hits(matrix, k, selected)
-        return [StoreHit(int_id, self._records.records[int_id], score, window) for int_id, score, window in hits]
+        records = self._records.records
+        return [StoreHit(int_id, records[int_id], score, window) for int_id, score, window in hits]
 
     @property
     def lexical(self) -> LexicalSettings | None:
@@ -485,7 +488,8 @@ class StoreCore(Generic[R]):
         if not self.multivector:
             raise TypeError(f"{self.name} keeps one pooled vector per document; add vectors, not windows.")
         checked = checked_windows(windows, len(records), source, unit=self._metric == "cosine")
-        self.prepared(checked.pooled, len(records), source)  # the size the store holds
+        index = self._records.index  # the size the store holds (the windows are checked and unit already)
+        check_dimension(int(checked.pooled.shape[1]), None if index is None else index.dim, f"{source} gave")
         return self._records.upsert(records, checked)
 
     def add_embedded_windows(
@@ -493,7 +497,7 @@ class StoreCore(Generic[R]):
         records: Sequence[R],
         texts: Sequence[str],
         pooled: np.ndarray,
-        spans: tuple[Sequence[int], Sequence[int]],
+        contents: Sequence[str],
         log: logging.Logger = logger,
     ) -> list[int]:
         """Store records of a multi-vector store whose pooled vectors a framework embedded itself: each one's windows
@@ -504,14 +508,14 @@ class StoreCore(Generic[R]):
             records: the records.
             texts: exactly the texts the pooled vectors were embedded from.
             pooled: their vectors (n, dim).
-            spans: (where each record's own text starts in its embedded text, its length): the windows' spans are
-                moved into the record's own text (`within_content`).
+            contents: each record's own text, within its embedded text: the windows' spans are moved into it
+                (`within_contents`).
             log: where the INFO line counting the documents embedded again goes (the adapter's logger).
 
         Raises:
             ValueError: no embedder, or as `add_windows`.
         """
-        embedder = window_embedder(
+        embedder = self._windows_from or window_embedder(
             self._embedder,
             f"{self.name}(multivector=True)",
             missing=f"This multi-vector store has no embed model to take the nodes' window vectors from (it was "
@@ -545,7 +549,7 @@ class StoreCore(Generic[R]):
                 "embed model's window vectors for them.",
                 gathered.disagreeing,
             )
-        return self.add_windows(records, within_content(gathered.windows, *spans))
+        return self.add_windows(records, within_contents(gathered.windows, texts, contents))
 
     def add_texts(self, records: Sequence[R], texts: list[str], embed_documents: Callable[[list[str]], Any]) -> None:
         """Embed the records' texts and store them: by `embed_documents` (one vector each), or in multi-vector
@@ -561,7 +565,7 @@ class StoreCore(Generic[R]):
         Raises:
             TypeError: the embedder gives no windows (or there is none).
         """
-        embedder = window_embedder(self._embedder, f"{self.name}(multivector=True)")
+        embedder = self._windows_from or window_embedder(self._embedder, f"{self.name}(multivector=True)")
         return (self.windows or StoreWindows()).embed(embedder, texts)
 
     def remove(self, int_ids: Iterable[int]) -> None:

@@ -19,7 +19,7 @@ it in its file, and keeps it when loaded; the pooled vectors an embedder gives a
   pass per size); none: the embedder's own windows (stores saved before the shape was recorded).
 - `default_windows(embedder)`: the study's shape for an embedder: `DEFAULT_WINDOW_SHARES` of its window's content
   tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
-- `window_settings(embedder, arguments)`: how one such call cuts documents (equal settings, equal windows), what
+- `window_cutter(embedder)`: how one such call cuts documents (equal settings, equal windows), what
   lets a store take windows its embedder already made (`fair_retrieval.stores.embedded_windows`).
 - `new_store_mode`: the mode of a new store's arguments; one built without `multivector=` over embeddings that give
   no windows (`fair_retrieval.stores.window_embedders.gives_windows`: any other framework's) is pooled, said once
@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -68,7 +68,7 @@ __all__ = [
     "new_store_mode",
     "requested_mode",
     "stored_windows",
-    "window_settings",
+    "window_cutter",
 ]
 
 logger = logging.getLogger(__name__)
@@ -404,13 +404,13 @@ def default_windows(embedder: Any) -> StoreWindows:
     return StoreWindows(sizes, DEFAULT_WINDOW_BOUNDARIES)
 
 
-def window_settings(embedder: Any, arguments: Mapping[str, Any]) -> WindowSettings | None:
-    """The `WindowSettings` of an `embed_document_windows(texts, **arguments)` call of `embedder`: those of the
-    fair-retrieval embedder it is or wraps, else its own `window_settings(**arguments)` if it has one; None for
-    another embedder, whose windows cannot be compared."""
+def window_cutter(embedder: Any) -> Callable[..., WindowSettings] | None:
+    """What tells the `WindowSettings` of an `embed_document_windows(texts, **arguments)` call of `embedder` (called
+    with those arguments): the `window_settings` of the fair-retrieval embedder it is or wraps, else its own if it
+    has one; None for another embedder, whose windows cannot be compared. Equal settings, equal windows."""
     fair = fair_embedder_of(inner_embedder(embedder))
     settings = fair.window_settings if fair is not None else getattr(embedder, "window_settings", None)
-    return settings(**arguments) if callable(settings) else None
+    return settings if callable(settings) else None
 
 
 def new_store_mode(

@@ -10,15 +10,12 @@ here).
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from fair_retrieval.stores.arguments import checked_entries
-from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
-from fair_retrieval.stores.store_core import StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
 
 __all__ = [
@@ -26,7 +23,6 @@ __all__ = [
     "TextDocument",
     "checked_documents",
     "document_text",
-    "hit_metadata",
     "named_store_paths",
     "pickled_folder_error",
     "text_document_format",
@@ -50,15 +46,8 @@ def document_text(document: TextDocument) -> str:
 
 def checked_documents(texts: list[str], metadatas: Any, ids: Any) -> list[TextDocument]:
     """The documents of an add: each text with its metadata (checked, copied as JSON) and id (a new UUID where
-    none is given), every entry checked before any is stored (`fair_retrieval.stores.checked_entries`)."""
+    none is given), every entry checked before any is stored (`fair_retrieval.stores.arguments.checked_entries`)."""
     return [TextDocument(*entry) for entry in checked_entries(texts, metadatas, ids)]
-
-
-def hit_metadata(hit: StoreHit[TextDocument]) -> dict[str, Any]:
-    """A copy of a found document's metadata (user code may edit it), with a multi-vector hit's best window under
-    `BEST_WINDOW_KEY`."""
-    window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
-    return {**copy.deepcopy(hit.record.metadata), **window}
 
 
 def _entry(int_id: int, document: TextDocument) -> dict[str, Any]:

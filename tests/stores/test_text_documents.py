@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, StoreHit, TextDocument
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, StoreHit, TextDocument
 from fair_retrieval.stores.arguments import ids_to_delete, require_some
 from fair_retrieval.stores.filters import record_filter
 from fair_retrieval.stores.text_documents import (
     checked_documents,
-    hit_metadata,
     named_store_paths,
     pickled_folder_error,
     text_document_format,
@@ -44,11 +43,11 @@ def test_documents_round_trip_through_their_entries_and_hits_give_copies() -> No
     fmt = text_document_format("f", "S", "S.save()", "pkg")
     assert fmt.decode(fmt.encode(7, documents[0])) == (7, documents[0])
     hit = StoreHit(7, documents[0], 0.5, {"start": 0, "end": 4, "window": 0})
-    metadata = hit_metadata(hit)
+    metadata = DocumentStore.hit_metadata(hit)
     assert metadata == {"k": [1], BEST_WINDOW_KEY: {"start": 0, "end": 4, "window": 0}}
     metadata["k"].append(2)
     assert documents[0].metadata == {"k": [1]}  # the stored one is untouched
-    assert hit_metadata(StoreHit(7, documents[0], 0.5, None)) == {"k": [1]}
+    assert DocumentStore.hit_metadata(StoreHit(7, documents[0], 0.5, None)) == {"k": [1]}
     with pytest.raises(ValueError, match="Nothing was stored"):
         checked_documents([" "], None, None)
 

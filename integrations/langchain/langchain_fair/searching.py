@@ -85,8 +85,8 @@ class StoreSearch:
         filter: Filter | None = None,
         **kwargs: Any,
     ) -> list[tuple[Document, float]]:
-        """k documents chosen for relevance and diversity (MMR, `fair_retrieval.stores.mmr_hits`; `lambda_mult` 1:
-        relevance only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
+        """k documents chosen for relevance and diversity (MMR, `DocumentStore.mmr_search`; `lambda_mult` 1: relevance
+        only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
         scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
         self._dense_only(kwargs)
         hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, filter)

@@ -230,9 +230,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
           candidates (each at least 20); scores are the fused ones, in [0, 1];
         - SPARSE / TEXT_SEARCH: BM25 over the nodes' text (`query_str`), the `sparse_top_k` best (else
           `similarity_top_k`); only nodes sharing a word with the query; scores are BM25's;
-        - MMR: chosen for relevance and diversity (`fair_retrieval.stores.mmr_hits`; λ is the `mmr_threshold`
-          keyword, `vector_store_kwargs` of a retriever, else the query's, else 0.5; among the `mmr_prefetch_k`
-          best, default every node that qualifies).
+        - MMR: chosen for relevance and diversity (`fair_retrieval.stores.marginal_relevance`; λ is the
+          `mmr_threshold` keyword, `vector_store_kwargs` of a retriever, else the query's, else 0.5; among the
+          `mmr_prefetch_k` best, default every node that qualifies).
 
         Dense scores: cosines ("cosine"), inner products ("ip") or squared L2 distances ("l2"); a multi-vector
         store's nodes are distinct, each with its best window under `BEST_WINDOW_KEY` in its metadata (when the
