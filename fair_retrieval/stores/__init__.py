@@ -14,7 +14,8 @@ The names of the door:
 
 - `DocumentStore` (the store), `StoreHit` (one document a search found), `WrappedStore` (the properties an
   adapter's store class reads off its `DocumentStore`).
-- What it is built with: `StoreMetric` and `STORE_METRICS` ("cosine", "ip", "l2"); `DEFAULT_MULTIVECTOR` (the
+- What it is built with: `StoreMetric` and `STORE_METRICS` ("cosine", "ip", "l2"); `StoreIndex` (an index a store
+  may be given: a `FaissIndex` or a `MultiVectorIndex`); `DEFAULT_MULTIVECTOR` (the
   stores' default mode, one constant); `StoreWindows` (the windows a multi-vector store keeps: sizes and
   boundaries); `SearchSettings`, `SEARCH_MODES`, `DEFAULT_SEARCH_MODE` (how text queries are answered: dense,
   sparse or hybrid) and `LexicalSettings` (how the lexical side reads texts).
@@ -33,6 +34,7 @@ from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 from fair_retrieval.stores.document_store import DocumentStore, WrappedStore
 from fair_retrieval.stores.filters import MAX_DEPTH as MAX_FILTER_DEPTH
 from fair_retrieval.stores.filters import compile_filter
+from fair_retrieval.stores.indexed_records import StoreIndex
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.store_core import STORE_METRICS, StoreHit, StoreMetric
 from fair_retrieval.stores.store_format import StoreFormat
@@ -55,6 +57,7 @@ __all__ = [
     "StoreConflictError",
     "StoreFormat",
     "StoreHit",
+    "StoreIndex",
     "StoreMetric",
     "StoreWindows",
     "TextDocument",

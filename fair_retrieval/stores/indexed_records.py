@@ -178,13 +178,14 @@ class IndexedRecords(Generic[R]):
 
     # ------------------------------------------------------------------------------------------------ changing
 
-    def upsert(self, records: Sequence[R], vectors: np.ndarray | DocumentWindows) -> list[int]:
+    def upsert(self, records: Sequence[R], vectors: np.ndarray | DocumentWindows, source: str = "Got") -> list[int]:
         """Store records with their vectors; a key already stored is replaced (vector and record), keeping its int id.
 
         Args:
             records: the records, keys unique within the call.
             vectors: float32 (len(records), dim), prepared for the index; in multi-vector mode the records'
                 `DocumentWindows` (a replaced record's windows are all replaced).
+            source: what gave the vectors, leading the message of a size other than the index's.
 
         Returns:
             The int ids the records are stored under, in input order.
@@ -209,7 +210,7 @@ class IndexedRecords(Generic[R]):
                 "A multi-vector store takes DocumentWindows (the windows of each record) and a pooled store one "
                 f"vector per record; got {type(vectors).__name__} for a store of {type(index).__name__}."
             )
-        check_dimension(int(matrix.shape[1]), index.dim, "Got")
+        check_dimension(int(matrix.shape[1]), index.dim, source)
         replaced = [self._int_ids[key] for key in keys if key in self._int_ids]
         next_int_id = self._next_int_id
         int_ids = []

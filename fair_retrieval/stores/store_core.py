@@ -488,9 +488,7 @@ class StoreCore(Generic[R]):
         if not self.multivector:
             raise TypeError(f"{self.name} keeps one pooled vector per document; add vectors, not windows.")
         checked = checked_windows(windows, len(records), source, unit=self._metric == "cosine")
-        index = self._records.index  # the size the store holds (the windows are checked and unit already)
-        check_dimension(int(checked.pooled.shape[1]), None if index is None else index.dim, f"{source} gave")
-        return self._records.upsert(records, checked)
+        return self._records.upsert(records, checked, f"{source} gave")  # checked and unit already; sized there
 
     def add_embedded_windows(
         self,

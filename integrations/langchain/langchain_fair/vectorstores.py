@@ -126,7 +126,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             TypeError: a non-string text, a non-dict or non-JSON metadata value, or a non-string id.
             ValueError: metadatas or ids of the wrong length, or an id repeated within the call.
         """
-        return self._store.add_documents(texts, metadatas, ids, self.embeddings.embed_documents)
+        return self._store.add_documents(texts, metadatas, ids)  # embedded by the store's embeddings
 
     @classmethod
     def from_texts(

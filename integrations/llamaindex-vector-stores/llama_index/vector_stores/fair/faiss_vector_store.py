@@ -31,12 +31,12 @@ from llama_index.vector_stores.fair.node_records import (
 from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles
 from typing_extensions import Self
 
-from fair_retrieval import FaissIndex, MultiVectorIndex
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import (
     BEST_WINDOW_KEY,
     DocumentStore,
     LexicalSettings,
+    StoreIndex,
     StoreMetric,
     StoreWindows,
     WrappedStore,
@@ -90,7 +90,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
 
     def __init__(
         self,
-        index: FaissIndex | MultiVectorIndex | None = None,
+        index: StoreIndex | None = None,
         *,
         dim: int | None = None,
         metric: StoreMetric = "ip",
@@ -152,7 +152,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         return "FairFaissVectorStore"
 
     @property
-    def client(self) -> FaissIndex | MultiVectorIndex | None:
+    def client(self) -> StoreIndex | None:
         """The `fair_retrieval.FaissIndex` (`MultiVectorIndex` in multi-vector mode; None before the first add)."""
         return self._store.index
 
