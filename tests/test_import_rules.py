@@ -318,3 +318,33 @@ def test_every_module_name_is_unique_in_the_library_the_integrations_and_the_ben
 def test_the_duplicate_finder_finds_a_name_used_twice() -> None:
     paths = [Path("a/plan.py"), Path("b/plan.py"), Path("a/__init__.py"), Path("b/__init__.py"), Path("c/x.py")]
     assert duplicate_module_names(paths) == {"plan.py": ["a/plan.py", "b/plan.py"]}
+
+
+ADAPTER_PACKAGES = {
+    "langchain": INTEGRATIONS / "langchain" / "langchain_fair",
+    "llamaindex-vector-stores": INTEGRATIONS / "llamaindex-vector-stores" / "llama_index" / "vector_stores" / "fair",
+    "llamaindex": INTEGRATIONS / "llamaindex" / "llama_index" / "embeddings" / "fair",
+}
+CORE_NAMES_AT_MOST = {"langchain": 27, "llamaindex-vector-stores": 14, "llamaindex": 18}
+"""How many names each adapter package imports from fair_retrieval at most (the store door's and the embeddings'
+options): an adapter translates its framework's types; a new name is a new piece of core logic it assembles."""
+
+
+def core_names(package: Path) -> set[str]:
+    """The distinct `module.name` an adapter package imports from fair_retrieval (every module of the package)."""
+    found: set[str] = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "fair_retrieval":
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "fair_retrieval")
+    return found
+
+
+def test_each_adapter_package_imports_a_handful_of_core_names() -> None:
+    counts = {name: len(core_names(package)) for name, package in ADAPTER_PACKAGES.items()}
+    assert all(counts.values())  # the scan sees each package
+    assert {name: count for name, count in counts.items() if count > CORE_NAMES_AT_MOST[name]} == {}, counts
+    store_side = {name for name in core_names(ADAPTER_PACKAGES["llamaindex-vector-stores"]) if ".stores." in name}
+    assert "fair_retrieval.stores.DocumentStore" in store_side
