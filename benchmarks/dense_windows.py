@@ -163,7 +163,8 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
             keep(run, [hybrid.ranked(r) for r in rankings], costs)
         save(results, args)
 
-    embedder = pipelines_runs.make_embedding(stack, "default", model).embedder
+    # the embedder both stacks' default embeddings build (LangChain's builds its own lazily; the same options)
+    embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
     passes = window_passes(embedder, [c.text for c in chunks], Path(args.out) / "windows" / name / stack)
     entry["window_tokens"] = {size: int(p["tokens"]) for size, p in passes.items()}
     entry["window_seconds"] = {size: float(p["seconds"]) for size, p in passes.items()}
