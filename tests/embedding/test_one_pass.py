@@ -223,3 +223,34 @@ def test_bad_arguments_fail_before_any_model_work(tiny_models: dict[str, str], m
         embedder.embed_multiscale_windows(texts, (62, 31), calibration="strong")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         embedder.embed_multiscale_windows("A text.", (62, 31))
+
+
+def test_a_dense_layer_after_the_pooling_shapes_the_smaller_windows_too(
+    tiny_models: dict[str, str], tmp_path: Path
+) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    folder = hf_folder("bert-mean", tiny_models, "")
+    torch.manual_seed(0)
+    transformer = Transformer(folder, max_seq_length=64)
+    dense = Dense(transformer.get_embedding_dimension(), 24)
+    modules = [transformer, Pooling(transformer.get_embedding_dimension(), "mean"), dense, Normalize()]
+    embedder = FairEmbedder(SentenceTransformer(modules=modules, device="cpu"), calibration=None)
+    text = article(41, paragraphs=3)
+    sizes = (embedder.window_content_tokens, embedder.window_content_tokens // 2)
+    one = embedder.embed_multiscale_windows([text], sizes, window_boundaries="text")
+    assert one.dim == 24
+    large = [tuple(span) for span in embedder.plan_documents([text], sizes[0], "text").spans]
+    row, (first, last) = next(  # a smaller window inside a large one
+        (r, (a, b))
+        for r, (s, e) in enumerate(one.spans.tolist())
+        for a, b in large
+        if a <= s < e <= b and (s, e) != (a, b)
+    )
+    hidden, starts = token_states(folder, text[first:last])
+    inside = (starts >= 0) & (starts + first >= one.spans[row][0]) & (starts + first < one.spans[row][1])
+    with torch.no_grad():
+        expected = dense({"sentence_embedding": torch.as_tensor(hidden[inside].mean(axis=0))[None]})
+    vector = expected["sentence_embedding"][0].numpy()
+    np.testing.assert_allclose(one.vectors[row], vector / np.linalg.norm(vector), atol=2e-5)
