@@ -49,16 +49,18 @@ def transformers_model(folder: str) -> tuple[Any, Any]:
     return AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
 
 
-def token_states(folder: str, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """transformers' own last hidden states of `text` (tokens, h) and each token's first character in it (-1 for the
-    special tokens): computed without fair-retrieval."""
+def token_states(folder: str, text: str, prompt: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """transformers' own last hidden states of `prompt + text` (tokens, h) and each token's first character in
+    `text` (-1 for the special and prompt tokens): computed without fair-retrieval."""
     tokenizer, model = transformers_model(folder)
-    encoded = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt")
+    encoded = tokenizer(
+        prompt + text, return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt"
+    )
     offsets = encoded.pop("offset_mapping")[0].numpy()
     special = encoded.pop("special_tokens_mask")[0].numpy().astype(bool)
     with torch.no_grad():
         hidden = model(**encoded).last_hidden_state[0].numpy()  # (tokens, h)
-    return hidden, np.where(special, -1, offsets[:, 0])
+    return hidden, np.where(special | (offsets[:, 0] < len(prompt)), -1, offsets[:, 0] - len(prompt))
 
 
 def expected_vector(folder: str, text: str, large: list[tuple[int, int]], span: tuple[int, int]) -> np.ndarray:
@@ -254,3 +256,26 @@ def test_a_dense_layer_after_the_pooling_shapes_the_smaller_windows_too(
         expected = dense({"sentence_embedding": torch.as_tensor(hidden[inside].mean(axis=0))[None]})
     vector = expected["sentence_embedding"][0].numpy()
     np.testing.assert_allclose(one.vectors[row], vector / np.linalg.norm(vector), atol=2e-5)
+
+
+def test_the_document_prompt_is_read_but_not_averaged(tiny_models: dict[str, str]) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(tiny_models["bert-mean"], device="cpu")
+    model.prompts = {"document": "passage: "}
+    embedder = FairEmbedder(model, max_length=64, calibration=None)
+    text = article(51, paragraphs=3)
+    sizes = (embedder.window_content_tokens, embedder.window_content_tokens // 2)
+    one = embedder.embed_multiscale_windows([text], sizes, window_boundaries="text")
+    assert one.spans.tolist() == two_passes(embedder, [text], sizes, window_boundaries="text").spans.tolist()
+    large = [tuple(span) for span in embedder.plan_documents([text], sizes[0], "text").spans]
+    row, (first, last) = next(  # a smaller window inside a large one
+        (r, (a, b))
+        for r, (s, e) in enumerate(one.spans.tolist())
+        for a, b in large
+        if a <= s < e <= b and (s, e) != (a, b)
+    )
+    hidden, starts = token_states(hf_folder("bert-mean", tiny_models, ""), text[first:last], "passage: ")
+    inside = (starts >= 0) & (starts + first >= one.spans[row][0]) & (starts + first < one.spans[row][1])
+    mean = hidden[inside].mean(axis=0)
+    np.testing.assert_allclose(one.vectors[row], mean / np.linalg.norm(mean), atol=2e-5)
