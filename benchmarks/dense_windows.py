@@ -46,6 +46,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 """The shapes of the rule; `whole+half` is today's default (`DEFAULT_WINDOW_SHARES`)."""
 TODAY = "whole+half"
+ONE_PASS = ("whole+half", "whole+half+quarter")
+"""The shapes measured from one pass too (`FairEmbedder.embed_multiscale_windows`)."""
 RECIPE = "multi-size"
 HYBRID = ("relative_score", 0.3)  # the stores' hybrid fusion
 TOLERANCE, LOWER_BOUND, MIN_QUESTIONS, TIE, GAIN = 0.005, -0.01, 100, 0.002, 0.005
@@ -64,6 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default="runs/dense-windows", help="folder of results.json (resumed)")
     parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads")
     parser.add_argument(
+        "--one-pass", action="store_true", help="add the one-pass candidates to the sets whose two-pass runs are done"
+    )
+    parser.add_argument(
         "--report",
         action="store_true",
         help="only write the tables and the rule's outcome; --out may name several folders (comma-separated, one "
@@ -75,13 +80,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------------------------------- runs
 
 
-def window_passes(embedder: FairEmbedder, texts: list[str], cache: Path) -> dict[str, dict[str, np.ndarray]]:
+def window_passes(embedder: FairEmbedder | None, texts: list[str], cache: Path) -> dict[str, dict[str, np.ndarray]]:
     """Each size's windows of `texts` (vectors, owners, spans), one `embed_document_windows` call per size, kept in
     `cache` (an .npz per size) so a resumed study does not embed again."""
     passes = {}
     for size, share in SHARES.items():
         path = cache / f"{size}.npz"
         if not path.exists():
+            if embedder is None:
+                raise FileNotFoundError(f"{path} is missing: run the two-pass study of this set first.")
             tokens = max(1, math.ceil(embedder.window_content_tokens * share))
             started = time.perf_counter()
             windows = embedder.embed_document_windows(texts, window_tokens=tokens, window_boundaries="text")
@@ -196,6 +203,61 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
     save(results, args)
 
 
+def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace, results: dict):
+    """The one-pass candidates of a set whose two-pass runs are done: one `embed_multiscale_windows` call at every
+    size (the smaller windows pooled from the whole windows' token states), each shape's windows picked from it by
+    the spans its two-pass windows have; with their hybrid fusions and the seconds of that one call."""
+    key = f"{name}/{stack}"
+    entry = results[key]
+    chunks, questions, qrels, _ = hybrid.set_chunks(name, stack, model, reference, args)
+    queries = reference.embed_queries([q.text for q in questions])
+    unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    qids = [q.qid for q in questions]
+    lexical = [[(i, s) for i, s in r] for r in entry["runs"]["lexical"]["top"]]
+    cache = Path(args.out) / "windows" / name / stack
+    passes = window_passes(None, [], cache)  # saved by the two-pass run
+    path = cache / "one-pass.npz"
+    if not path.exists():
+        embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
+        sizes = tuple(int(passes[s]["tokens"]) for s in SHARES)
+        started = time.perf_counter()
+        windows = embedder.embed_multiscale_windows(
+            [c.text for c in chunks], window_tokens=sizes, window_boundaries="text"
+        )
+        seconds = time.perf_counter() - started
+        np.savez(path, vectors=windows.vectors, owners=windows.owners, spans=windows.spans, seconds=seconds)
+    with np.load(path) as saved:
+        one = {name_: saved[name_] for name_ in saved.files}
+    one_keys = {
+        (int(o), int(a), int(b)): row for row, (o, (a, b)) in enumerate(zip(one["owners"], one["spans"], strict=True))
+    }
+    entry["one_pass_seconds"] = float(one["seconds"])
+    for candidate in ONE_PASS:
+        sizes = CANDIDATES[candidate]
+        wanted = sorted(
+            {
+                one_keys[(int(o), int(a), int(b))]
+                for s in sizes
+                for o, (a, b) in zip(passes[s]["owners"], passes[s]["spans"], strict=True)
+            }
+        )
+        rankings = best_window_rankings(
+            one["vectors"][wanted], one["owners"][wanted], unit_queries, [c.cid for c in chunks]
+        )
+        run = f"one-pass:{candidate}"
+        result = hybrid.scored({q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, rankings, strict=True)}, qrels)
+        entry["runs"][run] = {**result, "vectors_per_chunk": len(wanted) / len(chunks)}
+        fused = [
+            fuse(d, x, hybrid.DEPTH, fusion=HYBRID[0], alpha=HYBRID[1]) for d, x in zip(rankings, lexical, strict=True)
+        ]
+        entry["runs"][f"hybrid:{run}"] = hybrid.scored(
+            {q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, fused, strict=True)}, qrels
+        )
+        logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
+    entry["one_pass_done"] = True
+    save(results, args)
+
+
 def save(results: dict[str, Any], args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,9 +269,7 @@ def save(results: dict[str, Any], args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------------------------------- report
 
 
-def judged(
-    sets: dict[str, Any], candidate: str, against: str
-) -> tuple[list[str], float, float]:
+def judged(sets: dict[str, Any], candidate: str, against: str) -> tuple[list[str], float, float]:
     """The rule's three conditions for `candidate` against the run `against` on every set: the failures, the mean
     nDCG@10 and the mean vectors a chunk."""
     failures, means, vectors = [], [], []
@@ -257,13 +317,22 @@ def verdicts(results: dict[str, Any]) -> dict[str, Any]:
                 failures.append(f"mean {mean:.4f} < today's {today:.4f} + {GAIN}")
             out["fallback"][name] = {"mean": mean, "vectors": vectors, "passes": not failures, "failures": failures}
         out["adopted"] = pick(out["fallback"], [n for n, v in out["fallback"].items() if v["passes"]]) or TODAY
+    measured = {k: v for k, v in sets.items() if v.get("one_pass_done")}
+    out["one_pass_sets"] = list(measured)
+    out["one_pass"] = {}
+    for name in ONE_PASS if measured else ():
+        failures, mean, _ = judged(measured, f"one-pass:{name}", name)
+        two = float(np.mean([v["runs"][name]["ndcg@10"] for v in measured.values()]))
+        out["one_pass"][name] = {"mean": mean, "two_pass_mean": two, "passes": not failures, "failures": failures}
     return out
 
 
 def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     """One model's tables: nDCG@10 of every run per set, vectors a chunk, and the store check."""
     sets = report["sets"]
-    rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, "bm25+multi-size", *[f"hybrid:{c}" for c in CANDIDATES]]
+    one = [f"one-pass:{c}" for c in ONE_PASS]
+    rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, *one, "bm25+multi-size"]
+    rows += [f"hybrid:{c}" for c in (*CANDIDATES, *one)]
     lines = [f"Model: {results.get('meta', {}).get('model', '?')}", ""]
     lines.append(
         "| run | "
@@ -298,6 +367,17 @@ def rule_table(report: dict[str, Any]) -> str:
             why = "; ".join(v["failures"][:4])
             lines.append(f"| {name} | {v['mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |")
     lines += ["", f"Adopted: {report['adopted']}", ""]
+    if report.get("one_pass"):
+        lines += [f"One pass, on {len(report['one_pass_sets'])} sets:", ""]
+        lines += ["| shape | one pass | two passes | passes | why not |", "|---|---|---|---|---|"]
+        for name, v in report["one_pass"].items():
+            why = "; ".join(v["failures"][:4]) + (
+                f" (+{len(v['failures']) - 4} more)" if len(v["failures"]) > 4 else ""
+            )
+            lines.append(
+                f"| {name} | {v['mean']:.4f} | {v['two_pass_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -343,9 +423,12 @@ def main(argv: list[str] | None = None) -> int:
         for stack in args.stacks.split(","):
             if name == "scifact" and stack != "langchain":
                 continue  # abstracts unsplit: one store is enough
-            if results.get(f"{name}/{stack}", {}).get("done"):
-                continue
-            run_set(name, stack, args.model, reference, args, results)
+            entry = results.get(f"{name}/{stack}", {})
+            if args.one_pass:
+                if entry.get("done") and not entry.get("one_pass_done"):
+                    one_pass_set(name, stack, args.model, reference, args, results)
+            elif not entry.get("done"):
+                run_set(name, stack, args.model, reference, args, results)
     return 0
 
 
