@@ -27,10 +27,11 @@ from typing import Any
 import hybrid
 import numpy as np
 import pipelines_runs
+from pipelines_data import Chunk
 
 from fair_retrieval import FairEmbedder
 from fair_retrieval.evaluation.bootstrap import paired_bootstrap
-from fair_retrieval.lexical import fuse
+from fair_retrieval.lexical import LANGUAGES, LexicalIndex, LexicalSettings, fuse
 
 logger = logging.getLogger("dense_windows")
 
@@ -47,6 +48,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 """The shapes of the rule; `whole+half` is today's default (`DEFAULT_WINDOW_SHARES`)."""
 TODAY = "whole+half"
 ONE_PASS = ("whole+half", "whole+half+quarter")
+LEXICAL_WINDOWS = ("whole", "half")
+"""Window sizes the per-window lexical candidates index (BM25 over windows, a chunk by its best window)."""
 """The shapes measured from one pass too (`FairEmbedder.embed_multiscale_windows`)."""
 RECIPE = "multi-size"
 HYBRID = ("relative_score", 0.3)  # the stores' hybrid fusion
@@ -209,7 +212,7 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
     the spans its two-pass windows have; with their hybrid fusions and the seconds of that one call."""
     key = f"{name}/{stack}"
     entry = results[key]
-    chunks, questions, qrels, _ = hybrid.set_chunks(name, stack, model, reference, args)
+    chunks, questions, qrels, language = hybrid.set_chunks(name, stack, model, reference, args)
     queries = reference.embed_queries([q.text for q in questions])
     unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     qids = [q.qid for q in questions]
@@ -232,6 +235,8 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
         (int(o), int(a), int(b)): row for row, (o, (a, b)) in enumerate(zip(one["owners"], one["spans"], strict=True))
     }
     entry["one_pass_seconds"] = float(one["seconds"])
+    vectors, owners = shape_windows(passes, CANDIDATES[TODAY])
+    dense = best_window_rankings(vectors, owners, unit_queries, [c.cid for c in chunks])
     for candidate in ONE_PASS:
         sizes = CANDIDATES[candidate]
         wanted = sorted(
@@ -254,8 +259,38 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
             {q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, fused, strict=True)}, qrels
         )
         logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
+    for size in LEXICAL_WINDOWS:
+        windowed = window_lexical_run(chunks, questions, language, passes[size])
+        fused = [
+            fuse(d, x, hybrid.DEPTH, fusion=HYBRID[0], alpha=HYBRID[1]) for d, x in zip(dense, windowed, strict=True)
+        ]
+        for run, rankings in ((f"lexical:{size}-windows", windowed), (f"hybrid:{TODAY}:lexical-{size}-windows", fused)):
+            entry["runs"][run] = hybrid.scored(
+                {q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, rankings, strict=True)}, qrels
+            )
+            logger.info("%s %s: nDCG@10 %.4f", key, run, entry["runs"][run]["ndcg@10"])
     entry["one_pass_done"] = True
     save(results, args)
+
+
+def window_lexical_run(
+    chunks: list[Chunk], questions: list[Any], language: str | None, windows: dict[str, np.ndarray]
+) -> list[list[tuple[str, float]]]:
+    """BM25 over the chunks' windows (their texts, cut at the windows' spans), a chunk scored by its best window;
+    top 20 chunks."""
+    records = {
+        row: Chunk(chunks[owner].cid, chunks[owner].document, chunks[owner].text[a:b], 0)
+        for row, (owner, (a, b)) in enumerate(zip(windows["owners"].tolist(), windows["spans"].tolist(), strict=True))
+    }
+    index = LexicalIndex(LexicalSettings(language=language if language in LANGUAGES else None), lambda c: c.text)
+    rankings = []
+    for q in questions:
+        best: dict[str, float] = {}
+        for row, score in index.search(records, 0, q.text, len(records)):
+            cid = records[row].cid
+            best[cid] = max(best.get(cid, score), score)
+        rankings.append(sorted(best.items(), key=lambda item: -item[1])[: hybrid.DEPTH])
+    return rankings
 
 
 def save(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -324,6 +359,26 @@ def verdicts(results: dict[str, Any]) -> dict[str, Any]:
         failures, mean, _ = judged(measured, f"one-pass:{name}", name)
         two = float(np.mean([v["runs"][name]["ndcg@10"] for v in measured.values()]))
         out["one_pass"][name] = {"mean": mean, "two_pass_mean": two, "passes": not failures, "failures": failures}
+    out["lexical_windows"] = {}
+    for size in LEXICAL_WINDOWS if measured else ():
+        run, per_chunk = f"hybrid:{TODAY}:lexical-{size}-windows", f"hybrid:{TODAY}"
+        failures = []
+        for key, entry in measured.items():
+            runs = entry["runs"]
+            point = runs[run]["ndcg@10"] - runs[per_chunk]["ndcg@10"]
+            low = paired_bootstrap(runs[per_chunk]["per_query"], runs[run]["per_query"], {})["ndcg_delta_ci"][0]
+            if point < -TOLERANCE or (entry["questions"] >= MIN_QUESTIONS and low <= LOWER_BOUND):
+                failures.append(f"{key}: {point:+.3f} (lower bound {low:+.3f})")
+        mean = float(np.mean([v["runs"][run]["ndcg@10"] for v in measured.values()]))
+        chunk_mean = float(np.mean([v["runs"][per_chunk]["ndcg@10"] for v in measured.values()]))
+        if mean < chunk_mean + GAIN:
+            failures.append(f"mean {mean:.4f} < per-chunk {chunk_mean:.4f} + {GAIN}")
+        out["lexical_windows"][size] = {
+            "mean": mean,
+            "chunk_mean": chunk_mean,
+            "passes": not failures,
+            "failures": failures,
+        }
     return out
 
 
@@ -376,6 +431,17 @@ def rule_table(report: dict[str, Any]) -> str:
             )
             lines.append(
                 f"| {name} | {v['mean']:.4f} | {v['two_pass_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
+            )
+        lines.append("")
+    if report.get("lexical_windows"):
+        lines += ["Per-window lexical side (hybrid with today's dense default):", ""]
+        lines += ["| lexical side | hybrid mean | per-chunk hybrid mean | passes | why not |", "|---|---|---|---|---|"]
+        for name, v in report["lexical_windows"].items():
+            why = "; ".join(v["failures"][:4]) + (
+                f" (+{len(v['failures']) - 4} more)" if len(v["failures"]) > 4 else ""
+            )
+            lines.append(
+                f"| {name} | {v['mean']:.4f} | {v['chunk_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
             )
         lines.append("")
     return "\n".join(lines)
