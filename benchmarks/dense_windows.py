@@ -269,6 +269,18 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
                 {q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, rankings, strict=True)}, qrels
             )
             logger.info("%s %s: nDCG@10 %.4f", key, run, entry["runs"][run]["ndcg@10"])
+    if "small-to-big" not in entry["runs"]:  # the hybrid rule's other fused baseline
+        pipelines_runs.K = hybrid.DEPTH  # its top 20 children, as the fusion retrievers take them
+        rankings, costs = pipelines_runs.small_to_big_run(stack, model, chunks, questions, queries, reference)
+        bm25 = [[(i, s) for i, s in r] for r in entry["runs"]["bm25"]["top"]]
+        fused = [
+            fuse(hybrid.ranked(d), hybrid.ranked([i for i, _ in b]), hybrid.DEPTH)
+            for d, b in zip(rankings, bm25, strict=True)
+        ]
+        for run, ranks in (("small-to-big", [hybrid.ranked(r) for r in rankings]), ("bm25+small-to-big", fused)):
+            scored = hybrid.scored({q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, ranks, strict=True)}, qrels)
+            entry["runs"][run] = {**scored, **(costs if run == "small-to-big" else {})}
+            logger.info("%s %s: nDCG@10 %.4f", key, run, scored["ndcg@10"])
     entry["one_pass_done"] = True
     save(results, args)
 
@@ -325,6 +337,25 @@ def judged(sets: dict[str, Any], candidate: str, against: str) -> tuple[list[str
     return failures, float(np.mean(means)), float(np.mean(vectors))
 
 
+def default_mode_failures(sets: dict[str, Any], run: str) -> list[str]:
+    """The hybrid study's rule for the default query mode, applied to `run`: level with the better of the dense
+    default and BM25 on every set, and on the mean at least BM25 fused with each small-to-big recipe."""
+    failures = []
+    for key, entry in sets.items():
+        runs = entry["runs"]
+        better = TODAY if runs[TODAY]["ndcg@10"] >= runs["bm25"]["ndcg@10"] else "bm25"
+        point = runs[run]["ndcg@10"] - runs[better]["ndcg@10"]
+        low = paired_bootstrap(runs[better]["per_query"], runs[run]["per_query"], {})["ndcg_delta_ci"][0]
+        if point < -TOLERANCE or (entry["questions"] >= MIN_QUESTIONS and low <= LOWER_BOUND):
+            failures.append(f"{key}: {point:+.3f} vs {better} (lower bound {low:+.3f})")
+    mean = float(np.mean([v["runs"][run]["ndcg@10"] for v in sets.values()]))
+    for baseline in ("bm25+small-to-big", "bm25+multi-size"):
+        value = float(np.mean([v["runs"][baseline]["ndcg@10"] for v in sets.values()]))
+        if mean < value:
+            failures.append(f"mean {mean:.4f} < {baseline} {value:.4f}")
+    return failures
+
+
 def pick(candidates: dict[str, dict[str, Any]], names: list[str]) -> str | None:
     """The highest mean among `names`; a tie within TIE goes to the fewer vectors a chunk."""
     if not names:
@@ -374,6 +405,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, Any]:
         if mean < chunk_mean + GAIN:
             failures.append(f"mean {mean:.4f} < per-chunk {chunk_mean:.4f} + {GAIN}")
         out["lexical_windows"][size] = {
+            "default_mode": default_mode_failures(measured, run),
             "mean": mean,
             "chunk_mean": chunk_mean,
             "passes": not failures,
@@ -443,6 +475,10 @@ def rule_table(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {v['mean']:.4f} | {v['chunk_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
             )
+        lines += ["", "Its hybrid as the default query mode (the hybrid study's rule):", ""]
+        for name, v in report["lexical_windows"].items():
+            mode = v["default_mode"]
+            lines.append(f"- {name} windows: {'passes' if not mode else 'no: ' + '; '.join(mode[:6])}")
         lines.append("")
     return "\n".join(lines)
 
@@ -491,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # abstracts unsplit: one store is enough
             entry = results.get(f"{name}/{stack}", {})
             if args.one_pass:
-                if entry.get("done") and not entry.get("one_pass_done"):
+                if entry.get("done") and not (entry.get("one_pass_done") and "small-to-big" in entry["runs"]):
                     one_pass_set(name, stack, args.model, reference, args, results)
             elif not entry.get("done"):
                 run_set(name, stack, args.model, reference, args, results)
