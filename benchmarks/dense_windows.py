@@ -48,7 +48,9 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 """The shapes of the rule; `whole+half` is today's default (`DEFAULT_WINDOW_SHARES`)."""
 TODAY = "whole+half"
 ONE_PASS = ("whole+half", "whole+half+quarter")
-LEXICAL_WINDOWS = ("whole", "half")
+LEXICAL_WINDOWS = ("whole", "half", "whole+half")
+"""`whole+half`: every window the default store keeps (both sizes, a span kept once), added after MiniLM's `whole` and
+`half` runs were seen: the windows a store can give its lexical side without recording which size each one is."""
 """Window sizes the per-window lexical candidates index (BM25 over windows, a chunk by its best window)."""
 """The shapes measured from one pass too (`FairEmbedder.embed_multiscale_windows`)."""
 RECIPE = "multi-size"
@@ -260,7 +262,12 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
         )
         logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
     for size in LEXICAL_WINDOWS:
-        windowed = window_lexical_run(chunks, questions, language, passes[size])
+        sizes = tuple(size.split("+"))
+        spans = np.concatenate([passes[s]["spans"] for s in sizes])
+        owners = np.concatenate([passes[s]["owners"] for s in sizes])
+        _, first = np.unique(np.column_stack([owners, spans]), axis=0, return_index=True)
+        keep = np.sort(first)
+        windowed = window_lexical_run(chunks, questions, language, {"owners": owners[keep], "spans": spans[keep]})
         fused = [
             fuse(d, x, hybrid.DEPTH, fusion=HYBRID[0], alpha=HYBRID[1]) for d, x in zip(dense, windowed, strict=True)
         ]
@@ -527,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # abstracts unsplit: one store is enough
             entry = results.get(f"{name}/{stack}", {})
             if args.one_pass:
-                if entry.get("done") and not (entry.get("one_pass_done") and "small-to-big" in entry["runs"]):
+                extra = ("small-to-big", *(f"lexical:{size}-windows" for size in LEXICAL_WINDOWS))
+                if entry.get("done") and not (entry.get("one_pass_done") and all(r in entry["runs"] for r in extra)):
                     one_pass_set(name, stack, args.model, reference, args, results)
             elif not entry.get("done"):
                 run_set(name, stack, args.model, reference, args, results)
