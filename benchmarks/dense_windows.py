@@ -218,7 +218,8 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
     queries = reference.embed_queries([q.text for q in questions])
     unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     qids = [q.qid for q in questions]
-    lexical = [[(i, s) for i, s in r] for r in entry["runs"]["lexical"]["top"]]
+    # computed again, not read from the two-pass run: LlamaIndex's node ids are new on every split
+    lexical = hybrid.lexical_run(chunks, questions, language)[0]
     cache = Path(args.out) / "windows" / name / stack
     passes = window_passes(None, [], cache)  # saved by the two-pass run
     path = cache / "one-pass.npz"
@@ -279,7 +280,7 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
     if "small-to-big" not in entry["runs"]:  # the hybrid rule's other fused baseline
         pipelines_runs.K = hybrid.DEPTH  # its top 20 children, as the fusion retrievers take them
         rankings, costs = pipelines_runs.small_to_big_run(stack, model, chunks, questions, queries, reference)
-        bm25 = [[(i, s) for i, s in r] for r in entry["runs"]["bm25"]["top"]]
+        bm25 = hybrid.bm25_run(chunks, questions, language)
         fused = [
             fuse(hybrid.ranked(d), hybrid.ranked([i for i, _ in b]), hybrid.DEPTH)
             for d, b in zip(rankings, bm25, strict=True)
