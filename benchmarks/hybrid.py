@@ -255,21 +255,27 @@ def scored(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> 
     }
 
 
+def set_chunks(
+    name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace
+) -> tuple[list[Chunk], list[Question], dict[str, dict[str, int]], str | None]:
+    """A set as one stack sees it: the chunks of its default splitter (SciFact: abstracts unsplit), the questions
+    with a judged chunk, their judgements, and the stemmer language of the lexical side."""
+    if name == "scifact":
+        chunks, questions, qrels = scifact_set(args.scifact_abstracts)
+        return chunks, questions, qrels, "english"
+    documents, questions, language = set_documents(name, reference, args)
+    default_llama = pipelines_runs.make_embedding("llamaindex", "default", model)
+    from langchain_fair import FairEmbeddings
+
+    chunks = split(stack, documents, default_llama, FairEmbeddings(embedder=default_llama.embedder))
+    qrels = judgements(questions, chunks, documents)["qrels"]
+    return chunks, [q for q in questions if q.qid in qrels], qrels, language
+
+
 def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace, results: dict):
     key = f"{name}/{stack}"
     entry = results.setdefault(key, {"runs": {}})
-    if name == "scifact":
-        chunks, questions, qrels = scifact_set(args.scifact_abstracts)
-        language: str | None = "english"
-    else:
-        documents, questions, language = set_documents(name, reference, args)
-        default_llama = pipelines_runs.make_embedding("llamaindex", "default", model)
-        from langchain_fair import FairEmbeddings
-
-        chunks = split(stack, documents, default_llama, FairEmbeddings(embedder=default_llama.embedder))
-        judged = judgements(questions, chunks, documents)
-        qrels = judged["qrels"]
-        questions = [q for q in questions if q.qid in qrels]
+    chunks, questions, qrels, language = set_chunks(name, stack, model, reference, args)
     queries = reference.embed_queries([q.text for q in questions])
     qids = [q.qid for q in questions]
     entry.update(chunks=len(chunks), questions=len(questions), language=language)

@@ -5,5 +5,6 @@
   an embedder made from options (the CLI, Ray workers and the adapters build theirs there).
 - `loading`: loading a sentence-transformers model and reading its configuration (pooling, window, prompts,
   precision); `pooling`: token vectors to one vector; `windows`: documents longer than the model's window.
+- `one_pass`: windows of several sizes from one model pass (`FairEmbedder.embed_multiscale_windows`).
 - `identity`: which embedder made a set of vectors, as JSON; `embedding_report`: what an embedding call tells its user.
 """

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -33,7 +34,8 @@ from fair_retrieval.embedding.loading import (
     resolve_pooling,
     tokenizer_lock,
 )
-from fair_retrieval.embedding.pooling import sentence_embeddings
+from fair_retrieval.embedding.one_pass import SpanReader, multiscale_sizes, window_layout
+from fair_retrieval.embedding.pooling import after_pooling, sentence_features
 from fair_retrieval.embedding.window_planning import WindowPlanning
 from fair_retrieval.embedding.windows import (
     DocumentPlan,
@@ -59,6 +61,11 @@ from fair_retrieval.validate import one_of
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
 
 _PROGRESS_LABELS = {"query": "Embedding queries", "document": "Embedding documents"}
+
+logger = logging.getLogger(__name__)
+
+TokenReader = Callable[[Sequence[int], Mapping[str, Any]], None]
+"""What reads a batch's token states during a pass: (the input index of each row, the model's output features)."""
 
 
 class FairEmbedder(WindowPlanning):
@@ -213,25 +220,101 @@ class FairEmbedder(WindowPlanning):
                 own `window_overlap` when one was given (at most half of it). None: the embedder's windows.
             window_boundaries: where to cut windows for this call ("text" or "tokens"); None: the embedder's own.
         """
-        if calibration is INSTANCE_DEFAULT:
-            calibration = self.calibration
-        if calibration is not None and not isinstance(calibration, Calibration):
-            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
-        if positional_scaling is INSTANCE_DEFAULT:
-            positional_scaling = self.positional_scaling
-        text_list = ensure_text_list(texts)
-        check_readable(text_list)  # before any model work: the tokenizer fails on a lone surrogate, obscurely
-        self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
-        self._window_shape(window_tokens)  # fail before any work on a window that does not fit
-        if window_boundaries is not None:
-            one_of(window_boundaries, "window_boundaries", get_args(WindowBoundaries))
+        text_list, calibration, positional_scaling = self._checked_call(
+            texts, calibration, positional_scaling, (window_tokens,), window_boundaries
+        )
         if not text_list:
-            empty = np.zeros((0, self.dimension), dtype=np.float32)
-            none = np.zeros(0, dtype=np.int64)
-            return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
+            return self._no_windows()
         return self._embed_documents(
             text_list, calibration, show_progress_bar, positional_scaling, window_tokens, window_boundaries
         )
+
+    def embed_multiscale_windows(
+        self,
+        texts: Sequence[str],
+        window_tokens: Sequence[int],
+        window_boundaries: WindowBoundaries | None = None,
+        calibration: Calibration | None = INSTANCE_DEFAULT,
+        show_progress_bar: bool | None = None,
+        positional_scaling: PositionalScaling | None = INSTANCE_DEFAULT,
+    ) -> DocumentWindows:
+        """Windows of several sizes from one model pass over the largest windows (opt-in; mean pooling only).
+
+        Gives the windows that one `embed_document_windows(texts, window_tokens=n, window_boundaries=...)` call per
+        size gives, merged as a multi-vector store merges them (`fair_retrieval.stores.store_windows.merged_passes`:
+        each document's windows together, the largest size's first, a span kept once), but the model reads only the
+        windows of the largest size: a smaller window's vector is the mean of that pass's token states over its
+        tokens, through the modules after the model's pooling, L2-normalised (`fair_retrieval.embedding.one_pass`
+        says which large window a smaller one is read from, also when it straddles two). So every token is read
+        once, not once per size.
+
+        What stays exactly as with one pass per size: the windows of the largest size (vectors, spans, weights),
+        `pooled` (theirs), a text that fits a smaller window (one window, the same vector, kept once), and the
+        layout. What differs: a smaller window's vector sees the text around it (the whole large window) where a
+        pass of its own sees only its text, and it carries the large window's calibration (a large window of at
+        least `min_content_tokens` content tokens is calibrated, and the smaller windows read from it with it,
+        whereas a smaller window embedded alone is calibrated only when it holds that many itself).
+
+        Why mean pooling only: a smaller window's vector is a mean over part of the text, which the state of one
+        pooling token (cls, last) cannot give; such an embedder gets a ValueError and embeds each size by its own
+        `embed_document_windows` call.
+
+        Example:
+            `embedder.embed_multiscale_windows(texts, window_tokens=(510, 255), window_boundaries="text")`
+
+        Args:
+            texts: as `embed_documents`.
+            window_tokens: the window sizes in content tokens, largest first (e.g. the embedder's window and half of
+                it); each as `embed_document_windows`' `window_tokens` (its overlap an eighth of it, or the
+                embedder's own `window_overlap`, at most half of it).
+            window_boundaries: where to cut windows ("text" or "tokens"); None: the embedder's own.
+            calibration: as `embed_documents`.
+            show_progress_bar: as `embed_documents`.
+            positional_scaling: as `embed_documents`.
+
+        Returns:
+            `DocumentWindows`: `pooled` is the largest windows' token-weighted mean (`embed_document_windows` with
+            the largest size gives the same), `vectors`, `owners`, `spans` and `weights` every kept window's.
+
+        Raises:
+            TypeError: for `window_tokens` that is not a list or tuple, and as `embed_document_windows`.
+            ValueError: for sizes that are not positive, not strictly descending or larger than the window, for an
+                embedder that does not mean-pool, and as `embed_document_windows`; all before any model work.
+        """
+        sizes = multiscale_sizes(window_tokens)
+        if self.pooling != "mean":
+            raise ValueError(
+                f"embed_multiscale_windows reads smaller windows as means of token states, which needs mean "
+                f"pooling; this embedder pools with {self.pooling!r}. Embed each window size by its own "
+                "embed_document_windows(texts, window_tokens=n) call."
+            )
+        text_list, calibration, positional_scaling = self._checked_call(
+            texts, calibration, positional_scaling, sizes, window_boundaries
+        )
+        if not text_list:
+            return self._no_windows()
+        if calibration is not None:
+            calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
+        large = self.plan_documents(text_list, sizes[0], window_boundaries)
+        layout = window_layout(large, [self.plan_documents(text_list, n, window_boundaries) for n in sizes[1:]])
+        reader = SpanReader(layout.segments, *self._piece_tokens(large)) if layout.segments else None
+        read = None if reader is None else reader.read
+        whole = self._embed_documents(
+            text_list, calibration, show_progress_bar, positional_scaling, plan=large, read=read
+        )
+        vectors = np.empty((len(layout.owners), whole.dim), dtype=np.float32)  # (W, d)
+        from_pass = layout.pieces >= 0
+        vectors[from_pass] = whole.vectors[layout.pieces[from_pass]]
+        if reader is not None:
+            vectors[~from_pass] = self._read_vectors(reader)[layout.reads[~from_pass]]
+        logger.debug(
+            "One pass over %d windows of %d tokens gave %d smaller windows (%d straddling two windows).",
+            len(large.pieces),
+            sizes[0],
+            len(layout.segments),
+            layout.straddling,
+        )
+        return DocumentWindows(whole.pooled, vectors, layout.owners, layout.spans, layout.weights)
 
     def embed_queries(
         self,
@@ -324,6 +407,67 @@ class FairEmbedder(WindowPlanning):
 
     # ------------------------------------------------------------------------------------------------ internals
 
+    def _checked_call(
+        self,
+        texts: Sequence[str],
+        calibration: Calibration | None,
+        positional_scaling: PositionalScaling | None,
+        window_tokens: Sequence[int | None],
+        window_boundaries: WindowBoundaries | None,
+    ) -> tuple[list[str], Calibration | None, PositionalScaling | None]:
+        """A document call's texts, calibration and scaling (the instance's where asked), every argument checked
+        before any model work."""
+        if calibration is INSTANCE_DEFAULT:
+            calibration = self.calibration
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
+        if positional_scaling is INSTANCE_DEFAULT:
+            positional_scaling = self.positional_scaling
+        text_list = ensure_text_list(texts)
+        check_readable(text_list)  # before any model work: the tokenizer fails on a lone surrogate, obscurely
+        self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
+        for tokens in window_tokens:
+            self._window_shape(tokens)  # fail before any work on a window that does not fit
+        if window_boundaries is not None:
+            one_of(window_boundaries, "window_boundaries", get_args(WindowBoundaries))
+        return text_list, calibration, positional_scaling
+
+    def _no_windows(self) -> DocumentWindows:
+        """The windows of no documents."""
+        empty = np.zeros((0, self.dimension), dtype=np.float32)
+        none = np.zeros(0, dtype=np.int64)
+        return DocumentWindows(empty, empty, none, np.zeros((0, 2), dtype=np.int64), none)
+
+    def _piece_tokens(self, plan: DocumentPlan) -> tuple[list[list[int]], list[np.ndarray]]:
+        """For each piece of `plan`: its token ids as the model reads it (prompt and special tokens included), and
+        int64 (tokens,) each token's first character in its document (-1 for special and prompt tokens)."""
+        prompt = self._document_prompt or ""
+        with self._tokenizing:
+            encoded = self.tokenizer(
+                [prompt + piece for piece in plan.pieces],
+                add_special_tokens=True,
+                return_offsets_mapping=True,
+                return_special_tokens_mask=True,
+                truncation=True,
+                max_length=self.max_length,
+                verbose=False,
+            )
+        starts = []
+        for offsets, special, (start, _) in zip(
+            encoded["offset_mapping"], encoded["special_tokens_mask"], plan.spans, strict=True
+        ):
+            spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)  # (tokens, 2) in prompt + piece
+            content = (np.asarray(special) == 0) & (spans[:, 0] >= len(prompt)) & (spans[:, 1] > spans[:, 0])
+            starts.append(np.where(content, spans[:, 0] - len(prompt) + start, -1))
+        return [list(ids) for ids in encoded["input_ids"]], starts
+
+    @torch.inference_mode()
+    def _read_vectors(self, reader: SpanReader) -> np.ndarray:
+        """(k, d) float32, L2-normalised: the smaller windows' mean token states through the modules after the
+        model's pooling."""
+        vectors = after_pooling(self.model, reader.means())  # (k, d)
+        return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).cpu().numpy()  # type: ignore[no-any-return]
+
     def _model_limit(self) -> object:
         """The model's position limit for messages ("the model allows %s")."""
         return getattr(self._transformer.config, "max_position_embeddings", "an unknown number of")
@@ -402,16 +546,23 @@ class FairEmbedder(WindowPlanning):
         scaling: PositionalScaling | None,
         window_tokens: int | None = None,
         window_boundaries: WindowBoundaries | None = None,
+        plan: DocumentPlan | None = None,
+        read: TokenReader | None = None,
     ) -> DocumentWindows:
-        """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call."""
+        """The documents' windows embedded (calibrated where calibration applies) and pooled; logs the call.
+
+        `plan`: the windows, when the caller planned them (else planned here with `window_tokens` and
+        `window_boundaries`); `read`: called with each batch's token states (input indices are the plan's pieces).
+        """
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
-        plan = self.plan_documents(texts, window_tokens, window_boundaries)
+        if plan is None:
+            plan = self.plan_documents(texts, window_tokens, window_boundaries)
         if announce_long_texts(texts, plan.owners, self.batch_size):
             show_progress_bar = True  # long work always shows its progress (TQDM_DISABLE=1 hides it)
         piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
-            plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling
+            plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling, read
         )
         pooled = (
             vectors if len(plan.pieces) == len(texts) else pool_windows(vectors, plan.owners, plan.weights, len(texts))
@@ -444,10 +595,12 @@ class FairEmbedder(WindowPlanning):
         task: Literal["query", "document"],
         show_progress_bar: bool | None,
         scaling: PositionalScaling | None,
+        read: TokenReader | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(n, d) L2-normalised vectors of `pieces` in input order, and which of them were calibrated.
 
-        Pieces are sorted by token length so batches pad little; results do not depend on batch composition."""
+        Pieces are sorted by token length so batches pad little; results do not depend on batch composition.
+        `read`, when given, gets each batch's token states with the input index of each of its rows."""
         prompt = self._document_prompt if task == "document" else self._query_prompt
         order = np.argsort([-n for n in lengths], kind="stable")
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
@@ -456,9 +609,11 @@ class FairEmbedder(WindowPlanning):
         starts = range(0, len(pieces), self.batch_size)
         off = {} if show else {"disable": True}  # shown: tqdm's own TQDM_DISABLE=1 still hides it
         for start in tqdm(starts, desc=_PROGRESS_LABELS[task], unit="batch", **off):
-            batch = [pieces[i] for i in order[start : start + self.batch_size]]
+            rows = order[start : start + self.batch_size].tolist()
+            batch = [pieces[i] for i in rows]
+            on_tokens = None if read is None else (lambda features, rows=rows: read(rows, features))
             with self._positions(scaling):
-                vectors, calibrated = self._forward(batch, prompt, calibration, task)
+                vectors, calibrated = self._forward(batch, prompt, calibration, task, on_tokens)
             chunks.append(vectors)
             flags.append(calibrated)
         embeddings = torch.nn.functional.normalize(torch.cat(chunks).float(), p=2, dim=1)
@@ -475,18 +630,25 @@ class FairEmbedder(WindowPlanning):
         prompt: str | None,
         calibration: Calibration | None,
         task: str,
+        on_tokens: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pooled (B, d) embeddings of one batch and (B,) bool: which of its texts were calibrated."""
+        """Pooled (B, d) embeddings of one batch and (B,) bool: which of its texts were calibrated.
+
+        `on_tokens`, when given, gets the model's output features (token states (B, L, h) included) once computed.
+        """
         with self._tokenizing:  # a fast tokenizer's truncation settings are shared state: one call at a time
             features = self.model.preprocess(texts, prompt=prompt, task=task, max_length=self.max_length)
         features = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
         pooling = self.pooling if self._pool_here else None  # None: the model's own Pooling module
         if calibration is None or calibration.strength == 0.0:
-            return sentence_embeddings(self.model, features, task, pooling), torch.zeros(len(texts), dtype=torch.bool)
+            output = sentence_features(self.model, features, task, pooling)
+            if on_tokens is not None:
+                on_tokens(output)
+            return output["sentence_embedding"], torch.zeros(len(texts), dtype=torch.bool)
         request = self._request(calibration, features)
         calibrated = content_token_counts(request) >= calibration.min_content_tokens
         with calibrating(request):
-            output = sentence_embeddings(self.model, features, task, pooling)
+            output = sentence_features(self.model, features, task, pooling)
         missing = request.layers - request.calls
         if missing:
             raise UnsupportedModelError(
@@ -494,4 +656,6 @@ class FairEmbedder(WindowPlanning):
                 "so they cannot be calibrated. fair-retrieval supports models whose attention goes through that "
                 "interface (BERT, XLM-R, MiniLM, ModernBERT, Qwen3, Llama, …), not custom remote code."
             )
-        return output, calibrated.cpu()
+        if on_tokens is not None:
+            on_tokens(output)
+        return output["sentence_embedding"], calibrated.cpu()

@@ -34,10 +34,17 @@ def sentence_embeddings(model: Any, features: dict[str, Any], task: str, pooling
         task: "query" or "document" (sentence-transformers routes some modules by task).
         pooling: the mode to pool with in place of the model's `Pooling` module; None runs the model as it is.
     """
+    return sentence_features(model, features, task, pooling)["sentence_embedding"]  # type: ignore[no-any-return]
+
+
+def sentence_features(model: Any, features: dict[str, Any], task: str, pooling: Pooling | None) -> dict[str, Any]:
+    """The SentenceTransformer `model`'s output features for one batch, as `sentence_embeddings` computes them:
+    "sentence_embedding" (B, d), and "token_embeddings" (B, L, h), the token states its pooling read (what a
+    one-pass call reads smaller windows from). Arguments as in `sentence_embeddings`."""
     from sentence_transformers.sentence_transformer.modules.pooling import Pooling as STPooling
 
     if pooling is None:
-        return model.forward(features, task=task)["sentence_embedding"]  # type: ignore[no-any-return]
+        return model.forward(features, task=task)  # type: ignore[no-any-return]
     for module in model:
         if isinstance(module, STPooling):
             features["sentence_embedding"] = pool(pooling, features)
@@ -45,4 +52,23 @@ def sentence_embeddings(model: Any, features: dict[str, Any], task: str, pooling
             features = module(features)
     if "sentence_embedding" not in features:  # the model had no Pooling module
         features["sentence_embedding"] = pool(pooling, features)
+    return features
+
+
+def after_pooling(model: Any, pooled: torch.Tensor) -> torch.Tensor:
+    """(n, d) what the modules that follow the SentenceTransformer `model`'s pooling (a Dense layer, Normalize, …)
+    make of pooled token states `pooled` (n, h): the same steps a pooled vector of the model's own takes.
+
+    A model without a `Pooling` module pools last (`sentence_features`), so nothing follows: `pooled` itself.
+    """
+    from sentence_transformers.sentence_transformer.modules.pooling import Pooling as STPooling
+
+    modules = list(model)
+    found = [i for i, module in enumerate(modules) if isinstance(module, STPooling)]
+    features: dict[str, Any] = {"sentence_embedding": pooled}
+    for module in modules[found[0] + 1 :] if found else []:
+        parameter = next(module.parameters(), None)
+        if parameter is not None:  # a module with weights reads its own dtype (half precision on a GPU)
+            features["sentence_embedding"] = features["sentence_embedding"].to(parameter.dtype)
+        features = module(features)
     return features["sentence_embedding"]  # type: ignore[no-any-return]

@@ -73,22 +73,33 @@ LEXICAL_KEY = "lexical"
 """The store file's key of non-default `LexicalSettings`."""
 
 
+Spans = Callable[[int], Sequence[tuple[int, int]]]
+"""A record's window spans by its int id: [start, end) character offsets in its text."""
+
+
 class LexicalIndex:
     """BM25 over the texts of a store's records, found by int id.
+
+    A record is scored as one text, or, given `spans_of`, by its best window: each window's text (its span of the
+    record's text) is a BM25 document of its own, and a record's score is the highest of its windows' (the dense
+    side's `max`; the dense window study measured it above whole-record BM25, docs/dense_window_study.md).
 
     Args:
         settings: how to read and score the texts.
         text_of: the text of a record (what is searched).
+        spans_of: the window spans of a record by its int id (a multi-vector store's windows); None: whole texts.
     """
 
-    def __init__(self, settings: LexicalSettings, text_of: Callable[[Any], str]) -> None:
+    def __init__(self, settings: LexicalSettings, text_of: Callable[[Any], str], spans_of: Spans | None = None) -> None:
         self.settings = settings
         self.tokenizer = LexicalTokenizer(settings.language)
         self._text_of = text_of
+        self._spans_of = spans_of
         self._vocabulary: dict[str, int] = {}
-        self._tokens: dict[int, tuple[Any, np.ndarray]] = {}  # int id → (the record tokenized, its token ids)
+        # int id → (the record tokenized, the token ids of each of its texts: its windows, or its whole text)
+        self._tokens: dict[int, tuple[Any, list[np.ndarray]]] = {}
         self._revision = -1  # the records' revision the rows below were built for
-        self._rows: np.ndarray = np.zeros(0, np.int64)  # row → int id
+        self._rows: np.ndarray = np.zeros(0, np.int64)  # row (one text) → int id, ascending
         self._bm25: Any = None
 
     def search(
@@ -126,22 +137,19 @@ class LexicalIndex:
             holding[indices[indptr[token] : indptr[token + 1]]] = True
         scores = np.where(holding, scores, 0.0)
         if among is not None:
-            mask = np.zeros(len(self._rows), dtype=bool)
-            wanted = np.asarray(among, dtype=np.int64)
-            rows = np.searchsorted(self._rows, wanted)
-            inside = rows < len(self._rows)
-            rows, wanted = rows[inside], wanted[inside]
-            mask[rows[self._rows[rows] == wanted]] = True
-            scores = np.where(mask, scores, 0.0)
+            scores = np.where(np.isin(self._rows, np.asarray(among, dtype=np.int64)), scores, 0.0)
+        # a record's score is its best text's (rows are grouped by int id, ascending)
+        starts = np.flatnonzero(np.r_[True, self._rows[1:] != self._rows[:-1]])
+        ids, scores = self._rows[starts], np.maximum.reduceat(scores, starts)
         positive = np.flatnonzero(scores > 0)
         # best first, ties by int id, then cut: search(k) is always the first k of search(k + n)
-        order = positive[np.lexsort((self._rows[positive], -scores[positive]))][: max(k, 0)]
-        return [(int(self._rows[row]), float(scores[row])) for row in order]
+        order = positive[np.lexsort((ids[positive], -scores[positive]))][: max(k, 0)]
+        return [(int(ids[i]), float(scores[i])) for i in order]
 
     def memory_bytes(self) -> int:
         """Bytes the index holds in memory: the token ids kept per document, bm25s's score matrix (CSC arrays), the
         row map and the vocabulary's words (UTF-8) with an 8-byte id each. What a store's lexical side costs."""
-        arrays = [ids for _, ids in self._tokens.values()] + [self._rows]
+        arrays = [ids for _, texts in self._tokens.values() for ids in texts] + [self._rows]
         if self._bm25 is not None:
             arrays += [v for v in self._bm25.scores.values() if isinstance(v, np.ndarray)]
         words = sum(len(word.encode("utf-8")) + 8 for word in self._vocabulary)
@@ -149,7 +157,7 @@ class LexicalIndex:
 
     def token_count(self) -> int:
         """How many tokens the index holds (what its memory grows with)."""
-        return sum(len(ids) for _, ids in self._tokens.values())
+        return sum(len(ids) for _, texts in self._tokens.values() for ids in texts)
 
     def _sync(self, records: Mapping[int, Any], revision: int) -> None:
         """Make the index equal to `records`: tokenize new or replaced records, forget removed ones, rebuild."""
@@ -162,7 +170,7 @@ class LexicalIndex:
         for int_id, record in records.items():
             kept = self._tokens.get(int_id)
             if kept is None or kept[0] is not record:
-                self._tokens[int_id] = (record, self._token_ids(self._text_of(record)))
+                self._tokens[int_id] = (record, self._texts(int_id, record))
                 fresh += 1
         self._rebuild()
         self._revision = revision
@@ -170,13 +178,22 @@ class LexicalIndex:
 
     def _forget_unused_words(self, used: np.ndarray) -> list[np.ndarray]:
         """Drop the words no kept record holds (removed or replaced records' words) and renumber the rest, so the
-        index's memory is that of the records it holds, however they churned; the kept documents' token ids in row
+        index's memory is that of the records it holds, however they churned; the kept texts' token ids in row
         order, renumbered."""
         renumber = np.full(len(self._vocabulary), -1, dtype=np.int64)
         renumber[used] = np.arange(len(used))
         self._vocabulary = {word: int(renumber[i]) for word, i in self._vocabulary.items() if renumber[i] >= 0}
-        self._tokens = {int_id: (record, renumber[ids]) for int_id, (record, ids) in self._tokens.items()}
-        return [self._tokens[int(int_id)][1] for int_id in self._rows]
+        self._tokens = {
+            int_id: (record, [renumber[ids] for ids in texts]) for int_id, (record, texts) in self._tokens.items()
+        }
+        return [ids for int_id in sorted(self._tokens) for ids in self._tokens[int_id][1]]
+
+    def _texts(self, int_id: int, record: Any) -> list[np.ndarray]:
+        """The token ids of what a record is scored by: its windows' texts, or its whole text (also for a record
+        without windows)."""
+        text = self._text_of(record)
+        spans = [] if self._spans_of is None else list(self._spans_of(int_id))
+        return [self._token_ids(text[start:end]) for start, end in spans] or [self._token_ids(text)]
 
     def _token_ids(self, text: str) -> np.ndarray:
         vocabulary = self._vocabulary
@@ -188,11 +205,12 @@ class LexicalIndex:
         import bm25s
         from bm25s.tokenization import Tokenized
 
-        self._rows = np.asarray(sorted(self._tokens), dtype=np.int64)
+        ordered = sorted(self._tokens)
+        self._rows = np.asarray([i for i in ordered for _ in self._tokens[i][1]], dtype=np.int64)
         if not len(self._rows):
             self._bm25, self._vocabulary = None, {}
             return
-        documents = [self._tokens[int(int_id)][1] for int_id in self._rows]
+        documents = [ids for i in ordered for ids in self._tokens[i][1]]
         used = np.unique(np.concatenate(documents)) if any(len(d) for d in documents) else np.zeros(0, np.int64)
         if len(used) < len(self._vocabulary):
             documents = self._forget_unused_words(used)

@@ -3,6 +3,7 @@ follows the records it is given through their revisions, its memory, and Lexical
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -335,3 +336,73 @@ def test_settings_are_frozen_and_compared_by_value() -> None:
     assert settings != LexicalSettings(language="german")
     with pytest.raises(AttributeError):
         settings.k1 = 2.0  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------------------------------- windows
+
+
+def _windows(texts: Mapping[int, str]) -> dict[int, list[tuple[int, int]]]:
+    """Each text cut at its sentence ends and commas: the spans a store's windows might have."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for int_id, text in texts.items():
+        cuts = [0] + [i + 1 for i, c in enumerate(text) if c in ".,;:"] + [len(text)]
+        spans[int_id] = [(a, b) for a, b in itertools.pairwise(cuts) if text[a:b].strip()]
+    return spans
+
+
+def _window_oracle(
+    records: Mapping[int, Doc], spans: Mapping[int, list[tuple[int, int]]], query: str, k: int
+) -> list[tuple[int, float]]:
+    """bm25s directly over every window's text, a record scored by its best window holding a query word."""
+    tokenizer = LexicalTokenizer(LexicalSettings().language)
+    rows = [(i, records[i].text[a:b]) for i in sorted(records) for a, b in spans[i]]
+    tokens = [tokenizer.tokens(text) for _, text in rows]
+    bm25 = bm25s.BM25()
+    bm25.index(tokens, show_progress=False)
+    query_tokens = [t for t in tokenizer.tokens(query) if t in bm25.vocab_dict]
+    if not query_tokens:
+        return []
+    best: dict[int, float] = {}
+    for (int_id, _), words, score in zip(rows, tokens, bm25.get_scores(query_tokens), strict=True):
+        if score > 0 and set(query_tokens) & set(words):
+            best[int_id] = max(best.get(int_id, 0.0), float(score))
+    return sorted(best.items(), key=lambda p: (-p[1], p[0]))[:k]
+
+
+def test_with_windows_a_record_is_scored_by_its_best_window() -> None:
+    records, spans = _records(), _windows(TEXTS)
+    assert any(len(s) > 1 for s in spans.values())
+    index = LexicalIndex(LexicalSettings(), lambda doc: doc.text, spans.__getitem__)
+    for query in [*QUERIES, "stone wall days", "harbour ferry"]:
+        found = index.search(records, 0, query, 10)
+        assert _same(found, _window_oracle(records, spans, query, 10)), (query, found)
+    # a record's windows are scored apart: "stone wall" is in the second window of 20 only
+    whole = _index().search(records, 0, "stone wall days", 10)
+    windowed = index.search(records, 0, "stone wall days", 10)
+    assert whole[0][0] == windowed[0][0] == 20 and whole[0][1] != windowed[0][1]
+
+
+def test_with_windows_among_k_and_records_without_windows() -> None:
+    records, spans = _records(), _windows(TEXTS)
+    spans[8] = []  # no windows: the whole text is the record's one window
+    index = LexicalIndex(LexicalSettings(), lambda doc: doc.text, spans.__getitem__)
+    assert [i for i, _ in index.search(records, 0, "bread oven", 10, among=[8, 30])] == [8, 30]
+    full = index.search(records, 0, "harbour", 100)
+    assert [i for i, _ in full] == [i for i, _ in _window_oracle(records, {**spans, 8: [(0, 38)]}, "harbour", 100)]
+    assert all(index.search(records, 0, "harbour", k) == full[:k] for k in range(1, len(full) + 1))
+    assert index.token_count() == sum(len(LexicalTokenizer("english").tokens(t)) for t in TEXTS.values())
+
+
+def test_with_windows_a_replaced_record_is_read_with_its_new_windows() -> None:
+    texts = dict(TEXTS)
+    spans = _windows(texts)
+    index = LexicalIndex(LexicalSettings(), lambda doc: doc.text, lambda i: spans[i])
+    records = _records(texts)
+    assert [i for i, _ in index.search(records, 0, "violin", 10)] == []
+    texts[8] = "A violin in the attic, a cello in the cellar."
+    spans[8] = [(0, 22), (22, len(texts[8]))]
+    records = {**records, 8: Doc(texts[8])}
+    assert [i for i, _ in index.search(records, 1, "violin", 10)] == [8]
+    assert _same(index.search(records, 1, "cellar", 10), _window_oracle(records, spans, "cellar", 10))
+    del records[8]
+    assert index.search(records, 2, "violin", 10) == []
