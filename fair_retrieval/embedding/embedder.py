@@ -241,7 +241,7 @@ class FairEmbedder(WindowPlanning):
         """Windows of several sizes from one model pass over the largest windows (opt-in; mean pooling only).
 
         Gives the windows that one `embed_document_windows(texts, window_tokens=n, window_boundaries=...)` call per
-        size gives, merged as a multi-vector store merges them (`fair_retrieval.stores.store_windows.merged_passes`:
+        size gives, merged as a multi-vector store merges them (`fair_retrieval.stores.store_mode.merged_passes`:
         each document's windows together, the largest size's first, a span kept once), but the model reads only the
         windows of the largest size: a smaller window's vector is the mean of that pass's token states over its
         tokens, through the modules after the model's pooling, L2-normalised (`fair_retrieval.embedding.one_pass`

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from fair_retrieval.embedding.windows import DocumentPlan
+from fair_retrieval.embedding.windows import DocumentPlan, merged_rows
 from fair_retrieval.validate import is_positive_int
 
 __all__ = ["SpanReader", "WindowLayout", "multiscale_sizes", "read_segments", "window_layout"]
@@ -142,11 +142,7 @@ def window_layout(large: DocumentPlan, smaller: Sequence[DocumentPlan]) -> Windo
     spans = np.concatenate([np.asarray(p.spans, dtype=np.int64).reshape(-1, 2) for p in plans])  # (all windows, 2)
     weights = np.concatenate([np.asarray(p.weights, dtype=np.int64) for p in plans])  # (all windows,)
     count = len(large.pieces)
-    seen: set[tuple[int, int, int]] = set()
-    keep = np.ones(len(owners), dtype=bool)
-    for row, (owner, (start, end)) in enumerate(zip(owners.tolist(), spans.tolist(), strict=True)):
-        keep[row] = (owner, start, end) not in seen
-        seen.add((owner, start, end))
+    keep, order = merged_rows(owners, spans)
     windows_of: dict[int, list[tuple[int, int, int]]] = {}
     for piece, (owner, (start, end)) in enumerate(zip(large.owners, large.spans, strict=True)):
         windows_of.setdefault(owner, []).append((piece, start, end))
@@ -158,7 +154,6 @@ def window_layout(large: DocumentPlan, smaller: Sequence[DocumentPlan]) -> Windo
         reads[row] = len(segments)
         first, last = spans[row].tolist()
         segments.append(read_segments((first, last), windows_of[int(owners[row])]))
-    order = np.argsort(owners[keep], kind="stable")
     return WindowLayout(
         owners[keep][order], spans[keep][order], weights[keep][order], pieces[keep][order], reads[keep][order], segments
     )

@@ -178,6 +178,30 @@ class DocumentWindows:
         return cls(vectors, vectors, np.arange(count, dtype=np.int64), spans, np.ones(count, dtype=np.int64))
 
 
+def merged_rows(owners: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How the windows of several passes over the same texts merge (rows concatenated in pass order): which rows
+    are kept and in what order.
+
+    A row whose (document, span) an earlier row already has is the same text read the same way (a text that fits
+    windows of two sizes), so it is dropped; the kept rows are then stably sorted by document, so each document's
+    windows sit together in pass order. The one rule of `fair_retrieval.stores.store_mode.merged_passes` and of the
+    one-pass layout (`fair_retrieval.embedding.one_pass`).
+
+    Args:
+        owners: int (W,), the document of each row.
+        spans: int (W, 2), each row's character span.
+
+    Returns:
+        keep: bool (W,), the rows kept; order: int (kept,), the kept rows' order (indices into `rows[keep]`).
+    """
+    seen: set[tuple[int, int, int]] = set()
+    keep = np.ones(len(owners), dtype=bool)
+    for row, (owner, (start, end)) in enumerate(zip(owners.tolist(), spans.tolist(), strict=True)):
+        keep[row] = (owner, start, end) not in seen
+        seen.add((owner, start, end))
+    return keep, np.argsort(owners[keep], kind="stable")
+
+
 def window_spans(num_tokens: int, capacity: int, overlap: int) -> list[tuple[int, int]]:
     """Token spans [start, end) of the windows that cover `num_tokens` content tokens.
 

@@ -44,7 +44,7 @@ from fair_retrieval.embedding.boundaries import WindowBoundaries
 from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.embedding.window_planning import WindowSettings
-from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.embedding.windows import DocumentWindows, merged_rows
 from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, FaissIndex, Metric, MultiVectorIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import DamagedFileError
@@ -378,12 +378,7 @@ def merged_passes(passes: list[DocumentWindows]) -> DocumentWindows:
         return passes[0]
     owners = np.concatenate([p.owners for p in passes])
     spans = np.concatenate([p.spans for p in passes])
-    seen: set[tuple[int, int, int]] = set()
-    keep = np.ones(len(owners), dtype=bool)
-    for row, (owner, (start, end)) in enumerate(zip(owners.tolist(), spans.tolist(), strict=True)):
-        keep[row] = (owner, start, end) not in seen
-        seen.add((owner, start, end))
-    order = np.argsort(owners[keep], kind="stable")
+    keep, order = merged_rows(owners, spans)
     return DocumentWindows(
         passes[0].pooled,
         np.concatenate([p.vectors for p in passes])[keep][order],

@@ -14,7 +14,7 @@ import torch
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.embedding.one_pass import Segment, multiscale_sizes, read_segments
 from fair_retrieval.engine.hook import calibrating
-from fair_retrieval.stores.store_windows import merged_passes
+from fair_retrieval.stores.store_mode import merged_passes
 from tests.embedding.test_boundaries import article
 
 SMALL_BASKETS = Calibration(strength=1.0, basket_size=16, min_full_baskets=2)  # windows of ≥ 32 tokens calibrated
