@@ -40,18 +40,25 @@ class LexicalSettings:
         k1: BM25's term-frequency saturation.
         b: BM25's length normalisation (0: none, 1: full).
         method: bm25s's variant (`LEXICAL_METHODS`).
+        windows: score a multi-vector store's documents by their best window (each window's text a BM25 document
+            of its own, the windows the dense side keeps), not as whole texts; a pooled store has no windows and
+            reads whole texts. Off by default: the dense window study measured it above whole texts on every set
+            but SciFact, where its interval missed the rule (docs/dense_window_study.md).
     """
 
     language: str | None = DEFAULT_LANGUAGE
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
+    windows: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "language", check_language(self.language))
         for name, value, low, high in (("k1", self.k1, 0.0, 10.0), ("b", self.b, 0.0, 1.0)):
             if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
                 raise ValueError(f"LexicalSettings.{name} must be a number in [{low}, {high}], got {value!r}.")
+        if not isinstance(self.windows, bool):
+            raise TypeError(f"LexicalSettings.windows must be True or False, got {self.windows!r}.")
         if self.method not in LEXICAL_METHODS:
             raise ValueError(f"LexicalSettings.method must be one of {LEXICAL_METHODS}, got {self.method!r}.")
 

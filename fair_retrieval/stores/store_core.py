@@ -149,10 +149,13 @@ class StoreCore(Generic[R]):
         if search is not None and not isinstance(search, SearchSettings):
             raise TypeError(f"search must be a fair_retrieval.stores.SearchSettings, got {type(search).__name__}.")
         self.search_settings = search or SearchSettings()
-        self._lexical = None if text_of is None else LexicalIndex(lexical or LexicalSettings(), text_of)
         if text_of is None and self.search_settings.mode != "dense":
             raise ValueError(f"{name} has no lexical side (no record text); search it in mode 'dense'.")
         mode, self.windows = new_store_mode(multivector, aggregate, index, embedder, name, windows)
+        lexical = lexical or LexicalSettings()
+        # a multi-vector store's lexical side may score each document by its best window, as the dense side does
+        spans_of = self._window_spans if lexical.windows and mode.multivector else None
+        self._lexical = None if text_of is None else LexicalIndex(lexical, text_of, spans_of)
         if index is not None:
             mode = given_index_mode(index, mode, dim, name)
             metric = "cosine" if metric == "cosine" and index.metric == "ip" else index.metric
@@ -182,6 +185,11 @@ class StoreCore(Generic[R]):
             group_of=group_of,
         )
         self.embedder = embedder  # checked against the mode
+
+    def _window_spans(self, int_id: int) -> list[tuple[int, int]]:
+        """A document's window spans in its text (the lexical side's windows; none outside a multi-vector index)."""
+        index = self._records.index
+        return index.window_spans(int_id) if isinstance(index, MultiVectorIndex) else []
 
     # ------------------------------------------------------------------------------------------------ reading
 

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
-from fair_retrieval.lexical import LexicalSettings, fuse
+from fair_retrieval.lexical import LexicalIndex, LexicalSettings, fuse
 from fair_retrieval.stores import SearchSettings
 from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.marginal_relevance import mmr_hits
@@ -264,3 +264,87 @@ def test_search_and_lexical_settings_are_saved_and_restored(tmp_path: Path) -> N
     seal(tmp_path / "store.index" / "index.json", ["../store.json", "index.faiss"])  # as an attacker would
     with pytest.raises(ValueError, match="lexical settings this release cannot use"):
         load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="-")
+
+
+# ---------------------------------------------------------------------------------------------------- windows
+
+LONG = {
+    "a": "The ferry leaves at dawn. Bread and stone ovens fill the bakery. The ferry crosses the bay at noon.",
+    "b": "Stone walls stand for centuries. The night train runs north. A violin plays in the station hall.",
+}
+
+
+def _windowed(texts: Mapping[str, str]) -> tuple[list[Saved], Any]:
+    """Records with one window per sentence (random vectors), as a multi-vector store keeps them."""
+    from fair_retrieval.embedding.windows import DocumentWindows
+
+    owners, spans = [], []
+    for n, text in enumerate(texts.values()):
+        start = 0
+        for sentence in text.split(". "):
+            end = min(len(text), text.index(sentence, start) + len(sentence) + 1)
+            owners.append(n)
+            spans.append((start, end))
+            start = end + 1
+    vectors = np.stack([_vector(f"{o}:{s}") for o, s in zip(owners, spans, strict=True)])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    pooled = np.stack([vectors[np.asarray(owners) == n].mean(0) for n in range(len(texts))])
+    windows = DocumentWindows(
+        pooled / np.linalg.norm(pooled, axis=1, keepdims=True),
+        vectors.astype(np.float32),
+        np.asarray(owners, dtype=np.int64),
+        np.asarray(spans, dtype=np.int64),
+        np.asarray([e - s for s, e in spans], dtype=np.int64),
+    )
+    return [Saved(key, text) for key, text in texts.items()], windows
+
+
+def test_the_lexical_side_scores_a_multivector_store_by_its_best_window(tmp_path: Path) -> None:
+    records, windows = _windowed(LONG)
+    whole: DocumentStore[Saved] = DocumentStore(gpu=False, multivector=True, text_of=lambda doc: doc.text)
+    windowed: DocumentStore[Saved] = DocumentStore(
+        gpu=False, multivector=True, text_of=lambda doc: doc.text, lexical=LexicalSettings(windows=True)
+    )
+    for store in (whole, windowed):
+        store.add_windows(records, windows)
+    reference = LexicalIndex(LexicalSettings(), str)  # each window's text a document of its own: the oracle
+    texts = {
+        row: LONG["ab"[o]][s:e]
+        for row, (o, (s, e)) in enumerate(zip(windows.owners, windows.spans.tolist(), strict=True))
+    }
+    for query in ("ferry bay", "stone", "violin station", "bread ovens"):
+        best: dict[str, float] = {}
+        for row, score in reference.search(texts, 0, query, 100):
+            key = "ab"[int(windows.owners[row])]
+            best[key] = max(best.get(key, 0.0), score)
+        found = windowed.lexical_search(query, 2)
+        assert [(h.record.key, pytest.approx(h.score, rel=1e-5)) for h in found] == sorted(
+            best.items(), key=lambda p: -p[1]
+        )
+        assert [h.score for h in found] != [h.score for h in whole.lexical_search(query, 2)]
+    # the setting is saved and restored with the store, and the restored store scores windows again
+    path = tmp_path / "store.json"
+    save_store(windowed, FORMAT, path, tmp_path / "store.index")
+    loaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="-")
+    assert loaded.lexical == LexicalSettings(windows=True)
+    assert [(h.record.key, h.score) for h in loaded.lexical_search("stone", 2)] == [
+        (h.record.key, h.score) for h in windowed.lexical_search("stone", 2)
+    ]
+    # a replaced document is read with its new windows; a deleted one is gone
+    replaced, new_windows = _windowed({"a": "A cello in the cellar. The violin waits upstairs. Nothing else here."})
+    windowed.add_windows(replaced, new_windows)
+    assert _keys(windowed.lexical_search("cello", 2)) == ["a"]
+    assert _keys(windowed.lexical_search("ferry", 2)) == []
+    windowed.delete(["a"])
+    assert _keys(windowed.lexical_search("violin", 2)) == ["b"]
+
+
+def test_a_pooled_store_reads_whole_texts_with_windows_on() -> None:
+    store = _store(lexical=LexicalSettings(windows=True))
+    plain = _store()
+    for query in ("harbour", "stone oven", "night train"):
+        assert [(h.record.key, h.score) for h in store.lexical_search(query, 5)] == [
+            (h.record.key, h.score) for h in plain.lexical_search(query, 5)
+        ]
+    with pytest.raises(TypeError, match="windows must be True or False"):
+        LexicalSettings(windows=1)  # type: ignore[arg-type]
