@@ -138,15 +138,19 @@ def needle_documents(count_tokens: Callable[[list[str]], list[int]]) -> tuple[di
 
 
 def llama_chunks(documents: dict[str, str], splitter: Any) -> list[Chunk]:
-    """Chunks as LlamaIndex makes them (`get_nodes_from_documents`), with the node's own start offset."""
+    """Chunks as LlamaIndex makes them (`get_nodes_from_documents`), with the node's own start offset, named by
+    their position (LlamaIndex names nodes anew on every split, which would pair a resumed study's saved rankings
+    with other chunks)."""
     from llama_index.core import Document
 
     nodes = splitter.get_nodes_from_documents([Document(text=t, id_=d) for d, t in documents.items()])
     chunks = []
-    for node in nodes:
+    for position, node in enumerate(nodes):
         document = node.ref_doc_id
         text = node.get_content()
-        chunks.append(Chunk(node.node_id, document, text, _placed(documents[document], text, node.start_char_idx)))
+        chunks.append(
+            Chunk(f"n{position:05d}", document, text, _placed(documents[document], text, node.start_char_idx))
+        )
     return chunks
 
 
