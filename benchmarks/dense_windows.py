@@ -419,19 +419,7 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     one = [f"one-pass:{c}" for c in ONE_PASS]
     rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, *one, "bm25+multi-size"]
     rows += [f"hybrid:{c}" for c in (*CANDIDATES, *one)]
-    lines = [f"Model: {results.get('meta', {}).get('model', '?')}", ""]
-    lines.append(
-        "| run | "
-        + " | ".join(f"{s} ({results[s]['chunks']} chunks, {results[s]['questions']} q)" for s in sets)
-        + " | mean |"
-    )
-    lines.append("|---" * (len(sets) + 2) + "|")
-    for run in rows:
-        values = [results[s]["runs"].get(run, {}).get("ndcg@10") for s in sets]
-        present = [v for v in values if v is not None]
-        cells = [f"{v:.3f}" if v is not None else "–" for v in values]
-        mean = f"{np.mean(present):.3f}" if len(present) == len(values) else "–"
-        lines.append(f"| {run} | " + " | ".join(cells) + f" | {mean} |")
+    lines = hybrid.ndcg_table(results, sets, rows)
     lines += ["", "Vectors a chunk:", "", "| run | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
     for run in (RECIPE, *CANDIDATES):
         cells = [f"{results[s]['runs'][run]['vectors_per_chunk']:.1f}" for s in sets]

@@ -365,6 +365,24 @@ def verdicts(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def ndcg_table(results: dict[str, Any], sets: list[str], rows: list[str]) -> list[str]:
+    """A model's title and its table of nDCG@10: a row per run, a column per set and the mean ("–" where a run is
+    missing)."""
+    lines = [f"Model: {results.get('meta', {}).get('model', '?')}", ""]
+    lines.append(
+        "| run | "
+        + " | ".join(f"{s} ({results[s]['chunks']} chunks, {results[s]['questions']} q)" for s in sets)
+        + " | mean |"
+    )
+    lines.append("|---" * (len(sets) + 2) + "|")
+    for run in rows:
+        values = [results[s]["runs"].get(run, {}).get("ndcg@10") for s in sets]
+        cells = [f"{v:.3f}" if v is not None else "–" for v in values]
+        mean = f"{np.mean(values):.3f}" if None not in values else "–"
+        lines.append(f"| {run} | " + " | ".join(cells) + f" | {mean} |")
+    return lines
+
+
 def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     rows = [
         "anchor",
@@ -379,18 +397,7 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
         *[f"hybrid-{n}" for n in CANDIDATES],
     ]
     sets = report["sets"]
-    lines = [f"Model: {results.get('meta', {}).get('model', '?')}", ""]
-    lines.append(
-        "| run | "
-        + " | ".join(f"{s} ({results[s]['chunks']} chunks, {results[s]['questions']} q)" for s in sets)
-        + " | mean |"
-    )
-    lines.append("|---" * (len(sets) + 2) + "|")
-    for run in rows:
-        values = [results[s]["runs"].get(run, {}).get("ndcg@10") for s in sets]
-        present = [v for v in values if v is not None]
-        cells = [f"{v:.3f}" if v is not None else "–" for v in values]
-        lines.append(f"| {run} | " + " | ".join(cells) + f" | {np.mean(present):.3f} |")
+    lines = ndcg_table(results, sets, rows)
     lines += ["", "| candidate | mean nDCG@10 | passes | why not |", "|---|---|---|---|"]
     for name, v in report["candidates"].items():
         lines.append(
