@@ -89,7 +89,7 @@ class LexicalIndex:
 
     A record is scored as one text, or, given `spans_of`, by its best window: each window's text (its span of the
     record's text) is a BM25 document of its own, and a record's score is the highest of its windows' (the dense
-    side's `max`; the dense window study measured it above whole-record BM25, docs/dense_window_study.md).
+    side's `max`; docs/dense_window_study.md measures it against whole-record BM25).
 
     Args:
         settings: how to read and score the texts.
