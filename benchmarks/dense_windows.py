@@ -429,25 +429,29 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def why_not(failures: list[str], shown: int = 4) -> str:
+    """A rule's failures for a table cell: the first few, and how many more."""
+    more = f" (+{len(failures) - shown} more)" if len(failures) > shown else ""
+    return "; ".join(failures[:shown]) + more
+
+
 def rule_table(report: dict[str, Any]) -> str:
     lines = ["| candidate | mean nDCG@10 | vectors a chunk | passes | why not |", "|---|---|---|---|---|"]
     for name, v in report["candidates"].items():
-        why = "; ".join(v["failures"][:4]) + (f" (+{len(v['failures']) - 4} more)" if len(v["failures"]) > 4 else "")
+        why = why_not(v["failures"])
         lines.append(f"| {name} | {v['mean']:.4f} | {v['vectors']:.1f} | {'yes' if v['passes'] else 'no'} | {why} |")
     if report["fallback"]:
         lines += ["", "None passes against the recipe; against today's default (whole+half):", ""]
         lines += ["| candidate | mean nDCG@10 | passes | why not |", "|---|---|---|---|"]
         for name, v in report["fallback"].items():
-            why = "; ".join(v["failures"][:4])
+            why = why_not(v["failures"])
             lines.append(f"| {name} | {v['mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |")
     lines += ["", f"Adopted: {report['adopted']}", ""]
     if report.get("one_pass"):
         lines += [f"One pass, on {len(report['one_pass_sets'])} sets:", ""]
         lines += ["| shape | one pass | two passes | passes | why not |", "|---|---|---|---|---|"]
         for name, v in report["one_pass"].items():
-            why = "; ".join(v["failures"][:4]) + (
-                f" (+{len(v['failures']) - 4} more)" if len(v["failures"]) > 4 else ""
-            )
+            why = why_not(v["failures"])
             lines.append(
                 f"| {name} | {v['mean']:.4f} | {v['two_pass_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
             )
@@ -456,9 +460,7 @@ def rule_table(report: dict[str, Any]) -> str:
         lines += ["Per-window lexical side (hybrid with today's dense default):", ""]
         lines += ["| lexical side | hybrid mean | per-chunk hybrid mean | passes | why not |", "|---|---|---|---|---|"]
         for name, v in report["lexical_windows"].items():
-            why = "; ".join(v["failures"][:4]) + (
-                f" (+{len(v['failures']) - 4} more)" if len(v["failures"]) > 4 else ""
-            )
+            why = why_not(v["failures"])
             lines.append(
                 f"| {name} | {v['mean']:.4f} | {v['chunk_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
             )

@@ -243,19 +243,22 @@ def test_a_dense_layer_after_the_pooling_shapes_the_smaller_windows_too(
     sizes = (embedder.window_content_tokens, embedder.window_content_tokens // 2)
     one = embedder.embed_multiscale_windows([text], sizes, window_boundaries="text")
     assert one.dim == 24
-    large = [tuple(span) for span in embedder.plan_documents([text], sizes[0], "text").spans]
-    row, (first, last) = next(  # a smaller window inside a large one
-        (r, (a, b))
-        for r, (s, e) in enumerate(one.spans.tolist())
-        for a, b in large
-        if a <= s < e <= b and (s, e) != (a, b)
-    )
+    row, (first, last) = inner_window(embedder, text, sizes[0], one.spans)
     hidden, starts = token_states(folder, text[first:last])
     inside = (starts >= 0) & (starts + first >= one.spans[row][0]) & (starts + first < one.spans[row][1])
     with torch.no_grad():
         expected = dense({"sentence_embedding": torch.as_tensor(hidden[inside].mean(axis=0))[None]})
     vector = expected["sentence_embedding"][0].numpy()
     np.testing.assert_allclose(one.vectors[row], vector / np.linalg.norm(vector), atol=2e-5)
+
+
+def inner_window(embedder: FairEmbedder, text: str, size: int, spans: np.ndarray) -> tuple[int, tuple[int, int]]:
+    """The row of the first smaller window lying inside one of `text`'s large windows (of `size` tokens, cut at the
+    text's boundaries), and that large window's span."""
+    large = [tuple(span) for span in embedder.plan_documents([text], size, "text").spans]
+    return next(
+        (r, (a, b)) for r, (s, e) in enumerate(spans.tolist()) for a, b in large if a <= s < e <= b and (s, e) != (a, b)
+    )
 
 
 def test_the_document_prompt_is_read_but_not_averaged(tiny_models: dict[str, str]) -> None:
@@ -268,13 +271,7 @@ def test_the_document_prompt_is_read_but_not_averaged(tiny_models: dict[str, str
     sizes = (embedder.window_content_tokens, embedder.window_content_tokens // 2)
     one = embedder.embed_multiscale_windows([text], sizes, window_boundaries="text")
     assert one.spans.tolist() == two_passes(embedder, [text], sizes, window_boundaries="text").spans.tolist()
-    large = [tuple(span) for span in embedder.plan_documents([text], sizes[0], "text").spans]
-    row, (first, last) = next(  # a smaller window inside a large one
-        (r, (a, b))
-        for r, (s, e) in enumerate(one.spans.tolist())
-        for a, b in large
-        if a <= s < e <= b and (s, e) != (a, b)
-    )
+    row, (first, last) = inner_window(embedder, text, sizes[0], one.spans)
     hidden, starts = token_states(hf_folder("bert-mean", tiny_models, ""), text[first:last], "passage: ")
     inside = (starts >= 0) & (starts + first >= one.spans[row][0]) & (starts + first < one.spans[row][1])
     mean = hidden[inside].mean(axis=0)
