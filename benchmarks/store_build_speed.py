@@ -1,0 +1,166 @@
+"""Build throughput of the stores on the same chunks, in one run: our default store (window vectors, one model pass
+per window size), our pooled store (`multivector=False`, one vector a chunk), and the stack's own small-to-big (one
+window a child, embedded by the plain HuggingFace embedding), through each stack as a user builds them.
+
+Chunks: the first SQuAD-v2 dev articles through the stack's default splitter (as benchmarks/hybrid.py makes them).
+Each store is built `--rounds` times, the stores alternating within a round (the order rotated every round) so
+that a busy machine slows them alike; every embedding object is made and its model loaded (one query embedded)
+before its build is timed. Reported: chunks a second (median over rounds) and each store's build time as a ratio to
+the pooled store's in the same round (median, min–max). One torch and faiss thread.
+
+    python benchmarks/store_build_speed.py [--model FOLDER] [--squad-articles 2] [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from typing import Any
+
+import hybrid
+import pipelines_runs
+from pipelines_data import Chunk
+
+logger = logging.getLogger("store_build_speed")
+
+STORES = ("pooled", "default", "small-to-big")
+
+
+def warmed(stack: str, name: str, model: str) -> Any:
+    """The stack's embedding object for `name`, its model loaded."""
+    embedding = pipelines_runs.make_embedding(stack, name, model)
+    pipelines_runs.query_vector_fn(stack, embedding)("warm up")
+    return embedding
+
+
+def build(stack: str, store: str, model: str, chunks: list[Chunk], reference: Any) -> float:
+    """Seconds to build one store over `chunks` (model loading excluded)."""
+    texts, ids = [c.text for c in chunks], [c.cid for c in chunks]
+    if store == "small-to-big":
+        return small_to_big(stack, model, chunks, reference)
+    embedding = warmed(stack, "default", model)
+    options = {"multivector": False} if store == "pooled" else {}
+    started = time.perf_counter()
+    if stack == "langchain":
+        from langchain_fair import FaissVectorStore
+
+        FaissVectorStore.from_texts(texts, embedding, ids=ids, **options)
+        return time.perf_counter() - started
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.fair import FairFaissVectorStore
+
+    vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
+    nodes = [TextNode(id_=i, text=t) for i, t in zip(ids, texts, strict=True)]
+    VectorStoreIndex(
+        nodes, storage_context=StorageContext.from_defaults(vector_store=vector_store), embed_model=embedding
+    )
+    return time.perf_counter() - started
+
+
+def small_to_big(stack: str, model: str, chunks: list[Chunk], reference: Any) -> float:
+    """Seconds to build the stack's one-window small-to-big (children of the model's window, the anchor embedding):
+    LangChain's `ParentDocumentRetriever` over our store as the plain vector store, LlamaIndex's `IndexNode` children
+    under a `VectorStoreIndex` (what `pipelines_runs.small_to_big_run` builds)."""
+    anchor = warmed(stack, pipelines_runs.ANCHOR, model)
+    size, overlap = reference.window_content_tokens, reference.window_overlap
+    if stack == "langchain":
+        from langchain_core.documents import Document
+        from langchain_core.stores import InMemoryStore
+        from langchain_fair import FaissVectorStore
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+        try:
+            from langchain_classic.retrievers import ParentDocumentRetriever
+        except ImportError:  # langchain < 1.0
+            from langchain.retrievers import ParentDocumentRetriever
+
+        retriever = ParentDocumentRetriever(
+            vectorstore=FaissVectorStore(anchor),
+            docstore=InMemoryStore(),
+            child_splitter=RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
+                reference.tokenizer, chunk_size=size, chunk_overlap=overlap
+            ),
+        )
+        started = time.perf_counter()
+        retriever.add_documents([Document(page_content=c.text) for c in chunks], ids=[c.cid for c in chunks])
+        return time.perf_counter() - started
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.schema import IndexNode, TextNode
+
+    parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+    splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=reference.tokenizer.tokenize)
+    started = time.perf_counter()
+    nodes = [
+        IndexNode.from_text_node(child, parent.node_id)
+        for parent in parents
+        for child in splitter.get_nodes_from_documents([parent])
+    ]
+    VectorStoreIndex(nodes, embed_model=anchor)
+    return time.perf_counter() - started
+
+
+def measure(stack: str, model: str, chunks: list[Chunk], reference: Any, rounds: int) -> dict[str, Any]:
+    """Each store's build seconds per round (alternating, the order rotated), chunks/s and ratios to pooled."""
+    seconds: dict[str, list[float]] = {store: [] for store in STORES}
+    for round_ in range(rounds):
+        order = STORES[round_ % len(STORES) :] + STORES[: round_ % len(STORES)]
+        for store in order:
+            seconds[store].append(build(stack, store, model, chunks, reference))
+            logger.info("%s round %d: %s %.1f s", stack, round_ + 1, store, seconds[store][-1])
+    result: dict[str, Any] = {"chunks": len(chunks), "seconds": seconds, "stores": {}}
+    for store in STORES:
+        ratios = [s / p for s, p in zip(seconds[store], seconds["pooled"], strict=True)]
+        result["stores"][store] = {
+            "chunks_per_s": len(chunks) / statistics.median(seconds[store]),
+            "vs_pooled": statistics.median(ratios),
+            "vs_pooled_range": [min(ratios), max(ratios)],
+        }
+    return result
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "| model | stack (chunks) | store | chunks/s | build time vs pooled (median, min–max) |",
+        "|---|---|---|---|---|",
+    ]
+    for key, result in results["runs"].items():
+        for store, row in result["stores"].items():
+            low, high = row["vs_pooled_range"]
+            lines.append(
+                f"| {results['model']} | {key} ({result['chunks']}) | {store} | {row['chunks_per_s']:.2f} | "
+                f"{row['vs_pooled']:.2f}× ({low:.2f}–{high:.2f}) |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="model folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--stacks", default="langchain,llamaindex")
+    parser.add_argument("--squad-articles", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    study = hybrid.parse_args(["--squad-articles", str(args.squad_articles), "--out", "unused"])
+    study.model = args.model
+    _, reference = hybrid.prepared(study)
+    results: dict[str, Any] = {"model": hybrid.model_name(study.model), "runs": {}}
+    for stack in args.stacks.split(","):
+        chunks, _, _, _ = hybrid.set_chunks("squad-v2", stack, study.model, reference, study)
+        results["runs"][stack] = measure(stack, study.model, chunks, reference, args.rounds)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2)
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
