@@ -107,7 +107,8 @@ class ChunkModel:
     directions: np.ndarray  # (c, d), principal directions of the real centres
     scales: np.ndarray  # (c,), their standard deviations
     rest: float  # the isotropic standard deviation of what the directions leave
-    offsets: list[np.ndarray]  # per real chunk: (w, d) its windows minus its centre
+    offsets: np.ndarray  # (windows of every real chunk, d): each window minus its chunk's centre
+    starts: np.ndarray  # (real chunks + 1,): where each real chunk's windows start in `offsets`
 
     @classmethod
     def fit(cls, chunks: list[np.ndarray]) -> ChunkModel:
@@ -117,8 +118,9 @@ class ChunkModel:
         variances = singular**2 / max(1, len(chunks) - 1)
         components = min(COMPONENTS, len(variances))
         rest = float(np.sqrt(variances[components:].sum() / centres.shape[1])) if len(variances) > components else 0.0
-        offsets = [c - centre for c, centre in zip(chunks, centres, strict=True)]
-        return cls(mean, directions[:components], np.sqrt(variances[:components]), rest, offsets)
+        offsets = np.concatenate([c - centre for c, centre in zip(chunks, centres, strict=True)])
+        starts = np.r_[0, np.cumsum([len(c) for c in chunks])]
+        return cls(mean, directions[:components], np.sqrt(variances[:components]), rest, offsets, starts)
 
     def draw(self, count: int, seed: int, sizes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`count` chunks: their window vectors (W, d) and owners (W,); `sizes` fixes each chunk's window count
@@ -127,15 +129,16 @@ class ChunkModel:
         dim = self.mean.shape[0]
         centres = self.mean + (rng.standard_normal((count, len(self.scales))) * self.scales) @ self.directions
         centres = unit(centres + self.rest * rng.standard_normal((count, dim)))
-        picked = rng.integers(0, len(self.offsets), size=count)
-        parts, owners = [], []
-        for i, (centre, real) in enumerate(zip(centres, picked.tolist(), strict=True)):
-            offsets = self.offsets[real]
-            if sizes is not None:
-                offsets = offsets[rng.integers(0, len(offsets), size=int(sizes[i]))]
-            parts.append(centre + offsets)
-            owners.append(np.full(len(offsets), i, dtype=np.int64))
-        return unit(np.concatenate(parts)), np.concatenate(owners)
+        picked = rng.integers(0, len(self.starts) - 1, size=count)
+        lengths = self.starts[picked + 1] - self.starts[picked]
+        counts = lengths if sizes is None else np.asarray(sizes, dtype=np.int64)
+        owners = np.repeat(np.arange(count, dtype=np.int64), counts)
+        if sizes is None:  # every window of the picked chunk, in order
+            within = np.arange(owners.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        else:
+            within = (rng.random(owners.size) * lengths[owners]).astype(np.int64)
+        rows = self.starts[picked][owners] + within
+        return unit(centres[owners] + self.offsets[rows]), owners
 
 
 def corpus(
