@@ -39,6 +39,7 @@ __all__ = [  # the text checks live in `fair_retrieval.text_checks`; they are im
     "check_readable",
     "check_store_entries",
     "lone_surrogate",
+    "readable_texts",
     "surrogate_path",
     "text_problem",
 ]
@@ -66,6 +67,19 @@ def ensure_text_list(texts: object, name: str = "texts") -> list[str]:
                 + (" (decode bytes first, e.g. text.decode('utf-8'))." if isinstance(item, bytes | bytearray) else ".")
             )
     return result
+
+
+def readable_texts(texts: object, name: str = "texts") -> list[str]:
+    """`texts` as a list of str that the tokenizer can read (`ensure_text_list`, then `check_readable` over the
+    whole batch), so no text of a batch is embedded before one that would fail.
+
+    Raises:
+        TypeError: as `ensure_text_list`.
+        ValueError: a text holding a lone surrogate (`check_readable`), naming it.
+    """
+    text_list = ensure_text_list(texts, name)
+    check_readable(text_list, name)
+    return text_list
 
 
 BOM = "\ufeff"

@@ -185,7 +185,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""
-        return [self._document(hit) for hit in self._store.documents(ids)]
+        return [document for document, _ in self._documents(self._store.found(self._store.documents(ids)))]
 
     def delete(self, ids: list[str] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
         """Delete the documents stored under `ids`; True if every id was stored. Unknown ids are ignored with a
