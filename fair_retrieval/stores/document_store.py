@@ -22,7 +22,7 @@ import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
@@ -453,9 +453,24 @@ class DocumentStore(StoreCore[R]):
 
 class WrappedStore:
     """The read-only views of an adapter's store (`_store`, its `DocumentStore`), the same in both stacks: an
-    adapter's store class derives from it beside its framework's base class."""
+    adapter's store class derives from it beside its framework's base class, and gets its `DocumentStore` one way,
+    `_hold`: a new one from its constructor, a loaded one (`DocumentStore.load`) through `around`."""
 
     _store: DocumentStore[Any]
+
+    def _hold(self, store: DocumentStore[Any], **base: Any) -> None:
+        """Build the framework's base class (the classes after `WrappedStore` in the adapter's MRO) with `base`,
+        then keep `store`: what the adapter's constructor and `around` both run."""
+        super().__init__(**base)
+        self._store = store
+
+    @classmethod
+    def around(cls, store: DocumentStore[Any], **base: Any) -> Self:
+        """An adapter's store holding `store`, one the door loaded (`DocumentStore.load`), built without the
+        adapter's constructor (which makes a new `DocumentStore`); `base` as `_hold`."""
+        wrapped = cls.__new__(cls)
+        wrapped._hold(store, **base)
+        return wrapped
 
     @property
     def index(self) -> StoreIndex | None:

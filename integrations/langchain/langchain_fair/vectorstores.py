@@ -87,7 +87,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         search = DocumentStore.settings_with(mode=retrieval_mode, alpha=alpha, fusion=fusion)
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        self._store: DocumentStore[TextDocument] = DocumentStore.of_texts(
+        store: DocumentStore[TextDocument] = DocumentStore.of_texts(
             metric=store_metric,
             kind=kind,
             gpu=gpu,
@@ -101,6 +101,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             lexical=lexical,
             search=search,
         )
+        self._hold(store)
         self._relevance_score_fn = relevance_score_fn
 
     @property
