@@ -373,25 +373,6 @@ def read_text_file(folder: Path, name: str) -> Document:
     return Document(id=name, text=text)
 
 
-def read_jsonl(path: Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """One document per non-blank line of a JSONL file (see `parse_jsonl_line`), ids checked to be unique.
-
-    Raises:
-        ValueError: on a line that is not a UTF-8 JSON object with the text field, or on a repeated id (the first
-            problem in the file; the message gives its line).
-    """
-    documents: list[Document] = []
-    seen: dict[str, int] = {}
-    with Path(path).open("rb") as handle:
-        for number, line in jsonl_lines(handle):
-            document = parse_jsonl_line(line, number, path, text_field, id_field)
-            if document.id in seen:
-                raise repeated_id_error(path, number, document.id, seen[document.id])
-            seen[document.id] = number
-            documents.append(document)
-    return documents
-
-
 def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[int, bytes]]:
     """The non-blank lines of a JSONL file, or of a part of one, with their line numbers.
 

@@ -132,11 +132,10 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             lexical=lexical,
             search=search,
         )
-        if store.multivector and embed_model is None:
-            raise ValueError(
-                "FairFaissVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
-                "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
-            )
+        store.check_window_source(
+            "FairFaissVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
+            "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
+        )
         self._hold(store, stores_text=True)
 
     @classmethod
