@@ -271,29 +271,13 @@ class DocumentStore(StoreCore[R]):
         """
         return store_filter(spec)
 
-    @staticmethod
-    def check_filter_nesting(depth: int, where: str, kind: str) -> None:
-        """Refuse a framework's combination of filters nested deeper than the grammar allows (`MAX_FILTER_DEPTH` of
-        its own levels), before it is translated (`fair_retrieval.stores.filters.check_nesting`).
+    check_filter_nesting = staticmethod(check_nesting)
+    """Refuse a framework's combination of filters nested deeper than the grammar allows, before it is translated
+    (`fair_retrieval.stores.filters.check_nesting`: ValueError naming the bound)."""
 
-        Raises:
-            ValueError: naming the bound, `where` the combination is and what the framework calls it (`kind`).
-        """
-        check_nesting(depth, where, kind)
-
-    @staticmethod
-    def translated_filter(
-        spec: Mapping[str, Any], *, levels_per_combination: int, levels_per_condition: int = 0
-    ) -> StoreFilter | None:
-        """A filter dict translated from a framework's own filters, compiled with the grammar's nesting bound
-        counted in the framework's levels (`fair_retrieval.stores.filters.translated_filter`); None for {}.
-
-        Raises:
-            ValueError: a condition the grammar refuses, naming the place.
-        """
-        return translated_filter(
-            spec, levels_per_combination=levels_per_combination, levels_per_condition=levels_per_condition
-        )
+    translated_filter = staticmethod(translated_filter)
+    """A filter dict translated from a framework's own filters, compiled with the grammar's nesting bound counted in
+    the framework's levels (`fair_retrieval.stores.filters.translated_filter`); None for {}."""
 
     @property
     def relevance(self) -> Callable[[float], float]:
