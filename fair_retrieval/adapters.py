@@ -18,12 +18,12 @@ the same options with the same defaults, documentation and checks, without repea
   `HuggingFaceEmbeddings`, once per construction; `valid_keywords` lists what a constructor accepts; `ADAPTER_FIELDS`
   documents each field as data; `OPTION_PARAMETERS` are the options taken under their own names; `embedder_values`
   the option values of a built embedder; `recalibrated` a calibration set on a built adapter; `EmbedderRecipe` what
-  a pickled adapter loads again; `SplitterPlan` a text splitter's chunks; `chunk_starts` the chunks' character
-  offsets.
+  a pickled adapter loads again (`langchain_recipe`: a pickled `FairEmbeddings`'); `SplitterPlan` a text splitter's
+  chunks; `chunk_starts` the chunks' character offsets.
 
 - Text checks every embeddings adapter runs before the model does (`fair_retrieval.inputs`): `ensure_text_list` (a
   list of strings, not one string) and `check_readable` (texts the tokenizer cannot read, refused for a whole
-  batch at once).
+  batch at once), both at once: `readable_texts`.
 
 The vector store adapters build on `fair_retrieval.stores`.
 """
@@ -38,6 +38,7 @@ from fair_retrieval.embedding.adapter_constructors import (
     chunk_starts,
     embedder_values,
     langchain_keywords,
+    langchain_recipe,
     langchain_renamed,
     langchain_settings,
     llamaindex_keywords,
@@ -56,7 +57,7 @@ from fair_retrieval.embedding.keywords import (
     shared_recipe,
 )
 from fair_retrieval.embedding.windows import chunk_plan
-from fair_retrieval.inputs import check_readable, ensure_text_list
+from fair_retrieval.inputs import check_readable, ensure_text_list, readable_texts
 
 __all__ = [
     "ADAPTER_FIELDS",
@@ -77,11 +78,13 @@ __all__ = [
     "embedder_values",
     "ensure_text_list",
     "langchain_keywords",
+    "langchain_recipe",
     "langchain_renamed",
     "langchain_settings",
     "llamaindex_keywords",
     "one_summary",
     "option_doc",
+    "readable_texts",
     "recalibrated",
     "refuse_unknown",
     "resolve_embedder",

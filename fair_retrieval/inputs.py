@@ -39,6 +39,7 @@ __all__ = [  # the text checks live in `fair_retrieval.text_checks`; they are im
     "check_readable",
     "check_store_entries",
     "lone_surrogate",
+    "readable_texts",
     "surrogate_path",
     "text_problem",
 ]
@@ -66,6 +67,19 @@ def ensure_text_list(texts: object, name: str = "texts") -> list[str]:
                 + (" (decode bytes first, e.g. text.decode('utf-8'))." if isinstance(item, bytes | bytearray) else ".")
             )
     return result
+
+
+def readable_texts(texts: object, name: str = "texts") -> list[str]:
+    """`texts` as a list of str that the tokenizer can read (`ensure_text_list`, then `check_readable` over the
+    whole batch), so no text of a batch is embedded before one that would fail.
+
+    Raises:
+        TypeError: as `ensure_text_list`.
+        ValueError: a text holding a lone surrogate (`check_readable`), naming it.
+    """
+    text_list = ensure_text_list(texts, name)
+    check_readable(text_list, name)
+    return text_list
 
 
 BOM = "\ufeff"
@@ -357,25 +371,6 @@ def read_text_file(folder: Path, name: str) -> Document:
     if problem is not None:
         raise ValueError(f"{file}: {problem}; give it text, or remove it from the folder.")
     return Document(id=name, text=text)
-
-
-def read_jsonl(path: Path, text_field: str = "text", id_field: str = "id") -> list[Document]:
-    """One document per non-blank line of a JSONL file (see `parse_jsonl_line`), ids checked to be unique.
-
-    Raises:
-        ValueError: on a line that is not a UTF-8 JSON object with the text field, or on a repeated id (the first
-            problem in the file; the message gives its line).
-    """
-    documents: list[Document] = []
-    seen: dict[str, int] = {}
-    with Path(path).open("rb") as handle:
-        for number, line in jsonl_lines(handle):
-            document = parse_jsonl_line(line, number, path, text_field, id_field)
-            if document.id in seen:
-                raise repeated_id_error(path, number, document.id, seen[document.id])
-            seen[document.id] = number
-            documents.append(document)
-    return documents
 
 
 def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[int, bytes]]:

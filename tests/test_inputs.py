@@ -13,6 +13,7 @@ from fair_retrieval.inputs import (
     InputProblemsError,
     check_store_entries,
     read_documents,
+    readable_texts,
     scan_documents,
     visible_files,
 )
@@ -150,3 +151,13 @@ def test_jsonl_ids_are_strings_as_in_the_stores(tmp_path: Path) -> None:
     source.write_text('{"id": "", "text": "no id"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="is empty"):
         read_documents(source)
+
+
+def test_readable_texts_are_a_list_of_strings_the_tokenizer_reads_checked_whole() -> None:
+    assert readable_texts(iter(["a", "b"])) == ["a", "b"]
+    with pytest.raises(TypeError, match=r"queries must be a list of strings, got a single str"):
+        readable_texts("a", "queries")
+    with pytest.raises(TypeError, match=r"texts\[1\] is int"):
+        readable_texts(["a", 3])
+    with pytest.raises(ValueError, match=r"^queries\[1\] "):
+        readable_texts(["fine", "bad \ud800"], "queries")

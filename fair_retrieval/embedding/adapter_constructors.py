@@ -52,6 +52,7 @@ __all__ = [
     "chunk_starts",
     "embedder_values",
     "langchain_keywords",
+    "langchain_recipe",
     "langchain_renamed",
     "langchain_settings",
     "llamaindex_keywords",
@@ -317,6 +318,13 @@ class EmbedderRecipe:
             ValueError, TypeError: as `AdapterSettings.embedder`.
         """
         return AdapterSettings.of(self.settings).embedder(self.owner, self.model, None)
+
+
+def langchain_recipe(model: str | None, given: Mapping[str, Any], embedder: FairEmbedder) -> EmbedderRecipe:
+    """What a pickled `FairEmbeddings` loads again: `model` with the settings its keywords `given` make
+    (`langchain_keywords`), or, with `model` None (it was given a ready embedder), `embedder`'s model and settings
+    (`EmbedderRecipe.of`)."""
+    return EmbedderRecipe.of("FairEmbeddings", model, langchain_keywords(given), embedder)
 
 
 def recalibrated(embedder: FairEmbedder, calibration: Any) -> tuple[Calibration | None, FairEmbedder]:

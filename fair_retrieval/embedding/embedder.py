@@ -55,7 +55,7 @@ from fair_retrieval.engine.hook import (
     install,
 )
 from fair_retrieval.engine.lpes import PositionalScaling, RopeLayers, install_positional_scaling
-from fair_retrieval.inputs import check_readable, ensure_text_list
+from fair_retrieval.inputs import check_readable, ensure_text_list, readable_texts
 from fair_retrieval.validate import one_of
 
 __all__ = ["INSTANCE_DEFAULT", "DocumentPlan", "DocumentWindows", "EmbeddingReport", "FairEmbedder", "Precision"]
@@ -340,8 +340,7 @@ class FairEmbedder(WindowPlanning):
 
     def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
         """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated)."""
-        texts = ensure_text_list(texts)
-        check_readable(texts)
+        texts = readable_texts(texts)
         prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
         if not texts:
             return []
@@ -423,8 +422,7 @@ class FairEmbedder(WindowPlanning):
             raise TypeError(f"calibration must be a Calibration or None, got {type(calibration).__name__}.")
         if positional_scaling is INSTANCE_DEFAULT:
             positional_scaling = self.positional_scaling
-        text_list = ensure_text_list(texts)
-        check_readable(text_list)  # before any model work: the tokenizer fails on a lone surrogate, obscurely
+        text_list = readable_texts(texts)  # before any model work: the tokenizer fails on a lone surrogate, obscurely
         self._check_scaling(positional_scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         for tokens in window_tokens:
             self._window_shape(tokens)  # fail before any work on a window that does not fit

@@ -6,7 +6,8 @@ A vector store adapter (LangChain's `FaissVectorStore`, LlamaIndex's `FairFaissV
 - records (the adapter's class: `TextDocument` for LangChain, a node's JSON form for LlamaIndex), or texts with
   their metadata and ids (`add_documents`, `add_document_vectors`);
 - texts to embed, vectors a framework embedded (`add_vectors`), or windows (`StoreCore.add_windows`);
-- filters in the stores' one grammar (`fair_retrieval.stores.filters`), compiled once per call;
+- filters in the stores' one grammar (`fair_retrieval.stores.filters`), compiled once per call (a framework's own
+  filters translated to it: `check_filter_nesting`, `translated_filter`);
 - query texts and query vectors (`search_text`, `search_vector`, `mmr_search`, `query`);
 - files and bytes (`save`, `load`, `save_named`, `load_named`, `to_bytes`, `from_bytes`).
 
@@ -21,14 +22,14 @@ import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import ids_to_delete, preview, repeated, require_some
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.files import store_generation
-from fair_retrieval.stores.filters import StoreFilter, record_filter, store_filter
+from fair_retrieval.stores.filters import StoreFilter, check_nesting, record_filter, store_filter, translated_filter
 from fair_retrieval.stores.indexed_records import Keyed, StoreIndex
 from fair_retrieval.stores.marginal_relevance import mmr_hits
 from fair_retrieval.stores.raw_faiss import read_legacy_folder
@@ -104,6 +105,15 @@ class DocumentStore(StoreCore[R]):
         """
         checked = None if mode is None else check_search_mode(mode)
         return (settings or SearchSettings()).with_overrides(mode=checked, alpha=alpha, fusion=fusion)
+
+    def call_settings(self, *, mode: Any = None, alpha: Any = None, fusion: Any = None) -> SearchSettings:
+        """The store's search settings with one call's mode, alpha and fusion, those given (`settings_with`); the
+        store's own, unchanged, when none is.
+
+        Raises:
+            ValueError: a mode, alpha or fusion out of range.
+        """
+        return self.settings_with(self.search_settings, mode=mode, alpha=alpha, fusion=fusion)
 
     # ------------------------------------------------------------------------------------------------ texts
 
@@ -191,6 +201,14 @@ class DocumentStore(StoreCore[R]):
         window = {} if hit.best_window is None else {BEST_WINDOW_KEY: dict(hit.best_window)}
         return {**copy.deepcopy(hit.record.metadata), **window}
 
+    @staticmethod
+    def found(hits: Iterable[StoreHit[TextDocument]]) -> list[tuple[TextDocument, float]]:
+        """Each hit's document, its metadata a copy (`hit_metadata`: user code may edit it, with a multi-vector hit's
+        best window), and its score: what an adapter turns into its framework's documents."""
+        return [
+            (TextDocument(hit.record.key, hit.record.text, DocumentStore.hit_metadata(hit)), hit.score) for hit in hits
+        ]
+
     # ------------------------------------------------------------------------------------------------ vectors
 
     @staticmethod
@@ -252,6 +270,14 @@ class DocumentStore(StoreCore[R]):
             ValueError: a malformed filter dict, naming the place.
         """
         return store_filter(spec)
+
+    check_filter_nesting = staticmethod(check_nesting)
+    """Refuse a framework's combination of filters nested deeper than the grammar allows, before it is translated
+    (`fair_retrieval.stores.filters.check_nesting`: ValueError naming the bound)."""
+
+    translated_filter = staticmethod(translated_filter)
+    """A filter dict translated from a framework's own filters, compiled with the grammar's nesting bound counted in
+    the framework's levels (`fair_retrieval.stores.filters.translated_filter`); None for {}."""
 
     @property
     def relevance(self) -> Callable[[float], float]:
@@ -411,9 +437,24 @@ class DocumentStore(StoreCore[R]):
 
 class WrappedStore:
     """The read-only views of an adapter's store (`_store`, its `DocumentStore`), the same in both stacks: an
-    adapter's store class derives from it beside its framework's base class."""
+    adapter's store class derives from it beside its framework's base class, and gets its `DocumentStore` one way,
+    `_hold`: a new one from its constructor, a loaded one (`DocumentStore.load`) through `around`."""
 
     _store: DocumentStore[Any]
+
+    def _hold(self, store: DocumentStore[Any], **base: Any) -> None:
+        """Build the framework's base class (the classes after `WrappedStore` in the adapter's MRO) with `base`,
+        then keep `store`: what the adapter's constructor and `around` both run."""
+        super().__init__(**base)
+        self._store = store
+
+    @classmethod
+    def around(cls, store: DocumentStore[Any], **base: Any) -> Self:
+        """An adapter's store holding `store`, one the door loaded (`DocumentStore.load`), built without the
+        adapter's constructor (which makes a new `DocumentStore`); `base` as `_hold`."""
+        wrapped = cls.__new__(cls)
+        wrapped._hold(store, **base)
+        return wrapped
 
     @property
     def index(self) -> StoreIndex | None:

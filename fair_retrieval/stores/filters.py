@@ -47,7 +47,9 @@ A store's public methods call each other (a search by text calls the search by v
 filter once (`store_filter`: a grammar dict, or a function of the metadata, which gets a copy), so that a
 malformed one fails before anything is embedded or searched, and hands the compiled `StoreFilter` down, which the
 next ones take as it is (`record_filter`: the same as a test of a stored record). A framework with its own filter
-vocabulary (LlamaIndex's `MetadataFilters`) translates it to this grammar in its adapter.
+vocabulary (LlamaIndex's `MetadataFilters`) translates it to this grammar in its adapter: `check_nesting` refuses its
+combinations nested deeper than `MAX_DEPTH` of its own levels before each is translated, and `translated_filter`
+compiles the translation with the grammar's bound counted in those levels.
 """
 
 from __future__ import annotations
@@ -66,9 +68,11 @@ __all__ = [
     "Predicate",
     "StoreFilter",
     "check_depth",
+    "check_nesting",
     "compile_filter",
     "record_filter",
     "store_filter",
+    "translated_filter",
 ]
 
 Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
@@ -155,6 +159,47 @@ def check_depth(depth: int, limit: int = MAX_DEPTH) -> None:
             f"filter nests $and / $or / $not more than {limit} levels deep; flatten it (e.g. one $and or $in "
             "with many members instead of nested ones)."
         )
+
+
+def check_nesting(depth: int, where: str, kind: str) -> None:
+    """Refuse a framework's combination of conditions nested deeper than `MAX_DEPTH` of its own levels (the outermost
+    is level 0), before it is translated to the grammar, so a deep one never exhausts Python's stack.
+
+    Args:
+        depth: the level of the combination.
+        where: where it is, for the message (e.g. "filters.filters[0].filters[0]…").
+        kind: what the framework calls a combination, for the message (e.g. "MetadataFilters").
+
+    Raises:
+        ValueError: naming the bound.
+    """
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"{where}: {kind} nest more than {MAX_DEPTH} levels deep; flatten them (one AND or OR over many "
+            "filters, or IN with many values, instead of nested ones)."
+        )
+
+
+def translated_filter(
+    spec: Mapping[str, Any], *, levels_per_combination: int, levels_per_condition: int = 0
+) -> StoreFilter | None:
+    """A grammar dict translated from a framework's filters (its combinations checked by `check_nesting`), compiled;
+    None for {} (it keeps every document).
+
+    Args:
+        spec: the translation, in this module's grammar.
+        levels_per_combination: how many grammar levels the translation spells one of the framework's combinations
+            in (e.g. 2: NOT as ``$not`` of ``$or``).
+        levels_per_condition: how many grammar levels it spells one condition in (e.g. 1: "is empty" as one
+            ``$or``).
+
+    Raises:
+        ValueError: a condition the grammar refuses, naming the place.
+    """
+    if not spec:
+        return None
+    depth = levels_per_combination * (MAX_DEPTH + 1) + levels_per_condition
+    return StoreFilter(compile_filter(spec, max_depth=depth))
 
 
 def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0, limit: int = MAX_DEPTH) -> Predicate:

@@ -66,17 +66,19 @@ def mmr_hits(
     among: Sequence[int] | None = None,
     keep: Callable[[R], bool] | None = None,
     candidates: Callable[[int], list[StoreHit[R]]] | None = None,
+    lambda_name: str = "lambda_mult",
 ) -> list[StoreHit[R]]:
     """k of the store's documents chosen by MMR among the `fetch_k` best (None: every document that qualifies),
     restricted as `DocumentStore.search` is (`among`, `keep`); each hit keeps its search score and best window.
     `candidates` gives the best n hits another way (a sparse or hybrid search: `DocumentStore.text_search`); MMR
-    then chooses among those, by the same cosines of the query and the documents' vectors.
+    then chooses among those, by the same cosines of the query and the documents' vectors. `lambda_name`: what the
+    caller's stack calls λ (LangChain's `lambda_mult`, LlamaIndex's `mmr_threshold`), for the message of its check.
 
     Raises:
         ValueError: a bad `k`, `fetch_k` or `lambda_mult`, or a query of another size than the stored vectors.
     """
     positive_int(k, "k")
-    lambda_mult = check_mmr_lambda(lambda_mult)
+    lambda_mult = check_mmr_lambda(lambda_mult, lambda_name)
     pool = len(store) if fetch_k is None else max(k, positive_int(fetch_k, "fetch_k"))
     if candidates is not None:
         hits = candidates(max(pool, 1))

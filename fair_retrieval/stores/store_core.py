@@ -233,9 +233,29 @@ class StoreCore(Generic[R]):
     def embedder(self, embedder: Any) -> None:
         gives = None
         if embedder is not None and self.multivector:
-            gives = window_embedder(embedder, f"{self.name}(multivector=True)")
+            gives = window_embedder(embedder, f"A multi-vector {self.name}")
         self._embedder = embedder  # only read: a store never changes what its embedder gives
         self._windows_from: WindowEmbedder | None = gives  # what gives its windows, checked once, here
+
+    def check_window_source(self, missing: str) -> None:
+        """Refuse a multi-vector store that has no embedder to take its windows from (`missing`: the message, what
+        the adapter's users pass); a pooled store needs none.
+
+        Raises:
+            ValueError: `missing`.
+        """
+        if self.multivector:
+            self._window_source(missing)
+
+    def _window_source(self, missing: str | None = None) -> WindowEmbedder:
+        """What gives a multi-vector store its windows, checked when the store was given its embedder.
+
+        Raises:
+            ValueError: the store has no embedder (`missing`: the message; None: `window_embedder`'s).
+        """
+        if self._windows_from is not None:
+            return self._windows_from
+        return window_embedder(self._embedder, f"A multi-vector {self.name}", missing)  # None: raises
 
     def identity(self, *, with_mode: bool = True) -> dict[str, Any] | None:
         """The identity a save records: the embedder's, with the mode's fields (`DocumentMode.identity`) unless
@@ -521,12 +541,10 @@ class StoreCore(Generic[R]):
         Raises:
             ValueError: no embedder, or as `add_windows`.
         """
-        embedder = self._windows_from or window_embedder(
-            self._embedder,
-            f"{self.name}(multivector=True)",
-            missing=f"This multi-vector store has no embed model to take the nodes' window vectors from (it was "
-            f"loaded without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
-            "store.record_embed_model(embed_model) with the FairEmbedding the index uses.",
+        embedder = self._window_source(
+            f"This multi-vector store has no embed model to take the nodes' window vectors from (it was loaded "
+            f"without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
+            "store.record_embed_model(embed_model) with the FairEmbedding the index uses."
         )
         cache = getattr(self._embedder, "window_cache", None)
         matrix = self.prepared(pooled, len(records), "the embeddings")
@@ -571,8 +589,7 @@ class StoreCore(Generic[R]):
         Raises:
             TypeError: the embedder gives no windows (or there is none).
         """
-        embedder = self._windows_from or window_embedder(self._embedder, f"{self.name}(multivector=True)")
-        return (self.windows or StoreWindows()).embed(embedder, texts)
+        return (self.windows or StoreWindows()).embed(self._window_source(), texts)
 
     def remove(self, int_ids: Iterable[int]) -> None:
         """Remove stored documents by int id."""

@@ -34,7 +34,6 @@ from fair_retrieval.stores.raw_faiss import looks_like_raw_faiss
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreCore
 from fair_retrieval.stores.store_mode import AGGREGATE_KEY, DocumentMode, StoreWindows
-from fair_retrieval.stores.window_embedders import window_embedder
 from fair_retrieval.validate import is_int
 
 logger = logging.getLogger(__name__)
@@ -246,8 +245,7 @@ def _restore(
         raise ValueError(f"{store_file} records a malformed embedder {recorded!r}; save the store again.")
     store.recorded_identity = recorded
     if embedder is not None:
-        if mode.multivector:  # before the identity: such an embedder cannot fill this store at all
-            window_embedder(embedder, f"A multi-vector {fmt.store}")
+        store.embedder = embedder  # before the identity: checks that it gives windows for a multi-vector store
         unrecorded = fmt.unrecorded_without_model if "embedder" in state else None
         check_identity(
             recorded,
@@ -258,7 +256,6 @@ def _restore(
             remedy=fmt.mismatch_remedy,
             unrecorded=unrecorded or UNRECORDED_EARLIER,
         )
-        store.embedder = embedder
     index = mode.load_index(folder, gpu) if (folder := _index_folder(fmt, state, store_file, index_folder)) else None
     entries = _entries(fmt, state[fmt.records_key], store_file)
     next_int_id = _id_counter(state["next_int_id"], entries, store_file, fmt.remedy)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fair_retrieval.stores.indexed_records import Keyed
-from fair_retrieval.stores.marginal_relevance import check_mmr_lambda, mmr_hits
+from fair_retrieval.stores.marginal_relevance import mmr_hits
 from fair_retrieval.stores.store_core import StoreCore, StoreHit
 from fair_retrieval.stores.vectors import check_dimension
 from fair_retrieval.validate import positive_int
@@ -97,8 +97,8 @@ def vector_query_hits(
         vector.size, None if index is None else index.dim, "query_embedding is a", noun="vector", remedy=remedy
     )
     if mode == "mmr":
-        threshold = check_mmr_lambda(0.5 if mmr_threshold is None else mmr_threshold, "mmr_threshold")
-        return mmr_hits(store, vector, top_k, prefetch_k, threshold, among=among)
+        threshold = 0.5 if mmr_threshold is None else mmr_threshold
+        return mmr_hits(store, vector, top_k, prefetch_k, threshold, among=among, lambda_name="mmr_threshold")
     if mode == "hybrid":
         assert query_str is not None
         return store.text_search(

@@ -17,7 +17,7 @@ pytest.importorskip("faiss")
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex
 from fair_retrieval.cli import main
 from fair_retrieval.cli.cmd_search import snippet
-from fair_retrieval.inputs import read_jsonl
+from fair_retrieval.inputs import read_documents
 
 DOCS: list[dict[str, Any]] = [
     {"id": "volcano", "text": "Volcanoes erupt when magma rises through the crust and escapes as lava, ash and gas."},
@@ -160,7 +160,7 @@ def test_bad_jsonl_exits_2_with_the_line(
 def test_text_and_id_fields_are_configurable(tmp_path: Path) -> None:
     source = tmp_path / "d.jsonl"
     source.write_text('{"key": "k1", "body": "hello", "extra": 1}\n')
-    [doc] = read_jsonl(source, text_field="body", id_field="key")
+    [doc] = read_documents(source, text_field="body", id_field="key")
     assert (doc.id, doc.text, doc.metadata) == ("k1", "hello", {"extra": 1})
 
 

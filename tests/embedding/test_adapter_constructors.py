@@ -17,6 +17,7 @@ from fair_retrieval.embedding.adapter_constructors import (
     chunk_starts,
     embedder_values,
     langchain_keywords,
+    langchain_recipe,
     langchain_renamed,
     llamaindex_keywords,
     recalibrated,
@@ -121,6 +122,17 @@ def test_a_recipe_loads_the_same_embedder_again(tiny_models: dict[str, str]) -> 
     values = embedder_values(again, EmbedderOptions(show_progress_bar=True))
     assert values["calibration"] == shared.calibration and values["show_progress_bar"] is True
     assert values["device"] == "cpu" and values["window_tokens"] == again.window_tokens
+
+
+def test_a_langchain_recipe_reads_the_keywords_given_or_the_shared_embedder(tiny_models: dict[str, str]) -> None:
+    model = tiny_models["bert-mean"]
+    shared = FairEmbedder(model, device="cpu", calibration=Calibration(strength=0.5, basket_size=4))
+    given = {"query_instruction": "q: ", "model_kwargs": {"device": "cpu"}}
+    assert langchain_recipe(model, given, shared) == EmbedderRecipe.of(
+        "FairEmbeddings", model, langchain_keywords(given), shared
+    )
+    assert langchain_recipe(model, given, shared).settings["query_prompt"] == "q: "
+    assert langchain_recipe(None, {}, shared) == EmbedderRecipe.of("FairEmbeddings", None, {}, shared)
 
 
 def test_a_splitter_plan_is_one_window_counted_in_model_tokens(tiny_models: dict[str, str]) -> None:

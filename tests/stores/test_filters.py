@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fair_retrieval.stores.filters import FILTER_OPERATORS, compile_filter
+from fair_retrieval.stores.filters import FILTER_OPERATORS, MAX_DEPTH, check_nesting, compile_filter, translated_filter
 
 # ------------------------------------------------------------------------------------------------ compile_filter
 
@@ -249,6 +249,28 @@ def random_filter(rng: random.Random, depth: int = 0) -> dict[str, Any]:
     if choice == 4:
         return {"$not": random_filter(rng, depth + 1)}
     return {rng.choice(FIELDS): random_condition(rng, depth), "$or": [random_filter(rng, depth + 1)]}
+
+
+def _nested_not(levels: int) -> dict[str, Any]:
+    """A filter of `levels` combinations, each spelled in two grammar levels ($not of $or), around one condition."""
+    spec: dict[str, Any] = {"n": 1}
+    for _ in range(levels):
+        spec = {"$not": {"$or": [spec]}}
+    return spec
+
+
+def test_a_translated_filter_counts_the_bound_in_the_frameworks_levels() -> None:
+    check_nesting(MAX_DEPTH, "filters", "Combos")
+    with pytest.raises(ValueError, match=f"filters…: Combos nest more than {MAX_DEPTH} levels deep; flatten"):
+        check_nesting(MAX_DEPTH + 1, "filters…", "Combos")
+    deep = _nested_not(MAX_DEPTH + 1)  # levels 0 to MAX_DEPTH, two grammar levels each
+    with pytest.raises(ValueError, match="levels deep"):
+        compile_filter(deep)  # the grammar's own bound refuses it
+    keep = translated_filter(deep, levels_per_combination=2)
+    assert keep is not None and keep({"n": 1}) is False and keep({"n": 2}) is True  # 65 $not: an odd count
+    with pytest.raises(ValueError, match="levels deep"):
+        translated_filter(_nested_not(MAX_DEPTH + 2), levels_per_combination=2)
+    assert translated_filter({}, levels_per_combination=2) is None  # keeps every document
 
 
 def test_compiled_filters_agree_with_a_direct_reading_of_the_grammar() -> None:

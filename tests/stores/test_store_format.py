@@ -105,3 +105,29 @@ def test_a_crafted_int_id_is_refused_naming_the_file(tmp_path: Path, int_id: Any
     )
     with pytest.raises(DamagedFileError, match=r"store\.json is damaged: an entry"):
         load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+
+
+def test_an_embedder_that_gives_no_windows_is_refused_once_before_the_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store: DocumentStore[Doc] = DocumentStore(gpu=False, multivector=True, dim=4)
+    path = tmp_path / "store.json"
+    save_store(store, FORMAT, path, tmp_path / "store.index")
+    import fair_retrieval.stores.store_core as store_core
+
+    checks: list[str] = []
+    original = store_core.window_embedder
+
+    def counted(embedding: Any, where: str, missing: str | None = None) -> Any:
+        checks.append(where)
+        return original(embedding, where, missing)
+
+    monkeypatch.setattr(store_core, "window_embedder", counted)
+    refused = r"^A multi-vector ProbeStore keeps each .* only fair-retrieval's embedders give"
+    with pytest.raises(TypeError, match=refused):
+        load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=object(), missing="none")
+    assert checks == ["A multi-vector ProbeStore"]  # once, when the store is given its embedder
+    loaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+    with pytest.raises(ValueError, match=r"^load it with an embed model$"):
+        loaded.check_window_source("load it with an embed model")
+    DocumentStore(gpu=False, multivector=False).check_window_source("a pooled store needs none")

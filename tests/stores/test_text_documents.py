@@ -48,6 +48,9 @@ def test_documents_round_trip_through_their_entries_and_hits_give_copies() -> No
     metadata["k"].append(2)
     assert documents[0].metadata == {"k": [1]}  # the stored one is untouched
     assert DocumentStore.hit_metadata(StoreHit(7, documents[0], 0.5, None)) == {"k": [1]}
+    [(found, score)] = DocumentStore.found([hit])  # what an adapter turns into its documents: a copy, its score
+    assert found == TextDocument("a", "a text", {"k": [1], BEST_WINDOW_KEY: {"start": 0, "end": 4, "window": 0}})
+    assert score == 0.5 and found.metadata["k"] is not documents[0].metadata["k"]
     with pytest.raises(ValueError, match="Nothing was stored"):
         checked_documents([" "], None, None)
 

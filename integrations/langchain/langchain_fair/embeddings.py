@@ -25,14 +25,7 @@ from fair_retrieval import (
     Precision,
     WindowBoundaries,
 )
-from fair_retrieval.adapters import (
-    ADAPTER_FIELDS,
-    EmbedderRecipe,
-    SplitterPlan,
-    langchain_keywords,
-    langchain_settings,
-    recalibrated,
-)
+from fair_retrieval.adapters import ADAPTER_FIELDS, SplitterPlan, langchain_recipe, langchain_settings, recalibrated
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
@@ -121,7 +114,7 @@ class FairEmbeddings(BaseModel, Embeddings):
         state = super().__getstate__()
         private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_embedder"}
         model = self.model if self.embedder is None else None  # None: a shared embedder's (this calibration's) own
-        recipe = EmbedderRecipe.of("FairEmbeddings", model, langchain_keywords(self._given()), self._embedder)
+        recipe = langchain_recipe(model, self._given(), self._embedder)
         fields = {**state["__dict__"], "embedder": None}
         return {**state, "__dict__": fields, "__pydantic_private__": {**private, "_recipe": recipe}}
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from langchain_core.embeddings import Embeddings
 from typing_extensions import Self
 
-from fair_retrieval.stores import DEFAULT_INDEX_NAME, DocumentStore, TextDocument
+from fair_retrieval.stores import DEFAULT_INDEX_NAME, DocumentStore, TextDocument, WrappedStore
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ STORE_FORMAT = DocumentStore.text_format(
 )
 
 
-class LocalFolders:
+class LocalFolders(WrappedStore):
     """`save_local` and `load_local`: `FaissVectorStore`'s base class."""
 
     _store: DocumentStore[TextDocument]
@@ -92,8 +92,8 @@ class LocalFolders:
             allow_embedder_mismatch=allow_embedder_mismatch,
             multivector=multivector,
         )
-        store = cls.__new__(cls)
-        store._store, store._relevance_score_fn = loaded, relevance_score_fn
+        store = cls.around(loaded)  # the constructor's one path to its DocumentStore (`WrappedStore`)
+        store._relevance_score_fn = relevance_score_fn
         return store
 
     def serialize_to_bytes(self) -> bytes:

@@ -5,12 +5,12 @@ argument checked there; the hits become LangChain `Document`s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from langchain_core.documents import Document
 
-from fair_retrieval.stores import DocumentStore, SearchSettings, StoreHit, TextDocument
+from fair_retrieval.stores import DocumentStore, TextDocument
 
 __all__ = ["Filter", "StoreSearch"]
 
@@ -31,7 +31,7 @@ class StoreSearch:
         the matches). A multi-vector store's are k distinct documents, each with its best window's span under
         "best_window" in its metadata (a copy). Dense: a `retrieval_mode` other than "dense" is refused."""
         self._dense_only(kwargs)
-        return [(self._document(hit), hit.score) for hit in self._hits(embedding, k, filter)]
+        return self._documents(self._store.found(self._store.search_vector(embedding, k, filter)))
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
@@ -41,18 +41,17 @@ class StoreSearch:
         scores (see `metric`), BM25 scores (sparse) or fused scores in [0, 1] (hybrid). A dense or hybrid query is
         embedded plainly, as a query; a sparse one is not embedded."""
         predicate = self._store.compiled_filter(filter)  # a malformed filter fails before the query is embedded
-        settings = self._settings(kwargs)
+        settings = self._store.call_settings(**self._call_options(kwargs))
         if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
             return self.similarity_search_with_score_by_vector(self._store.embed_query(query), k, predicate)
-        hits = self._store.search_text(query, k, predicate, settings)
-        return [(self._document(hit), hit.score) for hit in hits]
+        return self._documents(self._store.found(self._store.search_text(query, k, predicate, settings)))
 
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """LangChain's relevance scores in [0, 1]: the metric's relevance of a dense score, the fused score of a
         hybrid search as it is, a BM25 score divided by the query's best (sparse)."""
-        settings = self._settings(kwargs)
+        settings = self._store.call_settings(**self._call_options(kwargs))
         found = self.similarity_search_with_score(query, k, **kwargs)
         if settings.mode == "hybrid":
             return found
@@ -89,8 +88,7 @@ class StoreSearch:
         only, 0: diversity only) among the `fetch_k` nearest that pass `filter`, with their raw search
         scores (a multi-vector store: distinct documents, compared by their pooled vectors)."""
         self._dense_only(kwargs)
-        hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, filter)
-        return [(self._document(hit), hit.score) for hit in hits]
+        return self._documents(self._store.found(self._store.mmr_search(embedding, k, fetch_k, lambda_mult, filter)))
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -118,35 +116,30 @@ class StoreSearch:
         """MMR search for `query` (see `max_marginal_relevance_search_by_vector`); in a "sparse" or "hybrid"
         retrieval mode (the store's, or `retrieval_mode=`) the `fetch_k` candidates are that search's."""
         predicate = self._store.compiled_filter(filter)
-        settings = self._settings(kwargs)
+        settings = self._store.call_settings(**self._call_options(kwargs))
         embedding = self._store.embed_query(query)
         if settings.mode == "dense":
             return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
         hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate, query=query, settings=settings)
-        return [self._document(hit) for hit in hits]
+        return [document for document, _ in self._documents(self._store.found(hits))]
 
-    def _settings(self, kwargs: Mapping[str, Any]) -> SearchSettings:
-        """The store's search settings with a call's `retrieval_mode`, `alpha` and `fusion` (checked)."""
-        return self._store.settings_with(
-            self._store.search_settings,
-            mode=kwargs.get("retrieval_mode"),
-            alpha=kwargs.get("alpha"),
-            fusion=kwargs.get("fusion"),
-        )
+    @staticmethod
+    def _call_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's `retrieval_mode`, `alpha` and `fusion` under the door's names (`DocumentStore.call_settings`,
+        which checks them)."""
+        return {"mode": kwargs.get("retrieval_mode"), "alpha": kwargs.get("alpha"), "fusion": kwargs.get("fusion")}
 
     def _dense_only(self, kwargs: Mapping[str, Any]) -> None:
         """Refuse a lexical `retrieval_mode` for a search by vector (it has no words to search)."""
         mode = kwargs.get("retrieval_mode")
-        if mode is not None and self._store.settings_with(self._store.search_settings, mode=mode).mode != "dense":
+        if mode is not None and self._store.call_settings(mode=mode).mode != "dense":
             raise ValueError(
                 f"retrieval_mode={mode!r}: a *_by_vector call searches by vector (dense) and has no text for BM25; "
                 "pass the query text to similarity_search (or max_marginal_relevance_search) instead."
             )
 
-    def _hits(self, embedding: Any, k: int, filter: Filter | None) -> list[StoreHit[TextDocument]]:
-        return self._store.search_vector(embedding, k, filter)
-
     @staticmethod
-    def _document(hit: StoreHit[TextDocument]) -> Document:
-        """A copy of a stored document, with a multi-vector hit's best window in its metadata."""
-        return Document(id=hit.record.key, page_content=hit.record.text, metadata=DocumentStore.hit_metadata(hit))
+    def _documents(found: Iterable[tuple[TextDocument, float]]) -> list[tuple[Document, float]]:
+        """Found documents (`DocumentStore.found`: copies, a multi-vector hit's best window in the metadata) as
+        LangChain `Document`s, with their scores."""
+        return [(Document(id=doc.key, page_content=doc.text, metadata=doc.metadata), score) for doc, score in found]

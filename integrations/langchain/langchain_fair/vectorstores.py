@@ -87,7 +87,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         search = DocumentStore.settings_with(mode=retrieval_mode, alpha=alpha, fusion=fusion)
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        self._store: DocumentStore[TextDocument] = DocumentStore.of_texts(
+        store: DocumentStore[TextDocument] = DocumentStore.of_texts(
             metric=store_metric,
             kind=kind,
             gpu=gpu,
@@ -101,6 +101,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
             lexical=lexical,
             search=search,
         )
+        self._hold(store)
         self._relevance_score_fn = relevance_score_fn
 
     @property
@@ -185,7 +186,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents for `ids`, in the order asked; unknown ids are skipped (LangChain's contract)."""
-        return [self._document(hit) for hit in self._store.documents(ids)]
+        return [document for document, _ in self._documents(self._store.found(self._store.documents(ids)))]
 
     def delete(self, ids: list[str] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
         """Delete the documents stored under `ids`; True if every id was stored. Unknown ids are ignored with a

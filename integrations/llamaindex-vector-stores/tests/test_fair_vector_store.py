@@ -41,6 +41,7 @@ from llama_index.embeddings.fair import FairEmbedding
 from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from fair_retrieval import FairEmbedder, FaissIndex
+from fair_retrieval.stores import DocumentStore
 
 DIM = 16
 COUNT = 60
@@ -590,6 +591,29 @@ def test_persist_and_load_round_trip(tmp_path: Path, vectors: np.ndarray) -> Non
     assert (
         loaded._store.records.int_ids["later"] == store._store.records.next_int_id
     )  # new ids continue after the persisted counter
+
+
+def test_loading_builds_one_store_and_not_the_constructors(
+    tmp_path: Path, vectors: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = FairFaissVectorStore(gpu=False)
+    store.add(_nodes(vectors[:4]))
+    store.persist(str(tmp_path / "default__vector_store.json"))
+    built: list[object] = []
+    original = DocumentStore.__init__
+
+    def counted(self: DocumentStore[Any], **options: Any) -> None:
+        built.append(self)
+        original(self, **options)
+
+    def refused(self: FairFaissVectorStore, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the constructor builds a new store, not a loaded one")
+
+    monkeypatch.setattr(DocumentStore, "__init__", counted)
+    monkeypatch.setattr(FairFaissVectorStore, "__init__", refused)
+    loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path))
+    assert len(built) == 1 and loaded._store is built[0]  # the loaded one, held as it is
+    assert loaded.node_ids == store.node_ids and loaded.stores_text and loaded.is_embedding_query
 
 
 def test_an_empty_store_round_trips(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ window study's default: whole and half windows at the text's boundaries) differs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from llama_index.embeddings.fair import FairEmbedding
 from llama_index.vector_stores.fair import FairFaissVectorStore
 
 from fair_retrieval import FairEmbedder
+from fair_retrieval.stores import StoreWindows
 
 pytest.importorskip("faiss")
 
@@ -92,3 +93,58 @@ def test_a_multi_vector_store_keeps_its_shape_and_takes_what_the_embed_models_pa
     embedded = document.get_content(metadata_mode=MetadataMode.EMBED)
     assert [call["texts"] for call in asked] == [[embedded]]  # the embed model's own pass, once
     assert asked[0]["window_tokens"] is None and asked[0]["window_boundaries"] is None
+
+
+def _rows_read(embedder: FairEmbedder) -> list[int]:
+    """The windows each forward pass of `embedder`'s model reads, appended as it runs (the rows of the token ids
+    its first module, the transformer, is called with)."""
+    rows: list[int] = []
+
+    def count(module: Any, args: tuple[Any, ...]) -> None:
+        rows.append(int(args[0]["input_ids"].shape[0]))
+
+    embedder.model[0].register_forward_pre_hook(count)
+    return rows
+
+
+@pytest.mark.parametrize("boundaries", ["text", "tokens"])
+def test_the_model_reads_each_window_the_store_keeps_once_beside_the_embed_models_pass(
+    tiny_model: str, boundaries: Literal["text", "tokens"]
+) -> None:
+    """A multi-vector store over the `FairEmbedding` that embedded its nodes runs no second pass of the windows
+    that pass cut: the model reads the embed model's windows once, and the windows of the store's shape that pass
+    did not cut (the half size; the whole size too when the embed model cuts at token boundaries) once more each,
+    nothing else. Counted in the model's forward passes, against the same calls made directly."""
+    texts = [TEXTS[0], TEXTS[2]]  # several windows at the whole and the half size
+    embedder = FairEmbedder(tiny_model, max_length=32, device="cpu", window_boundaries=boundaries)
+    embed_model = FairEmbedding(embedder=embedder)
+    store = FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model)
+    assert store._store.windows is not None and store._store.windows.boundaries == "text"
+    whole, half = store._store.windows.tokens
+    rows = _rows_read(embedder)
+    embedder.embed_document_windows(texts)  # the embed model's own pass
+    if boundaries != "text":
+        embedder.embed_document_windows(texts, window_tokens=whole, window_boundaries="text")
+    embedder.embed_document_windows(texts, window_tokens=half, window_boundaries="text")
+    expected = sum(rows)
+    assert expected > 0
+    rows.clear()
+    VectorStoreIndex.from_documents(
+        [Document(text=text, id_=f"d{position}") for position, text in enumerate(texts)],
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=embed_model,
+        transformations=[SentenceSplitter(chunk_size=200, chunk_overlap=0)],
+    )
+    assert sum(rows) == expected and len(store.node_ids) == len(texts)
+    rows.clear()
+    own = FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model, windows=StoreWindows())
+    VectorStoreIndex.from_documents(  # a store of the embed model's own windows: its pass alone
+        [Document(text=text, id_=f"e{position}") for position, text in enumerate(texts)],
+        storage_context=StorageContext.from_defaults(vector_store=own),
+        embed_model=embed_model,
+        transformations=[SentenceSplitter(chunk_size=200, chunk_overlap=0)],
+    )
+    embedded = sum(rows)
+    rows.clear()
+    embedder.embed_document_windows(texts)
+    assert embedded == sum(rows) and len(own._store.records) == len(texts)

@@ -112,10 +112,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
                 "FairFaissVectorStore no longer wraps a raw faiss index (faiss_index=...): it keeps its vectors in a "
                 "fair_retrieval.FaissIndex. Use FairFaissVectorStore.create(dim=...), or pass index=FaissIndex(...)."
             )
-        super().__init__(stores_text=True)
         if embed_model is None and multivector is not False:
             embed_model = _settings_embed_model(say_pooled=multivector is None and index is None)
-        self._store = DocumentStore(
+        store: DocumentStore[StoredNode] = DocumentStore(
             metric=metric,
             kind=kind,
             gpu=gpu,
@@ -133,11 +132,11 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             lexical=lexical,
             search=search,
         )
-        if self._store.multivector and embed_model is None:
-            raise ValueError(
-                "FairFaissVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
-                "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
-            )
+        store.check_window_source(
+            "FairFaissVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
+            "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
+        )
+        self._hold(store, stores_text=True)
 
     @classmethod
     def create(

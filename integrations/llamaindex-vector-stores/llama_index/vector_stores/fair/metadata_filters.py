@@ -5,10 +5,11 @@ Every `FilterOperator` has its llama-index meaning (`SUPPORTED_OPERATORS`: CONTA
 TEXT_MATCH and TEXT_MATCH_INSENSITIVE on string fields, IS_EMPTY, …), combined with FilterCondition AND, OR and NOT.
 `condition_spec` turns one condition into a grammar dict and `combined_spec` combines several, checking what the
 grammar would refuse with messages in LlamaIndex's own terms; an operator with no equivalent is refused by name,
-never answered with a silently empty result. Combinations nest at most `MAX_FILTER_DEPTH` (64) levels deep, the
-grammar's bound counted in LlamaIndex's own levels (`check_combination_depth`, before a level is translated, so a
-deep one is a ValueError naming the bound, never a RecursionError); `COMBINED_GRAMMAR_DEPTH` is how deep their
-translation may then nest in the grammar (NOT is two of its levels, IS_EMPTY one more).
+never answered with a silently empty result. Combinations nest at most 64 levels deep (the grammar's bound,
+`fair_retrieval.stores.MAX_FILTER_DEPTH`), counted in LlamaIndex's own levels (`DocumentStore.check_filter_nesting`,
+before a level is translated, so a deep one is a ValueError naming the bound, never a RecursionError); the
+translation is compiled at the door (`DocumentStore.translated_filter`: a combination is up to two grammar levels,
+NOT as ``$not`` of ``$or``; IS_EMPTY one more).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
-from fair_retrieval.stores import MAX_FILTER_DEPTH, compile_filter
+from fair_retrieval.stores import DocumentStore
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_predicate"]
 
@@ -41,30 +42,7 @@ LISTED = ("IN", "NIN", "ANY", "ALL")  # operators whose value is a list
 ORDERINGS = ("GT", "GTE", "LT", "LTE")
 EMPTY_VALUES: tuple[Any, ...] = (None, "", [])  # what IS_EMPTY matches besides an absent field, as in llama-index
 SUPPORTED_OPERATORS: tuple[str, ...] = (*OPERATORS, "IS_EMPTY")
-"""The operator names a condition may use (combined with AND, OR and NOT, nested up to `MAX_FILTER_DEPTH` levels)."""
-COMBINED_GRAMMAR_DEPTH = 2 * (MAX_FILTER_DEPTH + 1) + 1
-"""How deep the grammar dict of combinations at levels 0 to `MAX_FILTER_DEPTH` may nest (`combined_spec` spells each of
-them as up to two grammar levels, NOT as ``$not`` of ``$or``; `condition_spec` IS_EMPTY as one ``$or``): the
-`max_depth` to compile it with."""
-
-
-def check_combination_depth(depth: int, where: str, kind: str) -> None:
-    """Refuse a combination of conditions nested deeper than `MAX_FILTER_DEPTH` (the outermost is level 0), before it is
-    translated (so a deep one never exhausts Python's stack).
-
-    Args:
-        depth: the level of the combination.
-        where: where it is, for the message (e.g. "filters.filters[0].filters[0]…").
-        kind: what the framework calls a combination, for the message (e.g. "MetadataFilters").
-
-    Raises:
-        ValueError: naming the bound.
-    """
-    if depth > MAX_FILTER_DEPTH:
-        raise ValueError(
-            f"{where}: {kind} nest more than {MAX_FILTER_DEPTH} levels deep; flatten them (one AND or OR over many "
-            "filters, or IN with many values, instead of nested ones)."
-        )
+"""The operator names a condition may use (combined with AND, OR and NOT, nested up to 64 levels)."""
 
 
 def condition_spec(key: str, operator: str, value: Any, where: str, store: str) -> dict[str, Any]:
@@ -135,12 +113,12 @@ def metadata_predicate(filters: Any) -> Callable[[Mapping[str, Any]], bool] | No
             f"value=2024, operator=FilterOperator.GTE)]); got {type(filters).__name__}."
         )
     spec = _filter_spec(filters, "filters", 0)
-    return compile_filter(spec, max_depth=COMBINED_GRAMMAR_DEPTH) if spec else None
+    return DocumentStore.translated_filter(spec, levels_per_combination=2, levels_per_condition=1)
 
 
 def _filter_spec(filters: MetadataFilters, where: str, depth: int) -> dict[str, Any]:
     """`MetadataFilters` at level `depth` as a grammar dict ({} keeps every node, as an empty list does)."""
-    check_combination_depth(depth, where, "MetadataFilters")
+    DocumentStore.check_filter_nesting(depth, where, "MetadataFilters")
     members = []
     for position, item in enumerate(filters.filters):
         here = f"{where}.filters[{position}]" if depth < 8 else f"{where.split('…')[0]}…"

@@ -22,7 +22,7 @@ from llama_index.vector_stores.fair.node_records import StoredNode, node_text
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
-from fair_retrieval.stores import DocumentStore, StoreFormat
+from fair_retrieval.stores import DocumentStore, StoreFormat, WrappedStore
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +81,9 @@ STORE_FORMAT: StoreFormat[StoredNode] = StoreFormat(
 )
 
 
-class PersistFiles:
-    """`persist`, `from_persist_path`, `from_persist_dir` and `from_legacy_persist_dir`: the store's base class."""
+class PersistFiles(WrappedStore):
+    """`persist`, `from_persist_path`, `from_persist_dir` and `from_legacy_persist_dir`: the store's base class (a
+    loaded store is held as `WrappedStore.around` holds it, the constructor's one path)."""
 
     _store: DocumentStore[StoredNode]
 
@@ -145,9 +146,7 @@ class PersistFiles:
             STORE_FORMAT, path, _index_folder(path), gpu=gpu, embedder=embed_model, missing=missing,
             allow_embedder_mismatch=allow_embedder_mismatch, multivector=multivector, aggregate=aggregate,
         )  # fmt: skip
-        store: Any = cls(multivector=False, gpu=False)  # type: ignore[call-arg]  # the store's constructor
-        store._store = loaded
-        return store  # type: ignore[no-any-return]
+        return cls.around(loaded, stores_text=True)
 
     @classmethod
     def from_persist_dir(

@@ -33,10 +33,9 @@ from fair_retrieval.adapters import (
     INSTANCE_DEFAULT,
     EmbedderRecipe,
     SplitterPlan,
-    check_readable,
-    ensure_text_list,
     llamaindex_keywords,
     one_summary,
+    readable_texts,
     recalibrated,
 )
 from fair_retrieval.stores import WindowCache
@@ -166,8 +165,8 @@ class FairEmbedding(BaseEmbedding):
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex's batched text embedding (one embedder call per `embed_batch_size` texts), with one INFO log
         line for the whole call instead of one per batch (those are DEBUG). Every text is checked first
-        (`check_readable`), so no batch is embedded before one that would fail."""
-        check_readable(ensure_text_list(texts))
+        (`readable_texts`), so no batch is embedded before one that would fail."""
+        readable_texts(texts)
         with one_summary():
             return super().get_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
@@ -175,22 +174,22 @@ class FairEmbedding(BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         """`get_text_embedding_batch` for async callers, with its one log line per call (texts checked first)."""
-        check_readable(ensure_text_list(texts))
+        readable_texts(texts)
         with one_summary():
             return await super().aget_text_embedding_batch(texts, show_progress=show_progress, **kwargs)
 
     def get_agg_embedding_from_queries(
         self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
     ) -> Embedding:
-        """LlamaIndex's aggregate of several query embeddings, every query checked first (`check_readable`)."""
-        check_readable(ensure_text_list(queries, "queries"), "queries")
+        """LlamaIndex's aggregate of several query embeddings, every query checked first (`readable_texts`)."""
+        readable_texts(queries, "queries")
         return super().get_agg_embedding_from_queries(queries, agg_fn)
 
     async def aget_agg_embedding_from_queries(
         self, queries: list[str], agg_fn: Callable[..., Embedding] | None = None
     ) -> Embedding:
         """`get_agg_embedding_from_queries` for async callers (every query checked first)."""
-        check_readable(ensure_text_list(queries, "queries"), "queries")
+        readable_texts(queries, "queries")
         return await super().aget_agg_embedding_from_queries(queries, agg_fn)
 
     def __getstate__(self) -> dict[Any, Any]:
