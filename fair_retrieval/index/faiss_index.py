@@ -118,7 +118,7 @@ class FaissIndex(SavedIndex):
         self._gpu_count = gpus_for_kind(self.kind, gpu, self._faiss)
         self._gpu_shards = bool(gpu_shards)
         self._gpu_resources: Any = None
-        self._ids = IdSet(_stored.ids.tolist() if _stored is not None else ())
+        self._ids = IdSet(_stored.ids if _stored is not None else ())
         self._cpu_copy: Any = None  # CPU mirror of a GPU index, valid until the next change
         self._on_gpu = False
         self._uses_id_map = False
