@@ -22,6 +22,17 @@ RUN_GROWTH = 2
 """A run is merged into the one before it once that one holds at most `RUN_GROWTH` times as many ids."""
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-D array, ascending (as `np.unique(values)`).
+
+    A sort and a comparison of neighbours: `np.unique` without return values takes a hash-table path in NumPy 2.3+
+    that measured 100 to 300 times slower than this on 1M int64 ids (3.0 s against 0.01 s), which made loading and
+    removing millions of window ids take seconds.
+    """
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if ordered.size else ordered
+
+
 class SortedRuns:
     """Distinct int64 keys, each with `width` int64 values, in sorted runs whose sizes shrink geometrically.
 
@@ -83,7 +94,7 @@ class SortedRuns:
         kept = []
         for run, run_values in self._runs:
             at = np.minimum(np.searchsorted(run, keys), run.size - 1)
-            drop = np.unique(at[run[at] == keys])
+            drop = distinct(at[run[at] == keys])
             if drop.size:
                 run, run_values = np.delete(run, drop), np.delete(run_values, drop, axis=1)
                 self._count -= int(drop.size)
@@ -121,8 +132,9 @@ class IdSet:
     """
 
     def __init__(self, ids: np.ndarray | Iterable[int] = ()) -> None:
-        given = np.unique(np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64))
-        self._runs = SortedRuns(given)
+        given = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=np.int64)
+        ascending = given.size < 2 or bool((given[1:] > given[:-1]).all())  # a loaded index's ids already are
+        self._runs = SortedRuns(given if ascending else distinct(given))
         self._sorted: np.ndarray | None = None
         self.lookups = 0
 

@@ -48,7 +48,7 @@ from fair_retrieval.index.aggregates import (
 )
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
-from fair_retrieval.index.ids import INT64_MAX, as_ids, as_vectors, some
+from fair_retrieval.index.ids import INT64_MAX, as_ids, as_vectors, distinct, some
 from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
@@ -258,7 +258,7 @@ class MultiVectorIndex:
             doc_ids = as_ids(ids, "ids")
         if doc_ids.shape != (count,):
             raise ValueError(f"Got {count} documents but {doc_ids.size} ids; pass one id per document.")
-        if np.unique(doc_ids).size != count:
+        if distinct(doc_ids).size != count:
             raise ValueError("Ids repeat within one add; add each document once.")
         stored = doc_ids[self._table.contains(doc_ids)]
         if stored.size:
@@ -281,7 +281,7 @@ class MultiVectorIndex:
 
     def remove(self, ids: Any) -> int:
         """Remove documents (every window of each); ids not stored are ignored. Returns how many were removed."""
-        wanted = np.unique(as_ids(ids, "ids"))
+        wanted = distinct(as_ids(ids, "ids"))
         wanted = wanted[self._table.contains(wanted)]
         if not wanted.size:
             return 0
@@ -341,9 +341,9 @@ class MultiVectorIndex:
         vector = as_vectors(np.asarray(query, dtype=np.float32).reshape(1, -1), "query", self.dim)
         if not is_positive_int(k, numpy=True):
             raise ValueError(f"k must be a positive int, got {k!r}.")
-        selected = None if ids is None else self._window_ids(np.unique(as_ids(ids, "ids")))
+        selected = None if ids is None else self._window_ids(distinct(as_ids(ids, "ids")))
         total = self.window_count if selected is None else int(selected.size)
-        documents = len(self._table) if ids is None else len(np.unique(as_ids(ids, "ids")))
+        documents = len(self._table) if ids is None else len(distinct(as_ids(ids, "ids")))
         if total == 0:
             return []
         k = min(int(k), documents)

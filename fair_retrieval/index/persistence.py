@@ -75,7 +75,7 @@ class StoredIndex:
         dim: vector size.
         metric: "ip" or "l2".
         plan: its kind, factory string (described from the structure for format version 1) and search values.
-        ids: the stored ids, int64, unique.
+        ids: the stored ids, int64, unique, ascending.
         uses_id_map: whether faiss' IDMap2 keeps the ids (False: the IVF lists do).
     """
 
@@ -269,7 +269,8 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
         raise ValueError(
             f"{index_path} stores no ids (neither IVF lists nor an IDMap2); it was not written by FaissIndex."
         )
-    if np.unique(ids).size != ids.size:
+    ids = np.sort(ids)
+    if ids.size > 1 and (ids[1:] == ids[:-1]).any():
         raise ValueError(f"{index_path} holds duplicate ids; it was not written by FaissIndex.")
     count = meta.get("count")
     if count is not None and int(count) != int(index.ntotal):

@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from fair_retrieval.index.ids import IdSet, SortedRuns
+from fair_retrieval.index.ids import IdSet, SortedRuns, distinct
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_sorted_runs_agree_with_a_dict_under_random_inserts_and_removals(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    runs, model = SortedRuns(width=2), {}
+    runs, model = SortedRuns(width=2), dict[int, tuple[int, int]]()
     for _ in range(300):
         if model and rng.random() < 0.2:
             gone = rng.choice(list(model), size=min(len(model), int(rng.integers(1, 20))), replace=False)
@@ -60,3 +60,9 @@ def test_id_set_membership_largest_and_sorted_ids() -> None:
     assert ids.new_ids(None, 2).tolist() == [10, 11]
     with pytest.raises(ValueError, match="ids already in the index: 7"):
         ids.new_ids([7, 8], 2)
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 1000])
+def test_distinct_is_np_unique(size: int) -> None:
+    values = np.random.default_rng(size).integers(-5, 50, size=size).astype(np.int64)
+    assert distinct(values).tolist() == np.unique(values).tolist()
