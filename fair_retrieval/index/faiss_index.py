@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval.index.gpu import GpuChoice, gpus_for_kind, import_faiss, index_to_cpu, index_to_gpus, train_on_cpu
-from fair_retrieval.index.ids import IdSet, as_ids, as_vectors
+from fair_retrieval.index.ids import IdSet, as_ids, as_vectors, distinct
 from fair_retrieval.index.index_building import ID_MAP_PREFIX, apply_search, new_cpu_index, rebuilt_with
 from fair_retrieval.index.index_plan import (
     POINTS_PER_CENTROID,
@@ -118,7 +118,7 @@ class FaissIndex(SavedIndex):
         self._gpu_count = gpus_for_kind(self.kind, gpu, self._faiss)
         self._gpu_shards = bool(gpu_shards)
         self._gpu_resources: Any = None
-        self._ids = IdSet(_stored.ids.tolist() if _stored is not None else ())
+        self._ids = IdSet(_stored.ids if _stored is not None else ())
         self._cpu_copy: Any = None  # CPU mirror of a GPU index, valid until the next change
         self._on_gpu = False
         self._uses_id_map = False
@@ -358,7 +358,7 @@ class FaissIndex(SavedIndex):
         Raises:
             ValueError: if some ids are not stored (the message lists some of them).
         """
-        targets = np.unique(as_ids(ids, "ids"))
+        targets = distinct(as_ids(ids, "ids"))
         if targets.size == 0:
             return 0
         self._ids.require_known(targets)
@@ -384,7 +384,7 @@ class FaissIndex(SavedIndex):
         wanted = as_ids(ids, "ids")
         if wanted.size == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
-        self._ids.require_known(np.unique(wanted))
+        self._ids.require_known(distinct(wanted))
         return reconstruct(self._cpu_index(), wanted, self._dim)
 
     # ------------------------------------------------------------------------------------------------ internals

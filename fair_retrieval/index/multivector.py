@@ -17,17 +17,18 @@ search itself is approximate; `benchmarks/index_recall.py --multivector` measure
 IVF windows index whose nprobe is not given visits nlist/4 lists instead of the pooled default's nlist/8
 (`plan.window_nprobe`): a window the IVF stage misses can lose its document, and over-fetch does not bring it back.
 
-Each document id owns a list of window ids (int64, handed out by a counter that only grows) with each window's
-character span in its document and its weight (content tokens). `save` writes the windows index and this table
-(`windows.json`) in one commit; `load` refuses a folder of a pooled `FaissIndex` and `FaissIndex.load` refuses this
-one, so a pooled store is never read as a multi-vector one, nor the other way round.
+Each document id owns a run of window ids (int64, handed out by a counter that only grows) with each window's
+character span in its document and its weight (content tokens), kept in numpy arrays
+(`fair_retrieval.index.window_table`: no Python object per window or per document). `save` writes the windows index
+and this table (`windows.json` and its arrays) in one commit; `load` memory-maps the arrays, refuses a folder of a
+pooled `FaissIndex`, and `FaissIndex.load` refuses this one, so a pooled store is never read as a multi-vector one,
+nor the other way round.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,19 +48,13 @@ from fair_retrieval.index.aggregates import (
 )
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
-from fair_retrieval.index.ids import as_ids, as_vectors, some
+from fair_retrieval.index.ids import INT64_MAX, as_ids, as_vectors, distinct, some
 from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
 from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.index.selection import result_columns
-from fair_retrieval.index.window_table import REMEDY, WindowTable
-from fair_retrieval.jsonio import (
-    ChangedWhileReadingError,
-    DamagedFileError,
-    Snapshot,
-    json_bytes,
-    retry_while_changing,
-)
+from fair_retrieval.index.window_table import END, START, WEIGHT, SavedTable, WindowTable, read_saved_table
+from fair_retrieval.jsonio import ChangedWhileReadingError, Snapshot, retry_while_changing
 from fair_retrieval.validate import is_positive_int
 
 __all__ = ["AGGREGATES", "Aggregate", "DocumentHit", "MultiVectorIndex"]
@@ -136,11 +131,7 @@ class MultiVectorIndex:
         # An IVF index of windows whose nprobe nobody chose visits more lists (plan.window_nprobe) once trained.
         self._widen_probes = _windows is None and factory is None and search is None and "nprobe" not in params
         self._widen_probes_if_trained()
-        self._owner = array("q")  # window id → document id (-1 once removed)
-        self._start = array("q")  # window id → first character in its document
-        self._end = array("q")  # window id → one past its last character
-        self._weight = array("q")  # window id → content tokens
-        self._of: dict[int, np.ndarray] = {}  # document id → its window ids, in document order
+        self._table = WindowTable()  # window id → owner, span, weight; document id → its run of window ids
 
     @classmethod
     def over(
@@ -196,7 +187,7 @@ class MultiVectorIndex:
     @property
     def ids(self) -> np.ndarray:
         """The stored document ids, int64, in the order they were first added."""
-        return np.fromiter(self._of, dtype=np.int64, count=len(self._of))
+        return self._table.order().copy()
 
     @property
     def window_count(self) -> int:
@@ -204,10 +195,12 @@ class MultiVectorIndex:
         return len(self._windows)
 
     def __len__(self) -> int:
-        return len(self._of)
+        return len(self._table)
 
     def __contains__(self, id_: object) -> bool:
-        return isinstance(id_, (int, np.integer)) and int(id_) in self._of
+        if not isinstance(id_, (int, np.integer)) or not 0 <= int(id_) <= INT64_MAX:
+            return False
+        return bool(self._table.contains(np.asarray([int(id_)], dtype=np.int64))[0])
 
     def __repr__(self) -> str:
         return (
@@ -222,7 +215,8 @@ class MultiVectorIndex:
             ValueError: if the document is not stored.
         """
         window_ids = self._window_ids([id_])
-        return [(self._start[w], self._end[w]) for w in window_ids.tolist()]
+        starts, ends = self._table.column(START, window_ids), self._table.column(END, window_ids)
+        return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
     def window_weights(self, id_: int) -> list[int]:
         """The weights (content tokens) of one document's windows, in order: their weights in its pooled vector.
@@ -233,7 +227,7 @@ class MultiVectorIndex:
         Raises:
             ValueError: if the document is not stored.
         """
-        return [self._weight[w] for w in self._window_ids([id_]).tolist()]
+        return self._table.column(WEIGHT, self._window_ids([id_])).tolist()
 
     # ------------------------------------------------------------------------------------------------ changing
 
@@ -258,28 +252,22 @@ class MultiVectorIndex:
         as_vectors(windows.vectors, "window vectors", self.dim)  # shape and finiteness, before anything changes
         count = len(windows)
         if ids is None:
-            start = int(max(self._of, default=-1)) + 1
+            start = self._table.largest_document + 1
             doc_ids = np.arange(start, start + count, dtype=np.int64)
         else:
             doc_ids = as_ids(ids, "ids")
         if doc_ids.shape != (count,):
             raise ValueError(f"Got {count} documents but {doc_ids.size} ids; pass one id per document.")
-        if np.unique(doc_ids).size != count:
+        if distinct(doc_ids).size != count:
             raise ValueError("Ids repeat within one add; add each document once.")
-        stored = [int(i) for i in doc_ids.tolist() if int(i) in self._of]
-        if stored:
-            raise ValueError(f"{len(stored)} id(s) are already stored: {some(stored)}; remove them first.")
-        first = len(self._owner)
+        stored = doc_ids[self._table.contains(doc_ids)]
+        if stored.size:
+            raise ValueError(f"{stored.size} id(s) are already stored: {some(stored)}; remove them first.")
+        first = self._table.size
         window_ids = np.arange(first, first + windows.vectors.shape[0], dtype=np.int64)
         self._windows.add(windows.vectors, ids=window_ids)
         self._widen_probes_if_trained()
-        self._owner.extend(doc_ids[windows.owners].tolist())
-        self._start.extend(windows.spans[:, 0].tolist())
-        self._end.extend(windows.spans[:, 1].tolist())
-        self._weight.extend(windows.weights.tolist())
-        for position, doc_id in enumerate(doc_ids.tolist()):
-            rows = windows.of(position)
-            self._of[int(doc_id)] = window_ids[rows]
+        self._table.append(doc_ids, windows.owners, windows.spans, windows.weights)
         return doc_ids
 
     def _widen_probes_if_trained(self) -> None:
@@ -293,16 +281,13 @@ class MultiVectorIndex:
 
     def remove(self, ids: Any) -> int:
         """Remove documents (every window of each); ids not stored are ignored. Returns how many were removed."""
-        wanted = [int(i) for i in np.unique(as_ids(ids, "ids")).tolist() if int(i) in self._of]
-        if not wanted:
+        wanted = distinct(as_ids(ids, "ids"))
+        wanted = wanted[self._table.contains(wanted)]
+        if not wanted.size:
             return 0
-        window_ids = np.concatenate([self._of[i] for i in wanted])
-        self._windows.remove(window_ids)
-        for i in wanted:
-            del self._of[i]
-        for w in window_ids.tolist():
-            self._owner[w] = -1
-        return len(wanted)
+        self._windows.remove(self._table.window_ids(wanted))
+        self._table.drop(wanted)
+        return int(wanted.size)
 
     def get_vectors(self, ids: Any) -> np.ndarray:
         """The documents' pooled vectors (the token-weighted mean of their stored windows, L2-normalised), (n, dim).
@@ -311,7 +296,7 @@ class MultiVectorIndex:
             ValueError: if some ids are not stored.
         """
         wanted = as_ids(ids, "ids")
-        self._window_ids(wanted.tolist())  # fails for unknown ids
+        self._window_ids(wanted)  # fails for unknown ids
         return np.stack([self._pooled(int(i)) for i in wanted.tolist()]) if wanted.size else self._empty(0)
 
     def get_window_vectors(self, id_: int) -> np.ndarray:
@@ -356,13 +341,13 @@ class MultiVectorIndex:
         vector = as_vectors(np.asarray(query, dtype=np.float32).reshape(1, -1), "query", self.dim)
         if not is_positive_int(k, numpy=True):
             raise ValueError(f"k must be a positive int, got {k!r}.")
-        selected = None if ids is None else self._window_ids(np.unique(as_ids(ids, "ids")).tolist())
+        selected = None if ids is None else self._window_ids(distinct(as_ids(ids, "ids")))
         total = self.window_count if selected is None else int(selected.size)
-        documents = len(self._of) if ids is None else len(np.unique(as_ids(ids, "ids")))
+        documents = len(self._table) if ids is None else len(distinct(as_ids(ids, "ids")))
         if total == 0:
             return []
         k = min(int(k), documents)
-        per_document = math.ceil(self.window_count / max(1, len(self._of)))
+        per_document = math.ceil(self.window_count / max(1, len(self._table)))
         fetch = min(total, max(k, self._fetch_factor * k * per_document))
         while True:
             raw, window_ids = self._windows.search(vector, fetch, ids=selected)
@@ -383,19 +368,23 @@ class MultiVectorIndex:
         companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
         overwrite: bool = False,
     ) -> Path:
-        """Write the windows index and the window table (`windows.json`) into `folder` in one commit.
+        """Write the windows index and the window table (`windows.json` and its arrays, `window_table`) into
+        `folder` in one commit.
 
         As `FaissIndex.save`: atomic as a whole, `companions` published in the same commit, the table staged under
-        the folder's lock, a save over a newer generation than the one loaded refused (`StoreConflictError`), and
-        an index built in memory not saved over one already there unless `overwrite=True`.
+        the folder's lock (its arrays written row by row, not copied), a save over a newer generation than the one
+        loaded refused (`StoreConflictError`), and an index built in memory not saved over one already there
+        unless `overwrite=True`.
         """
-        table = json_bytes(self._table(), indent=None)
-        companions = {**(companions or {}), WINDOWS_FILE: table}
-        return self._windows.save(folder, companions=companions, overwrite=overwrite)
+        header, arrays = self._table.files(self._aggregate, self._fetch_factor)
+        table = {WINDOWS_FILE: header, **arrays}
+        return self._windows.save(folder, companions={**(companions or {}), **table}, overwrite=overwrite)
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto") -> MultiVectorIndex:
-        """Load an index written by `save`; `gpu` as in `FaissIndex`.
+        """Load an index written by `save` (or by an earlier release: a `windows.json` of format version 1 is read,
+        and the next save writes the current format); `gpu` as in `FaissIndex`. The table's arrays are
+        memory-mapped after their checksums are verified.
 
         Raises:
             FileNotFoundError: if the folder holds no index.
@@ -413,74 +402,69 @@ class MultiVectorIndex:
                     f"{path} holds a pooled FaissIndex (one vector per document), not a multi-vector index; load "
                     "it with FaissIndex.load, or rebuild it from the documents with multi-vector documents."
                 )
-            with record.open(WINDOWS_FILE) as handle:
-                problem, raw = record.mismatch(WINDOWS_FILE, handle), handle.read()
-            if problem is not None:
-                if not record.is_current():
-                    raise ChangedWhileReadingError
-                raise DamagedFileError(path / WINDOWS_FILE, problem, REMEDY)
+            saved = read_saved_table(record)
             windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
             if not record.is_current():
                 raise ChangedWhileReadingError
-            return cls._restore(windows, raw, path / WINDOWS_FILE)
+            return cls._restore(windows, saved)
 
         return retry_while_changing(path / META_FILE, attempt)
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _table(self) -> dict[str, Any]:
-        return WindowTable(self._owner, self._start, self._end, self._weight, self._of).to_json(
-            self._aggregate, self._fetch_factor
-        )
-
     @classmethod
-    def _restore(cls, windows: FaissIndex, raw: bytes, path: Path) -> MultiVectorIndex:
-        table, settings = WindowTable.from_json(raw, path, windows.ids)
-        index = cls(windows.dim, windows.metric, **settings, _windows=windows)
-        index._owner, index._start, index._end, index._weight, index._of = (
-            table.owner,
-            table.start,
-            table.end,
-            table.weight,
-            table.of,
-        )
+    def _restore(cls, windows: FaissIndex, saved: SavedTable) -> MultiVectorIndex:
+        table = saved.table(windows.ids)
+        index = cls(windows.dim, windows.metric, **saved.settings, _windows=windows)
+        index._table = table
         return index
 
-    def _window_ids(self, doc_ids: Sequence[int]) -> np.ndarray:
-        unknown = [int(i) for i in doc_ids if int(i) not in self._of]
-        if unknown:
-            raise ValueError(f"{len(unknown)} document id(s) are not stored: {some(unknown)}.")
-        parts = [self._of[int(i)] for i in doc_ids]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    def _window_ids(self, doc_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The window ids of `doc_ids`, document after document (ValueError naming the ids not stored)."""
+        if isinstance(doc_ids, np.ndarray) and doc_ids.dtype == np.int64:
+            wanted = doc_ids
+        else:
+            given = [int(i) for i in doc_ids]
+            outside = [i for i in given if not 0 <= i <= INT64_MAX]
+            if outside:
+                raise ValueError(f"{len(outside)} document id(s) are not stored: {some(outside)}.")
+            wanted = np.asarray(given, dtype=np.int64)
+        known = self._table.contains(wanted)
+        if not known.all():
+            unknown = wanted[~known]
+            raise ValueError(f"{unknown.size} document id(s) are not stored: {some(unknown)}.")
+        return self._table.window_ids(wanted)
 
     def _empty(self, rows: int) -> np.ndarray:
         return np.zeros((rows, self.dim), dtype=np.float32)
 
-    def _pooled(self, doc_id: int) -> np.ndarray:
-        window_ids = self._of[doc_id]
+    def _pooled(self, doc_id: int, window_ids: np.ndarray | None = None) -> np.ndarray:
+        """One document's pooled vector from its stored windows (`window_ids`: its windows, when known)."""
+        window_ids = self._window_ids([doc_id]) if window_ids is None else window_ids
         vectors = self._windows.get_vectors(window_ids).astype(np.float64)  # (w, d)
-        weights = np.asarray([self._weight[w] for w in window_ids.tolist()], dtype=np.float64)
+        weights = self._table.column(WEIGHT, window_ids).astype(np.float64)
         pooled = (vectors * weights[:, None]).sum(axis=0)  # (d,)
         return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
 
     def _rank(self, query: np.ndarray, window_ids: np.ndarray, scores: np.ndarray, k: int) -> list[DocumentHit]:
         """The documents of the windows found, ranked by the aggregate (exact for candidates but "max")."""
-        owners = np.frombuffer(self._owner, dtype=np.int64)[window_ids]
+        owners = self._table.owner[window_ids]
         _, first = np.unique(owners, return_index=True)
         order = np.sort(first)  # first (best) window of each document, in score order
         if self._aggregate == "max":
-            return [self._hit(int(owners[i]), int(window_ids[i]), float(scores[i])) for i in order]
-        hits = []
-        for i in order:
-            doc_id = int(owners[i])
-            window_ids_of = self._of[doc_id]
+            return self._hits(owners[order], window_ids[order], scores[order])
+        doc_ids = owners[order]
+        firsts, counts = self._table.ranges(doc_ids)
+        best_windows, values = [], []
+        for doc_id, start, count in zip(doc_ids.tolist(), firsts.tolist(), counts.tolist(), strict=True):
+            window_ids_of = np.arange(start, start + count, dtype=np.int64)
             own = window_scores(self.metric, query, self._windows.get_vectors(window_ids_of))
-            best = int(np.argmax(own))
             pooled = None
             if self._aggregate == "max-mean":
-                pooled = float(window_scores(self.metric, query, self._pooled(doc_id)[None, :])[0])
-            value = aggregate_score(self._aggregate, own, pooled)
-            hits.append(self._hit(doc_id, int(window_ids_of[best]), value))
+                pooled = float(window_scores(self.metric, query, self._pooled(doc_id, window_ids_of)[None, :])[0])
+            best_windows.append(start + int(np.argmax(own)))
+            values.append(aggregate_score(self._aggregate, own, pooled))
+        hits = self._hits(doc_ids, np.asarray(best_windows, dtype=np.int64), np.asarray(values, dtype=np.float64))
         hits.sort(key=lambda hit: -higher_better(self.metric, np.asarray([hit.score]))[0])
         return hits
 
@@ -494,7 +478,16 @@ class MultiVectorIndex:
         return float(higher_better(self.metric, np.asarray([hits[k - 1].score]))[0]) >= bound
 
     def _hit(self, doc_id: int, window_id: int, value: float) -> DocumentHit:
-        position = int(np.flatnonzero(self._of[doc_id] == window_id)[0])
-        return DocumentHit(
-            doc_id, metric_score(self.metric, value), position, (self._start[window_id], self._end[window_id])
-        )
+        return self._hits(np.asarray([doc_id]), np.asarray([window_id]), np.asarray([value]))[0]
+
+    def _hits(self, doc_ids: np.ndarray, window_ids: np.ndarray, values: np.ndarray) -> list[DocumentHit]:
+        """One `DocumentHit` per (document, its window, the value in the direction larger is better)."""
+        first, _ = self._table.ranges(doc_ids.astype(np.int64))
+        positions = (window_ids - first).tolist()
+        starts, ends = self._table.column(START, window_ids).tolist(), self._table.column(END, window_ids).tolist()
+        return [
+            DocumentHit(doc_id, metric_score(self.metric, value), position, (start, end))
+            for doc_id, value, position, start, end in zip(
+                doc_ids.tolist(), values.tolist(), positions, starts, ends, strict=True
+            )
+        ]

@@ -49,10 +49,16 @@ from fair_retrieval.jsonio.generation import refuse_replacing
 
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
-WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder, published with its index
-FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, "manifest.json", "documents.jsonl")
+WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder (its header), published with its index
+WINDOW_ROWS_FILE = "windows.npy"  # the window table's per-window array (`fair_retrieval.index.window_table`)
+DOCUMENT_WINDOWS_FILE = "document_windows.npy"  # the window table's per-document array
+FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, WINDOW_ROWS_FILE, DOCUMENT_WINDOWS_FILE, "manifest.json", "documents.jsonl")
 """The files an index.json may list in its own folder: the index, a multi-vector index's window table, and the
 manifest and documents of the command line's index folder (`fair_retrieval.cli.index_folder`)."""
+Companion = str | os.PathLike[str] | bytes | Callable[[Path], None]
+"""A file published with an index (`write_folder`'s companions): a finished file to move in, its bytes, or a
+function that writes it to the path it is given (staged under the folder's lock, for files too large to hold
+in memory)."""
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -69,7 +75,7 @@ class StoredIndex:
         dim: vector size.
         metric: "ip" or "l2".
         plan: its kind, factory string (described from the structure for format version 1) and search values.
-        ids: the stored ids, int64, unique.
+        ids: the stored ids, int64, unique, ascending.
         uses_id_map: whether faiss' IDMap2 keeps the ids (False: the IVF lists do).
     """
 
@@ -97,7 +103,7 @@ def write_folder(
     folder: str | os.PathLike[str],
     record: Mapping[str, Any],
     index: Any | None,
-    companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+    companions: Mapping[str, Companion] | None = None,
     *,
     base: tuple[str | None] | None = None,
     overwrite: bool = False,
@@ -110,8 +116,9 @@ def write_folder(
             name, version and faiss version.
         index: the CPU faiss index to write; None removes index.faiss.
         companions: files of an enclosing format to publish in the same commit: name relative to `folder` →
-            a finished file on the same file system, which is moved (see `FaissIndex.save`), or its bytes, which
-            are staged here under the folder's lock (so no other writer's clean-up can remove them).
+            a finished file on the same file system, which is moved (see `FaissIndex.save`), or its bytes, or a
+            function that writes it to the path it is given; bytes and functions are staged here under the
+            folder's lock (so no other writer's clean-up can remove them).
         base: `(generation,)` of the folder as the writer read it (`FaissIndex.load`, or its last save there):
             the save is refused when another writer published a newer one meanwhile. None (an index built in
             memory): the save is refused when the folder already holds an index, unless `overwrite`.
@@ -135,8 +142,9 @@ def write_folder(
         **record,
     }
     given = dict(companions or {})
-    extra = {name: Path(source) for name, source in given.items() if not isinstance(source, bytes)}
+    extra = {name: Path(source) for name, source in given.items() if isinstance(source, (str, os.PathLike))}
     contents = {name: source for name, source in given.items() if isinstance(source, bytes)}
+    writers = {name: source for name, source in given.items() if callable(source)}
     record_path = path / META_FILE
 
     def check() -> None:
@@ -150,6 +158,8 @@ def write_folder(
             publication.add(name, source)
         for name, data in contents.items():  # staged here, under the folder's lock
             publication.stage(name).write_bytes(data)
+        for name, write in writers.items():
+            write(publication.stage(name))
         if index is None:  # nothing for faiss to write yet
             publication.commit(meta, remove=[INDEX_FILE])
         else:
@@ -259,7 +269,8 @@ def _from_snapshot(snapshot: Snapshot, path: Path) -> StoredIndex | UntrainedIvf
         raise ValueError(
             f"{index_path} stores no ids (neither IVF lists nor an IDMap2); it was not written by FaissIndex."
         )
-    if np.unique(ids).size != ids.size:
+    ids = np.sort(ids)
+    if ids.size > 1 and (ids[1:] == ids[:-1]).any():
         raise ValueError(f"{index_path} holds duplicate ids; it was not written by FaissIndex.")
     count = meta.get("count")
     if count is not None and int(count) != int(index.ntotal):

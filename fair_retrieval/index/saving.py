@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from typing_extensions import Self
 
 from fair_retrieval.index.gpu import GpuChoice
-from fair_retrieval.index.persistence import StoredIndex, UntrainedIvfpq, read_folder, write_folder
+from fair_retrieval.index.persistence import Companion, StoredIndex, UntrainedIvfpq, read_folder, write_folder
 from fair_retrieval.jsonio.paths import folder_key
 
 logger = logging.getLogger("fair_retrieval.index.faiss_index")  # FaissIndex's own logger
@@ -55,7 +55,7 @@ class SavedIndex:
         self: _Savable,
         folder: str | os.PathLike[str],
         *,
-        companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+        companions: Mapping[str, Companion] | None = None,
         overwrite: bool = False,
     ) -> Path:
         """Write `index.faiss` (a CPU faiss index) and `index.json` into `folder` (created if needed), atomically.
@@ -77,8 +77,9 @@ class SavedIndex:
             folder: the index folder.
             companions: files of an enclosing format to publish in the same commit, so that they change together
                 with the index: name relative to `folder` (it may lead out of it, e.g. "../store.json") → a
-                finished file with the new content, on the same file system, which is moved (not copied). Readers
-                find them through index.json with `jsonio.Snapshot`.
+                finished file with the new content, on the same file system, which is moved (not copied), its bytes,
+                or a function that writes it to the path it is given (`persistence.Companion`). Readers find them
+                through index.json with `jsonio.Snapshot`.
             overwrite: replace an index the folder holds that this one was neither loaded from nor saved as.
 
         Returns:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.index.ids import as_ids, some
+from fair_retrieval.index.ids import as_ids, distinct, some
 from fair_retrieval.index.inspection import ID_MAPS
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def stored_selection(ids: Any, stored: np.ndarray) -> np.ndarray:
     Raises:
         ValueError: for ids that are not stored (the message lists some of them); TypeError for non-integer ids.
     """
-    wanted = np.unique(as_ids(ids, "ids"))
+    wanted = distinct(as_ids(ids, "ids"))
     if wanted.size:
         at = np.searchsorted(stored, wanted)
         known = at < stored.size

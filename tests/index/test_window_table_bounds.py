@@ -1,10 +1,13 @@
-"""A window table (`windows.json`) whose recorded numbers were crafted: a counter far beyond the windows listed,
-numbers that overflow int64, floats, negatives, counts that do not add up. Each is refused with a `DamagedFileError`
-naming the file and the field before anything is sized by it; a table as saved is read back exactly."""
+"""A window table of format version 1 (`windows.json` listing every window, as releases before format version 2
+saved it: the folder in tests/fixtures/multivector_v1) whose recorded numbers were crafted: a counter far beyond the
+windows listed, numbers that overflow int64, floats, negatives, counts that do not add up. Each is refused with a
+`DamagedFileError` naming the file and the field before anything is sized by it; a table as saved is read back
+exactly."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -13,9 +16,8 @@ import numpy as np
 import pytest
 
 from fair_retrieval import MultiVectorIndex
-from fair_retrieval.index.window_table import MAX_REMOVED_PER_WINDOW, REMOVED_SLACK, WindowTable
+from fair_retrieval.index.window_table import END, MAX_REMOVED_PER_WINDOW, REMOVED_SLACK, START, WEIGHT, WindowTable
 from fair_retrieval.jsonio import DamagedFileError
-from tests.index.test_multivector import random_windows
 from tests.test_crafted_folders import entry, reseal
 
 pytest.importorskip("faiss")
@@ -25,13 +27,30 @@ PEAK_BYTES = 16 << 20
 """What reading a crafted table may allocate at most (a few windows are listed)."""
 
 
-def saved_table(documents: int = 4) -> tuple[dict[str, Any], np.ndarray]:
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "multivector_v1" / "index"
+"""A folder saved by the release before format version 2 (some documents removed, one added again)."""
+
+
+def saved_table() -> tuple[dict[str, Any], np.ndarray]:
     """A saved table's content (some windows removed) and the window ids its windows index holds."""
-    index = MultiVectorIndex(16, gpu=False)
-    index.add(random_windows(documents, seed=1))
-    index.remove([0])
-    table = index._table()
+    table = json.loads((LEGACY / "windows.json").read_text())
     return table, np.asarray(table["window_ids"], dtype=np.int64)
+
+
+def listed(table: WindowTable, like: dict[str, Any]) -> dict[str, Any]:
+    """What a format-version-1 file would list for `table` (with the settings of `like`)."""
+    documents = table.order()
+    window_ids = table.window_ids(documents)
+    return {
+        **{key: like[key] for key in ("format", "version", "aggregate", "fetch_factor")},
+        "next_window": table.size,
+        "documents": documents.tolist(),
+        "windows": table.ranges(documents)[1].tolist(),
+        "window_ids": window_ids.tolist(),
+        "starts": table.column(START, window_ids).tolist(),
+        "ends": table.column(END, window_ids).tolist(),
+        "weights": table.column(WEIGHT, window_ids).tolist(),
+    }
 
 
 def read(table: dict[str, Any], stored: np.ndarray, *, bounded: bool = True) -> WindowTable:
@@ -51,7 +70,8 @@ def read(table: dict[str, Any], stored: np.ndarray, *, bounded: bool = True) -> 
 def test_a_table_as_saved_is_read_back_exactly() -> None:
     table, stored = saved_table()
     again = read(table, stored)
-    assert again.to_json(table["aggregate"], table["fetch_factor"]) == table
+    assert listed(again, table) == table
+    assert (again.owner == -1).sum() == table["next_window"] - len(table["window_ids"])  # the removed slots
 
 
 @pytest.mark.parametrize("value", [2**25, 10**30, 2**63, -1, 1e308, 2.0, "7", None, True])
@@ -100,12 +120,10 @@ def test_counts_that_do_not_add_up_are_refused() -> None:
 
 
 def test_a_saved_folder_with_a_crafted_counter_is_refused_on_load(tmp_path: Path) -> None:
-    index = MultiVectorIndex(16, gpu=False)
-    index.add(random_windows(3))
-    index.save(tmp_path / "index")
-    assert MultiVectorIndex.load(tmp_path / "index", gpu=False)._table() == index._table()
+    shutil.copytree(LEGACY, tmp_path / "index")
     path = tmp_path / "index" / "windows.json"
     table = json.loads(path.read_text())
+    assert listed(MultiVectorIndex.load(tmp_path / "index", gpu=False)._table, table) == table
     table["next_window"] = 2**25
     path.write_text(json.dumps(table))
     reseal(
