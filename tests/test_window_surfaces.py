@@ -42,7 +42,23 @@ def test_the_cli_index_holds_the_embedders_vectors(
     output = tmp_path / "index"
     flags = ["--window-boundaries", "text", "--window-tokens", "100", "--no-calibration"]
     flags += ["--multivector", "--aggregate", "max"] if multivector else []
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--output-format",
+                "index",
+                "--model",
+                minilm,
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                *flags,
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((output / "manifest.json").read_text())
     assert (manifest["window_boundaries"], manifest["window_tokens"]) == ("text", 100)
     windows = reference.embed_document_windows(TEXTS)

@@ -29,6 +29,8 @@ def small_index(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
         main(
             [
                 "index",
+                "--output-format",
+                "index",
                 "--model",
                 minilm,
                 "--input",
@@ -83,6 +85,8 @@ def test_an_output_that_cannot_be_written_is_one_line(
     code = main(
         [
             "index",
+            "--output-format",
+            "index",
             "--model",
             minilm,
             "--input",
@@ -117,6 +121,21 @@ def test_an_output_folder_without_write_permission_is_refused_before_any_work(
     source.write_text(json.dumps(DOCS[0]) + "\n")
     monkeypatch.setattr(cmd_index.os, "access", lambda path, mode: False)  # as a read-only folder for a non-root user
     capsys.readouterr()
-    assert main(["index", "--model", "never-loaded", "--input", str(source), "--output", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "--output-format",
+                "index",
+                "--model",
+                "never-loaded",
+                "--input",
+                str(source),
+                "--output",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("fair-retrieval index: error: --output") and "is not writable" in err

@@ -120,7 +120,24 @@ def cli_index(tmp_path_factory: pytest.TempPathFactory, tiny: str) -> Path:
     rows = [{"id": str(i), "text": f"note {i} about the harbour and the ferry"} for i in range(4)]
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     output = folder / "index"
-    assert main(["index", "--model", tiny, "--input", str(source), "--output", str(output), "--gpu", "off"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "--output-format",
+                "index",
+                "--model",
+                tiny,
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                "--gpu",
+                "off",
+            ]
+        )
+        == 0
+    )
     return output
 
 
