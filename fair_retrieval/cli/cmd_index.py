@@ -1,10 +1,20 @@
-"""`fair-retrieval index`: documents → calibrated embeddings → a FAISS index folder that `search` can query.
+"""`fair-retrieval index`: documents → calibrated embeddings → a store folder that `search` (and both vector stores)
+open.
 
 Input is a folder of .txt/.md files (id = path relative to the folder) or a JSONL file (one JSON object per line with
-a text field and optional id/metadata fields). A document longer than the model's window is split into windows that
-are pooled into one vector, or truncated (`--long-documents`). With `--chunk-tokens N` every document is cut into
-chunks of at most N model tokens instead (`fair_retrieval.cli.chunking`), one vector each, with ids `ID#k` and their
-source id and character offsets in the metadata. The output folder holds:
+a text field and optional id/metadata fields). With `--chunk-tokens N` every document is cut into chunks of at most
+N model tokens first (`fair_retrieval.cli.chunking`), with ids `ID#k` and their source id and character offsets in
+the metadata.
+
+The output is a store folder (`fair_retrieval.stores.store_folder`: `store.json` beside `index/`), built through the
+stores' core as the vector stores build a store by default: every document (or chunk) kept as the vectors of its
+windows, cut at paragraph and sentence ends at the model's window and at half of it (`default_windows`), found by its
+best window (aggregate max), in a flat index. It opens in LangChain's `FaissVectorStore.load_local` and LlamaIndex's
+`FairFaissVectorStore.from_persist_dir`. The others on request: `--pooled` (or `--multivector false`) keeps one pooled
+vector per document; `--window-tokens`, `--window-boundaries` or `--window-overlap` keep the embedder's own windows
+of those settings; `--aggregate`, `--kind`, `--index-param`, `--factory`.
+
+`--output-format index` writes the command's earlier index folder instead (`fair_retrieval.cli.index_folder`):
 
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
 - `documents.jsonl`: one `{"id", "text", "metadata"}` object per line (a document, or a chunk).
@@ -12,14 +22,16 @@ source id and character offsets in the metadata. The output folder holds:
   calibration, chunking, multivector), so queries are embedded by the same model; moved in last, so a folder with a
   manifest is complete (see `index_folder`).
 
-With `--multivector` every document (or chunk) is kept as the vectors of its windows (`fair_retrieval.MultiVectorIndex`,
-`windows.json` beside the index) and `search` ranks documents by `--aggregate` of their windows' scores.
+There a document longer than the model's window is split into windows pooled into one vector (or truncated,
+`--long-documents`), and with `--multivector` kept as the vectors of its token windows (`windows.json` beside the
+index), ranked by `--aggregate`.
 
 What the embedder did (documents windowed, truncated, calibrated) is printed from `FairEmbedder.last_report`.
 
-With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`); the
-folder then also keeps the resumable embedding shards in `shards/`, and without `--kind` the index is an exact
-flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
+With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`), the
+windows of a store folder in the store's shape; the folder then also keeps the resumable embedding shards in
+`shards/` (for an index folder, without `--kind` the index is an exact flat one for small corpora and IVF-PQ, trained
+on a sample, for large ones).
 """
 
 from __future__ import annotations
@@ -64,7 +76,7 @@ from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, KINDS
 from fair_retrieval.inputs import Document, InputProblemsError, input_kind, no_documents_error, scan_documents
 from fair_retrieval.jsonio import record_generation
 from fair_retrieval.stores import StoreWindows
-from fair_retrieval.stores.store_folder import new_folder_store, save_store_folder
+from fair_retrieval.stores.store_folder import folder_generation, new_folder_store, save_store_folder
 
 if TYPE_CHECKING:
     from fair_retrieval.embedding.embedder import EmbeddingReport, FairEmbedder
@@ -82,10 +94,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "index",
-        help="embed documents (calibrated) into a FAISS index folder",
-        description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a FAISS index "
-        "folder (index files, documents.jsonl, manifest.json) for `fair-retrieval search`. One vector per "
-        "document, or per chunk with --chunk-tokens.",
+        help="embed documents (calibrated) into a store folder",
+        description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a store folder "
+        "(store.json and index/) for `fair-retrieval search`, LangChain's FaissVectorStore.load_local and "
+        "LlamaIndex's FairFaissVectorStore.from_persist_dir: the vector stores' default, each document (or chunk, "
+        "with --chunk-tokens) kept as its windows at the model's window and half of it, found by its best window.",
     )
     add_input_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="folder to write the index into")
@@ -227,6 +240,7 @@ def _run_store(
     """Build the store folder --output through the stores' core: the store's default (documents kept as their
     windows at the window study's sizes, aggregate max, a flat index) unless the flags ask for another."""
     output: Path = args.output
+    base = folder_generation(output) if args.overwrite else None  # a store saved there meanwhile is not replaced
     own_windows = _window_flags_given(args)
     windows = StoreWindows() if own_windows else None  # None: the study's windows (`default_windows`)
     gpu = gpu_choice(args.gpu)
@@ -255,7 +269,7 @@ def _run_store(
         report = embedder.last_report
         count = len(rows)
     try:
-        save_store_folder(store, output, overwrite=args.overwrite)
+        save_store_folder(store, output, replacing=base)
     except OSError as error:  # a read-only or full --output: one line, the old folder kept
         raise ValueError(
             f"--output {output}: cannot write the store there ({error.strerror or error}); the folder is unchanged. "

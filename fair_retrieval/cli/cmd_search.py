@@ -1,17 +1,24 @@
-"""`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents.
+"""`fair-retrieval search`: embed a query plainly with the folder's model and print the top-k documents.
 
-The embedder is rebuilt from the index manifest (model, pooling, max length, long-document policy; see
-`index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the manifest's values only
-when they make the same embedder: one that differs (compared with `fair_retrieval.embedding.identity`, as the vector
-stores compare theirs) is an error listing what differs, unless `--allow-embedder-mismatch` is given (then a warning).
+The folder is a store folder (`fair_retrieval.stores.store_folder`: what `index` writes, or a LangChain
+`FaissVectorStore.save_local` folder), searched by the store itself (`DocumentStore.text_search`, in every mode) with
+the embedder its file records (rebuilt from its identity, `fair_retrieval.embedding.identity.identity_settings`; its
+lexical side reads texts in the language it was built with), or an index folder of earlier releases, read as below.
+
+For an index folder the embedder is rebuilt from the index manifest (model, pooling, max length, long-document
+policy; see `index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the recorded
+values (the manifest's, or a store's identity) only when they make the same embedder: one that differs (compared
+with `fair_retrieval.embedding.identity`, as the vector stores compare theirs) is an error listing what differs,
+unless `--allow-embedder-mismatch` is given (then a warning).
 
 In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
 output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
 the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
 
-In a multi-vector index (`index --multivector`) the k hits are k distinct documents ranked by their windows, and
-each shows its best window: its character span in the document as `best window [start:end]` and a snippet of that
-window rather than of the document's start; the JSON results carry it as `best_window` (start, end, window).
+In a multi-vector store or index (a store folder's default; `index --output-format index --multivector`) the k hits
+are k distinct documents ranked by their windows, and each shows its best window: its character span in the document
+as `best window [start:end]` and a snippet of that window rather than of the document's start; the JSON results
+carry it as `best_window` (start, end, window).
 
 `--mode` chooses how: "dense" (the vectors, the default), "sparse" (BM25 over the documents' text, in `--language`;
 the model is not loaded) or "hybrid" (both, fused by `--fusion` with the dense side weighted `--alpha`), as the
@@ -65,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `search` subcommand."""
     parser = subparsers.add_parser(
         "search",
-        help="query an index folder built by `index`",
+        help="query a store folder built by `index` (or an index folder of earlier releases)",
         description="Embed a query (plainly, with the model recorded in the index manifest) and print the k best "
         "documents (or chunks, with their character offsets) with their scores and a one-line snippet.",
     )

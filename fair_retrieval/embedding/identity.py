@@ -12,6 +12,8 @@ queries from another space) instead of silently returning poor results.
 - `identity_differences(recorded, current)`: the fields that differ, for messages.
 - `check_identity(...)`: the load-time rule the stores share: no identity recorded (an earlier release) → an INFO
   line; a different one → a ValueError listing the fields, unless the caller allows the mismatch (a WARNING).
+- `identity_settings(identity)`: the model, options and prompts that rebuild the embedder an identity records (what
+  `fair-retrieval search` embeds a store folder's queries with).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ LangChain's `FaissVectorStore.save_local(folder)` writes and `load_local(folder,
 - `store_folder_paths`, `is_store_folder`: where the files are, and whether a folder holds a store.
 - `new_folder_store`: an empty store of texts, in the stores' default mode unless told otherwise (multi-vector,
   the window study's windows, the default aggregate, a flat index), or over an index of a faiss factory string.
-- `save_store_folder`, `load_store_folder`: saving and loading it (the checks are `save_store` / `load_store`'s).
+- `save_store_folder`, `load_store_folder`: saving and loading it (the checks are `save_store` / `load_store`'s);
+  `folder_generation`: the store there when a build starts, which its save may replace and no other.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from fair_retrieval.index import Aggregate, FaissIndex, GpuChoice, MultiVectorIndex
 from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.files import StoreGeneration, store_generation
 from fair_retrieval.stores.store_mode import StoreWindows, requested_mode
 from fair_retrieval.stores.text_documents import (
     DEFAULT_INDEX_NAME,
@@ -34,6 +36,7 @@ from fair_retrieval.stores.text_documents import (
 
 __all__ = [
     "FOLDER_FORMAT",
+    "folder_generation",
     "is_store_folder",
     "load_store_folder",
     "new_folder_store",
@@ -119,15 +122,45 @@ def new_folder_store(
     return DocumentStore.of_texts(index=index, **options)
 
 
-def save_store_folder(store: DocumentStore[TextDocument], folder: Path, *, overwrite: bool = False) -> None:
+def folder_generation(folder: Path) -> StoreGeneration | None:
+    """The generation of the store saved in `folder` now (None: none there), for `save_store_folder(replacing=...)`:
+    a build that replaces it then fails, rather than replace unseen a store that another writer saved meanwhile.
+
+    The store file's bytes are read as they are (its index is not loaded): a store file that is damaged or being
+    replaced gives a generation no save matches, so that save fails instead of replacing it.
+    """
+    store_file = store_folder_paths(folder)[1]
+    try:
+        return store_generation(store_file, store_file.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def save_store_folder(
+    store: DocumentStore[TextDocument],
+    folder: Path,
+    *,
+    overwrite: bool = False,
+    replacing: StoreGeneration | None = None,
+) -> None:
     """Save `store` as the store folder `folder` (created if needed): `store.json` and `index/`, in one commit.
+
+    Args:
+        store: the store.
+        folder: the store folder.
+        overwrite: replace any store there (as `save_store`).
+        replacing: replace the store there only if it is still this generation (`folder_generation`, taken when
+            the build started); a store saved there since is not replaced.
 
     Raises:
         StoreConflictError: (a ValueError) as `save_store`: a store is there that `store` was neither loaded from
-            nor saved to and `overwrite` is False, or another writer saved there since.
+            nor saved to and neither `overwrite` nor `replacing` allows it, or another writer saved there since
+            `replacing`.
     """
     index_folder, store_file = store_folder_paths(folder)
     Path(folder).mkdir(parents=True, exist_ok=True)
+    if replacing is not None:
+        store.generation = replacing  # the save checks the file against it (`save_store_file`'s base)
     store.save(FOLDER_FORMAT, store_file, index_folder, overwrite=overwrite)
 
 

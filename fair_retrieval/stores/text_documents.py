@@ -5,7 +5,9 @@ A `TextDocument` is a tuple, lighter than a framework's document object (one is 
 file entry (`text_document_format`: the JSON each saved document becomes). `named_store_paths` is the layout of
 langchain-community's FAISS store kept for ours (several stores share a folder under different names), and
 `pickled_folder_error` the refusal of a folder that store wrote (its documents are in a pickle, which is never read
-here).
+here). The format (`TEXT_STORE_FORMAT_NAME`) is also the store folder's that `fair-retrieval index` writes
+(`fair_retrieval.stores.store_folder`); `text_records_format` reads such a file as another adapter's records (the
+LlamaIndex store opens it as nodes).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ def ray_index(ray_local: Any, tiny_bert: str, tmp_path_factory: pytest.TempPathF
     source = folder / "docs.jsonl"
     source.write_text("\n".join(json.dumps({"id": f"d{i}", "text": t}) for i, t in enumerate(TEXTS)) + "\n")
     command = [
-        "index", "--output-format", "index", "--engine", "ray", "--model", tiny_bert, "--input", str(source), "--output", str(folder / "index"),
-        "--basket-size", "8", "--workers", "1", "--shard-size", "5",
+        "index", "--output-format", "index", "--engine", "ray", "--model", tiny_bert, "--input", str(source),
+        "--output", str(folder / "index"), "--basket-size", "8", "--workers", "1", "--shard-size", "5",
     ]  # fmt: skip
     assert main(command) == 0
     return {"output": folder / "index", "command": command}

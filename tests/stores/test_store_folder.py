@@ -15,8 +15,15 @@ import pytest
 
 from fair_retrieval import FairEmbedder
 from fair_retrieval.cli import main
-from fair_retrieval.stores import StoreWindows
-from fair_retrieval.stores.store_folder import is_store_folder, load_store_folder
+from fair_retrieval.stores import StoreConflictError, StoreWindows
+from fair_retrieval.stores.store_folder import (
+    FOLDER_FORMAT,
+    folder_generation,
+    is_store_folder,
+    load_store_folder,
+    new_folder_store,
+    save_store_folder,
+)
 from tests.models import build_tiny_model
 
 WORDS = "harbour ferry lantern orchard granite violin comet meadow basalt quarry falcon tundra copper".split()
@@ -193,3 +200,37 @@ def test_an_index_folder_of_earlier_releases_still_searches_and_is_replaced_whol
     assert main([*base, "--overwrite"]) == 0
     assert sorted(path.name for path in output.iterdir()) == ["index", "store.json"]
     assert len(_search(output, "--query", QUERIES[0], "-k", "3", capsys=capsys)) == 3
+    assert main([*base, "--overwrite", "--pooled"]) == 0  # a store replaced by a store
+    assert not load_store_folder(output, gpu=False).multivector
+    assert main([*base, "--overwrite", "--output-format", "index"]) == 0  # and by an index folder, whole
+    assert not is_store_folder(output) and not (output / "index").exists()
+    assert _search(output, "--query", QUERIES[0], "-k", "3", capsys=capsys) == earlier
+
+
+def test_the_folder_format_is_the_one_langchains_store_writes() -> None:
+    pytest.importorskip("langchain_fair")
+    from langchain_fair.local_folders import STORE_FORMAT
+
+    def written(fmt: Any) -> tuple[Any, ...]:
+        return (fmt.name, fmt.version, fmt.records_key, fmt.names_index_folder, fmt.encode, fmt.decode, fmt.text_of)
+
+    assert written(STORE_FORMAT) == written(FOLDER_FORMAT)
+
+
+def _vector_store(count: int) -> Any:
+    store = new_folder_store(None, multivector=False, gpu=False)
+    pairs = [(f"text {i}", [1.0, float(i)]) for i in range(count)]
+    store.add_document_vectors(pairs, None, [f"d{i}" for i in range(count)])
+    return store
+
+
+def test_a_build_replaces_only_the_store_it_found(tmp_path: Path) -> None:
+    assert folder_generation(tmp_path) is None
+    save_store_folder(_vector_store(1), tmp_path)
+    found = folder_generation(tmp_path)
+    save_store_folder(_vector_store(2), tmp_path, replacing=found)  # the store the build found: replaced
+    with pytest.raises(StoreConflictError):
+        save_store_folder(_vector_store(3), tmp_path, replacing=found)  # another one was saved since
+    with pytest.raises(StoreConflictError):
+        save_store_folder(_vector_store(3), tmp_path)  # a build that found none never replaces one unseen
+    assert len(load_store_folder(tmp_path, gpu=False)) == 2
