@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from fair_retrieval.distributed.build import BuiltIndex, build_index
+from fair_retrieval.distributed.build import ADD_ROWS, BuiltIndex, build_index
 from fair_retrieval.distributed.documents import documents_dataset, write_documents_file
 from fair_retrieval.distributed.embed import embed_to_shards
 from fair_retrieval.distributed.index_sizing import PlanKind
@@ -232,9 +232,7 @@ def store_documents_on_ray(
         store_windows=shape,
     )
     logger.info("Ray embedding: %d documents, %d embedded now, %d from earlier shards", *_counts(result))
-    folder = ShardFolder(shards)
-    for path in sorted(folder.files()):
-        _add_shard(store, folder, path, documents)
+    _add_shards(store, ShardFolder(shards), documents)
     return store
 
 
@@ -252,23 +250,44 @@ def _counts(result: Any) -> tuple[int, int, int]:
     return result.total, result.embedded, result.skipped
 
 
-def _add_shard(store: DocumentStore[TextDocument], folder: ShardFolder, path: Path, documents: list[Any]) -> None:
-    """Add the documents of one shard to `store` (their rows are their row numbers in `documents`): a multi-vector
-    store takes their windows, a pooled one their vectors."""
-    if not store.multivector:
-        ids, vectors = folder.read(path)
-        rows = ids.to_numpy().astype(np.int64)
-        records = _records(documents, rows)
-        store.add(records, vectors, "the Ray workers' vectors", lengths=[len(r.text) for r in records])
-        return
-    ids, vectors, spans, weights = folder.read_windows(path)
-    row_of_window = ids.to_numpy().astype(np.int64)
-    starts = np.flatnonzero(np.r_[True, row_of_window[1:] != row_of_window[:-1]])
-    owners = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, len(row_of_window)])).astype(np.int64)
-    pooled = np.zeros((starts.size, vectors.shape[1]), dtype=np.float32)
-    np.add.at(pooled, owners, vectors)  # the windows' mean direction (unit once the store normalises it)
-    windows = DocumentWindows(pooled, vectors, owners, spans, weights)
-    store.add_windows(_records(documents, row_of_window[starts]), windows, "the Ray workers' windows")
+def _add_shards(store: DocumentStore[TextDocument], folder: ShardFolder, documents: list[TextDocument]) -> None:
+    """Add every document of the shards to `store` in input order (the workers finish them in any order), about
+    `ADD_ROWS` vectors per add: a multi-vector store takes their windows (a document's windows stay together, in their
+    order), a pooled one their vectors. An index that needs training is trained on the first add's vectors.
+
+    The shards' vectors are read whole (the store's index holds them all too), then sorted by row.
+    """
+    spans = weights = np.zeros(0, dtype=np.int64)
+    if store.multivector:
+        parts = [folder.read_windows(path) for path in folder.files()]
+        rows = np.concatenate([part[0].to_numpy().astype(np.int64) for part in parts])
+        order = np.argsort(rows, kind="stable")  # by document, each one's windows in the order they were written
+        vectors = np.concatenate([part[1] for part in parts])[order]
+        spans = np.concatenate([part[2] for part in parts])[order]
+        weights = np.concatenate([part[3] for part in parts])[order]
+    else:
+        pooled_parts = [folder.read(path) for path in folder.files()]
+        rows = np.concatenate([part[0].to_numpy().astype(np.int64) for part in pooled_parts])
+        order = np.argsort(rows, kind="stable")
+        vectors = np.concatenate([part[1] for part in pooled_parts])[order]
+    rows = rows[order]
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # each document's first vector
+    ends = np.r_[starts[1:], len(rows)]
+    first = 0
+    while first < starts.size:
+        last = int(np.searchsorted(starts, starts[first] + ADD_ROWS, side="left"))  # documents of about ADD_ROWS
+        last = max(last, first + 1)
+        low, high = int(starts[first]), int(ends[last - 1])
+        records = _records(documents, rows[starts[first:last]])
+        if store.multivector:
+            owners = np.repeat(np.arange(last - first), ends[first:last] - starts[first:last]).astype(np.int64)
+            pooled = np.zeros((last - first, vectors.shape[1]), dtype=np.float32)
+            np.add.at(pooled, owners, vectors[low:high])  # the windows' mean direction (unit once stored)
+            batch = DocumentWindows(pooled, vectors[low:high], owners, spans[low:high], weights[low:high])
+            store.add_windows(records, batch, "the Ray workers' windows")
+        else:
+            store.add(records, vectors[low:high], "the Ray workers' vectors", lengths=[len(r.text) for r in records])
+        first = last
 
 
 def _records(documents: list[Any], rows: np.ndarray) -> list[Any]:

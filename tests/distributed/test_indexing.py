@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.cli import main
 from fair_retrieval.stores.store_folder import load_store_folder
 from tests.distributed.test_embed import make_texts
@@ -38,3 +40,25 @@ def test_a_ray_store_folder_is_the_local_one(ray_local: Any, tiny_bert: str, tmp
             ray_index.get_window_vectors(int_id), local_index.get_window_vectors(int_id), atol=1e-5
         )
     assert (tmp_path / "ray" / "shards").is_dir()  # kept, so an interrupted run resumes
+
+
+def test_a_pooled_ray_store_folder_opens_in_langchain_as_the_local_one(
+    ray_local: Any, tiny_bert: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("langchain_fair")
+    from langchain_fair import FairEmbeddings, FaissVectorStore
+
+    source = tmp_path / "docs.jsonl"
+    source.write_text("\n".join(json.dumps({"id": f"d{i}", "text": text}) for i, text in enumerate(TEXTS)) + "\n")
+    common = ["--model", tiny_bert, "--input", str(source), "--basket-size", "8", "--gpu", "off", "--pooled"]
+    ray_flags = ["--engine", "ray", "--workers", "1", "--shard-size", "4"]
+    assert main(["index", *common, "--output", str(tmp_path / "ray"), *ray_flags]) == 0
+    assert main(["index", *common, "--output", str(tmp_path / "local")]) == 0
+    embeddings = FairEmbeddings(embedder=FairEmbedder(tiny_bert, device="cpu", calibration=Calibration(basket_size=8)))
+    on_ray, local = (FaissVectorStore.load_local(tmp_path / name, embeddings, gpu=False) for name in ("ray", "local"))
+    assert not on_ray.multivector and on_ray.ids == local.ids == [f"d{i}" for i in range(len(TEXTS))]
+    for query in ("a question", "another question about the text"):
+        found = on_ray.similarity_search_with_score(query, k=4)
+        expected = local.similarity_search_with_score(query, k=4)
+        assert [doc.id for doc, _ in found] == [doc.id for doc, _ in expected]
+        np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
