@@ -234,3 +234,21 @@ def test_a_build_replaces_only_the_store_it_found(tmp_path: Path) -> None:
     with pytest.raises(StoreConflictError):
         save_store_folder(_vector_store(3), tmp_path)  # a build that found none never replaces one unseen
     assert len(load_store_folder(tmp_path, gpu=False)) == 2
+
+
+def test_a_store_that_cannot_be_written_is_one_line_and_the_old_folder_stays(
+    built: Path, tiny: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fair_retrieval.cli import cmd_index
+
+    def read_only(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps(ROWS[0]) + "\n")
+    before = (built / "store.json").read_bytes()
+    monkeypatch.setattr(cmd_index, "save_store_folder", read_only)
+    command = ["index", "--model", tiny, "--input", str(source), "--output", str(built), "--overwrite", "--gpu", "off"]
+    assert main(command) == 2
+    assert "cannot write the store there (Permission denied); the folder is unchanged" in capsys.readouterr().err
+    assert (built / "store.json").read_bytes() == before
