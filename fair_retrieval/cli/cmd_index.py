@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     if args.engine == "ray":
-        _check_ray_options(args, options)
+        _check_ray_options(args, options, store)
     if store:
         return _run_store(args, options, params, calibration, multivector)
     args.multivector = bool(multivector)
@@ -444,20 +444,23 @@ def _check_chunk_flags(args: argparse.Namespace) -> None:
     chunk_plan(args.chunk_tokens, args.chunk_tokens, args.chunk_overlap)  # with a size given, the window is unused
 
 
-def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> None:
-    """Refuse what the Ray engine does not do yet: chunking, and long-document settings other than the defaults."""
+def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions, store: bool) -> None:
+    """Refuse what the Ray engine does not do yet: chunking, and for the earlier index folder long-document settings
+    other than the defaults (a store folder's workers embed the windows of whatever settings are given)."""
     if args.chunk_tokens is not None:
         raise ValueError("--chunk-tokens works with --engine local; chunk the documents into a JSONL file first.")
     if args.skip_bad_files:
         raise ValueError("--skip-bad-files works with --engine local; drop it, or fix the input first.")
+    if store:
+        return
     defaults = EmbedderOptions()
     policy = ("long_documents", "window_overlap", "window_boundaries", "window_tokens")
     if [getattr(options, name) for name in policy] != [getattr(defaults, name) for name in policy]:
         raise ValueError(
             f"--engine ray embeds long documents as the default does (--long-documents {defaults.long_documents} "
             f"--window-overlap {defaults.window_overlap} --window-boundaries {defaults.window_boundaries}, the "
-            "whole window); drop --long-documents/--window-overlap/--window-boundaries/--window-tokens or use "
-            "--engine local."
+            "whole window) into an index folder; drop --long-documents/--window-overlap/--window-boundaries/"
+            "--window-tokens, build a store folder (no --output-format index), or use --engine local."
         )
 
 
