@@ -7,6 +7,7 @@ A tiny random BERT (max_length 64, so every document is cut into windows of both
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,26 @@ def test_a_store_that_cannot_be_written_is_one_line_and_the_old_folder_stays(
     assert main(command) == 2
     assert "cannot write the store there (Permission denied); the folder is unchanged" in capsys.readouterr().err
     assert (built / "store.json").read_bytes() == before
+
+
+def test_llamaindex_persists_an_opened_folder_in_its_own_files_beside_it(
+    built: Path, tiny: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("llama_index.vector_stores.fair")
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+    from llama_index.embeddings.fair import FairEmbedding
+    from llama_index.vector_stores.fair import FairFaissVectorStore
+
+    folder = tmp_path / "copy"
+    shutil.copytree(built, folder)
+    embed_model = FairEmbedding(embedder=_embedder(tiny))
+    opened = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
+    opened.delete("d0")  # documents of a store folder are their own source documents
+    opened.persist(str(folder / "default__vector_store.json"))
+    assert (folder / "default__vector_store.index").is_dir() and is_store_folder(folder)
+    reopened = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
+    vector = embed_model.get_query_embedding(QUERIES[0])
+    query = VectorStoreQuery(query_embedding=vector, similarity_top_k=len(ROWS))
+    assert "d0" not in reopened.query(query).ids  # its own file now, not the store folder's
+    assert reopened.query(query).ids == opened.query(query).ids
+    assert len(load_store_folder(folder, gpu=False)) == len(ROWS)  # the store folder itself is unchanged
