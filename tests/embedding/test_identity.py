@@ -138,24 +138,8 @@ def cli_index(tmp_path_factory: pytest.TempPathFactory, tiny: str) -> Path:
     rows = [{"id": str(i), "text": f"note {i} about the harbour and the ferry"} for i in range(4)]
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     output = folder / "index"
-    assert (
-        main(
-            [
-                "index",
-                "--output-format",
-                "index",
-                "--model",
-                tiny,
-                "--input",
-                str(source),
-                "--output",
-                str(output),
-                "--gpu",
-                "off",
-            ]
-        )
-        == 0
-    )
+    command = ["index", "--output-format", "index", "--model", tiny, "--input", str(source), "--output", str(output)]
+    assert main([*command, "--gpu", "off"]) == 0  # an index folder of the earlier format
     return output
 
 
