@@ -42,6 +42,8 @@ from tests.fault_injection import (  # noqa: E402
     run_child,
 )
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 DIM = 16
 QUERIES = np.random.default_rng(99).standard_normal((4, DIM)).astype(np.float32)
 
@@ -225,7 +227,7 @@ def index_cli_child(model: str, source: str, output: str, replaced: str, after: 
             time.sleep(CHILD_TIMEOUT_S)
 
     os.replace = replace
-    main(["index", "--model", model, "--input", source, "--output", output, "--overwrite", "--gpu", "off"])
+    main([*INDEX, "--model", model, "--input", source, "--output", output, "--overwrite", "--gpu", "off"])
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["before-commit", "after-commit"])
@@ -238,7 +240,7 @@ def test_sigkill_of_the_index_command_leaves_a_searchable_index(
     old.write_text("\n".join(json.dumps({"id": f"old-{i}", "text": f"An old note about lava {i}."}) for i in range(3)))
     new.write_text("\n".join(json.dumps({"id": f"new-{i}", "text": f"A new note about bread {i}."}) for i in range(4)))
     output = tmp_path / "index"
-    assert main(["index", "--model", minilm, "--input", str(old), "--output", str(output), "--gpu", "off"]) == 0
+    assert main([*INDEX, "--model", minilm, "--input", str(old), "--output", str(output), "--gpu", "off"]) == 0
     marker = tmp_path / "marker"
     args = (minilm, str(new), str(output), os.path.abspath(output / "index.json"), after, str(marker))
     assert run_child(forkserver, index_cli_child, *args, marker=marker) == "killed"
@@ -249,7 +251,7 @@ def test_sigkill_of_the_index_command_leaves_a_searchable_index(
     assert ids == ({f"new-{i}" for i in range(4)} if after else {f"old-{i}" for i in range(3)})
     assert any(p.name.startswith(".index.partial-") for p in tmp_path.iterdir())  # SIGKILL skipped the clean-up
 
-    assert main(["index", "--model", minilm, "--input", str(new), "--output", str(output), "--overwrite"]) == 0
+    assert main([*INDEX, "--model", minilm, "--input", str(new), "--output", str(output), "--overwrite"]) == 0
     assert sorted(p.name for p in output.iterdir()) == ["documents.jsonl", "index.faiss", "index.json", "manifest.json"]
 
 

@@ -13,6 +13,8 @@ from fair_retrieval import FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.cli import main
 from tests.embedding.test_boundaries import article
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 OPTIONS = {"window_boundaries": "text", "window_tokens": 100, "calibration": None}
 TEXTS = [article(41, paragraphs=6), "A short text about tides.", article(42, paragraphs=3)]
 
@@ -42,7 +44,7 @@ def test_the_cli_index_holds_the_embedders_vectors(
     output = tmp_path / "index"
     flags = ["--window-boundaries", "text", "--window-tokens", "100", "--no-calibration"]
     flags += ["--multivector", "--aggregate", "max"] if multivector else []
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
+    assert main([*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
     manifest = json.loads((output / "manifest.json").read_text())
     assert (manifest["window_boundaries"], manifest["window_tokens"]) == ("text", 100)
     windows = reference.embed_document_windows(TEXTS)

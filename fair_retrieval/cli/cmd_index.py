@@ -1,10 +1,20 @@
-"""`fair-retrieval index`: documents → calibrated embeddings → a FAISS index folder that `search` can query.
+"""`fair-retrieval index`: documents → calibrated embeddings → a store folder that `search` (and both vector stores)
+open.
 
 Input is a folder of .txt/.md files (id = path relative to the folder) or a JSONL file (one JSON object per line with
-a text field and optional id/metadata fields). A document longer than the model's window is split into windows that
-are pooled into one vector, or truncated (`--long-documents`). With `--chunk-tokens N` every document is cut into
-chunks of at most N model tokens instead (`fair_retrieval.cli.chunking`), one vector each, with ids `ID#k` and their
-source id and character offsets in the metadata. The output folder holds:
+a text field and optional id/metadata fields). With `--chunk-tokens N` every document is cut into chunks of at most
+N model tokens first (`fair_retrieval.cli.chunking`), with ids `ID#k` and their source id and character offsets in
+the metadata.
+
+The output is a store folder (`fair_retrieval.stores.store_folder`: `store.json` beside `index/`), built through the
+stores' core as the vector stores build a store by default: every document (or chunk) kept as the vectors of its
+windows, cut at paragraph and sentence ends at the model's window and at half of it (`default_windows`), found by its
+best window (aggregate max), in a flat index. It opens in LangChain's `FaissVectorStore.load_local` and LlamaIndex's
+`FairFaissVectorStore.from_persist_dir`. The others on request: `--pooled` (or `--multivector false`) keeps one pooled
+vector per document; `--window-tokens`, `--window-boundaries` or `--window-overlap` keep the embedder's own windows
+of those settings; `--aggregate`, `--kind`, `--index-param`, `--factory`.
+
+`--output-format index` writes the command's earlier index folder instead (`fair_retrieval.cli.index_folder`):
 
 - `index.faiss` + `index.json`: the FaissIndex; vector id i is row i of documents.jsonl.
 - `documents.jsonl`: one `{"id", "text", "metadata"}` object per line (a document, or a chunk).
@@ -12,14 +22,16 @@ source id and character offsets in the metadata. The output folder holds:
   calibration, chunking, multivector), so queries are embedded by the same model; moved in last, so a folder with a
   manifest is complete (see `index_folder`).
 
-With `--multivector` every document (or chunk) is kept as the vectors of its windows (`fair_retrieval.MultiVectorIndex`,
-`windows.json` beside the index) and `search` ranks documents by `--aggregate` of their windows' scores.
+There a document longer than the model's window is split into windows pooled into one vector (or truncated,
+`--long-documents`), and with `--multivector` kept as the vectors of its token windows (`windows.json` beside the
+index), ranked by `--aggregate`.
 
 What the embedder did (documents windowed, truncated, calibrated) is printed from `FairEmbedder.last_report`.
 
-With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`); the
-folder then also keeps the resumable embedding shards in `shards/`, and without `--kind` the index is an exact
-flat one for small corpora and IVF-PQ (trained on a sample) for large ones.
+With `--engine ray` the documents are embedded on Ray Data workers instead (see `fair_retrieval.distributed`), the
+windows of a store folder in the store's shape; the folder then also keeps the resumable embedding shards in
+`shards/` (for an index folder, without `--kind` the index is an exact flat one for small corpora and IVF-PQ, trained
+on a sample, for large ones).
 """
 
 from __future__ import annotations
@@ -40,6 +52,8 @@ from fair_retrieval.cli.index_folder import (
     MANIFEST_FILE,
     index_manifest,
     publish,
+    remove_index_folder_files,
+    remove_store_folder_files,
     staging_folder,
     write_documents,
     write_manifest,
@@ -51,8 +65,9 @@ from fair_retrieval.cli.options import (
     add_input_argument,
     calibration_from_args,
     embedder_options,
+    parse_bool,
 )
-from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray
+from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray, store_on_ray
 from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.windows import chunk_plan
@@ -60,13 +75,18 @@ from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, KINDS
 from fair_retrieval.inputs import Document, InputProblemsError, input_kind, no_documents_error, scan_documents
 from fair_retrieval.jsonio import record_generation
+from fair_retrieval.stores import StoreWindows
+from fair_retrieval.stores.store_folder import folder_generation, new_folder_store, save_store_folder
 
 if TYPE_CHECKING:
     from fair_retrieval.embedding.embedder import EmbeddingReport, FairEmbedder
 
 logger = logging.getLogger(__name__)
 
-_OWN_FILES = (INDEX_DATA, INDEX_RECORD, DOCUMENTS_FILE, MANIFEST_FILE)
+_OWN_FILES = (INDEX_DATA, INDEX_RECORD, DOCUMENTS_FILE, MANIFEST_FILE, "store.json")
+OUTPUT_FORMATS = ("store", "index")
+WINDOW_FLAGS = ("window_tokens", "window_boundaries", "window_overlap")
+"""The embedder's window flags: given, a store keeps the embedder's windows they set instead of the study's."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,10 +94,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "index",
-        help="embed documents (calibrated) into a FAISS index folder",
-        description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a FAISS index "
-        "folder (index files, documents.jsonl, manifest.json) for `fair-retrieval search`. One vector per "
-        "document, or per chunk with --chunk-tokens.",
+        help="embed documents (calibrated) into a store folder",
+        description="Embed a folder of .txt/.md files or a JSONL file with calibration and write a store folder "
+        "(store.json and index/) for `fair-retrieval search`, LangChain's FaissVectorStore.load_local and "
+        "LlamaIndex's FairFaissVectorStore.from_persist_dir: the vector stores' default, each document (or chunk, "
+        "with --chunk-tokens) kept as its windows at the model's window and half of it, found by its best window.",
     )
     add_input_argument(parser)
     parser.add_argument("--output", required=True, type=Path, help="folder to write the index into")
@@ -122,18 +143,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="M",
         help="tokens consecutive chunks share, at least (default: an eighth of --chunk-tokens)",
     )
-    parser.add_argument(
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
         "--multivector",
-        action="store_true",
+        nargs="?",
+        const=True,
+        default=None,
+        type=parse_bool,
+        metavar="true|false",
         help="keep every window's vector (each document, or chunk, as the vectors of its windows) and let "
-        "`search` rank documents by their best window(s)",
+        "`search` rank documents by their best window(s): the default of a store folder; --multivector false is "
+        "--pooled",
+    )
+    mode.add_argument(
+        "--pooled",
+        dest="multivector",
+        action="store_false",
+        default=None,
+        help="one pooled vector per document (or chunk) instead of its windows",
     )
     parser.add_argument(
         "--aggregate",
         choices=AGGREGATES,
         default=None,
-        help="with --multivector, how a document's window scores make its score: max (its best window; the "
-        "default), max-mean (mean of the best window and the pooled vector), top2 (mean of the two best)",
+        help="how a document's window scores make its score: max (its best window; the default), max-mean (mean "
+        "of the best window and the pooled vector), top2 (mean of the two best)",
+    )
+    parser.add_argument(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        default="store",
+        help="store: a store folder (store.json and index/) that `search`, LangChain's FaissVectorStore.load_local "
+        "and LlamaIndex's FairFaissVectorStore.from_persist_dir open (the default); index: the command's earlier "
+        "index folder (index files, documents.jsonl, manifest.json; pooled unless --multivector), for tools that "
+        "read documents.jsonl",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an index already in --output")
     parser.add_argument(
@@ -151,16 +194,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read, (chunk,) embed, index and write; prints what was indexed and what the embedder did.
 
-    Everything is written to a staging folder first and moved into --output at the end (the manifest last), so
-    an interrupted run leaves no half-written index. When another run published into --output after this one
-    started, this one fails with StoreConflictError rather than replace that index unseen: run it again.
+    The default output is a store folder (`fair_retrieval.stores.store_folder`), saved in one commit by the store;
+    `--output-format index` writes the command's earlier index folder, into a staging folder first and moved into
+    --output at the end (the manifest last). Either way an interrupted run leaves no half-written folder, and a run
+    that finds another run's save in --output since it started fails with StoreConflictError rather than replace
+    it unseen: run it again.
     """
-    from fair_retrieval import FaissIndex, MultiVectorIndex
-
     require_faiss()
     output: Path = args.output
     _check_output(output, args.overwrite)
-    base = (record_generation(output / INDEX_RECORD),)  # a run that publishes meanwhile makes ours fail, not vanish
     _check_not_inside(output, args.input)
     params: dict[str, Any] = parse_index_params(args.index_param)
     calibration = calibration_from_args(args)
@@ -168,18 +210,126 @@ def run(args: argparse.Namespace) -> int:
     _check_chunk_flags(args)
     if args.factory and args.kind:
         raise ValueError("Pass either --kind or --factory, not both.")
-    if args.aggregate is not None and not args.multivector:
-        raise ValueError("--aggregate works with --multivector (documents kept as their windows); add it.")
-    if args.aggregate is None:
-        args.aggregate = DEFAULT_AGGREGATE  # resolved here once, for both engines
+    store = args.output_format == "store"
+    multivector = args.multivector if store or args.multivector is not None else False  # index folders: pooled
+    if args.aggregate is not None and multivector is False:
+        if not store:
+            raise ValueError("--aggregate works with --multivector (documents kept as their windows); add it.")
+        raise ValueError(
+            "--aggregate scores a document by its windows, which a pooled store does not keep: drop --pooled (or "
+            "--multivector false)."
+        )
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
+    if args.engine == "ray":
+        _check_ray_options(args, options, store)
+    if store:
+        return _run_store(args, options, params, calibration, multivector)
+    args.multivector = bool(multivector)
+    args.aggregate = args.aggregate or DEFAULT_AGGREGATE  # resolved here once, for both engines
+    return _run_index_folder(args, options, params, calibration)
+
+
+def _run_store(
+    args: argparse.Namespace,
+    options: EmbedderOptions,
+    params: dict[str, Any],
+    calibration: Calibration | None,
+    multivector: bool | None,
+) -> int:
+    """Build the store folder --output through the stores' core: the store's default (documents kept as their
+    windows at the window study's sizes, aggregate max, a flat index) unless the flags ask for another."""
+    output: Path = args.output
+    base = folder_generation(output) if args.overwrite else None  # a store saved there meanwhile is not replaced
+    own_windows = _window_flags_given(args)
+    windows = StoreWindows() if own_windows else None  # None: the study's windows (`default_windows`)
+    gpu = gpu_choice(args.gpu)
+    report: EmbeddingReport | None = None
+    chunking: dict[str, int] | None = None
+    skipped: list[str] = []
+    if args.engine == "ray":
+        store = store_on_ray(args, options, params, model=model_reference(args.model), gpu=gpu, windows=windows)
+        count = len(store)
+    else:
+        documents, skipped = _read_input(args)
+        embedder = build_embedder(replace(options, show_progress_bar=True), model_reference(args.model))
+        rows, chunking = _chunked(args, documents, embedder)
+        store = new_folder_store(
+            embedder,
+            multivector=multivector,
+            aggregate=args.aggregate,
+            windows=windows,
+            kind=args.kind,
+            factory=args.factory,
+            search=args.search,
+            gpu=gpu,
+            index_params=params,
+        )
+        store.add_documents([row.text for row in rows], [row.metadata for row in rows], [row.id for row in rows])
+        report = embedder.last_report
+        count = len(rows)
+    try:
+        save_store_folder(store, output, replacing=base)
+    except OSError as error:  # a read-only or full --output: one line, the old folder kept
+        raise ValueError(
+            f"--output {output}: cannot write the store there ({error.strerror or error}); the folder is unchanged. "
+            "Choose a writable folder with free space."
+        ) from None
+    remove_index_folder_files(output)  # an earlier index folder that --overwrite replaced
+    what = "chunk" if chunking is not None else "document"
+    source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
+    print(f"Indexed {plural(count, what)}{source} into the store folder {output} ({describe_store(store)})")
+    _print_skipped(skipped)
+    if report is not None:
+        passes = len((store.windows or StoreWindows()).calls()) if store.multivector else 1
+        line = describe_report(report, calibration, what)
+        print(line + (f" (the last of {passes} window passes)" if passes > 1 else ""))
+    else:
+        print("(--engine ray does not count the documents windowed, truncated or calibrated on its workers)")
+    return 0
+
+
+def describe_store(store: Any) -> str:
+    """The store in a few words: size, index kind, mode, aggregate and windows."""
+    index = store.index
+    parts = [f"{index.dim}-d, {index.kind}" if index is not None else "empty"]
+    if store.multivector:
+        windows = store.windows or StoreWindows()
+        sizes = "+".join(str(n) for n in windows.tokens) or "the embedder's"
+        boundaries = f", cut at {windows.boundaries} boundaries" if windows.boundaries else ""
+        count = f"{plural(index.window_count, 'window vector')}, " if index is not None else ""
+        parts.append(f"{count}windows of {sizes} tokens{boundaries}, aggregate {store.mode.aggregate}")
+    else:
+        parts.append("pooled")
+    return "; ".join(parts)
+
+
+def _window_flags_given(args: argparse.Namespace) -> bool:
+    """Whether the user set the embedder's windows (--window-tokens, --window-boundaries, --window-overlap): a store
+    then keeps those windows instead of the window study's."""
+    return any(getattr(args, name, None) is not None for name in WINDOW_FLAGS)
+
+
+def _print_skipped(skipped: list[str]) -> None:
+    if skipped:
+        print(f"Skipped {plural(len(skipped), 'bad entry', 'bad entries')} (--skip-bad-files):")
+        for problem in skipped:
+            print(f"  {problem}")
+
+
+def _run_index_folder(
+    args: argparse.Namespace, options: EmbedderOptions, params: dict[str, Any], calibration: Calibration | None
+) -> int:
+    """Write the command's earlier index folder (`--output-format index`)."""
+    from fair_retrieval import FaissIndex, MultiVectorIndex
+
+    output: Path = args.output
+    base = (record_generation(output / INDEX_RECORD),)  # a run that publishes meanwhile makes ours fail, not vanish
     report: EmbeddingReport | None = None
     chunking: dict[str, int] | None = None
     with staging_folder(output) as staging:
         skipped: list[str] = []
         if args.engine == "ray":  # Ray workers read the input; ids 0..n-1 = rows of documents.jsonl, written by it
-            _check_ray_options(args, options)
             index, count = index_on_ray(
                 args,
                 options,
@@ -224,14 +374,12 @@ def run(args: argparse.Namespace) -> int:
                 f"--output {output}: cannot write the index there ({error.strerror or error}); the folder is "
                 "unchanged. Choose a writable folder with free space."
             ) from None
+    remove_store_folder_files(output)  # a store folder that --overwrite replaced
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
     print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}{vectors}) into {output}")
-    if skipped:
-        print(f"Skipped {plural(len(skipped), 'bad entry', 'bad entries')} (--skip-bad-files):")
-        for problem in skipped:
-            print(f"  {problem}")
+    _print_skipped(skipped)
     if report is not None:
         print(describe_report(report, calibration, what))
     else:
@@ -296,20 +444,23 @@ def _check_chunk_flags(args: argparse.Namespace) -> None:
     chunk_plan(args.chunk_tokens, args.chunk_tokens, args.chunk_overlap)  # with a size given, the window is unused
 
 
-def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions) -> None:
-    """Refuse what the Ray engine does not do yet: chunking, and long-document settings other than the defaults."""
+def _check_ray_options(args: argparse.Namespace, options: EmbedderOptions, store: bool) -> None:
+    """Refuse what the Ray engine does not do yet: chunking, and for the earlier index folder long-document settings
+    other than the defaults (a store folder's workers embed the windows of whatever settings are given)."""
     if args.chunk_tokens is not None:
         raise ValueError("--chunk-tokens works with --engine local; chunk the documents into a JSONL file first.")
     if args.skip_bad_files:
         raise ValueError("--skip-bad-files works with --engine local; drop it, or fix the input first.")
+    if store:
+        return
     defaults = EmbedderOptions()
     policy = ("long_documents", "window_overlap", "window_boundaries", "window_tokens")
     if [getattr(options, name) for name in policy] != [getattr(defaults, name) for name in policy]:
         raise ValueError(
             f"--engine ray embeds long documents as the default does (--long-documents {defaults.long_documents} "
             f"--window-overlap {defaults.window_overlap} --window-boundaries {defaults.window_boundaries}, the "
-            "whole window); drop --long-documents/--window-overlap/--window-boundaries/--window-tokens or use "
-            "--engine local."
+            "whole window) into an index folder; drop --long-documents/--window-overlap/--window-boundaries/"
+            "--window-tokens, build a store folder (no --output-format index), or use --engine local."
         )
 
 

@@ -1,17 +1,24 @@
-"""`fair-retrieval search`: embed a query plainly with the index's model and print the top-k documents.
+"""`fair-retrieval search`: embed a query plainly with the folder's model and print the top-k documents.
 
-The embedder is rebuilt from the index manifest (model, pooling, max length, long-document policy; see
-`index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the manifest's values only
-when they make the same embedder: one that differs (compared with `fair_retrieval.embedding.identity`, as the vector
-stores compare theirs) is an error listing what differs, unless `--allow-embedder-mismatch` is given (then a warning).
+The folder is a store folder (`fair_retrieval.stores.store_folder`: what `index` writes, or a LangChain
+`FaissVectorStore.save_local` folder), searched by the store itself (`DocumentStore.text_search`, in every mode) with
+the embedder its file records (rebuilt from its identity, `fair_retrieval.embedding.identity.identity_settings`; its
+lexical side reads texts in the language it was built with), or an index folder of earlier releases, read as below.
+
+For an index folder the embedder is rebuilt from the index manifest (model, pooling, max length, long-document
+policy; see `index_folder.query_embedder_options`). `--model`, `--pooling` and `--max-length` replace the recorded
+values (the manifest's, or a store's identity) only when they make the same embedder: one that differs (compared
+with `fair_retrieval.embedding.identity`, as the vector stores compare theirs) is an error listing what differs,
+unless `--allow-embedder-mismatch` is given (then a warning).
 
 In an index of chunks (`index --chunk-tokens`) each hit is a chunk: the text
 output shows its character offsets in the source document as `[start:end]`, and the JSON results carry them in
 the metadata (`source_id`, `chunk`, `start_char`, `end_char`).
 
-In a multi-vector index (`index --multivector`) the k hits are k distinct documents ranked by their windows, and
-each shows its best window: its character span in the document as `best window [start:end]` and a snippet of that
-window rather than of the document's start; the JSON results carry it as `best_window` (start, end, window).
+In a multi-vector store or index (a store folder's default; `index --output-format index --multivector`) the k hits
+are k distinct documents ranked by their windows, and each shows its best window: its character span in the document
+as `best window [start:end]` and a snippet of that window rather than of the document's start; the JSON results
+carry it as `best_window` (start, end, window).
 
 `--mode` chooses how: "dense" (the vectors, the default), "sparse" (BM25 over the documents' text, in `--language`;
 the model is not loaded) or "hybrid" (both, fused by `--fusion` with the dense side weighted `--alpha`), as the
@@ -48,12 +55,13 @@ from fair_retrieval.cli.index_folder import (
 )
 from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
-from fair_retrieval.embedding.identity import check_identity
+from fair_retrieval.embedding.identity import check_identity, identity_settings
 from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings
 from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, best_window_metadata
+from fair_retrieval.stores.store_folder import is_store_folder, load_store_folder
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
 SNIPPET_CHARS = 100
@@ -64,11 +72,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `search` subcommand."""
     parser = subparsers.add_parser(
         "search",
-        help="query an index folder built by `index`",
+        help="query a store folder built by `index` (or an index folder of earlier releases)",
         description="Embed a query (plainly, with the model recorded in the index manifest) and print the k best "
         "documents (or chunks, with their character offsets) with their scores and a one-line snippet.",
     )
-    parser.add_argument("--index", required=True, type=Path, help="folder written by `fair-retrieval index`")
+    parser.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        help="the folder to search: a store folder (written by `fair-retrieval index`, or a LangChain "
+        "FaissVectorStore's save_local folder) or an index folder of earlier releases",
+    )
+    parser.add_argument("--index", type=Path, help="the folder to search, as FOLDER (the earlier spelling)")
     queries = parser.add_mutually_exclusive_group(required=True)
     queries.add_argument(
         "--query", action="append", help="the query text; repeat it to ask several with one load of the model"
@@ -125,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
     settings = SearchSettings(mode=args.mode, fusion=args.fusion, alpha=args.alpha)
     lexical = LexicalSettings(language=None if args.language == "none" else args.language)
+    folder = _folder(args)
     queries = query_source(args)
-    folder: Path = args.index
+    if is_store_folder(folder):
+        return _search_store(args, folder, settings, queries)
     manifest = read_manifest(folder)
     multivector = manifest.get("multivector") is not None
     loader = MultiVectorIndex.load if multivector else FaissIndex.load
@@ -158,6 +175,85 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print_results(query if several else None, results, chunks, len(index) > 0)
     return 0
+
+
+def _folder(args: argparse.Namespace) -> Path:
+    """The folder to search: FOLDER or --index, exactly one."""
+    if (args.folder is None) == (args.index is None):
+        raise ValueError(
+            "Give the folder to search once: fair-retrieval search FOLDER --query TEXT (or --index FOLDER)."
+        )
+    return Path(args.folder if args.folder is not None else args.index)
+
+
+def _search_store(args: argparse.Namespace, folder: Path, settings: SearchSettings, queries: Iterable[str]) -> int:
+    """Search a store folder: the store loaded once through the stores' core, with the embedder its file records
+    (rebuilt from its identity; none for sparse), each query answered in `settings`' mode."""
+    store = load_store_folder(folder, gpu=gpu_choice(args.gpu))
+    if settings.mode != "sparse":
+        recorded = store.recorded_identity
+        if recorded is None:
+            raise ValueError(f"{folder} records no embedder; search it with --mode sparse, or rebuild it.")
+        model, options, prompts = identity_settings(recorded)
+        model, options = _overridden(args, recorded, model, options, folder)
+        store.embedder = build_embedder(options, model, prompts=prompts or None)  # queries only: nothing is saved
+    top_k = max(1, min(args.top_k, len(store)))
+    several = args.queries is not None or len(args.query) > 1
+    for query in queries:
+        hits = store.text_search(query, top_k, _query_vector(store.embedder), settings=settings) if len(store) else []
+        results: list[dict[str, Any]] = [
+            {"rank": rank, "score": hit.score, "id": hit.record.key, "text": hit.record.text}
+            | {"metadata": hit.record.metadata}
+            | ({BEST_WINDOW_KEY: dict(hit.best_window)} if hit.best_window is not None else {})
+            for rank, hit in enumerate(hits, start=1)
+        ]
+        if args.json:
+            answer = finite_json({"query": query, "results": results})
+            print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
+        else:
+            chunks = any("start_char" in result["metadata"] for result in results)
+            print_results(query if several else None, results, chunks, len(store) > 0)
+    return 0
+
+
+def _query_vector(embedder: Any) -> Any:
+    """What embeds a query for a store search: the embedder's `embed_query`; none is needed in the sparse mode."""
+    if embedder is not None:
+        return embedder.embed_query
+    return lambda _: None  # never called: a sparse search embeds nothing
+
+
+def _overridden(
+    args: argparse.Namespace, recorded: dict[str, Any], model: str, options: EmbedderOptions, folder: Path
+) -> tuple[str, EmbedderOptions]:
+    """The recorded model and options with --model/--pooling/--max-length, checked as for an index folder (an
+    embedder other than the recorded one is an error listing the fields, unless --allow-embedder-mismatch)."""
+    if args.model is None and args.pooling is None and args.max_length is None:
+        return model, options
+    requested = dict(recorded)
+    if args.pooling is not None:
+        requested["pooling"] = args.pooling
+    if args.max_length is not None:
+        requested["max_length"] = args.max_length
+    if args.model:
+        from fair_retrieval.embedding.loading import canonical_model_name, looks_like_path, resolve_model
+
+        if looks_like_path(args.model) and not Path(args.model).expanduser().exists():
+            resolve_model(args.model)  # "folder not found", not an embedder mismatch
+        requested["model"] = canonical_model_name(model_reference(args.model))
+    check_identity(
+        recorded,
+        requested,
+        source=f"The store in {folder}",
+        allow_mismatch=args.allow_embedder_mismatch,
+        override="--allow-embedder-mismatch",
+        remedy="Search without --model/--pooling/--max-length to use its own, or rebuild it with `fair-retrieval "
+        "index` and these.",
+    )
+    options = dataclasses.replace(options, pooling=requested["pooling"], max_length=requested["max_length"])
+    if args.max_length is not None:  # the recorded windows may not fit the new length; queries are never windowed
+        options = dataclasses.replace(options, window_overlap=None, window_tokens=None)
+    return str(args.model or model), options
 
 
 def dense_hits(index: Any, embedder: Any, query: str, top_k: int) -> list[tuple[int, float, dict[str, int] | None]]:

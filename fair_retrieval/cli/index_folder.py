@@ -370,3 +370,26 @@ def read_texts(path: Path, handle: IO[bytes]) -> dict[int, str]:
     finally:
         text.detach()
     return texts
+
+
+STORE_FILES = ("store.json", "index")
+"""The files of a store folder (`fair_retrieval.stores.store_folder`) that `index --overwrite` may replace."""
+REPLACED_INDEX_FILES = (MANIFEST_FILE, INDEX_RECORD, INDEX_DATA, DOCUMENTS_FILE, WINDOWS_FILE, "doc_ids.parquet")
+"""The files of an index folder, the manifest first: once it is gone the folder no longer reads as an index."""
+
+
+def remove_index_folder_files(folder: Path) -> None:
+    """Remove the files of an index folder from `folder`, where `index --overwrite` has just saved a store folder
+    (which `search` reads first; the earlier index is gone, as --overwrite asks)."""
+    for name in REPLACED_INDEX_FILES:
+        (folder / name).unlink(missing_ok=True)
+
+
+def remove_store_folder_files(folder: Path) -> None:
+    """Remove a store folder's store file and index folder from `folder`, where `index --overwrite
+    --output-format index` has just published an index folder (the store file first: without it the folder no
+    longer reads as a store)."""
+    (folder / STORE_FILES[0]).unlink(missing_ok=True)
+    index_folder = folder / STORE_FILES[1]
+    if index_folder.is_dir() and not index_folder.is_symlink():
+        shutil.rmtree(index_folder)

@@ -204,3 +204,17 @@ def embedder_options(args: argparse.Namespace, **overrides: Any) -> EmbedderOpti
     flags = {name: getattr(args, name, None) for name in _model_flags()}
     given = {name: value for name, value in flags.items() if value is not None}
     return EmbedderOptions(**{**given, **overrides})  # the flags are named as the options; a wrong override fails
+
+
+def parse_bool(text: str) -> bool:
+    """A flag's true/false value (true, false, yes, no, 1, 0, on, off; any case), for argparse's `type=`.
+
+    Raises:
+        argparse.ArgumentTypeError: any other text (argparse shows it as a usage error).
+    """
+    value = text.strip().lower()
+    if value in ("true", "yes", "1", "on"):
+        return True
+    if value in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")

@@ -100,3 +100,47 @@ def index_on_ray(
         **params,
     )
     return indexed.built.index, indexed.count
+
+
+def store_on_ray(
+    args: argparse.Namespace,
+    options: EmbedderOptions,
+    params: dict[str, int],
+    *,
+    model: str,
+    gpu: GpuChoice,
+    windows: Any,
+) -> Any:
+    """Run `store_documents_on_ray` as the command's arguments say: shards in `<output>/shards` (removed first with
+    --overwrite), the store's mode, aggregate, windows and index kind from the flags.
+
+    Returns:
+        The store of texts (a `fair_retrieval.stores.DocumentStore`), not saved yet.
+
+    Raises:
+        ValueError: for options the store on Ray does not take (--factory, --opq, --flat-limit, --gpu-shards), or
+            any error of `store_documents_on_ray`.
+    """
+    from fair_retrieval.distributed.indexing import RayResources, store_documents_on_ray
+    from fair_retrieval.distributed.spec import EmbedderSpec
+
+    if args.factory or args.opq or args.flat_limit is not None or args.gpu_shards:
+        raise ValueError(
+            "A store folder built on Ray takes --kind and --index-param (default: flat, the stores' default); "
+            "--factory, --opq, --flat-limit and --gpu-shards build the earlier index folder: add --output-format index."
+        )
+    return store_documents_on_ray(
+        args.input,
+        Path(args.output) / SHARDS_FOLDER,
+        EmbedderSpec.from_options(model, options),
+        text_field=args.text_field,
+        id_field=args.id_field,
+        resources=RayResources(args.workers, args.cpus_per_worker, args.gpus_per_worker, args.shard_size),
+        multivector=args.multivector,
+        aggregate=args.aggregate,
+        windows=windows,
+        kind=args.kind,
+        gpu=gpu,
+        fresh=args.overwrite,
+        **params,
+    )

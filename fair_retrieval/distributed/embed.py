@@ -29,6 +29,7 @@ from fair_retrieval.distributed.shards import ID_COLUMN, ShardFolder
 from fair_retrieval.distributed.source import as_dataset, scan
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.distributed.worker import EmbedWorker
+from fair_retrieval.stores import StoreWindows
 from fair_retrieval.validate import is_positive_int, number_in, positive_int
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ def embed_to_shards(
     input_key: str | None = None,
     show_progress_bar: bool = True,
     multivector: bool = False,
+    store_windows: StoreWindows | None = None,
 ) -> EmbedResult:
     """Embed every document of `data` with `spec` on Ray workers and write (id, embedding) Parquet shards.
 
@@ -98,6 +100,9 @@ def embed_to_shards(
         show_progress_bar: show a tqdm bar of documents embedded (Ray Data's own bars are then turned off).
         multivector: keep every window's vector (one row per window, a document's windows in one shard) for a
             `MultiVectorIndex` (`build_index` sees it in the job); a folder of the other mode is refused.
+        store_windows: with `multivector`, the window shape of a store (`fair_retrieval.stores.StoreWindows`, e.g.
+            the window study's multi-scale text windows), embedded by each worker as the store would; recorded in
+            the job, so a resume with another shape is refused. None: the embedder's own windows.
 
     Returns:
         An `EmbedResult` with the counts of this run.
@@ -126,6 +131,8 @@ def embed_to_shards(
     }
     if multivector:  # only then: pooled folders of earlier releases resume unchanged
         job["multivector"] = True
+        if store_windows is not None:
+            job.update(store_windows.settings())
     folder.start(job)
     done = pa.compute.unique(folder.ids())  # a multi-vector shard repeats a document's id for each window
     _check_finished_ids(pa, done, found.ids, folder)
@@ -150,6 +157,7 @@ def embed_to_shards(
             "id_column": id_column,
             "cpu_threads": max(1, round(cpus_per_worker)),
             "windows": multivector,
+            "store_windows": store_windows if multivector else None,
         },
         compute=_actor_pool(ray, workers),
         num_cpus=cpus_per_worker,

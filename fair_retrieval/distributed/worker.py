@@ -13,6 +13,7 @@ from fair_retrieval.distributed.runtime import import_pyarrow
 from fair_retrieval.distributed.shards import EMBEDDING_COLUMN, ID_COLUMN, WINDOW_COLUMNS, embeddings_to_arrow
 from fair_retrieval.distributed.source import normalise_ids
 from fair_retrieval.distributed.spec import EmbedderSpec
+from fair_retrieval.stores import StoreWindows
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ class EmbedWorker:
             None keeps torch's default.
         windows: keep every window's vector: one row per window, consecutive per document, with its character
             span and weight (`shards.WINDOW_COLUMNS`), instead of one pooled row per document.
+        store_windows: with `windows`, the window shape a store keeps (`fair_retrieval.stores.StoreWindows`: one
+            `embed_document_windows` pass per size, as the stores call it); None: the embedder's own windows.
     """
 
     def __init__(
@@ -37,6 +40,7 @@ class EmbedWorker:
         id_column: str,
         cpu_threads: int | None = None,
         windows: bool = False,
+        store_windows: StoreWindows | None = None,
     ) -> None:
         import ray
         import torch
@@ -48,6 +52,7 @@ class EmbedWorker:
         self._text_column = text_column
         self._id_column = id_column
         self._keep_windows = windows
+        self._shape = store_windows
         logger.info("Embedding worker ready: %r", self._embedder)
 
     def __call__(self, batch: Any) -> Any:
@@ -58,7 +63,10 @@ class EmbedWorker:
         if not self._keep_windows:
             vectors = self._embedder.embed_documents(texts, show_progress_bar=False)
             return pa.table({ID_COLUMN: ids, EMBEDDING_COLUMN: embeddings_to_arrow(vectors)})
-        windows = self._embedder.embed_document_windows(texts, show_progress_bar=False)
+        if self._shape is None:
+            windows = self._embedder.embed_document_windows(texts, show_progress_bar=False)
+        else:
+            windows = self._shape.embed(self._embedder, texts)
         start, end, weight = WINDOW_COLUMNS
         return pa.table(
             {

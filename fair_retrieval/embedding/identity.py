@@ -12,6 +12,8 @@ queries from another space) instead of silently returning poor results.
 - `identity_differences(recorded, current)`: the fields that differ, for messages.
 - `check_identity(...)`: the load-time rule the stores share: no identity recorded (an earlier release) → an INFO
   line; a different one → a ValueError listing the fields, unless the caller allows the mismatch (a WARNING).
+- `identity_settings(identity)`: the model, options and prompts that rebuild the embedder an identity records (what
+  `fair-retrieval search` embeds a store folder's queries with).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fair_retrieval.embedding.embedder import FairEmbedder
+from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.embedding.loading import canonical_model_name
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.engine.lpes import PositionalScaling
@@ -197,3 +200,37 @@ def _comparable(field: str, value: Any) -> Any:
 def _short(value: Any, limit: int = 120) -> str:
     text = value if value == _MISSING else json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def identity_settings(identity: Mapping[str, Any]) -> tuple[str, EmbedderOptions, dict[str, str]]:
+    """What rebuilds the `FairEmbedder` a store's identity records (`FairEmbedder.identity()`): the model, the
+    options and the prompts (`build_embedder`'s), so that a saved store is searched with the embedder that built
+    it. Fields of the store's mode in the identity (multivector, aggregate, window shape) are not the embedder's and
+    are left out.
+
+    Raises:
+        ValueError: an identity of other embeddings than fair-retrieval's (it names their class), or one whose
+            values `EmbedderOptions` refuses (a damaged record).
+    """
+    model = identity.get("model")
+    if "class" in identity or not isinstance(model, str) or not model:
+        raise ValueError(
+            f"The store was built with {identity.get('class') or 'embeddings'} (model {model!r}), not a "
+            "fair-retrieval embedder, which can be rebuilt from its record: search it with those embeddings."
+        )
+    calibration = identity.get("calibration")
+    scaling = identity.get("positional_scaling")
+    options = EmbedderOptions(
+        calibration=Calibration.from_dict(calibration) if isinstance(calibration, dict) else None,
+        pooling=identity.get("pooling"),
+        max_length=identity.get("max_length"),
+        positional_scaling=PositionalScaling.from_dict(scaling) if isinstance(scaling, dict) else None,
+        long_documents=identity.get("long_documents", "windows"),
+        window_overlap=identity.get("window_overlap"),
+        window_boundaries=identity.get("window_boundaries", _UNRECORDED_MEANS["window_boundaries"]),
+        window_tokens=identity.get("window_tokens"),
+    )
+    prompts = {
+        name: identity.get(f"{name}_prompt") or "" for name in ("query", "document") if f"{name}_prompt" in identity
+    }
+    return model, options, prompts

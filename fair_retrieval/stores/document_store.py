@@ -410,6 +410,26 @@ class DocumentStore(StoreCore[R]):
         missing = f"{store_file} does not exist; it is written by {writer}."
         return cls.load(fmt, store_file, index_folder, missing=missing, **options)
 
+    @classmethod
+    def load_text_folder(
+        cls, folder: Path, fmt: StoreFormat[Any], record: Callable[[TextDocument], Any], **options: Any
+    ) -> DocumentStore[Any]:
+        """The store of texts saved in `folder` (`store.json` beside `index/`: what `fair-retrieval index` and
+        LangChain's `save_local` write) as a store of another adapter's records: each document becomes
+        `record(document)` and the store follows `fmt`'s rules (`text_documents.text_records_format`); it saves in
+        `fmt`. `options` are `load`'s (gpu, embedder, allow_embedder_mismatch, multivector, aggregate).
+
+        Raises:
+            FileNotFoundError, DamagedFileError, ValueError, TypeError: as `load`.
+        """
+        from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, TEXT_STORE_FORMAT_NAME, text_records_format
+
+        text_format = text_document_format(TEXT_STORE_FORMAT_NAME, fmt.store, "fair-retrieval index", fmt.upgrade)
+        index_folder, store_file = named_store_paths(folder, DEFAULT_INDEX_NAME)
+        missing = f"{store_file} does not exist; `fair-retrieval index` or FaissVectorStore.save_local() write it."
+        read = text_records_format(fmt, record, text_format)
+        return cls.load(read, store_file, index_folder, missing=missing, **options)
+
     def to_bytes(self: DocumentStore[TextDocument], fmt: StoreFormat[TextDocument], index_name: str) -> bytes:
         """The store as bytes, without pickle: its folder packed in memory with a SHA-256
         (`fair_retrieval.stores.store_archive`)."""

@@ -5,30 +5,42 @@ A `TextDocument` is a tuple, lighter than a framework's document object (one is 
 file entry (`text_document_format`: the JSON each saved document becomes). `named_store_paths` is the layout of
 langchain-community's FAISS store kept for ours (several stores share a folder under different names), and
 `pickled_folder_error` the refusal of a folder that store wrote (its documents are in a pickle, which is never read
-here).
+here). The format (`TEXT_STORE_FORMAT_NAME`) is also the store folder's that `fair-retrieval index` writes
+(`fair_retrieval.stores.store_folder`); `text_records_format` reads such a file as another adapter's records (the
+LlamaIndex store opens it as nodes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from fair_retrieval.stores.arguments import checked_entries
+from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.store_format import StoreFormat
 
 __all__ = [
     "DEFAULT_INDEX_NAME",
+    "TEXT_STORE_FORMAT_NAME",
     "TextDocument",
     "checked_documents",
     "document_text",
     "named_store_paths",
     "pickled_folder_error",
     "text_document_format",
+    "text_records_format",
 ]
 
+R = TypeVar("R", bound=Keyed)
+
 DEFAULT_INDEX_NAME = "index"  # langchain-community's default name; under it the folder keeps the original layout
+TEXT_STORE_FORMAT_NAME = "langchain-fair-faiss-store"
+"""The format name of a store of `TextDocument`s saved as a store file beside its index folder: first written by
+LangChain's `FaissVectorStore.save_local()` (the name is kept, files of earlier releases carry it), also by
+`fair-retrieval index`; both stores open such a folder."""
 
 
 class TextDocument(NamedTuple):
@@ -81,6 +93,35 @@ def text_document_format(name: str, store: str, writer: str, upgrade: str) -> St
         names_index_folder=False,
         replaced_move_to_end=True,
         text_of=document_text,
+    )
+
+
+def text_records_format(
+    fmt: StoreFormat[R], record: Callable[[TextDocument], R], text_format: StoreFormat[TextDocument]
+) -> StoreFormat[R]:
+    """`text_format` (a store file of `TextDocument`s) read as a store of another adapter's records: each document
+    becomes `record(document)`, and the store keeps `fmt`'s rules (its name in messages, groups, the lexical text,
+    where an upsert goes). The file is only read this way: the adapter saves the store in its own format (`fmt`).
+
+    Args:
+        fmt: the adapter's own format.
+        record: a stored document → the adapter's record (same id, text and metadata).
+        text_format: the text-document format of the file (`text_document_format`).
+    """
+
+    def decode(entry: Mapping[str, Any]) -> tuple[int, R]:
+        int_id, document = text_format.decode(entry)
+        return int_id, record(document)
+
+    return dataclasses.replace(
+        fmt,
+        name=text_format.name,
+        version=text_format.version,
+        records_key=text_format.records_key,
+        decode=decode,
+        names_index_folder=text_format.names_index_folder,
+        raw_faiss_message=None,
+        other_readers={},
     )
 
 

@@ -19,6 +19,8 @@ from fair_retrieval.cli import main
 from fair_retrieval.cli.cmd_search import snippet
 from fair_retrieval.inputs import read_documents
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 DOCS: list[dict[str, Any]] = [
     {"id": "volcano", "text": "Volcanoes erupt when magma rises through the crust and escapes as lava, ash and gas."},
     {"id": 7, "text": "To bake bread, mix flour, water, yeast and salt, knead the dough, let it rise.", "lang": "en"},
@@ -56,7 +58,7 @@ def jsonl_index(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
     source.write_text("\n".join(json.dumps(d) for d in DOCS[:2]) + "\n\n" + "\n".join(json.dumps(d) for d in DOCS[2:]))
     output = folder / "index"
     flags = ["--basket-size", str(SHORT_TEXTS.basket_size), "--min-full-baskets", str(SHORT_TEXTS.min_full_baskets)]
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
+    assert main([*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), *flags]) == 0
     return output
 
 
@@ -117,7 +119,7 @@ def test_index_a_folder_uncalibrated_with_ivf(tmp_path: Path, minilm: str, capsy
     (docs / ".hidden").mkdir()
     (docs / ".hidden" / "x.txt").write_text("ignored too")
     output = tmp_path / "index"
-    args = ["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--no-calibration"]
+    args = [*INDEX, "--model", minilm, "--input", str(docs), "--output", str(output), "--no-calibration"]
     assert main([*args, "--kind", "ivf", "--index-param", "nlist=2", "--index-param", "nprobe=2"]) == 0
     out = capsys.readouterr().out
     assert "Indexed 3 documents (384-d, ivf)" in out
@@ -151,7 +153,7 @@ def test_bad_jsonl_exits_2_with_the_line(
 ) -> None:
     source = tmp_path / "docs.jsonl"
     source.write_text(content)
-    code = main(["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")])
+    code = main([*INDEX, "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")])
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out" / "manifest.json").exists()
@@ -168,12 +170,12 @@ def test_other_cli_errors_exit_2(tmp_path: Path, minilm: str, capsys: pytest.Cap
     source = tmp_path / "d.jsonl"
     source.write_text("\n".join(json.dumps(d) for d in DOCS) + "\n")
     out = str(tmp_path / "out")
-    base = ["index", "--model", minilm, "--input", str(source), "--output", out]
+    base = [*INDEX, "--model", minilm, "--input", str(source), "--output", out]
     assert main([*base, "--kind", "ivf"]) == 2  # default nlist=100 needs 100 documents
     assert "at least 100" in capsys.readouterr().err
     assert main([*base, "--index-param", "nlist"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
-    assert main(["index", "--model", minilm, "--input", str(tmp_path / "missing"), "--output", out]) == 2
+    assert main([*INDEX, "--model", minilm, "--input", str(tmp_path / "missing"), "--output", out]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["search", "--index", str(tmp_path), "--query", "x"]) == 2
     assert "no manifest.json" in capsys.readouterr().err
@@ -201,7 +203,7 @@ def test_skipped_files_are_reported(tmp_path: Path, minilm: str, caplog: pytest.
         (docs / name).write_text("not indexed")
     output = tmp_path / "index"
     with caplog.at_level(logging.WARNING, logger="fair_retrieval.inputs"):
-        assert main(["index", "--model", minilm, "--input", str(docs), "--output", str(output)]) == 0
+        assert main([*INDEX, "--model", minilm, "--input", str(docs), "--output", str(output)]) == 0
     [record] = [r for r in caplog.records if r.name == "fair_retrieval.inputs"]
     message = record.getMessage()
     assert "Skipped 4 files" in message and ".pdf (2)" in message and ".html (1)" in message
@@ -217,7 +219,7 @@ def test_one_document_is_singular_and_default_model_is_recorded(
     source = tmp_path / "one.jsonl"
     source.write_text(json.dumps(DOCS[0]) + "\n")
     output = tmp_path / "index"
-    assert main(["index", "--input", str(source), "--output", str(output)]) == 0  # no --model: the default
+    assert main([*INDEX, "--input", str(source), "--output", str(output)]) == 0  # no --model: the default
     out = capsys.readouterr().out  # a short text: the default calibration (≥ 384 content tokens) leaves it plain
     assert "Indexed 1 document (384-d, flat)" in out
     assert "Embedded 1 document: 0 windowed, 0 truncated, 0 calibrated, 1 plain (fewer than the 384 content" in out
@@ -230,7 +232,7 @@ def test_output_inside_input_is_refused(tmp_path: Path, minilm: str, capsys: pyt
     docs.mkdir()
     (docs / "a.txt").write_text("text")
     for output in (docs / "index", docs):
-        assert main(["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--overwrite"]) == 2
+        assert main([*INDEX, "--model", minilm, "--input", str(docs), "--output", str(output), "--overwrite"]) == 2
         assert "inside --input" in capsys.readouterr().err
     assert sorted(p.name for p in docs.iterdir()) == ["a.txt"]
 
@@ -259,7 +261,7 @@ def test_ctrl_c_exits_130_and_leaves_the_previous_index_whole(
     monkeypatch.setattr(FaissIndex, "save", interrupted)
     source = tmp_path / "docs.jsonl"
     source.write_text(json.dumps(DOCS[0]) + "\n")
-    args = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
+    args = [*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
     assert main(args) == 130
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines()[-1] == "fair-retrieval index: interrupted"  # after progress bars
@@ -267,7 +269,7 @@ def test_ctrl_c_exits_130_and_leaves_the_previous_index_whole(
     assert {p.name: p.read_bytes() for p in output.iterdir()} == before  # nothing half-written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "index"]  # no staging folder left
     fresh = tmp_path / "fresh"
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(fresh)]) == 130
+    assert main([*INDEX, "--model", minilm, "--input", str(source), "--output", str(fresh)]) == 130
     assert not fresh.exists()
 
 
@@ -317,9 +319,7 @@ def test_index_chunks_long_files_and_search_gives_their_offsets(
     flags = ["--basket-size", "16", "--min-full-baskets", "1"]
     capsys.readouterr()
     assert (
-        main(
-            ["index", "--model", minilm, "--input", str(docs), "--output", str(output), "--chunk-tokens", "64", *flags]
-        )
+        main([*INDEX, "--model", minilm, "--input", str(docs), "--output", str(output), "--chunk-tokens", "64", *flags])
         == 0
     )
     out = capsys.readouterr().out
@@ -370,7 +370,7 @@ def test_printed_counts_say_what_was_windowed_truncated_and_calibrated(
     source = tmp_path / "docs.jsonl"
     source.write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(texts)) + "\n")
     output = tmp_path / "index"
-    base = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
+    base = [*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), "--overwrite"]
     flags = ["--basket-size", "16", "--min-full-baskets", "1"]
     windows = len(FairEmbedder(minilm, window_overlap=8).plan_documents([LOG]).pieces)
     plain_embedder = FairEmbedder(minilm)
@@ -469,7 +469,7 @@ def test_bad_long_document_flags_exit_2_before_loading_the_model(
     monkeypatch.setattr(cmd_index, "build_embedder", never)
     source = tmp_path / "d.jsonl"
     source.write_text(json.dumps(DOCS[0]) + "\n")
-    assert main(["index", "--input", str(source), "--output", str(tmp_path / "out"), *flags]) == 2
+    assert main([*INDEX, "--input", str(source), "--output", str(tmp_path / "out"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -483,7 +483,7 @@ def test_index_multivector_keeps_windows_and_search_shows_the_best_window(
     rows = [{"id": "long", "text": f"{filler} {needle} {filler}"}, *DOCS[:3]]
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     output = tmp_path / "mv"
-    args = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]
+    args = [*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]
     assert main([*args, "--multivector", "--aggregate", "top2"]) == 0
     assert "window vectors" in capsys.readouterr().out
     manifest = json.loads((output / "manifest.json").read_text())
@@ -509,7 +509,7 @@ def test_aggregate_without_multivector_is_refused(
 ) -> None:
     source = tmp_path / "docs.jsonl"
     source.write_text(json.dumps(DOCS[0]) + "\n")
-    base = ["index", "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")]
+    base = [*INDEX, "--model", minilm, "--input", str(source), "--output", str(tmp_path / "out")]
     assert main([*base, "--aggregate", "top2"]) == 2
     assert "--aggregate works with --multivector" in capsys.readouterr().err
 
@@ -542,7 +542,7 @@ def test_index_lists_every_bad_input_before_embedding(
     monkeypatch.setattr(cmd_index, "build_embedder", never)
     source, output = _bad_input(tmp_path / "docs"), tmp_path / "index"
     capsys.readouterr()
-    assert main(["index", "--model", "unused", "--input", str(source), "--output", str(output)]) == 2
+    assert main([*INDEX, "--model", "unused", "--input", str(source), "--output", str(output)]) == 2
     err = capsys.readouterr().err
     assert f"4 problems in {source}; nothing was indexed" in err and "--skip-bad-files" in err
     for name in ("blank.txt: the text is empty", "empty.txt: the text is empty", "latin1.txt is not UTF-8"):
@@ -554,7 +554,7 @@ def test_index_lists_every_bad_input_before_embedding(
 def test_index_skip_bad_files_indexes_the_rest(minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source, output = _bad_input(tmp_path / "docs"), tmp_path / "index"
     capsys.readouterr()
-    command = ["index", "--model", minilm, "--input", str(source), "--output", str(output), "--skip-bad-files"]
+    command = [*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), "--skip-bad-files"]
     assert main([*command, "--no-calibration"]) == 0
     out = capsys.readouterr().out
     assert "Indexed 2 documents" in out and "Skipped 4 bad entries (--skip-bad-files):" in out
@@ -584,7 +584,7 @@ def test_search_json_is_valid_json_with_nan_metadata(
         '{"id": "a", "text": "Bread is baked from dough.", "score": NaN, "range": [Infinity, -Infinity, 1.5]}\n',
         encoding="utf-8",
     )
-    assert main(["index", "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]) == 0
+    assert main([*INDEX, "--model", minilm, "--input", str(source), "--output", str(output), "--no-calibration"]) == 0
     capsys.readouterr()
     assert main(["search", "--index", str(output), "--query", "bread", "--json"]) == 0
     out = capsys.readouterr().out

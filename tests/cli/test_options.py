@@ -14,6 +14,7 @@ from fair_retrieval.cli.options import (
     add_model_arguments,
     calibration_from_args,
     embedder_options,
+    parse_bool,
 )
 from fair_retrieval.distributed.spec import EmbedderSpec
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
@@ -90,3 +91,11 @@ def test_bad_long_document_flags_are_refused() -> None:
         _parse_model(["--long-documents", "split"])
     with pytest.raises(ValueError, match=r"must be an int ≥ 0 or None \(an eighth of a window\), got -1"):
         embedder_options(_parse_model(["--window-overlap", "-1"]))
+
+
+def test_parse_bool_reads_true_and_false_and_refuses_the_rest() -> None:
+    assert [parse_bool(text) for text in ("true", "Yes", "1", "on", "FALSE", "no", "0", "off")] == [True] * 4 + [
+        False
+    ] * 4
+    with pytest.raises(argparse.ArgumentTypeError, match="expected true or false"):
+        parse_bool("maybe")

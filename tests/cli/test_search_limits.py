@@ -15,6 +15,8 @@ from fair_retrieval.cli.index_folder import publish
 from fair_retrieval.jsonio import StoreConflictError
 from tests.test_faults import build_cli_folder, build_index
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 pytest.importorskip("faiss")
 
 DOCS = [{"id": f"d{i}", "text": f"Document number {i} talks about topic {i % 3}."} for i in range(15)]
@@ -28,7 +30,7 @@ def small_index(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
     assert (
         main(
             [
-                "index",
+                *INDEX,
                 "--model",
                 minilm,
                 "--input",
@@ -82,7 +84,7 @@ def test_an_output_that_cannot_be_written_is_one_line(
     capsys.readouterr()
     code = main(
         [
-            "index",
+            *INDEX,
             "--model",
             minilm,
             "--input",
@@ -117,6 +119,6 @@ def test_an_output_folder_without_write_permission_is_refused_before_any_work(
     source.write_text(json.dumps(DOCS[0]) + "\n")
     monkeypatch.setattr(cmd_index.os, "access", lambda path, mode: False)  # as a read-only folder for a non-root user
     capsys.readouterr()
-    assert main(["index", "--model", "never-loaded", "--input", str(source), "--output", str(tmp_path / "out")]) == 2
+    assert main([*INDEX, "--model", "never-loaded", "--input", str(source), "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("fair-retrieval index: error: --output") and "is not writable" in err

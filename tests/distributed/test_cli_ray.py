@@ -14,6 +14,8 @@ from fair_retrieval.cli import main
 from fair_retrieval.index import DEFAULT_AGGREGATE
 from tests.distributed.test_embed import make_texts
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 TEXTS = make_texts(12)
 OWN_FILES = ("index.faiss", "index.json", "documents.jsonl", "manifest.json")
 
@@ -24,7 +26,7 @@ def ray_index(ray_local: Any, tiny_bert: str, tmp_path_factory: pytest.TempPathF
     source = folder / "docs.jsonl"
     source.write_text("\n".join(json.dumps({"id": f"d{i}", "text": t}) for i, t in enumerate(TEXTS)) + "\n")
     command = [
-        "index", "--engine", "ray", "--model", tiny_bert, "--input", str(source), "--output", str(folder / "index"),
+        *INDEX, "--engine", "ray", "--model", tiny_bert, "--input", str(source), "--output", str(folder / "index"),
         "--basket-size", "8", "--workers", "1", "--shard-size", "5",
     ]  # fmt: skip
     assert main(command) == 0
@@ -96,8 +98,8 @@ def test_ray_multivector_index_equals_the_local_one_and_keeps_documents_whole_in
     common = ["--model", tiny_bert, "--input", str(source), "--max-length", "16", "--no-calibration", "--multivector"]
     ray_out, local_out = tmp_path / "ray", tmp_path / "local"
     ray_flags = ["--engine", "ray", "--workers", "1", "--shard-size", "7"]
-    assert main(["index", *common, "--output", str(ray_out), *ray_flags]) == 0
-    assert main(["index", *common, "--output", str(local_out)]) == 0
+    assert main([*INDEX, *common, "--output", str(ray_out), *ray_flags]) == 0
+    assert main([*INDEX, *common, "--output", str(local_out)]) == 0
     on_ray, local = MultiVectorIndex.load(ray_out, gpu=False), MultiVectorIndex.load(local_out, gpu=False)
     assert local.window_count > len(local) == len(on_ray) == 12 and on_ray.window_count == local.window_count
     for i in range(12):

@@ -19,6 +19,8 @@ from fair_retrieval.cli import main
 from fair_retrieval.distributed import documents as ray_documents
 from fair_retrieval.inputs import read_documents
 
+INDEX = ("index", "--output-format", "index")  # the command writing the earlier index folder
+
 GOOD_LINES = [
     json.dumps({"id": "a", "text": "alpha words here", "metadata": {"k": 1}, "lang": "en"}),
     "",
@@ -142,7 +144,7 @@ def test_a_folder_with_a_file_that_is_not_utf8_gives_the_local_error(ray_local: 
 
 def _index(engine: str, model: str, source: Path, output: Path, caplog: pytest.LogCaptureFixture) -> list[str]:
     """documents.jsonl of `fair-retrieval index --engine ENGINE`, and the warnings about skipped files."""
-    command = ["index", "--engine", engine, "--model", model, "--input", str(source), "--output", str(output)]
+    command = [*INDEX, "--engine", engine, "--model", model, "--input", str(source), "--output", str(output)]
     if engine == "ray":
         command += ["--workers", "1", "--shard-size", "4"]
     caplog.clear()
@@ -181,7 +183,7 @@ def test_both_engines_refuse_a_bad_file_with_the_same_error(
     source = _write(tmp_path / "docs.jsonl", [*GOOD_LINES, *extra])
     errors = []
     for engine in ("local", "ray"):
-        command = ["index", "--engine", engine, "--model", tiny_bert, "--input", str(source)]
+        command = [*INDEX, "--engine", engine, "--model", tiny_bert, "--input", str(source)]
         capsys.readouterr()
         assert main([*command, "--output", str(tmp_path / engine)]) == 2
         errors += [

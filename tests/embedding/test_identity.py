@@ -12,6 +12,7 @@ import pytest
 
 from fair_retrieval import Calibration, FairEmbedder
 from fair_retrieval.cli import main
+from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.embedding.identity import (
     IDENTITY_FIELDS,
     canonical_model_name,
@@ -19,6 +20,7 @@ from fair_retrieval.embedding.identity import (
     describe_differences,
     embedder_identity,
     identity_differences,
+    identity_settings,
 )
 from fair_retrieval.embedding.loading import DEFAULT_MODEL
 from fair_retrieval.engine.lpes import PositionalScaling
@@ -65,6 +67,22 @@ class _Foreign:
 
 class _ForeignByModel:
     model = "text-embedding-3-small"
+
+
+def test_identity_settings_rebuild_the_embedder_it_records(embedder: FairEmbedder) -> None:
+    other = FairEmbedder(
+        embedder.model_name,
+        calibration=None,
+        max_length=48,
+        device="cpu",
+        window_tokens=20,
+        window_boundaries="text",
+    )
+    for original in (embedder, other):
+        model, options, prompts = identity_settings({**original.identity(), "multivector": True})
+        assert build_embedder(options, model, prompts=prompts or None).identity() == original.identity()
+    with pytest.raises(ValueError, match="OtherEmbeddings"):
+        identity_settings({"class": "pkg.OtherEmbeddings", "model": "m"})
 
 
 def test_adapters_take_the_identity_of_their_embedder_with_their_own_calibration(embedder: FairEmbedder) -> None:
@@ -120,7 +138,8 @@ def cli_index(tmp_path_factory: pytest.TempPathFactory, tiny: str) -> Path:
     rows = [{"id": str(i), "text": f"note {i} about the harbour and the ferry"} for i in range(4)]
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     output = folder / "index"
-    assert main(["index", "--model", tiny, "--input", str(source), "--output", str(output), "--gpu", "off"]) == 0
+    command = ["index", "--output-format", "index", "--model", tiny, "--input", str(source), "--output", str(output)]
+    assert main([*command, "--gpu", "off"]) == 0  # an index folder of the earlier format
     return output
 
 

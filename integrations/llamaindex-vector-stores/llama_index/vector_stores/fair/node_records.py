@@ -14,7 +14,15 @@ from llama_index.core.storage.docstore.utils import json_to_doc
 
 from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
 
-__all__ = ["StoredNode", "node_contents", "node_metadata", "node_text", "restored_node", "stored_node"]
+__all__ = [
+    "StoredNode",
+    "document_node",
+    "node_contents",
+    "node_metadata",
+    "node_text",
+    "restored_node",
+    "stored_node",
+]
 
 
 class StoredNode(NamedTuple):
@@ -48,6 +56,18 @@ def stored_node(node: Any, position: int) -> StoredNode:
             ".isoformat(), no NaN)."
         ) from None
     return StoredNode(node.node_id, node.ref_doc_id or node.node_id, payload)
+
+
+def document_node(document: Any) -> StoredNode:
+    """The record of a document of a store of texts (`fair-retrieval index`, LangChain's store: its `key`, `text`
+    and `metadata`) as a `TextNode` of the same id, text and metadata. Its vectors were embedded from the text
+    alone, so every metadata key is kept out of the embedded text (`excluded_embed_metadata_keys`): what the node
+    embeds, and what the lexical side reads, is the text its vectors are of."""
+    metadata = dict(document.metadata)
+    node = TextNode(
+        id_=document.key, text=document.text, metadata=metadata, excluded_embed_metadata_keys=list(metadata)
+    )
+    return stored_node(node, 0)
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:

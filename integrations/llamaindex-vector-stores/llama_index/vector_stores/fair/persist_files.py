@@ -18,7 +18,7 @@ from fsspec.implementations.local import LocalFileSystem
 from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.vector_stores.fair.node_records import StoredNode, node_text
+from llama_index.vector_stores.fair.node_records import StoredNode, document_node, node_text
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
@@ -159,10 +159,39 @@ class PersistFiles(WrappedStore):
     ) -> Self:
         """Load the store `StorageContext.persist(persist_dir)` wrote under `namespace` ("default"); `options` and
         the errors are those of `from_persist_path` (`embed_model`, `allow_embedder_mismatch`, `multivector`,
-        `aggregate`)."""
+        `aggregate`).
+
+        A store folder of texts (`store.json` and `index/`, written by `fair-retrieval index` or LangChain's
+        `FaissVectorStore.save_local`) with no persisted store of this namespace is opened too: its documents become
+        `TextNode`s of the same ids, texts and metadata (`node_records.document_node`), over the same vectors;
+        persisting the store writes this store's own files beside them.
+        """
         _require_local(fs)
         path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
+        if not os.path.exists(path) and os.path.isfile(os.path.join(persist_dir, "store.json")):
+            return cls._from_text_folder(Path(persist_dir), gpu, **options)
         return cls.from_persist_path(path, gpu=gpu, **options)
+
+    @classmethod
+    def _from_text_folder(
+        cls,
+        folder: Path,
+        gpu: GpuChoice,
+        *,
+        embed_model: Any | None = None,
+        allow_embedder_mismatch: bool = False,
+        multivector: bool | None = None,
+        aggregate: Aggregate | None = None,
+    ) -> Self:
+        """The store of texts saved in `folder`, its documents as nodes (see `from_persist_dir`)."""
+        loaded = DocumentStore.load_text_folder(
+            folder, STORE_FORMAT, document_node, gpu=gpu, embedder=embed_model,
+            allow_embedder_mismatch=allow_embedder_mismatch, multivector=multivector, aggregate=aggregate,
+        )  # fmt: skip
+        store: Any = cls(multivector=False, gpu=False)  # type: ignore[call-arg]  # the store's constructor
+        store._store = loaded
+        logger.info("Opened the store of texts in %s: %d documents as nodes", folder, len(loaded))
+        return store  # type: ignore[no-any-return]
 
     @classmethod
     def from_legacy_persist_dir(
