@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
 from fair_retrieval.index.multivector import MultiVectorIndex
-from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
+from fair_retrieval.index.persistence import FOLDER_FILES, INDEX_FILE, META_FILE
 from fair_retrieval.inputs import Document
 from fair_retrieval.jsonio import (
     IN_USE_FILE,
@@ -109,7 +109,7 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
         for path in staging.iterdir()
         if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
     )
-    known = [INDEX_DATA, DOCUMENTS_FILE, MANIFEST_FILE, WINDOWS_FILE]
+    known = list(FOLDER_FILES)  # every file an index folder may list: a replaced folder's others are removed
     record = output / INDEX_RECORD
 
     def check() -> None:
@@ -374,7 +374,7 @@ def read_texts(path: Path, handle: IO[bytes]) -> dict[int, str]:
 
 STORE_FILES = ("store.json", "index")
 """The files of a store folder (`fair_retrieval.stores.store_folder`) that `index --overwrite` may replace."""
-REPLACED_INDEX_FILES = (MANIFEST_FILE, INDEX_RECORD, INDEX_DATA, DOCUMENTS_FILE, WINDOWS_FILE, "doc_ids.parquet")
+REPLACED_INDEX_FILES = (INDEX_RECORD, *FOLDER_FILES, "doc_ids.parquet")
 """The files of an index folder, the manifest first: once it is gone the folder no longer reads as an index."""
 
 
