@@ -45,12 +45,13 @@ from fair_retrieval.index.aggregates import (
     metric_score,
     window_scores,
 )
+from fair_retrieval.index.exact_rerank import DEFAULT_CODES, RerankedIndex
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import as_ids, as_vectors, some
 from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
+from fair_retrieval.index.persistence import FLOAT_FILE, INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.index.window_table import REMEDY, WindowTable
 from fair_retrieval.jsonio import (
@@ -97,6 +98,10 @@ class MultiVectorIndex:
         fetch_factor: the first window search asks for fetch_factor × k × (mean windows per document) windows.
         factory: a faiss index-factory string instead of `kind`, as `FaissIndex`.
         search: faiss search parameters, as `FaissIndex`.
+        compressed: keep the windows in a `RerankedIndex` instead (`fair_retrieval.index.exact_rerank`): compact
+            codes in memory for candidates, re-ranked by the exact float32 vectors in a memory-mapped file. True
+            for its default codes (`exact_rerank.DEFAULT_CODES`), or a codes factory string ("IVF,PQ48", "PQ48",
+            "SQ4", …); its other settings are properties of `windows`. Not with kind, factory, search or params.
         **params: kind parameters, as `FaissIndex`.
 
     Example:
@@ -118,7 +123,8 @@ class MultiVectorIndex:
         fetch_factor: int = DEFAULT_FETCH_FACTOR,
         factory: str | None = None,
         search: str | dict[str, float] | None = None,
-        _windows: FaissIndex | None = None,  # private: the windows index `load` read
+        compressed: bool | str | None = None,
+        _windows: FaissIndex | RerankedIndex | None = None,  # private: the windows index `load` read
         **params: int,
     ) -> None:
         if aggregate not in AGGREGATES:
@@ -126,7 +132,17 @@ class MultiVectorIndex:
         if not is_positive_int(fetch_factor):
             raise ValueError(f"fetch_factor must be a positive int, got {fetch_factor!r}.")
         kind_params: dict[str, Any] = params  # FaissIndex checks them
-        self._windows = (
+        if compressed is not None and compressed is not False:
+            if kind is not None or factory is not None or search is not None or params:
+                raise ValueError(
+                    "compressed= chooses the windows index itself; pass it without kind, factory, search or kind "
+                    "parameters (set `index.windows.candidate_factor` or `set_search` afterwards), or drop it."
+                )
+            codes = DEFAULT_CODES if compressed is True else compressed
+            if not isinstance(codes, str):
+                raise TypeError(f"compressed must be True, False, None or a codes string, got {type(codes).__name__}.")
+            _windows = _windows if _windows is not None else RerankedIndex(dim, metric, codes, gpu)
+        self._windows: FaissIndex | RerankedIndex = (
             _windows
             if _windows is not None
             else FaissIndex(dim, metric, kind, gpu, factory=factory, search=search, **kind_params)
@@ -144,7 +160,11 @@ class MultiVectorIndex:
 
     @classmethod
     def over(
-        cls, windows: FaissIndex, *, aggregate: Aggregate = DEFAULT_AGGREGATE, fetch_factor: int = DEFAULT_FETCH_FACTOR
+        cls,
+        windows: FaissIndex | RerankedIndex,
+        *,
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        fetch_factor: int = DEFAULT_FETCH_FACTOR,
     ) -> MultiVectorIndex:
         """A multi-vector index whose window vectors go into `windows`, an empty FaissIndex built (and trained)
         elsewhere, e.g. an IVF-PQ trained on a sample of the windows.
@@ -159,8 +179,9 @@ class MultiVectorIndex:
     # ------------------------------------------------------------------------------------------------ properties
 
     @property
-    def windows(self) -> FaissIndex:
-        """The index of the window vectors (ids are window ids)."""
+    def windows(self) -> FaissIndex | RerankedIndex:
+        """The index of the window vectors (ids are window ids): a `FaissIndex`, or a `RerankedIndex` when
+        `compressed`."""
         return self._windows
 
     @property
@@ -419,7 +440,11 @@ class MultiVectorIndex:
                 if not record.is_current():
                     raise ChangedWhileReadingError
                 raise DamagedFileError(path / WINDOWS_FILE, problem, REMEDY)
-            windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
+            windows: FaissIndex | RerankedIndex
+            if record.lists(FLOAT_FILE):  # compressed: codes in index.faiss, exact vectors memory-mapped
+                windows = RerankedIndex.read(path, record, gpu)
+            else:
+                windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
             if not record.is_current():
                 raise ChangedWhileReadingError
             return cls._restore(windows, raw, path / WINDOWS_FILE)
@@ -434,7 +459,7 @@ class MultiVectorIndex:
         )
 
     @classmethod
-    def _restore(cls, windows: FaissIndex, raw: bytes, path: Path) -> MultiVectorIndex:
+    def _restore(cls, windows: FaissIndex | RerankedIndex, raw: bytes, path: Path) -> MultiVectorIndex:
         table, settings = WindowTable.from_json(raw, path, windows.ids)
         index = cls(windows.dim, windows.metric, **settings, _windows=windows)
         index._owner, index._start, index._end, index._weight, index._of = (

@@ -50,9 +50,12 @@ from fair_retrieval.jsonio.generation import refuse_replacing
 INDEX_FILE = "index.faiss"
 META_FILE = "index.json"
 WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder, published with its index
-FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, "manifest.json", "documents.jsonl")
-"""The files an index.json may list in its own folder: the index, a multi-vector index's window table, and the
-manifest and documents of the command line's index folder (`fair_retrieval.cli.index_folder`)."""
+FLOAT_FILE = "vectors.f32"  # a RerankedIndex's exact vectors: raw float32 rows, one per id in id order
+RERANK_FILE = "reranked.json"  # a RerankedIndex's settings (codes, candidate factor, training state)
+FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, FLOAT_FILE, RERANK_FILE, "manifest.json", "documents.jsonl")
+"""The files an index.json may list in its own folder: the index, a multi-vector index's window table, a reranked
+index's float file and settings (`fair_retrieval.index.exact_rerank`), and the manifest and documents of the command
+line's index folder (`fair_retrieval.cli.index_folder`)."""
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -205,6 +208,11 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
         raise ValueError(
             f"{path} holds a multi-vector index (the windows of each document, {WINDOWS_FILE}); load it with "
             "fair_retrieval.MultiVectorIndex.load, not FaissIndex.load."
+        )
+    if snapshot.lists(FLOAT_FILE) and not multivector:
+        raise ValueError(
+            f"{path} holds a reranked index (compact codes and exact vectors on disk, {FLOAT_FILE}); load it with "
+            "fair_retrieval.index.exact_rerank.RerankedIndex.load, not FaissIndex.load."
         )
     try:
         result = restore(_from_snapshot(snapshot, path))
