@@ -36,7 +36,7 @@ from fair_retrieval.index import MultiVectorIndex
 
 logger = logging.getLogger("compressed_windows")
 
-FIRST_PASSES = ("SQ4", "PQ96", "PQ48", "LSH", "IVF,PQ96", "IVF,PQ48")
+FIRST_PASSES = ("SQ4", "PQ48", "LSH", "IVF,PQ48", "IVF,PQ24")
 """The compact first passes of the rule ("IVF" sized by the vectors when it trains)."""
 FACTORS = (2, 4, 8, 16)
 """Candidates scored exactly per window wanted."""
