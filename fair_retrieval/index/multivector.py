@@ -17,6 +17,11 @@ search itself is approximate; `benchmarks/index_recall.py --multivector` measure
 IVF windows index whose nprobe is not given visits nlist/4 lists instead of the pooled default's nlist/8
 (`plan.window_nprobe`): a window the IVF stage misses can lose its document, and over-fetch does not bring it back.
 
+`compressed=True` (or a codes factory string) keeps the windows in a `RerankedIndex` instead
+(`fair_retrieval.index.exact_rerank`): compact codes in memory give candidates, the exact float32 vectors kept in a
+memory-mapped file re-rank them, so the order is the flat index's wherever the candidates hold the true top windows
+(docs/compressed_window_study.md); it grows (training at sizes it reaches) and shrinks without rebuilds.
+
 Each document id owns a list of window ids (int64, handed out by a counter that only grows) with each window's
 character span in its document and its weight (content tokens). `save` writes the windows index and this table
 (`windows.json`) in one commit; `load` refuses a folder of a pooled `FaissIndex` and `FaissIndex.load` refuses this

@@ -176,7 +176,8 @@ def read_folder(
         DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
             this faiss; the message names the file.
         ValueError: if index.json is malformed or disagrees with index.faiss, or the folder holds a multi-vector
-            index (window vectors, `windows.json`) and `multivector` is False.
+            index (window vectors, `windows.json`) or a reranked index (`vectors.f32`) and `multivector` is False
+            (the caller then does not read those companions).
     """
     path = Path(folder)
     return retry_while_changing(path / META_FILE, lambda: _read_snapshot(path, restore, multivector))
