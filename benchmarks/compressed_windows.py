@@ -228,8 +228,10 @@ def dev_set(key: str, entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def pool_run(stack: str, sets: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    """Every set's windows of one stack plus synthetic documents; flat and each candidate over them."""
+def pool_run(stack: str, sets: dict[str, dict[str, Any]], args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """Every set's windows of one stack plus synthetic documents; flat and each candidate over them, kept in
+    `results["pool"][stack]` and saved after each first pass (a resumed run skips the passes done: the pool is
+    drawn with the same seed)."""
     real = list(sets.values())
     pieces, owners, names, first = [], [], [], 0
     for key, entry in sets.items():
@@ -247,14 +249,16 @@ def pool_run(stack: str, sets: dict[str, dict[str, Any]], args: argparse.Namespa
     spans = np.zeros((len(all_owners), 2), dtype=np.int64)
     spans[:, 1] = 1
     windows = document_windows(vectors, all_owners, spans)
+    previous = results["pool"].get(stack) or {}
     out: dict[str, Any] = {
         "windows": len(all_owners),
         "real_windows": real_count,
         "documents": len(names),
         "closeness": closeness,
-        "flat": {},
-        "candidates": {},
+        "flat": previous.get("flat", {}) if previous.get("windows") == len(all_owners) else {},
+        "candidates": previous.get("candidates", {}) if previous.get("windows") == len(all_owners) else {},
     }
+    results["pool"][stack] = out
     evaluated = {
         key: sampled(entry, args.pool_questions, args.seed) for key, entry in sets.items() if key.endswith(f"/{stack}")
     }
@@ -263,10 +267,15 @@ def pool_run(stack: str, sets: dict[str, dict[str, Any]], args: argparse.Namespa
     flat.add(windows)
     out["flat_memory"] = memory(flat)
     for key, entry in evaluated.items():
+        if key in out["flat"]:
+            continue
         found, seconds = searched(flat, entry["queries"])
         out["flat"][key] = {**scored(found, names, entry, f"{key}:"), "found": found, **latency(seconds)}
     del flat
+    save(results, args)
     for codes in args.passes:
+        if all(f"{codes}@{factor}" in out["candidates"] for factor in FACTORS):
+            continue
         started = time.perf_counter()
         index = MultiVectorIndex(windows.dim, compressed=codes)
         index.add(windows)
@@ -284,7 +293,7 @@ def pool_run(stack: str, sets: dict[str, dict[str, Any]], args: argparse.Namespa
             logger.info(
                 "pool %s %s: worst recall %.3f, %.0f B/window", stack, name, worst, cost["memory_bytes_per_window"]
             )
-    return out
+        save(results, args)
 
 
 def save(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -413,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         return write_report([Path(folder) for folder in args.out.split(",")])
     results, reference = hybrid.prepared(args)
-    results["dev"], results["pool"] = {}, {}
+    results["dev"] = {}
+    results.setdefault("pool", {})
     sets = {}
     for name, stack in hybrid.study_runs(args):
         key = f"{name}/{stack}"
@@ -422,8 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     save(results, args)
     for stack in args.stacks.split(","):
         members = {k: v for k, v in sets.items() if k.endswith(f"/{stack}") or k.startswith("scifact/")}
-        results["pool"][stack] = pool_run(stack, members, args)
-        save(results, args)
+        pool_run(stack, members, args, results)
     return 0
 
 

@@ -80,6 +80,7 @@ _REMEDY = "Rebuild the index and save it again (or restore the folder from a bac
 _SIZED_IVF = re.compile(r"(?:^|,)IVF(?=,)")
 _FIXED_IVF = re.compile(r"(?:^|,)IVF\d")
 _CANNOT_REMOVE = ("Refine", "HNSW", "NSG", "RFlat")
+_HAMMING = re.compile(r"(?:^|,)LSH")
 
 
 class RerankedIndex:
@@ -93,7 +94,8 @@ class RerankedIndex:
         metric: "ip" (inner product; cosine for unit vectors) or "l2".
         codes: the compact index, a faiss factory string; write "IVF" without a list count to have the lists sized
             when it trains ("IVF,PQ48", "IVF,SQ4"); others: "PQ48", "PQ96", "SQ4", "SQ8", "LSH" (binary codes,
-            Hamming distance), "OPQ48,IVF,PQ48", ….
+            Hamming distance; faiss builds it for "l2" only, and its ranking is the same for either metric),
+            "OPQ48,IVF,PQ48", ….
         gpu: as `FaissIndex` (the compact index; the float rows stay on disk).
         candidate_factor: candidates scored exactly per result wanted.
         train_at: vectors held before the compact index trains (below: an exact Flat index).
@@ -463,7 +465,7 @@ class RerankedIndex:
         try:
             index = cls(
                 compact.dim,
-                compact.metric,
+                settings["metric"],
                 settings["codes"],
                 gpu,
                 candidate_factor=settings["candidate_factor"],
@@ -484,6 +486,7 @@ class RerankedIndex:
             "format": FORMAT,
             "version": VERSION,
             "codes": self._codes,
+            "metric": self._metric,
             "candidate_factor": self._candidate_factor,
             "train_at": self._train_at,
             "nprobe": self._nprobe,
@@ -510,8 +513,9 @@ class RerankedIndex:
         count = sample.shape[0]
         nlist = default_nlist(count)
         factory = _SIZED_IVF.sub(lambda match: match.group(0).replace("IVF", f"IVF{nlist}"), self._codes)
-        compact = FaissIndex(self._dim, self._metric, factory=factory, gpu=self._gpu)
-        compact.train(sample)
+        compact = FaissIndex(self._dim, self._compact_metric, factory=factory, gpu=self._gpu)
+        if not compact.is_trained:  # LSH without thresholds has nothing to learn
+            compact.train(sample)
         if "nlist" in compact.params:
             compact.set_search({"nprobe": self._nprobe or window_nprobe(compact.params["nlist"])})
         compact._saved_at = previous._saved_at  # the folder it was loaded from or saved to: saves there stay checked
@@ -537,7 +541,13 @@ class RerankedIndex:
     def _check_buildable(self) -> None:
         """Build the codes once now (with one list for "IVF"), so a factory faiss refuses fails here."""
         factory = _SIZED_IVF.sub(lambda match: match.group(0).replace("IVF", "IVF1"), self._codes)
-        FaissIndex(self._dim, self._metric, factory=factory, gpu=False)
+        FaissIndex(self._dim, self._compact_metric, factory=factory, gpu=False)
+
+    @property
+    def _compact_metric(self) -> Metric:
+        """The trained compact index's metric: the index's, but "l2" for binary codes (faiss builds LSH for "l2"
+        only; Hamming distance ranks the candidates the same for either metric)."""
+        return "l2" if _HAMMING.search(self._codes) else self._metric
 
 
 def _mapped(source: Any, rows: int, dim: int) -> np.ndarray | None:
@@ -562,6 +572,8 @@ def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
         codes = data["codes"]
         if not isinstance(codes, str) or not 0 < len(codes) <= 200:
             raise ValueError(f"its 'codes' {codes!r} is not a factory string")
+        if data["metric"] not in METRICS:
+            raise ValueError(f"its 'metric' {data['metric']!r} is not one of {METRICS}")
         for field in ("candidate_factor", "train_at", "trained_for", "nprobe"):
             value = data[field]
             least = 0 if field == "trained_for" else 1

@@ -163,6 +163,19 @@ def test_save_and_load_memory_map_the_float_file_and_keep_the_results(tmp_path: 
     assert len(again) == 301 and again.search_documents(query, 10) == before
 
 
+def test_binary_codes_rank_candidates_by_hamming_distance_for_an_inner_product_index(tmp_path: Path) -> None:
+    vectors = clustered(3000)
+    index = small("LSH", candidate_factor=500)  # 32 bits rank coarsely: 2,500 of the 3,000 are candidates
+    index.add(vectors, ids=np.arange(3000))
+    assert index.metric == "ip" and index.compact.metric == "l2" and index.factory == "LSH"
+    flat = FaissIndex(DIM, kind="flat")
+    flat.add(vectors, ids=np.arange(3000))
+    queries = clustered(20, seed=1)
+    np.testing.assert_array_equal(index.search(queries, 5)[1], flat.search(queries, 5)[1])
+    index.save(tmp_path)
+    assert RerankedIndex.load(tmp_path).metric == "ip"
+
+
 def test_a_bare_reranked_index_saves_and_loads_and_faiss_index_load_refuses_it(tmp_path: Path) -> None:
     index = small()
     index.add(clustered(500), ids=np.arange(500))
