@@ -41,7 +41,7 @@ import numpy as np
 
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.float_rows import ROW_DTYPE, FloatRows
-from fair_retrieval.index.gpu import GpuChoice
+from fair_retrieval.index.gpu import GpuChoice, import_faiss
 from fair_retrieval.index.ids import as_ids, as_vectors
 from fair_retrieval.index.index_plan import default_nlist, window_nprobe
 from fair_retrieval.index.inspection import METRICS, Metric
@@ -362,9 +362,8 @@ class RerankedIndex:
             chosen = candidates[row][candidates[row] >= 0]
             if chosen.size == 0:
                 continue
-            exact = self._exact_scores(matrix[row], self._rows.get(chosen))
-            order = np.argsort(-exact if self._metric == "ip" else exact, kind="stable")[: min(width, int(k))]
-            scores[row, : order.size], found[row, : order.size] = exact[order], chosen[order]
+            best, order = self._exact_top(matrix[row], self._rows.get(chosen), min(width, int(k)))
+            scores[row, : order.size], found[row, : order.size] = best, chosen[order]
         return scores, found
 
     # ------------------------------------------------------------------------------------------------ persistence
@@ -493,12 +492,19 @@ class RerankedIndex:
             "trained_for": self._trained_for,
         }
 
-    def _exact_scores(self, query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-        """Inner products, or squared L2 distances, of `vectors` with `query` (float32, as faiss gives them)."""
-        if self._metric == "ip":
-            return vectors @ query
-        difference = vectors - query[None, :]
-        return np.einsum("ij,ij->i", difference, difference)
+    def _exact_top(self, query: np.ndarray, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k best of `vectors` for `query` by exact scores, best first: (scores, positions in `vectors`).
+
+        Scored by a faiss flat index of the candidates, so each score is computed by the same kernel, bit for bit,
+        as a flat `FaissIndex` scores it for a single query: windows of one text kept twice (whose vectors differ
+        in their last bits) come back in the flat index's order, not the order of another summation.
+        """
+        faiss = import_faiss()
+        scorer = faiss.IndexFlatIP(self._dim) if self._metric == "ip" else faiss.IndexFlatL2(self._dim)
+        scorer.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        best, positions = scorer.search(query[None, :], min(k, vectors.shape[0]))
+        keep = positions[0] >= 0
+        return best[0][keep], positions[0][keep]
 
     def _train(self) -> None:
         """A new compact index trained on a sample of the float rows and filled from them."""
