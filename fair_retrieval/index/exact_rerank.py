@@ -359,7 +359,7 @@ class RerankedIndex:
             return scores, found
         _, candidates = self._compact.search(matrix, fetch, ids=ids)
         for row in range(matrix.shape[0]):
-            chosen = candidates[row][candidates[row] >= 0]
+            chosen = np.sort(candidates[row][candidates[row] >= 0])  # in id order, as a flat index: ties break alike
             if chosen.size == 0:
                 continue
             best, order = self._exact_top(matrix[row], self._rows.get(chosen), min(width, int(k)))

@@ -71,6 +71,22 @@ def test_reranked_search_returns_the_flat_order_and_exact_scores_where_codes_alo
     assert not np.array_equal(coded, exact_ids)
 
 
+def test_windows_kept_twice_come_back_in_the_flat_order() -> None:
+    base = clustered(1500)
+    rng = np.random.default_rng(3)
+    twice = base + rng.normal(scale=1e-7, size=base.shape).astype(np.float32)  # one text embedded twice
+    vectors = np.concatenate([base, twice])
+    index = small("PQ8np", candidate_factor=300)  # 3,000 candidates: every vector, so only the order is tested
+    index.add(vectors, ids=np.arange(3000))
+    flat = FaissIndex(DIM, kind="flat")
+    flat.add(vectors, ids=np.arange(3000))
+    for query in clustered(50, seed=4):
+        exact_scores, exact_ids = flat.search(query[None, :], 10)
+        scores, ids = index.search(query[None, :], 10)
+        np.testing.assert_array_equal(ids, exact_ids)
+        np.testing.assert_array_equal(scores, exact_scores)  # bit for bit: the same kernel
+
+
 def test_a_compressed_multivector_index_ranks_documents_as_the_flat_one_when_candidates_cover_the_top() -> None:
     windows = documents(400)
     flat = MultiVectorIndex(DIM, kind="flat")
