@@ -399,8 +399,41 @@ def markdown(models: dict[str, dict[str, Any]], report: dict[str, Any]) -> str:
             f"{min(r['recall_vs_flat'] for r in runs):.3f} | {min(r['delta_ci'][0] for r in runs):+.4f} | "
             f"{p95_of(models, name):.2f} | {'passes' if not fails else f'fails ({len(fails)})'} |"
         )
-    lines += ["", f"Adopted: {report['adopted'] or 'none'}", ""]
+    flat_runs = [run for r in models.values() for p in r["pool"].values() for run in p["flat"].values()]
+    flat_bytes = max(p["flat_memory"]["memory_bytes_per_window"] for r in models.values() for p in r["pool"].values())
+    lines.append(
+        f"| flat float32 (the reference) | {flat_bytes:.0f} | — | 1.000 | — | "
+        f"{float(np.mean([r['p95_ms'] for r in flat_runs])):.2f} | — |"
+    )
+    shown = report["adopted"] or min(report["candidates"], key=lambda n: len(report["candidates"][n]["failures"]))
+    lines += ["", f"Adopted: {report['adopted'] or 'none'}", "", *set_table(models, shown), ""]
     return "\n".join(lines)
+
+
+def set_table(models: dict[str, dict[str, Any]], name: str) -> list[str]:
+    """Per (model, set) in the pool: one candidate against the flat store."""
+    lines = [
+        f"### `{name}` per set (pool)",
+        "",
+        "| model | set | questions | flat nDCG@10 | nDCG@10 | Δ [95 % CI] | recall vs flat | bytes/chunk | "
+        "flat p50/p95 ms | p50/p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for model, results in models.items():
+        for pool in results["pool"].values():
+            candidate = pool["candidates"].get(name)
+            if candidate is None:
+                continue
+            for key, run in candidate["sets"].items():
+                flat = pool["flat"][key]
+                per_chunk = candidate["memory_bytes_per_window"] * results["dev"][key]["windows_per_chunk"]
+                low, high = run["delta_ci"]
+                lines.append(
+                    f"| {model} | {key} | {pool['questions'][key]} | {flat['ndcg@10']:.3f} | {run['ndcg@10']:.3f} | "
+                    f"{run['delta']:+.4f} [{low:+.4f}, {high:+.4f}] | {run['recall_vs_flat']:.3f} | {per_chunk:.0f} | "
+                    f"{flat['p50_ms']:.1f} / {flat['p95_ms']:.1f} | {run['p50_ms']:.1f} / {run['p95_ms']:.1f} |"
+                )
+    return lines
 
 
 def write_report(folders: list[Path]) -> int:

@@ -11,7 +11,13 @@ import pytest
 
 from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import import_faiss
-from fair_retrieval.index.exact_rerank import GROWTH, MIN_TRAIN_AT, RerankedIndex
+from fair_retrieval.index.exact_rerank import (
+    DEFAULT_CANDIDATE_FACTOR,
+    DEFAULT_CODES,
+    GROWTH,
+    MIN_TRAIN_AT,
+    RerankedIndex,
+)
 from fair_retrieval.index.persistence import FLOAT_FILE, RERANK_FILE
 from fair_retrieval.jsonio import DamagedFileError
 
@@ -250,7 +256,7 @@ def test_bad_arguments_say_what_to_pass(options: dict, error: type[Exception], f
 
 def test_compressed_is_one_argument_of_multivector_index_and_refuses_other_index_choices() -> None:
     index = MultiVectorIndex(384, compressed=True)
-    assert reranked(index).codes == "IVF,PQ48"
+    assert (reranked(index).codes, reranked(index).candidate_factor) == (DEFAULT_CODES, DEFAULT_CANDIDATE_FACTOR)
     assert reranked(MultiVectorIndex(DIM, compressed="PQ8")).codes == "PQ8"
     assert isinstance(MultiVectorIndex(DIM, compressed=False).windows, FaissIndex)
     with pytest.raises(ValueError, match="without kind"):
