@@ -165,8 +165,9 @@ class RerankedIndex:
 
     @property
     def kind(self) -> str:
-        """ "reranked"."""
-        return "reranked"
+        """ "custom", as `FaissIndex` names an index of a factory string (a store records it, and restores such an
+        index by its files)."""
+        return "custom"
 
     @property
     def codes(self) -> str:
