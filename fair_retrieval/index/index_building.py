@@ -11,7 +11,16 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval.index.index_plan import IndexPlan
-from fair_retrieval.index.inspection import Metric, faiss_metric, kind_of, native_ivf, params_of, reconstruct, takes_ids
+from fair_retrieval.index.inspection import (
+    Metric,
+    faiss_metric,
+    kind_of,
+    native_ivf,
+    params_of,
+    reconstruct,
+    takes_ids,
+    unwrap,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +46,12 @@ def new_cpu_index(faiss: Any, dim: int, metric: Metric, plan: IndexPlan) -> tupl
         raise ValueError(
             f"faiss cannot build {plan.factory!r} for {dim}-d vectors: {str(error).splitlines()[0]}"
         ) from error
+    core, _ = unwrap(faiss, index)
+    if hasattr(core, "do_polysemous_training"):  # IVF-PQ and plain PQ ("PQ48"): faiss' factory turns it on
+        core.do_polysemous_training = False  # only serves Hamming-filtered search, which is not used; slow
     ivf = faiss.try_extract_index_ivf(index)
     if ivf is not None:
         ivf = faiss.downcast_index(ivf)
-        if hasattr(ivf, "do_polysemous_training"):
-            ivf.do_polysemous_training = False  # only serves Hamming-filtered search, which is not used; slow
         if native_ivf(faiss, index):
             ivf.set_direct_map_type(faiss.DirectMap.Hashtable)  # lookup by id for remove() and get_vectors()
     apply_search(faiss, index, plan.build, factory=plan.factory)

@@ -17,6 +17,11 @@ search itself is approximate; `benchmarks/index_recall.py --multivector` measure
 IVF windows index whose nprobe is not given visits nlist/4 lists instead of the pooled default's nlist/8
 (`plan.window_nprobe`): a window the IVF stage misses can lose its document, and over-fetch does not bring it back.
 
+`compressed=True` (or a codes factory string) keeps the windows in a `RerankedIndex` instead
+(`fair_retrieval.index.exact_rerank`): compact codes in memory give candidates, the exact float32 vectors kept in a
+memory-mapped file re-rank them, so the order is the flat index's wherever the candidates hold the true top windows
+(docs/compressed_window_study.md); it grows (training at sizes it reaches) and shrinks without rebuilds.
+
 Each document id owns a run of window ids (int64, handed out by a counter that only grows) with each window's
 character span in its document and its weight (content tokens), kept in numpy arrays
 (`fair_retrieval.index.window_table`: no Python object per window or per document). `save` writes the windows index
@@ -46,12 +51,13 @@ from fair_retrieval.index.aggregates import (
     metric_score,
     window_scores,
 )
+from fair_retrieval.index.exact_rerank import DEFAULT_CODES, RerankedIndex
 from fair_retrieval.index.faiss_index import FaissIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import INT64_MAX, as_ids, as_vectors, distinct, some
 from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, WINDOWS_FILE
+from fair_retrieval.index.persistence import FLOAT_FILE, INDEX_FILE, META_FILE, WINDOWS_FILE
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.index.window_table import END, START, WEIGHT, SavedTable, WindowTable, read_saved_table
 from fair_retrieval.jsonio import ChangedWhileReadingError, Snapshot, retry_while_changing
@@ -92,6 +98,10 @@ class MultiVectorIndex:
         fetch_factor: the first window search asks for fetch_factor × k × (mean windows per document) windows.
         factory: a faiss index-factory string instead of `kind`, as `FaissIndex`.
         search: faiss search parameters, as `FaissIndex`.
+        compressed: keep the windows in a `RerankedIndex` instead (`fair_retrieval.index.exact_rerank`): compact
+            codes in memory for candidates, re-ranked by the exact float32 vectors in a memory-mapped file. True
+            for its default codes (`exact_rerank.DEFAULT_CODES`), or a codes factory string ("IVF,PQ48", "PQ48",
+            "SQ4", …); its other settings are properties of `windows`. Not with kind, factory, search or params.
         **params: kind parameters, as `FaissIndex`.
 
     Example:
@@ -113,7 +123,8 @@ class MultiVectorIndex:
         fetch_factor: int = DEFAULT_FETCH_FACTOR,
         factory: str | None = None,
         search: str | dict[str, float] | None = None,
-        _windows: FaissIndex | None = None,  # private: the windows index `load` read
+        compressed: bool | str | None = None,
+        _windows: FaissIndex | RerankedIndex | None = None,  # private: the windows index `load` read
         **params: int,
     ) -> None:
         if aggregate not in AGGREGATES:
@@ -121,7 +132,17 @@ class MultiVectorIndex:
         if not is_positive_int(fetch_factor):
             raise ValueError(f"fetch_factor must be a positive int, got {fetch_factor!r}.")
         kind_params: dict[str, Any] = params  # FaissIndex checks them
-        self._windows = (
+        if compressed is not None and compressed is not False:
+            if kind is not None or factory is not None or search is not None or params:
+                raise ValueError(
+                    "compressed= chooses the windows index itself; pass it without kind, factory, search or kind "
+                    "parameters (set `index.windows.candidate_factor` or `set_search` afterwards), or drop it."
+                )
+            codes = DEFAULT_CODES if compressed is True else compressed
+            if not isinstance(codes, str):
+                raise TypeError(f"compressed must be True, False, None or a codes string, got {type(codes).__name__}.")
+            _windows = _windows if _windows is not None else RerankedIndex(dim, metric, codes, gpu)
+        self._windows: FaissIndex | RerankedIndex = (
             _windows
             if _windows is not None
             else FaissIndex(dim, metric, kind, gpu, factory=factory, search=search, **kind_params)
@@ -135,7 +156,11 @@ class MultiVectorIndex:
 
     @classmethod
     def over(
-        cls, windows: FaissIndex, *, aggregate: Aggregate = DEFAULT_AGGREGATE, fetch_factor: int = DEFAULT_FETCH_FACTOR
+        cls,
+        windows: FaissIndex | RerankedIndex,
+        *,
+        aggregate: Aggregate = DEFAULT_AGGREGATE,
+        fetch_factor: int = DEFAULT_FETCH_FACTOR,
     ) -> MultiVectorIndex:
         """A multi-vector index whose window vectors go into `windows`, an empty FaissIndex built (and trained)
         elsewhere, e.g. an IVF-PQ trained on a sample of the windows.
@@ -150,8 +175,9 @@ class MultiVectorIndex:
     # ------------------------------------------------------------------------------------------------ properties
 
     @property
-    def windows(self) -> FaissIndex:
-        """The index of the window vectors (ids are window ids)."""
+    def windows(self) -> FaissIndex | RerankedIndex:
+        """The index of the window vectors (ids are window ids): a `FaissIndex`, or a `RerankedIndex` when
+        `compressed`."""
         return self._windows
 
     @property
@@ -365,7 +391,7 @@ class MultiVectorIndex:
         self,
         folder: str | os.PathLike[str],
         *,
-        companions: Mapping[str, str | os.PathLike[str] | bytes] | None = None,
+        companions: Mapping[str, Companion] | None = None,
         overwrite: bool = False,
     ) -> Path:
         """Write the windows index and the window table (`windows.json` and its arrays, `window_table`) into
@@ -403,7 +429,11 @@ class MultiVectorIndex:
                     "it with FaissIndex.load, or rebuild it from the documents with multi-vector documents."
                 )
             saved = read_saved_table(record)
-            windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
+            windows: FaissIndex | RerankedIndex
+            if record.lists(FLOAT_FILE):  # compressed: codes in index.faiss, exact vectors memory-mapped
+                windows = RerankedIndex.read(path, record, gpu)
+            else:
+                windows = FaissIndex.load(path, gpu=gpu, _multivector=True)
             if not record.is_current():
                 raise ChangedWhileReadingError
             return cls._restore(windows, saved)
@@ -413,7 +443,7 @@ class MultiVectorIndex:
     # ------------------------------------------------------------------------------------------------ internals
 
     @classmethod
-    def _restore(cls, windows: FaissIndex, saved: SavedTable) -> MultiVectorIndex:
+    def _restore(cls, windows: FaissIndex | RerankedIndex, saved: SavedTable) -> MultiVectorIndex:
         table = saved.table(windows.ids)
         index = cls(windows.dim, windows.metric, **saved.settings, _windows=windows)
         index._table = table

@@ -52,9 +52,21 @@ META_FILE = "index.json"
 WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder (its header), published with its index
 WINDOW_ROWS_FILE = "windows.npy"  # the window table's per-window array (`fair_retrieval.index.window_table`)
 DOCUMENT_WINDOWS_FILE = "document_windows.npy"  # the window table's per-document array
-FOLDER_FILES = (INDEX_FILE, WINDOWS_FILE, WINDOW_ROWS_FILE, DOCUMENT_WINDOWS_FILE, "manifest.json", "documents.jsonl")
-"""The files an index.json may list in its own folder: the index, a multi-vector index's window table, and the
-manifest and documents of the command line's index folder (`fair_retrieval.cli.index_folder`)."""
+FLOAT_FILE = "vectors.f32"  # a RerankedIndex's exact vectors: raw float32 rows, one per id in id order
+RERANK_FILE = "reranked.json"  # a RerankedIndex's settings (codes, candidate factor, training state)
+FOLDER_FILES = (
+    INDEX_FILE,
+    WINDOWS_FILE,
+    WINDOW_ROWS_FILE,
+    DOCUMENT_WINDOWS_FILE,
+    FLOAT_FILE,
+    RERANK_FILE,
+    "manifest.json",
+    "documents.jsonl",
+)
+"""The files an index.json may list in its own folder: the index, a multi-vector index's window table, a reranked
+index's float file and settings (`fair_retrieval.index.exact_rerank`), and the manifest and documents of the command
+line's index folder (`fair_retrieval.cli.index_folder`)."""
 Companion = str | os.PathLike[str] | bytes | Callable[[Path], None]
 """A file published with an index (`write_folder`'s companions): a finished file to move in, its bytes, or a
 function that writes it to the path it is given (staged under the folder's lock, for files too large to hold
@@ -183,7 +195,8 @@ def read_folder(
         DamagedFileError: (a ValueError) if index.json or index.faiss is truncated, corrupted or unreadable by
             this faiss; the message names the file.
         ValueError: if index.json is malformed or disagrees with index.faiss, or the folder holds a multi-vector
-            index (window vectors, `windows.json`) and `multivector` is False.
+            index (window vectors, `windows.json`) or a reranked index (`vectors.f32`) and `multivector` is False
+            (the caller then does not read those companions).
     """
     path = Path(folder)
     return retry_while_changing(path / META_FILE, lambda: _read_snapshot(path, restore, multivector))
@@ -215,6 +228,11 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
         raise ValueError(
             f"{path} holds a multi-vector index (the windows of each document, {WINDOWS_FILE}); load it with "
             "fair_retrieval.MultiVectorIndex.load, not FaissIndex.load."
+        )
+    if snapshot.lists(FLOAT_FILE) and not multivector:
+        raise ValueError(
+            f"{path} holds a reranked index (compact codes and exact vectors on disk, {FLOAT_FILE}); load it with "
+            "fair_retrieval.index.exact_rerank.RerankedIndex.load, not FaissIndex.load."
         )
     try:
         result = restore(_from_snapshot(snapshot, path))

@@ -117,7 +117,7 @@ class SavedIndex:
         gpu: GpuChoice = "auto",
         gpu_shards: bool = False,
         *,
-        _multivector: bool = False,  # private: MultiVectorIndex.load reads its windows index
+        _multivector: bool = False,  # private: MultiVectorIndex / RerankedIndex load reads its index
     ) -> Self:
         """Load an index written by `save` (either format version); `gpu` and `gpu_shards` as in the constructor.
 

@@ -1,0 +1,273 @@
+"""RerankedIndex: compact codes for candidates, exact re-rank from the float file; growth, shrinking, persistence."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex
+from fair_retrieval.index import import_faiss
+from fair_retrieval.index.exact_rerank import (
+    DEFAULT_CANDIDATE_FACTOR,
+    DEFAULT_CODES,
+    GROWTH,
+    MIN_TRAIN_AT,
+    RerankedIndex,
+)
+from fair_retrieval.index.persistence import FLOAT_FILE, RERANK_FILE
+from fair_retrieval.jsonio import DamagedFileError
+
+DIM = 32
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread() -> Iterator[None]:
+    """Small indices on a busy 2-core runner: OpenMP threads only add contention."""
+    faiss = import_faiss()
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
+def clustered(count: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    """Unit vectors around 20 centres (as embeddings cluster by topic), float32."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, dim))
+    vectors = centres[rng.integers(20, size=count)] + 0.6 * rng.normal(size=(count, dim))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def documents(count: int, per_document: int = 8, seed: int = 0) -> DocumentWindows:
+    """`count` documents of `per_document` clustered windows each."""
+    vectors = clustered(count * per_document, seed)
+    owners = np.repeat(np.arange(count), per_document).astype(np.int64)
+    spans = np.stack([np.arange(owners.size) % per_document * 50, np.arange(owners.size) % per_document * 50 + 80], 1)
+    weights = np.full(owners.size, 60, dtype=np.int64)
+    pooled = np.zeros((count, DIM), dtype=np.float32)
+    return DocumentWindows(pooled, vectors, owners, spans.astype(np.int64), weights)
+
+
+def reranked(index: MultiVectorIndex) -> RerankedIndex:
+    """The windows index of a compressed multi-vector index."""
+    assert isinstance(index.windows, RerankedIndex)
+    return index.windows
+
+
+def small(codes: str = "IVF,PQ8", **options: Any) -> RerankedIndex:
+    return RerankedIndex(DIM, codes=codes, train_at=MIN_TRAIN_AT, **options)
+
+
+def test_reranked_search_returns_the_flat_order_and_exact_scores_where_codes_alone_do_not() -> None:
+    vectors = clustered(4000)
+    index = small("PQ8np", candidate_factor=64)  # PQ codes scanned in full: 640 candidates hold the true top 10
+    index.add(vectors, ids=np.arange(4000))
+    flat = FaissIndex(DIM, kind="flat")
+    flat.add(vectors, ids=np.arange(4000))
+    queries = clustered(30, seed=1)
+    exact_scores, exact_ids = flat.search(queries, 10)
+    scores, ids = index.search(queries, 10)
+    np.testing.assert_array_equal(ids, exact_ids)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-5, atol=1e-6)
+    _, coded = index.compact.search(queries, 10)  # the PQ codes alone: approximate
+    assert not np.array_equal(coded, exact_ids)
+
+
+def test_windows_kept_twice_come_back_in_the_flat_order() -> None:
+    base = clustered(1500)
+    rng = np.random.default_rng(3)
+    twice = base + rng.normal(scale=1e-7, size=base.shape).astype(np.float32)  # one text embedded twice
+    vectors = np.concatenate([base, twice])
+    index = small("PQ8np", candidate_factor=300)  # 3,000 candidates: every vector, so only the order is tested
+    index.add(vectors, ids=np.arange(3000))
+    flat = FaissIndex(DIM, kind="flat")
+    flat.add(vectors, ids=np.arange(3000))
+    for query in clustered(50, seed=4):
+        exact_scores, exact_ids = flat.search(query[None, :], 10)
+        scores, ids = index.search(query[None, :], 10)
+        np.testing.assert_array_equal(ids, exact_ids)
+        np.testing.assert_array_equal(scores, exact_scores)  # bit for bit: the same kernel
+
+
+def test_a_compressed_multivector_index_ranks_documents_as_the_flat_one_when_candidates_cover_the_top() -> None:
+    windows = documents(400)
+    flat = MultiVectorIndex(DIM, kind="flat")
+    flat.add(windows)
+    compressed = MultiVectorIndex.over(small())
+    compressed.add(windows)
+    rerank = reranked(compressed)
+    assert rerank.trained_for == 3200 and str(rerank.factory).startswith("IVF")
+    checked = 0
+    for query in clustered(40, seed=2):
+        fetch = 2 * 10 * 8  # fetch_factor × k × windows a document: what the multi-vector search asks for
+        _, candidates = rerank.compact.search(query[None, :], fetch * rerank.candidate_factor)
+        expected = flat.search_documents(query, 10)
+        best = [int(windows_of[h.window]) for h in expected for windows_of in [np.arange(h.id * 8, h.id * 8 + 8)]]
+        if not np.isin(best, candidates[0]).all():
+            continue  # the candidates miss the best window of a true top-10 document: no order is promised there
+        checked += 1
+        got = compressed.search_documents(query, 10)
+        assert [h.id for h in got] == [h.id for h in expected]
+        assert [h.window for h in got] == [h.window for h in expected]
+        np.testing.assert_allclose([h.score for h in got], [h.score for h in expected], rtol=1e-5)
+    assert checked >= 20
+
+
+def test_a_small_store_stays_exact_then_trains_and_trains_again_after_growing() -> None:
+    index = small()
+    index.add(clustered(600), ids=np.arange(600))
+    assert (index.factory, index.trained_for, index.trainings) == ("Flat", 0, 0)
+    index.add(clustered(600, seed=3), ids=np.arange(600, 1200))
+    assert index.trained_for == 1200 and index.trainings == 1
+    first = index.compact
+    lists = first.params["nlist"]
+    index.add(clustered(GROWTH * 1200 - 1200 - 1, seed=4), ids=np.arange(1200, GROWTH * 1200 - 1))
+    assert index.compact is first and index.trainings == 1  # not yet 4×
+    index.add(clustered(1, seed=5), ids=[GROWTH * 1200 - 1])
+    assert index.trainings == 2 and index.trained_for == GROWTH * 1200
+    assert index.compact is not first and index.compact.params["nlist"] > lists
+    assert len(index) == GROWTH * 1200 and len(index.compact) == GROWTH * 1200
+
+
+def test_removes_and_upserts_keep_the_trained_index_and_drop_the_vectors() -> None:
+    windows = documents(300)
+    index = MultiVectorIndex.over(small())
+    index.add(windows)
+    rerank = reranked(index)
+    compact, faiss_object, trainings = rerank.compact, rerank.compact._index, rerank.trainings
+    query = windows.vectors[0]
+    assert index.search_documents(query, 1)[0].id == 0
+    assert index.remove([0, 1, 2]) == 3
+    index.add(documents(3, seed=9), ids=[0, 1, 500])  # an upsert of 0 and 1, and a new document
+    assert rerank.compact is compact and rerank.compact._index is faiss_object and rerank.trainings == trainings
+    assert len(index) == 300 and index.window_count == 300 * 8
+    assert rerank.rows.dead == 3 * 8  # the old rows stay on disk until the rows are compacted
+    old_window = 0  # window ids only grow: document 0's old windows are gone
+    with pytest.raises(ValueError, match="no stored vector"):
+        rerank.get_vectors([old_window])
+    assert all(hit.id != 2 for hit in index.search_documents(windows.vectors[16], 10))
+
+
+def test_dead_rows_are_compacted_once_they_outnumber_the_live_ones() -> None:
+    index = small()
+    index.add(clustered(3000), ids=np.arange(3000))
+    compact = index.compact
+    index.remove(np.arange(1400))
+    assert index.rows.rows == 3000
+    index.remove(np.arange(1400, 2000))
+    assert index.rows.rows == 1000 and index.rows.dead == 0 and index.compact is compact
+    np.testing.assert_array_equal(index.get_vectors([2500]), clustered(3000)[2500:2501])
+
+
+def test_save_and_load_memory_map_the_float_file_and_keep_the_results(tmp_path: Path) -> None:
+    windows = documents(300)
+    index = MultiVectorIndex.over(small())
+    index.add(windows)
+    index.remove([5])
+    query = clustered(1, seed=7)[0]
+    before = index.search_documents(query, 10)
+    index.save(tmp_path)
+    assert (tmp_path / FLOAT_FILE).stat().st_size == 299 * 8 * DIM * 4  # dead rows dropped on save
+    loaded = MultiVectorIndex.load(tmp_path)
+    rows, saved = reranked(loaded).rows, reranked(index)
+    assert isinstance(rows._base, np.memmap) and rows._base.mode == "r" and rows._tail is None
+    assert (reranked(loaded).trained_for, reranked(loaded).factory) == (saved.trained_for, saved.factory)
+    assert loaded.search_documents(query, 10) == before
+    np.testing.assert_array_equal(loaded.get_window_vectors(7), windows.vectors[windows.of(7)])
+    loaded.add(documents(2, seed=8), ids=[900, 901])  # new rows go to a working file; the saved one is not written
+    assert loaded.search_documents(documents(2, seed=8).vectors[0], 1)[0].id == 900
+    loaded.save(tmp_path)
+    again = MultiVectorIndex.load(tmp_path)
+    assert len(again) == 301 and again.search_documents(query, 10) == before
+
+
+def test_binary_codes_rank_candidates_by_hamming_distance_for_an_inner_product_index(tmp_path: Path) -> None:
+    vectors = clustered(3000)
+    index = small("LSH", candidate_factor=500)  # 32 bits rank coarsely: 2,500 of the 3,000 are candidates
+    index.add(vectors, ids=np.arange(3000))
+    assert index.metric == "ip" and index.compact.metric == "l2" and index.factory == "LSH"
+    flat = FaissIndex(DIM, kind="flat")
+    flat.add(vectors, ids=np.arange(3000))
+    queries = clustered(20, seed=1)
+    np.testing.assert_array_equal(index.search(queries, 5)[1], flat.search(queries, 5)[1])
+    index.save(tmp_path)
+    assert RerankedIndex.load(tmp_path).metric == "ip"
+
+
+def test_a_bare_reranked_index_saves_and_loads_and_faiss_index_load_refuses_it(tmp_path: Path) -> None:
+    index = small()
+    index.add(clustered(500), ids=np.arange(500))
+    index.save(tmp_path)
+    loaded = RerankedIndex.load(tmp_path)
+    assert loaded.factory == "Flat" and len(loaded) == 500
+    np.testing.assert_array_equal(loaded.get_vectors([3, 1]), clustered(500)[[3, 1]])
+    with pytest.raises(ValueError, match=r"RerankedIndex\.load"):
+        FaissIndex.load(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_truncated_or_corrupted_float_file_is_refused_by_name(tmp_path: Path, damage: str) -> None:
+    index = MultiVectorIndex.over(small())
+    index.add(documents(200))
+    index.save(tmp_path)
+    path = tmp_path / FLOAT_FILE
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        path.write_bytes(bytes(data[:-100]))
+    else:
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    with pytest.raises(DamagedFileError, match=FLOAT_FILE):
+        MultiVectorIndex.load(tmp_path)
+
+
+def test_malformed_settings_are_refused_by_name(tmp_path: Path) -> None:
+    index = small()
+    index.add(clustered(100), ids=np.arange(100))
+    index.save(tmp_path)
+    (tmp_path / RERANK_FILE).write_text((tmp_path / RERANK_FILE).read_text().replace('"train_at"', '"train_ot"'))
+    with pytest.raises(DamagedFileError, match=RERANK_FILE):
+        RerankedIndex.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "fix"),
+    [
+        ({"codes": 48}, TypeError, "factory string"),
+        ({"codes": "IVF256,PQ8"}, ValueError, "write 'IVF' alone"),
+        ({"codes": "IVF,PQ8,Refine(SQ8)"}, ValueError, "cannot remove"),
+        ({"codes": "HNSW32"}, ValueError, "cannot remove"),
+        ({"codes": "IVF,Nonsense"}, ValueError, "cannot build"),
+        ({"codes": " "}, ValueError, "empty"),
+        ({"candidate_factor": 0}, ValueError, "candidate_factor must be a positive int"),
+        ({"train_at": 10}, ValueError, f"at least {MIN_TRAIN_AT}"),
+        ({"nprobe": 0}, ValueError, "nprobe must be a positive int"),
+        ({"metric": "cosine"}, ValueError, "'ip'"),
+    ],
+)
+def test_bad_arguments_say_what_to_pass(options: dict, error: type[Exception], fix: str) -> None:
+    with pytest.raises(error, match=fix):
+        RerankedIndex(DIM, **options)
+
+
+def test_compressed_is_one_argument_of_multivector_index_and_refuses_other_index_choices() -> None:
+    index = MultiVectorIndex(384, compressed=True)
+    assert (reranked(index).codes, reranked(index).candidate_factor) == (DEFAULT_CODES, DEFAULT_CANDIDATE_FACTOR)
+    assert reranked(MultiVectorIndex(DIM, compressed="PQ8")).codes == "PQ8"
+    assert isinstance(MultiVectorIndex(DIM, compressed=False).windows, FaissIndex)
+    with pytest.raises(ValueError, match="without kind"):
+        MultiVectorIndex(DIM, kind="flat", compressed=True)
+    with pytest.raises(TypeError, match="compressed must be"):
+        MultiVectorIndex(DIM, compressed=5)  # type: ignore[arg-type]
+
+
+def test_ids_must_ascend_past_the_stored_ones_and_nothing_is_stored_otherwise() -> None:
+    index = small()
+    index.add(clustered(10), ids=np.arange(10, 20))
+    with pytest.raises(ValueError, match="ascend past the last id stored"):
+        index.add(clustered(2), ids=[3, 30])
+    assert len(index) == 10 and index.rows.rows == 10
