@@ -53,6 +53,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "small-to-big": {"vectors": "small-to-big", "index": "faiss", "options": {"kind": "flat"}},
     "windows-flat": {"vectors": "windows", "index": "multivector", "options": {"kind": "flat"}},
     "windows-ivfpq": {"vectors": "windows", "index": "multivector", "options": {"kind": "ivfpq"}},
+    "windows-compressed": {"vectors": "windows", "index": "multivector", "options": {"compressed": True}},
 }
 """What each configuration keeps and how its index is made (`FaissIndex` / `MultiVectorIndex` keywords)."""
 
