@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import re
 from collections.abc import Mapping
@@ -45,7 +46,7 @@ from fair_retrieval.index.gpu import GpuChoice, import_faiss
 from fair_retrieval.index.ids import as_ids, as_vectors
 from fair_retrieval.index.index_plan import default_nlist, window_nprobe
 from fair_retrieval.index.inspection import METRICS, Metric
-from fair_retrieval.index.persistence import FLOAT_FILE, META_FILE, RERANK_FILE
+from fair_retrieval.index.persistence import FLOAT_FILE, META_FILE, RERANK_FILE, Companion
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
@@ -563,7 +564,13 @@ def _mapped(source: Any, rows: int, dim: int) -> np.ndarray | None:
     """A read-only memory map of `rows` float32 rows of `dim` in `source` (a path or an open file); None for none."""
     if rows == 0:
         return None
-    return np.memmap(source, dtype=ROW_DTYPE, mode="r", shape=(rows, dim))
+    mapped = np.memmap(source, dtype=ROW_DTYPE, mode="r", shape=(rows, dim))
+    # A re-rank reads a few scattered rows: without this the kernel reads ahead ~128 KiB around each one, and a
+    # day of queries pulls the whole file into the process' resident pages.
+    handle = getattr(mapped, "_mmap", None)  # numpy keeps the mmap object it maps
+    if hasattr(mmap, "MADV_RANDOM") and isinstance(handle, mmap.mmap):
+        handle.madvise(mmap.MADV_RANDOM)
+    return mapped
 
 
 def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
