@@ -10,8 +10,10 @@ policy and of each stack's small-to-big recipe. So a new multi-vector store asks
 shape on every call (`FairEmbedder.embed_document_windows(..., window_tokens=..., window_boundaries=...)`), records
 it in its file, and keeps it when loaded; the pooled vectors an embedder gives anything else are unchanged.
 
-- `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add (`new_index`) and
-  the one it loads (`load_index`); how a saved store records them (`settings`, optional keys of the store file,
+- `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add (`new_index`, the
+  one place the stores' default index is decided: with no kind, compressed windows for a multi-vector store,
+  `COMPRESSED_KIND`, flat for a pooled one; the kind a store reports for it, `kind_of`) and the one it loads
+  (`load_index`); how a saved store records them (`settings`, optional keys of the store file,
   absent in files written before multi-vector stores existed, which are pooled) and the fields it adds to the
   identity the store records (`identity`), so that a pooled store is never read as a multi-vector one nor the other
   way round (`saved`, `check_requested`).
