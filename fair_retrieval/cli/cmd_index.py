@@ -9,9 +9,11 @@ the metadata.
 The output is a store folder (`fair_retrieval.stores.store_folder`: `store.json` beside `index/`), built through the
 stores' core as the vector stores build a store by default: every document (or chunk) kept as the vectors of its
 windows, cut at paragraph and sentence ends at the model's window and at half of it (`default_windows`), found by its
-best window (aggregate max), in a flat index. It opens in LangChain's `FaissVectorStore.load_local` and LlamaIndex's
-`FairFaissVectorStore.from_persist_dir`. The others on request: `--pooled` (or `--multivector false`) keeps one pooled
-vector per document; `--window-tokens`, `--window-boundaries` or `--window-overlap` keep the embedder's own windows
+best window (aggregate max), its windows compressed (`MultiVectorIndex(dim, compressed=True)`: PQ codes in memory,
+the exact vectors in a memory-mapped file; flat where the codes do not fit the vector size). It opens in
+LangChain's `FaissVectorStore.load_local` and LlamaIndex's `FairFaissVectorStore.from_persist_dir`. The others on
+request: `--pooled` (or `--multivector false`) keeps one pooled vector per document; `--window-tokens`,
+`--window-boundaries` or `--window-overlap` keep the embedder's own windows
 of those settings; `--aggregate`, `--kind`, `--index-param`, `--factory`.
 
 `--output-format index` writes the command's earlier index folder instead (`fair_retrieval.cli.index_folder`):
@@ -105,7 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--kind",
         choices=KINDS,
-        help="FAISS index kind (default: flat, exact; with --engine ray: flat or ivfpq by corpus size, see "
+        help="FAISS index kind (default: a store folder's, compressed windows for a multi-vector store, flat for "
+        "--pooled; an index folder's: flat, exact; with --engine ray: flat or ivfpq by corpus size, see "
         "--flat-limit). ivfpq without --index-param nlist/m/nbits is sized to the corpus (IVF-PQ + SQ8 "
         "refinement, ≥ 0.95 recall@10 at about 30%% of the flat size)",
     )

@@ -126,7 +126,7 @@ def store_on_ray(
 
     if args.factory or args.opq or args.flat_limit is not None or args.gpu_shards:
         raise ValueError(
-            "A store folder built on Ray takes --kind and --index-param (default: flat, the stores' default); "
+            "A store folder built on Ray takes --kind and --index-param (default: the stores' default); "
             "--factory, --opq, --flat-limit and --gpu-shards build the earlier index folder: add --output-format index."
         )
     return store_documents_on_ray(

@@ -190,7 +190,8 @@ def store_documents_on_ray(
         aggregate: the multi-vector aggregate (None: the default, max).
         windows: the windows a multi-vector store keeps (None: the window study's; `StoreWindows()`: the
             embedder's own).
-        kind: the index kind (None: the stores' default, flat).
+        kind: the index kind (None: the stores' default, `DocumentMode.new_index`: compressed windows for a
+            multi-vector store where the codes fit the vector size, else flat).
         gpu: as `DocumentStore`.
         fresh: remove the shards of an earlier run first instead of continuing it.
         **index_params: the kind's parameters.

@@ -498,6 +498,12 @@ class WrappedStore:
         return self._store.multivector
 
     @property
+    def kind(self) -> str | None:
+        """The index kind the store reports and records on save (`StoreCore.kind`): the one asked for, or the
+        mode's default once made ("compressed" windows or "flat"); None before the first add made it."""
+        return self._store.kind
+
+    @property
     def aggregate(self) -> Aggregate | None:
         """How a multi-vector document's window scores become its score; None for a pooled store."""
         return self._store.mode.aggregate if self._store.multivector else None

@@ -29,11 +29,9 @@ import numpy as np
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import (
-    KINDS,
     Aggregate,
     GpuChoice,
     MultiVectorIndex,
-    check_kind_params,
     gpu_count,
 )
 from fair_retrieval.index import Metric as IndexMetric
@@ -97,7 +95,9 @@ class StoreCore(Generic[R]):
     Args:
         metric: "cosine", "ip" or "l2" (see `StoreMetric`); with `index` given, the index's own metric is taken
             (a "cosine" store over an inner-product index stays "cosine").
-        kind: the index kind ("flat", "hnsw", "ivf", "ivfpq"), checked now.
+        kind: the index kind ("flat", "hnsw", "ivf", "ivfpq", or "compressed" for a multi-vector store's
+            compressed windows), checked now; None: the mode's default (`DocumentMode.new_index`: compressed windows
+            for a multi-vector store where its codes fit the vector size, else flat).
         gpu: "auto", True (a GPU is required, checked now) or False.
         index_params: kind parameters for the index (and `fetch_factor` in multi-vector mode).
         multivector: keep documents as their windows' vectors; None: `DEFAULT_MULTIVECTOR`.
@@ -127,7 +127,7 @@ class StoreCore(Generic[R]):
         self,
         *,
         metric: str = "cosine",
-        kind: str = "flat",
+        kind: str | None = None,
         gpu: GpuChoice = "auto",
         index_params: dict[str, Any] | None = None,
         multivector: bool | None = None,
@@ -164,15 +164,10 @@ class StoreCore(Generic[R]):
             raise ValueError(
                 f"metric must be one of {STORE_METRICS} (cosine: unit vectors by inner product), got {metric!r}."
             )
-        if index is None and kind not in KINDS:
-            raise ValueError(
-                f"kind must be one of {KINDS}, got {kind!r}; for a faiss factory string pass index=FaissIndex(dim, "
-                "factory=...)."
-            )
         if index is None:  # the index is made on the first add, after its texts were embedded: check its options now
-            check_kind_params(kind, _kind_params(index_params or {}, mode.multivector))
+            mode.check_index_options(kind, index_params or {})
         gpu_count(gpu)  # refuses gpu=True without a GPU now, not on the first add
-        self._metric, self.kind, self._gpu = metric, kind, gpu
+        self._metric, self._kind, self._gpu = metric, kind, gpu
         self.index_params: dict[str, Any] = dict(index_params or {})
         self._mode = mode  # the mode, one value: the index is made of it (at once, or on the first add)
         self._embedder: Any = None
@@ -197,6 +192,19 @@ class StoreCore(Generic[R]):
     def metric(self) -> str:
         """ "cosine", "ip" or "l2": what the scores are."""
         return self._metric
+
+    @property
+    def kind(self) -> str | None:
+        """The index kind: the one asked for, a given index's own, or, with none asked for, the kind of the index
+        the mode's default made (`DocumentMode.kind_of`: "compressed" or "flat"); None while that index is not made
+        yet (the mode's default, decided on the first add). A store records it when saved."""
+        if self._kind is None and self._records.index is not None:
+            return self._mode.kind_of(self._records.index)
+        return self._kind
+
+    @kind.setter
+    def kind(self, kind: str | None) -> None:
+        self._kind = kind
 
     @property
     def gpu(self) -> GpuChoice:
@@ -704,9 +712,4 @@ class StoreCore(Generic[R]):
     def _new_index(self, dim: int) -> StoreIndex:
         """The index of the store's mode, for `dim`-d vectors ("cosine" searches unit vectors by "ip")."""
         metric: IndexMetric = "l2" if self._metric == "l2" else "ip"
-        return self._mode.new_index(dim, metric, self.kind, self._gpu, self.index_params)
-
-
-def _kind_params(params: dict[str, Any], multivector: bool) -> dict[str, Any]:
-    """The kind parameters among a store's index parameters (a multi-vector index takes `fetch_factor` itself)."""
-    return {key: value for key, value in params.items() if not (multivector and key == "fetch_factor")}
+        return self._mode.new_index(dim, metric, self._kind, self._gpu, self.index_params)

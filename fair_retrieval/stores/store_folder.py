@@ -84,7 +84,8 @@ def new_folder_store(
             pooled store.
         windows: the windows a multi-vector store keeps; None: the window study's (`default_windows`: the
             embedder's window and half of it, cut at the text's boundaries); `StoreWindows()`: the embedder's own.
-        kind: the index kind (None: the stores' default, flat).
+        kind: the index kind (None: the stores' default, `DocumentMode.new_index`: compressed windows for a
+            multi-vector store where the codes fit the vector size, else flat).
         factory: instead of `kind`, a faiss index-factory string (its search parameters in `search`); needs
             `index_params` empty and the vector size from `embedder`.
         search: search parameters of the factory index, by faiss ParameterSpace name.

@@ -10,8 +10,10 @@ policy and of each stack's small-to-big recipe. So a new multi-vector store asks
 shape on every call (`FairEmbedder.embed_document_windows(..., window_tokens=..., window_boundaries=...)`), records
 it in its file, and keeps it when loaded; the pooled vectors an embedder gives anything else are unchanged.
 
-- `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add (`new_index`) and
-  the one it loads (`load_index`); how a saved store records them (`settings`, optional keys of the store file,
+- `DocumentMode`: the mode and the aggregate, checked; the index a store makes on its first add (`new_index`, the
+  one place the stores' default index is decided: with no kind, compressed windows for a multi-vector store,
+  `COMPRESSED_KIND`, flat for a pooled one; the kind a store reports for it, `kind_of`) and the one it loads
+  (`load_index`); how a saved store records them (`settings`, optional keys of the store file,
   absent in files written before multi-vector stores existed, which are pooled) and the fields it adds to the
   identity the store records (`identity`), so that a pooled store is never read as a multi-vector one nor the other
   way round (`saved`, `check_requested`).
@@ -36,7 +38,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import numpy as np
 
@@ -45,7 +47,18 @@ from fair_retrieval.embedding.embedding_report import window_passes
 from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.embedding.window_planning import WindowSettings
 from fair_retrieval.embedding.windows import DocumentWindows, merged_rows
-from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, Aggregate, FaissIndex, Metric, MultiVectorIndex
+from fair_retrieval.index import (
+    AGGREGATES,
+    DEFAULT_AGGREGATE,
+    KINDS,
+    Aggregate,
+    FaissIndex,
+    Kind,
+    Metric,
+    MultiVectorIndex,
+    check_kind_params,
+)
+from fair_retrieval.index.exact_rerank import RerankedIndex
 from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.vectors import unit_rows
@@ -54,10 +67,12 @@ from fair_retrieval.validate import is_positive_int
 
 __all__ = [
     "AGGREGATE_KEY",
+    "COMPRESSED_KIND",
     "DEFAULT_MULTIVECTOR",
     "DEFAULT_WINDOW_BOUNDARIES",
     "DEFAULT_WINDOW_SHARES",
     "MULTIVECTOR_KEY",
+    "STORE_KINDS",
     "STORE_WINDOWS_KEY",
     "DocumentMode",
     "StoreWindows",
@@ -79,6 +94,14 @@ DEFAULT_MULTIVECTOR = True
 (multi-vector: each document kept as its windows, the window study's pick; docs/window_study.md). A store whose
 embeddings give no windows is pooled (`window_cache.gives_windows`); stores saved without a mode are pooled
 whatever this says."""
+
+COMPRESSED_KIND = "compressed"
+"""The kind a store reports (and records) for `MultiVectorIndex(dim, compressed=True)`: window codes in memory, the
+exact vectors in a memory-mapped file (the compressed window study's pick, docs/compressed_window_study.md). A
+multi-vector store built without `kind=` makes it wherever its codes fit the vector size (`DocumentMode.new_index`);
+a store may also ask for it by name. Multi-vector stores only."""
+STORE_KINDS: tuple[str, ...] = (*KINDS, COMPRESSED_KIND)
+"""The kinds a store takes by name: the index kinds (`fair_retrieval.index.KINDS`) and `COMPRESSED_KIND`."""
 
 MULTIVECTOR_KEY = "multivector"
 """Store-file key (and identity field) of the mode: true for a multi-vector store; absent or false: pooled."""
@@ -115,21 +138,79 @@ class DocumentMode:
     # ------------------------------------------------------------------------------------------------ the index
 
     def new_index(
-        self, dim: int, metric: Metric, kind: Any, gpu: GpuChoice, params: Mapping[str, Any]
+        self, dim: int, metric: Metric, kind: str | None, gpu: GpuChoice, params: Mapping[str, Any]
     ) -> FaissIndex | MultiVectorIndex:
         """The empty index of a store's first add: a `FaissIndex`, or a `MultiVectorIndex` with the aggregate.
+
+        The one place the stores' default index is decided: with no kind (None), a multi-vector store keeps its
+        windows compressed (`MultiVectorIndex(dim, compressed=True)`, what the compressed window study adopted),
+        or in a flat index when the codes do not fit `dim` (PQ48 needs a multiple of 48; said at INFO); a
+        pooled store is flat. A named kind is made as asked.
 
         Args:
             dim: the vector size.
             metric: the index metric ("ip" for cosine stores, whose vectors are unit).
-            kind: the index kind, as `FaissIndex` takes it (it checks it).
+            kind: the index kind, as `FaissIndex` takes it (it checks it), `COMPRESSED_KIND`, or None (the
+                mode's default, above).
             gpu: as `FaissIndex`.
             params: kind parameters, as `FaissIndex` (a multi-vector index also takes `fetch_factor`).
+
+        Raises:
+            ValueError: kind="compressed" for a vector size its codes do not fit; as the index otherwise.
         """
         options: dict[str, Any] = dict(params)
-        if self.multivector:
-            return MultiVectorIndex(dim, metric, kind, gpu, aggregate=self.aggregate, **options)
-        return FaissIndex(dim, metric=metric, kind=kind, gpu=gpu, **options)
+        if not self.multivector:
+            return FaissIndex(dim, metric=metric, kind=cast("Kind", kind or "flat"), gpu=gpu, **options)
+        if kind is None or kind == COMPRESSED_KIND:
+            try:
+                return MultiVectorIndex(dim, metric, gpu=gpu, aggregate=self.aggregate, compressed=True, **options)
+            except ValueError as error:
+                if kind is not None or not _codes_refused(dim, metric):
+                    raise
+                logger.info(
+                    "The compressed window index's codes do not fit %d-d vectors (%s); this store keeps its "
+                    "windows in a flat index.",
+                    dim,
+                    error,
+                )
+        return MultiVectorIndex(dim, metric, cast("Kind", kind or "flat"), gpu, aggregate=self.aggregate, **options)
+
+    def check_index_options(self, kind: str | None, params: Mapping[str, Any]) -> None:
+        """Refuse now what `new_index` would refuse of `kind` and `params` on the first add (after the texts were
+        embedded): an unknown kind, "compressed" for a pooled store, parameters the kind does not take (a
+        multi-vector store's `fetch_factor` is its own). None takes what flat takes (no kind parameters).
+
+        Raises:
+            ValueError: an unknown kind, or "compressed" for a pooled store; a bad parameter value.
+            TypeError: parameters the kind does not take.
+        """
+        if kind is not None and kind not in STORE_KINDS:
+            raise ValueError(
+                f"kind must be one of {STORE_KINDS} or None (the mode's default), got {kind!r}; for a faiss factory "
+                "string pass index=FaissIndex(dim, factory=...)."
+            )
+        kind_params = {key: value for key, value in params.items() if not (self.multivector and key == "fetch_factor")}
+        if kind != COMPRESSED_KIND:
+            check_kind_params(kind or "flat", kind_params)
+            return
+        if not self.multivector:
+            raise ValueError(
+                f"kind={COMPRESSED_KIND!r} keeps a multi-vector store's windows compressed; a pooled store takes "
+                f"{KINDS} (or pass multivector=True)."
+            )
+        if kind_params:
+            raise TypeError(
+                f"kind={COMPRESSED_KIND!r} takes no parameter(s) {sorted(kind_params)} (only fetch_factor); set "
+                "`store.index.windows.candidate_factor` once the index is made, or pick another kind."
+            )
+
+    @staticmethod
+    def kind_of(index: FaissIndex | MultiVectorIndex) -> str:
+        """The kind a store reports for an index it made: `COMPRESSED_KIND` for compressed windows, else the
+        index's own kind."""
+        if isinstance(index, MultiVectorIndex) and isinstance(index.windows, RerankedIndex):
+            return COMPRESSED_KIND
+        return index.kind
 
     def load_index(self, folder: str | os.PathLike[str], gpu: GpuChoice) -> FaissIndex | MultiVectorIndex:
         """The index saved in `folder`, which must be of this mode (each index refuses the other's folder).
@@ -201,6 +282,15 @@ class DocumentMode:
                 f"{argument}={self.multivector} (or None, the saved mode); to change the mode, rebuild the store from "
                 f"its documents with {argument}={requested}."
             )
+
+
+def _codes_refused(dim: int, metric: Metric) -> bool:
+    """Whether the compressed index's codes cannot be built for `dim`-d vectors (what `RerankedIndex` checks)."""
+    try:
+        RerankedIndex(dim, metric, gpu=False)
+    except ValueError:
+        return True
+    return False
 
 
 def requested_mode(multivector: bool | None, aggregate: Aggregate | None) -> DocumentMode:

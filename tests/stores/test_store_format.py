@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -9,8 +10,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
+from fair_retrieval import FaissIndex, MultiVectorIndex
+from fair_retrieval.index.exact_rerank import RerankedIndex
 from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+from tests.index.test_multivector import random_windows
 
 pytest.importorskip("faiss")
 
@@ -131,3 +135,45 @@ def test_an_embedder_that_gives_no_windows_is_refused_once_before_the_identity(
     with pytest.raises(ValueError, match=r"^load it with an embed model$"):
         loaded.check_window_source("load it with an embed model")
     DocumentStore(gpu=False, multivector=False).check_window_source("a pooled store needs none")
+
+
+def _windows_store(kind: str | None, count: int = 12) -> DocumentStore[Doc]:
+    store: DocumentStore[Doc] = DocumentStore(gpu=False, multivector=True, kind=kind)
+    store.add_windows([Doc(f"d{i}", f"text {i}") for i in range(count)], random_windows(count, 48, seed=5))
+    return store
+
+
+def test_a_default_multi_vector_store_saves_compressed_and_loads_back_compressed(tmp_path: Path) -> None:
+    store = _windows_store(None)
+    path = tmp_path / "store.json"
+    save_store(store, FORMAT, path, tmp_path / "store.index")
+    assert (tmp_path / "store.index" / "vectors.f32").is_file()
+    assert json.loads(path.read_text())["kind"] == "compressed"
+    loaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+    assert loaded.kind == "compressed" and isinstance(loaded.index, MultiVectorIndex)
+    assert isinstance(loaded.index.windows, RerankedIndex)
+    query = np.ones(48, dtype=np.float32) / np.sqrt(48)
+    assert [h.record for h in loaded.search(query, 4)] == [h.record for h in store.search(query, 4)]
+    loaded.delete(["d0", "d1"])
+    save_store(loaded, FORMAT, path, tmp_path / "store.index")
+    again = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="none")
+    assert again.kind == "compressed" and again.records.keys == [f"d{i}" for i in range(2, 12)]
+
+
+def test_a_flat_store_saves_and_loads_flat_and_an_empty_default_store_keeps_the_default(tmp_path: Path) -> None:
+    flat = _windows_store("flat")  # as every multi-vector store was saved before the compressed default
+    save_store(flat, FORMAT, tmp_path / "flat.json", tmp_path / "flat.index")
+    assert not (tmp_path / "flat.index" / "vectors.f32").exists()
+    loaded = load_store(FORMAT, tmp_path / "flat.json", tmp_path / "flat.index", gpu=False, embedder=None, missing="-")
+    assert loaded.kind == "flat" and isinstance(loaded.index, MultiVectorIndex)
+    assert isinstance(loaded.index.windows, FaissIndex) and loaded.index.windows.kind == "flat"
+    empty: DocumentStore[Doc] = DocumentStore(gpu=False, multivector=True)
+    save_store(empty, FORMAT, tmp_path / "empty.json", tmp_path / "empty.index")
+    assert json.loads((tmp_path / "empty.json").read_text())["kind"] is None  # the default, not decided yet
+    reopened = load_store(
+        FORMAT, tmp_path / "empty.json", tmp_path / "empty.index", gpu=False, embedder=None, missing="-"
+    )
+    assert reopened.kind is None
+    reopened.add_windows([Doc("a", "alpha")], random_windows(1, 48))
+    assert reopened.kind == "compressed" and isinstance(reopened.index, MultiVectorIndex)
+    assert isinstance(reopened.index.windows, RerankedIndex)

@@ -30,7 +30,9 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         embedding: any LangChain `Embeddings`; use `langchain_fair.FairEmbeddings` for position-fair documents.
         metric: "cosine" (unit vectors: scores are cosines, the default), "ip" (raw inner product) or "l2" (squared
             distance).
-        kind: "flat" (exact, default), "hnsw", "ivf" or "ivfpq".
+        kind: None (the default: a multi-vector store keeps its windows compressed, "compressed", where the
+            codes fit the vector size, else flat; a pooled store is flat), "flat" (exact), "hnsw", "ivf", "ivfpq"
+            or "compressed" (`fair_retrieval.stores.DocumentMode.new_index`).
         gpu: "auto" puts the index on a GPU when faiss sees one; True requires one; False stays on CPU.
         relevance_score_fn: a raw score → [0, 1]; the default is LangChain's for normalised vectors: the cosine
             ("cosine", "ip"), 1 − distance / √2 ("l2"), clipped to [0, 1] (`DocumentStore.relevance`).
@@ -69,7 +71,7 @@ class FaissVectorStore(LocalFolders, StoreSearch, WrappedStore, VectorStore):
         embedding: Embeddings,
         *,
         metric: StoreMetric | None = None,
-        kind: str = "flat",
+        kind: str | None = None,
         gpu: Literal["auto"] | bool = "auto",
         relevance_score_fn: Callable[[float], float] | None = None,
         multivector: bool | None = None,

@@ -19,8 +19,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_fair import FairEmbeddings, FaissVectorStore
 
-from fair_retrieval import DocumentWindows, FairEmbedder, MultiVectorIndex
+from fair_retrieval import DocumentWindows, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
+from fair_retrieval.index.exact_rerank import RerankedIndex
 from fair_retrieval.stores import StoreWindows
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 from tests.sealing import sealed_store_copy
@@ -454,3 +455,35 @@ def test_the_log_counts_each_document_once_with_its_window_passes(
         store.add_texts(texts)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "Embedded" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("Embedded 8 documents (2 window passes; in all ")
+
+
+def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_one_finds(
+    minilm_path: str, tmp_path: Path
+) -> None:
+    embeddings = FairEmbeddings(model=minilm_path, max_length=64, device="cpu")  # 384-d: the PQ48 codes fit
+    texts, metadatas, ids = corpus()
+    default = FaissVectorStore.from_texts(texts, embeddings, metadatas=metadatas, ids=ids, gpu=False)
+    flat = FaissVectorStore.from_texts(texts, embeddings, metadatas=metadatas, ids=ids, gpu=False, kind="flat")
+    assert isinstance(default.index, MultiVectorIndex) and isinstance(default.index.windows, RerankedIndex)
+    assert default.kind == "compressed"
+    assert isinstance(flat.index, MultiVectorIndex) and isinstance(flat.index.windows, FaissIndex)
+    assert flat.kind == "flat" and flat.index.kind == "flat"
+
+    def found(store: FaissVectorStore) -> list[list[tuple[str | None, float]]]:
+        return [[(d.id, round(s, 5)) for d, s in store.similarity_search_with_score(q, k=5)] for q in QUERIES]
+
+    assert found(default) == found(flat)  # below 16,384 windows the compressed store searches exactly
+    for store in (default, flat):
+        store.add_texts(["The ferry now leaves at ten."], ids=["doc-0"])  # an upsert
+        store.delete(["doc-3", "doc-7"])
+    assert found(default) == found(flat)
+    default.save_local(str(tmp_path / "default"))
+    flat.save_local(str(tmp_path / "flat"))
+    assert list((tmp_path / "default").rglob("vectors.f32")) and not list((tmp_path / "flat").rglob("vectors.f32"))
+    reloaded = FaissVectorStore.load_local(str(tmp_path / "default"), embeddings)
+    assert reloaded.kind == "compressed" and isinstance(reloaded.index, MultiVectorIndex)
+    assert isinstance(reloaded.index.windows, RerankedIndex)
+    old = FaissVectorStore.load_local(str(tmp_path / "flat"), embeddings)  # as every store was saved before
+    assert old.kind == "flat" and isinstance(old.index, MultiVectorIndex)
+    assert isinstance(old.index.windows, FaissIndex)
+    assert found(reloaded) == found(old) == found(flat)

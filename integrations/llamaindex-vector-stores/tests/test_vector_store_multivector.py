@@ -33,6 +33,7 @@ from llama_index.vector_stores.fair.faiss_vector_store import BEST_WINDOW_KEY
 
 from fair_retrieval import Calibration, FairEmbedder, FaissIndex, MultiVectorIndex
 from fair_retrieval.index import DEFAULT_AGGREGATE
+from fair_retrieval.index.exact_rerank import RerankedIndex
 from fair_retrieval.stores import StoreWindows
 from fair_retrieval.stores.embedded_windows import content_offset
 
@@ -558,3 +559,50 @@ def test_the_log_counts_nodes_once_and_the_window_passes_apart(
     assert len(said) == 2 and "window pass" in said[1]  # the store's own passes, in one line
     counted = int(said[1].split()[1])
     assert 0 < counted <= len(nodes) and said[1].startswith(f"Embedded {counted} document")
+
+
+def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_one_finds(
+    minilm_path: str, tmp_path: Path
+) -> None:
+    embed_model = FairEmbedding(embedder=FairEmbedder(minilm_path, max_length=64, device="cpu"))  # 384-d: PQ48 fits
+    built = {}
+    for name, kind in (("default", None), ("flat", "flat")):
+        store = FairFaissVectorStore(gpu=False, embed_model=embed_model, kind=kind)
+        assert store.kind == kind  # None: the mode's default, made on the first add
+        index = VectorStoreIndex.from_documents(
+            _documents(),
+            storage_context=StorageContext.from_defaults(vector_store=store),
+            embed_model=embed_model,
+            transformations=[SPLITTER],
+        )
+        built[name] = (index, store)
+    default, flat = built["default"][1], built["flat"][1]
+    assert isinstance(default.client, MultiVectorIndex) and isinstance(default.client.windows, RerankedIndex)
+    assert default.kind == "compressed"
+    assert isinstance(flat.client, MultiVectorIndex) and isinstance(flat.client.windows, FaissIndex)
+    assert flat.kind == "flat"
+
+    def found(index: VectorStoreIndex) -> list[list[tuple[str | None, str, float]]]:
+        retriever = index.as_retriever(similarity_top_k=5)  # node ids differ between the builds: their texts do not
+        return [
+            [(hit.node.ref_doc_id, hit.node.get_content(), round(hit.score or 0.0, 5)) for hit in retriever.retrieve(q)]
+            for q in QUERIES
+        ]
+
+    assert found(built["default"][0]) == found(built["flat"][0])  # exact below 16,384 windows
+    for index, store in built.values():
+        index.delete_ref_doc("d2")
+        upserted = store.get_nodes()[0]
+        upserted.embedding = embed_model.get_text_embedding(upserted.get_content(metadata_mode=MetadataMode.EMBED))
+        store.add([upserted])  # an upsert: its windows replaced
+        index.storage_context.persist(str(tmp_path / ("default" if store is default else "flat")))
+    assert found(built["default"][0]) == found(built["flat"][0])
+    assert (tmp_path / "default" / "default__vector_store.index" / "vectors.f32").is_file()
+    assert not (tmp_path / "flat" / "default__vector_store.index" / "vectors.f32").exists()
+    loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path / "default"), gpu=False, embed_model=embed_model)
+    assert loaded.kind == "compressed" and isinstance(loaded.client, MultiVectorIndex)
+    assert isinstance(loaded.client.windows, RerankedIndex)
+    old = FairFaissVectorStore.from_persist_dir(str(tmp_path / "flat"), gpu=False, embed_model=embed_model)
+    assert old.kind == "flat" and isinstance(old.client, MultiVectorIndex)  # as every store was saved before
+    assert isinstance(old.client.windows, FaissIndex)
+    assert [node.get_content() for node in loaded.get_nodes()] == [node.get_content() for node in old.get_nodes()]

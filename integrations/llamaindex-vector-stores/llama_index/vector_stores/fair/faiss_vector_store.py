@@ -55,7 +55,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         dim: vector size; None (and no `index`) makes the index on the first `add`.
         metric: "ip" (inner product), "cosine" (inner product of the vectors made unit length: the cosine, as
             the LangChain store's "cosine") or "l2" (squared Euclidean). FairEmbedding's vectors are unit vectors.
-        kind: "flat" (exact, the default), "hnsw", "ivf" or "ivfpq".
+        kind: None (the default: a multi-vector store keeps its windows compressed, "compressed", where the
+            codes fit the vector size, else flat; a pooled store is flat), "flat" (exact), "hnsw", "ivf", "ivfpq"
+            or "compressed" (`fair_retrieval.stores.DocumentMode.new_index`).
         gpu: "auto" puts the index on the GPU(s) when faiss sees one; True requires one; False stays on CPU.
         embed_model: what made the nodes' vectors: `persist` records it, loading checks it; required (its windows
             are taken) with `multivector=True`. None: the one set in LlamaIndex's `Settings.embed_model` when it gives
@@ -94,7 +96,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         *,
         dim: int | None = None,
         metric: StoreMetric = "ip",
-        kind: str = "flat",
+        kind: str | None = None,
         gpu: GpuChoice = "auto",
         embed_model: Any | None = None,
         multivector: bool | None = None,
@@ -140,7 +142,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
 
     @classmethod
     def create(
-        cls, dim: int, metric: StoreMetric = "ip", gpu: GpuChoice = "auto", kind: str = "flat", **options: Any
+        cls, dim: int, metric: StoreMetric = "ip", gpu: GpuChoice = "auto", kind: str | None = None, **options: Any
     ) -> Self:
         """A store over a new index of `dim`-d vectors; the other arguments are the constructor's."""
         return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, **options)

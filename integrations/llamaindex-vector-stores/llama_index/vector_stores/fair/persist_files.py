@@ -200,7 +200,7 @@ class PersistFiles(WrappedStore):
         *,
         gpu: GpuChoice = "auto",
         namespace: str = DEFAULT_VECTOR_STORE,
-        kind: str = "flat",
+        kind: str | None = None,
         **index_params: int,
     ) -> Self:
         """A store holding the nodes and vectors of a folder persisted by the earlier FairFaissVectorStore (or
