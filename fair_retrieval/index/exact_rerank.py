@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import mmap
 import os
 import re
 from collections.abc import Mapping
@@ -564,13 +563,7 @@ def _mapped(source: Any, rows: int, dim: int) -> np.ndarray | None:
     """A read-only memory map of `rows` float32 rows of `dim` in `source` (a path or an open file); None for none."""
     if rows == 0:
         return None
-    mapped = np.memmap(source, dtype=ROW_DTYPE, mode="r", shape=(rows, dim))
-    # A re-rank reads a few scattered rows: without this the kernel reads ahead ~128 KiB around each one, and a
-    # day of queries pulls the whole file into the process' resident pages.
-    handle = getattr(mapped, "_mmap", None)  # numpy keeps the mmap object it maps
-    if hasattr(mmap, "MADV_RANDOM") and isinstance(handle, mmap.mmap):
-        handle.madvise(mmap.MADV_RANDOM)
-    return mapped
+    return np.memmap(source, dtype=ROW_DTYPE, mode="r", shape=(rows, dim))
 
 
 def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
