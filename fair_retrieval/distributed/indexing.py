@@ -18,9 +18,10 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -40,6 +41,8 @@ from fair_retrieval.stores import DocumentStore, StoreWindows, TextDocument
 from fair_retrieval.stores.store_folder import new_folder_store
 from fair_retrieval.stores.store_mode import default_windows
 from fair_retrieval.stores.text_documents import checked_documents
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -116,28 +119,16 @@ def index_documents_on_ray(
         ValueError: an empty or malformed input, or any error of `embed_to_shards` / `build_index`.
     """
     shards = Path(shards)
-    if fresh and shards.exists():
-        logger.info("Starting afresh: removing %s", shards)
-        shutil.rmtree(shards)
-    ensure_ray()
-    dataset, key = documents_dataset(Path(source), text_field, id_field)
-    count = write_documents_file(dataset, Path(documents_file))
-    result = embed_to_shards(
-        dataset.select_columns(["id", "text"]),
+    count = _embed_on_ray(
+        source,
         shards,
         spec,
-        workers=resources.workers,
-        cpus_per_worker=resources.cpus_per_worker,
-        gpus_per_worker=resources.gpus_per_worker,
-        shard_rows=resources.shard_rows,
-        input_key=key,
+        text_field,
+        id_field,
+        resources,
+        fresh,
+        lambda dataset: write_documents_file(dataset, Path(documents_file)),
         multivector=multivector,
-    )
-    logger.info(
-        "Ray embedding: %d documents, %d embedded now, %d from earlier shards",
-        result.total,
-        result.embedded,
-        result.skipped,
     )
     built = build_index(
         shards,
@@ -214,12 +205,42 @@ def store_documents_on_ray(
     )  # every setting checked before Ray starts
     shape = (store.windows or default_windows(embedder)) if store.multivector else None
     shards = Path(shards)
+    documents = _embed_on_ray(
+        source,
+        shards,
+        spec,
+        text_field,
+        id_field,
+        resources,
+        fresh,
+        _documents_in_order,
+        multivector=store.multivector,
+        store_windows=shape,
+    )
+    _add_shards(store, ShardFolder(shards), documents)
+    return store
+
+
+def _embed_on_ray(
+    source: str | os.PathLike[str],
+    shards: Path,
+    spec: EmbedderSpec,
+    text_field: str,
+    id_field: str,
+    resources: RayResources,
+    fresh: bool,
+    read: Callable[[Any], T],
+    **options: Any,
+) -> T:
+    """The Ray part of both jobs: `shards` emptied first if `fresh`, the documents of `source` read on the workers,
+    `read(dataset)` (what the job keeps of them, before the embedding), then embedded into `shards` with `spec`
+    (`options`: `embed_to_shards`' multivector and store_windows). Returns what `read` returned."""
     if fresh and shards.exists():
         logger.info("Starting afresh: removing %s", shards)
         shutil.rmtree(shards)
     ensure_ray()
     dataset, key = documents_dataset(Path(source), text_field, id_field)
-    documents = _documents_in_order(dataset)
+    kept = read(dataset)
     result = embed_to_shards(
         dataset.select_columns(["id", "text"]),
         shards,
@@ -229,12 +250,15 @@ def store_documents_on_ray(
         gpus_per_worker=resources.gpus_per_worker,
         shard_rows=resources.shard_rows,
         input_key=key,
-        multivector=store.multivector,
-        store_windows=shape,
+        **options,
     )
-    logger.info("Ray embedding: %d documents, %d embedded now, %d from earlier shards", *_counts(result))
-    _add_shards(store, ShardFolder(shards), documents)
-    return store
+    logger.info(
+        "Ray embedding: %d documents, %d embedded now, %d from earlier shards",
+        result.total,
+        result.embedded,
+        result.skipped,
+    )
+    return kept
 
 
 def _documents_in_order(dataset: Any) -> list[TextDocument]:
@@ -245,10 +269,6 @@ def _documents_in_order(dataset: Any) -> list[TextDocument]:
             row = json.loads(line)
             documents.append(TextDocument(row["id"], row["text"], row.get("metadata") or {}))
     return documents
-
-
-def _counts(result: Any) -> tuple[int, int, int]:
-    return result.total, result.embedded, result.skipped
 
 
 def _add_shards(store: DocumentStore[TextDocument], folder: ShardFolder, documents: list[TextDocument]) -> None:
