@@ -371,11 +371,7 @@ def store_run(
         else:
             from llama_index.core import StorageContext, VectorStoreIndex
             from llama_index.core.schema import QueryBundle, TextNode
-
-            try:
-                from llama_index.vector_stores.fair import FairFaissVectorStore
-            except ImportError:  # an installed release from before the store had its own distribution
-                from llama_index.embeddings.fair import FairFaissVectorStore
+            from llama_index.vector_stores.fair import FairFaissVectorStore
 
             _check_mode(FairFaissVectorStore.create, options, "The installed FairFaissVectorStore")
             vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
