@@ -150,11 +150,14 @@ def lexical_run(
     return rankings, {"build_s": build, "bytes": index.memory_bytes(), **_latency(seconds)}
 
 
-def default_store(stack: str, model: str, chunks: list[Chunk], **options: Any) -> tuple[Any, float]:
+def default_store(
+    stack: str, model: str, chunks: list[Chunk], embedding: Any = None, **options: Any
+) -> tuple[Any, float]:
     """Our default store over `chunks`, built through the stack's adapter as a user builds it (with the store
     arguments `options`), and its build seconds: the LangChain `FaissVectorStore`, or the LlamaIndex
-    `FairFaissVectorStore` under a `VectorStoreIndex`."""
-    embedding = pipelines_runs.make_embedding(stack, "default", model)
+    `FairFaissVectorStore` under a `VectorStoreIndex`. `embedding`: the stack's default embedding object of `model`
+    to use (None: made here)."""
+    embedding = embedding or pipelines_runs.make_embedding(stack, "default", model)
     started = time.perf_counter()
     if stack == "langchain":
         from langchain_fair import FaissVectorStore

@@ -403,12 +403,41 @@ def small_to_big_run(
 ) -> tuple[list[list[str]], dict[str, Any]]:
     """The stack's own small-to-big over `chunks` as parents: children of one window (model tokens, the window's
     overlap), embedded by the anchor; the distinct parents returned for k = 10, in the order the retriever gives."""
-    size, overlap = reference.window_content_tokens, reference.window_overlap
     anchor = make_embedding(stack, ANCHOR, model)
     own = np.array([query_vector_fn(stack, anchor)(q.text) for q in questions[:16]], dtype=np.float32)
     if np.abs(own - queries[:16]).max() > 1e-5:
         raise RuntimeError("The anchor's query vectors differ from the plain ones; the benchmark assumes equality.")
     table = {q.text: v for q, v in zip(questions, queries, strict=True)}
+    embedding = QueryTable(anchor, table) if stack == "langchain" else anchor
+    retriever, build, child_count = build_small_to_big(stack, embedding, chunks, reference)
+    if stack == "langchain":
+
+        def ask(question: Question, vector: np.ndarray) -> list[str]:
+            return _distinct(doc.metadata["chunk"] for doc in retriever.invoke(question.text))
+    else:
+        from llama_index.core.schema import QueryBundle
+
+        def ask(question: Question, vector: np.ndarray) -> list[str]:
+            bundle = QueryBundle(query_str=question.text, embedding=vector.tolist())
+            return _distinct(hit.node.node_id for hit in retriever.retrieve(bundle))
+
+    rankings, seconds = _timed_rankings(ask, questions, queries)
+    costs = _costs(build, seconds, None, len(chunks))
+    costs["children"] = child_count
+    return rankings, costs
+
+
+def build_small_to_big(
+    stack: str, embedding: Any, chunks: list[Chunk], reference: FairEmbedder
+) -> tuple[Any, float, int]:
+    """The stack's own one-window small-to-big over `chunks` as parents, built with `embedding`: children of one
+    window (model tokens, the window's overlap) — LangChain's `ParentDocumentRetriever` over our store as the plain
+    vector store, LlamaIndex's `IndexNode` children under a `VectorStoreIndex` and a `RecursiveRetriever` (k = 10).
+
+    Returns:
+        (the retriever, its build seconds, the children embedded).
+    """
+    size, overlap = reference.window_content_tokens, reference.window_overlap
     if stack == "langchain":
         from langchain_core.documents import Document
         from langchain_core.stores import InMemoryStore
@@ -424,7 +453,7 @@ def small_to_big_run(
             reference.tokenizer, chunk_size=size, chunk_overlap=overlap
         )
         retriever = ParentDocumentRetriever(
-            vectorstore=FaissVectorStore(QueryTable(anchor, table)),
+            vectorstore=FaissVectorStore(embedding),
             docstore=InMemoryStore(),
             child_splitter=children,
             search_kwargs={"k": K},
@@ -434,39 +463,26 @@ def small_to_big_run(
             [Document(page_content=c.text, metadata={"chunk": c.cid}) for c in chunks], ids=[c.cid for c in chunks]
         )
         build = time.perf_counter() - started
-        child_count = sum(len(children.split_text(c.text)) for c in chunks)  # as add_documents splits them
+        return retriever, build, sum(len(children.split_text(c.text)) for c in chunks)  # as add_documents splits
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.retrievers import RecursiveRetriever
+    from llama_index.core.schema import IndexNode, TextNode
 
-        def ask(question: Question, vector: np.ndarray) -> list[str]:
-            return _distinct(doc.metadata["chunk"] for doc in retriever.invoke(question.text))
-    else:
-        from llama_index.core import VectorStoreIndex
-        from llama_index.core.node_parser import SentenceSplitter
-        from llama_index.core.retrievers import RecursiveRetriever
-        from llama_index.core.schema import IndexNode, QueryBundle, TextNode
-
-        parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
-        splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=reference.tokenizer.tokenize)
-        started = time.perf_counter()
-        nodes = [
-            IndexNode.from_text_node(child, parent.node_id)
-            for parent in parents
-            for child in splitter.get_nodes_from_documents([parent])
-        ]
-        vector_retriever = VectorStoreIndex(nodes, embed_model=anchor).as_retriever(similarity_top_k=K)
-        build = time.perf_counter() - started
-        child_count = len(nodes)
-        retriever = RecursiveRetriever(
-            "vector", retriever_dict={"vector": vector_retriever}, node_dict={p.node_id: p for p in parents}
-        )
-
-        def ask(question: Question, vector: np.ndarray) -> list[str]:
-            bundle = QueryBundle(query_str=question.text, embedding=vector.tolist())
-            return _distinct(hit.node.node_id for hit in retriever.retrieve(bundle))
-
-    rankings, seconds = _timed_rankings(ask, questions, queries)
-    costs = _costs(build, seconds, None, len(chunks))
-    costs["children"] = child_count
-    return rankings, costs
+    parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
+    splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=reference.tokenizer.tokenize)
+    started = time.perf_counter()
+    nodes = [
+        IndexNode.from_text_node(child, parent.node_id)
+        for parent in parents
+        for child in splitter.get_nodes_from_documents([parent])
+    ]
+    vector_retriever = VectorStoreIndex(nodes, embed_model=embedding).as_retriever(similarity_top_k=K)
+    build = time.perf_counter() - started
+    retriever = RecursiveRetriever(
+        "vector", retriever_dict={"vector": vector_retriever}, node_dict={p.node_id: p for p in parents}
+    )
+    return retriever, build, len(nodes)
 
 
 def _distinct(ids: Any) -> list[str]:

@@ -18,7 +18,6 @@ import json
 import logging
 import statistics
 import sys
-import time
 from typing import Any
 
 import hybrid
@@ -38,71 +37,13 @@ def warmed(stack: str, name: str, model: str) -> Any:
 
 
 def build(stack: str, store: str, model: str, chunks: list[Chunk], reference: Any) -> float:
-    """Seconds to build one store over `chunks` (model loading excluded)."""
-    texts, ids = [c.text for c in chunks], [c.cid for c in chunks]
+    """Seconds to build one store over `chunks` (model loading excluded): ours through `hybrid.default_store`, the
+    stack's one-window small-to-big through `pipelines_runs.build_small_to_big` (the anchor embedding)."""
     if store == "small-to-big":
-        return small_to_big(stack, model, chunks, reference)
-    embedding = warmed(stack, "default", model)
+        anchor = warmed(stack, pipelines_runs.ANCHOR, model)
+        return pipelines_runs.build_small_to_big(stack, anchor, chunks, reference)[1]
     options = {"multivector": False} if store == "pooled" else {}
-    started = time.perf_counter()
-    if stack == "langchain":
-        from langchain_fair import FaissVectorStore
-
-        FaissVectorStore.from_texts(texts, embedding, ids=ids, **options)
-        return time.perf_counter() - started
-    from llama_index.core import StorageContext, VectorStoreIndex
-    from llama_index.core.schema import TextNode
-    from llama_index.vector_stores.fair import FairFaissVectorStore
-
-    vector_store = FairFaissVectorStore.create(embedding.embedder.dimension, embed_model=embedding, **options)
-    nodes = [TextNode(id_=i, text=t) for i, t in zip(ids, texts, strict=True)]
-    VectorStoreIndex(
-        nodes, storage_context=StorageContext.from_defaults(vector_store=vector_store), embed_model=embedding
-    )
-    return time.perf_counter() - started
-
-
-def small_to_big(stack: str, model: str, chunks: list[Chunk], reference: Any) -> float:
-    """Seconds to build the stack's one-window small-to-big (children of the model's window, the anchor embedding):
-    LangChain's `ParentDocumentRetriever` over our store as the plain vector store, LlamaIndex's `IndexNode` children
-    under a `VectorStoreIndex` (what `pipelines_runs.small_to_big_run` builds)."""
-    anchor = warmed(stack, pipelines_runs.ANCHOR, model)
-    size, overlap = reference.window_content_tokens, reference.window_overlap
-    if stack == "langchain":
-        from langchain_core.documents import Document
-        from langchain_core.stores import InMemoryStore
-        from langchain_fair import FaissVectorStore
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-
-        try:
-            from langchain_classic.retrievers import ParentDocumentRetriever
-        except ImportError:  # langchain < 1.0
-            from langchain.retrievers import ParentDocumentRetriever
-
-        retriever = ParentDocumentRetriever(
-            vectorstore=FaissVectorStore(anchor),
-            docstore=InMemoryStore(),
-            child_splitter=RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
-                reference.tokenizer, chunk_size=size, chunk_overlap=overlap
-            ),
-        )
-        started = time.perf_counter()
-        retriever.add_documents([Document(page_content=c.text) for c in chunks], ids=[c.cid for c in chunks])
-        return time.perf_counter() - started
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.node_parser import SentenceSplitter
-    from llama_index.core.schema import IndexNode, TextNode
-
-    parents = [TextNode(id_=c.cid, text=c.text) for c in chunks]
-    splitter = SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=reference.tokenizer.tokenize)
-    started = time.perf_counter()
-    nodes = [
-        IndexNode.from_text_node(child, parent.node_id)
-        for parent in parents
-        for child in splitter.get_nodes_from_documents([parent])
-    ]
-    VectorStoreIndex(nodes, embed_model=anchor)
-    return time.perf_counter() - started
+    return hybrid.default_store(stack, model, chunks, embedding=warmed(stack, "default", model), **options)[1]
 
 
 def measure(stack: str, model: str, chunks: list[Chunk], reference: Any, rounds: int) -> dict[str, Any]:
