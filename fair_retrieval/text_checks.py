@@ -1,7 +1,7 @@
 """Checks of texts, ids and metadata before they are embedded or stored, shared by the CLI's reader
 (`fair_retrieval.inputs`), the vector stores (`check_store_entries`) and queries (`check_query`): texts must be
-non-empty valid Unicode of at most `MAX_TEXT_BYTES` bytes, ids non-empty, metadata nested at most
-`fair_retrieval.validate.MAX_NESTING` levels deep.
+non-empty valid Unicode without NUL characters, of at most `MAX_TEXT_BYTES` bytes, ids non-empty, metadata nested at
+most `fair_retrieval.validate.MAX_NESTING` levels deep.
 """
 
 from __future__ import annotations
@@ -50,17 +50,36 @@ def surrogate_path(value: Any, where: str) -> str | None:
 
 
 def text_problem(text: str) -> str | None:
-    """What makes `text` unfit to embed and store (empty or whitespace only, a lone surrogate, more than
-    `MAX_TEXT_BYTES` bytes), or None."""
-    if len(text) > MAX_TEXT_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
-        return (
-            f"the text holds {len(text.encode('utf-8', 'surrogatepass'))} bytes, more than the {MAX_TEXT_BYTES} "
-            "a text may have (split it into several documents)"
-        )
+    """What makes `text` unfit to embed and store (empty or whitespace only, or what `unreadable_problem` finds), or
+    None."""
+    problem = unreadable_problem(text)
+    if problem is not None:
+        return f"the text {problem}"
     if not text.strip():
         return "the text is empty or whitespace only (it would match every query alike)"
+    return None
+
+
+def unreadable_problem(text: str) -> str | None:
+    """What makes `text` unfit for the tokenizer, worded to follow the text's name, or None: more than
+    `MAX_TEXT_BYTES` bytes (gigabytes of memory and minutes in the tokenizer), a lone surrogate (not valid Unicode:
+    the tokenizer fails on it with an obscure TypeError), or a NUL character (binary data, or UTF-16 read as 8-bit
+    text: the tokenizer drops it silently, so the text would be embedded as something else than what is stored)."""
+    if len(text) > MAX_TEXT_BYTES // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+        return (
+            f"holds {len(text.encode('utf-8', 'surrogatepass'))} bytes, more than the {MAX_TEXT_BYTES} a text may "
+            "have (split it into several documents)"
+        )
     problem = surrogate_problem(text)
-    return None if problem is None else f"the text {problem}"
+    if problem is not None:
+        return problem
+    position = text.find("\x00")
+    if position >= 0:
+        return (
+            f"holds a NUL character ('\\x00') at character {position}, which text does not carry (binary data, or "
+            "UTF-16 decoded as UTF-8?); decode the source correctly, or remove it: text.replace('\\x00', '')"
+        )
+    return None
 
 
 def surrogate_problem(text: str) -> str | None:
@@ -75,8 +94,8 @@ def surrogate_problem(text: str) -> str | None:
 
 
 def check_readable(texts: Sequence[str], name: str = "texts", *, one: bool = False) -> None:
-    """Refuse, before any model work, a text the tokenizer cannot read: one holding a lone surrogate (the tokenizer
-    fails on it with an obscure TypeError). Empty texts are the caller's to judge.
+    """Refuse, before any model work, a text the tokenizer cannot read (`unreadable_problem`: too large, a lone
+    surrogate, a NUL character). Empty texts are the caller's to judge.
 
     Args:
         texts: the texts (str each; `fair_retrieval.inputs.ensure_text_list` checks that).
@@ -84,10 +103,10 @@ def check_readable(texts: Sequence[str], name: str = "texts", *, one: bool = Fal
         one: `texts` is one text, named `name` itself rather than `name[i]`.
 
     Raises:
-        ValueError: one line naming the first such text, where the surrogate sits and what to do.
+        ValueError: one line naming the first such text, what is wrong and what to do.
     """
     for index, text in enumerate(texts):
-        problem = surrogate_problem(text)
+        problem = unreadable_problem(text)
         if problem is not None:
             raise ValueError(f"{name if one else f'{name}[{index}]'} {problem}.")
 

@@ -124,6 +124,12 @@ def _only_bad(tmp_path: Path) -> Path:
         (["fine", ""], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty or whitespace only"),
         (["fine", " \n "], ["a", "b"], None, r"\[1\] \(id 'b'\): the text is empty"),
         (["bad\udcff"], ["a"], None, r"\[0\] \(id 'a'\): the text holds a lone surrogate '\\udcff' at character 3"),
+        (
+            ["fine", "b\x00d"],
+            ["a", "b"],
+            None,
+            r"\[1\] \(id 'b'\): the text holds a NUL character \('\\x00'\) at character 1",
+        ),
         (["fine"], ["a\udcff"], None, r"\[0\] \(id 'a\\udcff'\): the id holds a lone surrogate"),
         (["fine"], [""], None, r"\[0\] \(id ''\): the id is empty"),
         (["fine"], ["a"], [{"k": {"x": "\udcff"}}], r"metadata\['k'\]\['x'\] holds a lone surrogate"),

@@ -1,5 +1,6 @@
-"""FairEmbeddings checks every text and query before the model runs: a lone surrogate is refused with the library's
-one-line ValueError (not the tokenizer's TextEncodeInput error) by every public embed method."""
+"""FairEmbeddings checks every text and query before the model runs: a lone surrogate, a NUL character and a text
+over the size limit are refused with the library's one-line ValueError (not the tokenizer's TextEncodeInput error,
+nor a silently dropped character or minutes of tokenizing) by every public embed method."""
 
 from __future__ import annotations
 
@@ -13,12 +14,17 @@ from langchain_fair import FairEmbeddings
 
 from fair_retrieval import FairEmbedder
 
-CALLS: dict[str, Callable[[FairEmbeddings], Any]] = {
-    "embed_query": lambda e: e.embed_query("ferry \ud800 stop"),
-    "embed_documents": lambda e: e.embed_documents(["fine", "ferry \ud800 stop"]),
-    "embed_document_windows": lambda e: e.embed_document_windows(["fine", "ferry \ud800 stop"]),
-    "aembed_query": lambda e: asyncio.run(e.aembed_query("ferry \ud800 stop")),
-    "aembed_documents": lambda e: asyncio.run(e.aembed_documents(["fine", "ferry \ud800 stop"])),
+CALLS: dict[str, Callable[[FairEmbeddings, str], Any]] = {
+    "embed_query": lambda e, bad: e.embed_query(bad),
+    "embed_documents": lambda e, bad: e.embed_documents(["fine", bad]),
+    "embed_document_windows": lambda e, bad: e.embed_document_windows(["fine", bad]),
+    "aembed_query": lambda e, bad: asyncio.run(e.aembed_query(bad)),
+    "aembed_documents": lambda e, bad: asyncio.run(e.aembed_documents(["fine", bad])),
+}
+UNREADABLE = {
+    "surrogate": ("ferry \ud800 stop", r"holds a lone surrogate '\\ud800' at character 6"),
+    "nul": ("ferry \x00 stop", r"holds a NUL character \('\\x00'\) at character 6, .*text\.replace"),
+    "size": ("x" * ((8 << 20) + 1), r"holds 8388609 bytes, more than the 8388608 a text may have"),
 }
 WHERE = {"embed_query": "the query", "aembed_query": "the query"}
 
@@ -28,10 +34,12 @@ def embedder(tiny_model: str) -> FairEmbedder:
     return FairEmbedder(tiny_model, max_length=32, device="cpu")
 
 
+@pytest.mark.parametrize("unreadable", sorted(UNREADABLE))
 @pytest.mark.parametrize("call", sorted(CALLS))
-def test_every_embed_method_refuses_a_lone_surrogate_before_the_model_runs(
-    embedder: FairEmbedder, call: str, monkeypatch: pytest.MonkeyPatch
+def test_every_embed_method_refuses_an_unreadable_text_before_the_model_runs(
+    embedder: FairEmbedder, call: str, unreadable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    text, message = UNREADABLE[unreadable]
     embeddings = FairEmbeddings(embedder=embedder)
 
     def forward(*args: Any, **kwargs: Any) -> Any:
@@ -40,8 +48,6 @@ def test_every_embed_method_refuses_a_lone_surrogate_before_the_model_runs(
     monkeypatch.setattr(embedder, "_embed_documents", forward)
     monkeypatch.setattr(embedder, "_embed", forward)
     where = WHERE.get(call, "texts[1]")
-    with pytest.raises(
-        ValueError, match=rf"^{re.escape(where)} holds a lone surrogate '\\ud800' at character 6"
-    ) as raised:
-        CALLS[call](embeddings)
+    with pytest.raises(ValueError, match=rf"^{re.escape(where)} {message}") as raised:
+        CALLS[call](embeddings, text)
     assert "\n" not in str(raised.value)

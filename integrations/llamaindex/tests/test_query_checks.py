@@ -1,6 +1,7 @@
 """FairEmbedding checks every text and query before the model runs: a lone surrogate (a non-UTF-8 byte read from a
 command line or a file) is refused with the library's one-line ValueError instead of the tokenizer's TextEncodeInput
-error, by every public embed method, and a batch is checked whole before any of it is embedded."""
+error, by every public embed method, and a batch is checked whole before any of it is embedded; so are a NUL
+character and a text over the size limit."""
 
 from __future__ import annotations
 
@@ -26,25 +27,31 @@ def embedder(tiny_model: str) -> FairEmbedder:
     return FairEmbedder(tiny_model, max_length=32, device="cpu")
 
 
-CALLS: dict[str, Callable[[FairEmbedding], Any]] = {
-    "get_query_embedding": lambda e: e.get_query_embedding("ferry \ud800 stop"),
-    "get_text_embedding": lambda e: e.get_text_embedding("ferry \ud800 stop"),
-    "get_text_embedding_batch": lambda e: e.get_text_embedding_batch(["fine"] * 5 + ["ferry \ud800 stop"]),
-    "get_agg_embedding_from_queries": lambda e: e.get_agg_embedding_from_queries(["fine", "ferry \ud800 stop"]),
-    "aget_agg_embedding_from_queries": lambda e: asyncio.run(
-        e.aget_agg_embedding_from_queries(["fine", "ferry \ud800 stop"])
-    ),
-    "aget_query_embedding": lambda e: asyncio.run(e.aget_query_embedding("ferry \ud800 stop")),
-    "aget_text_embedding": lambda e: asyncio.run(e.aget_text_embedding("ferry \ud800 stop")),
-    "aget_text_embedding_batch": lambda e: asyncio.run(e.aget_text_embedding_batch(["fine", "ferry \ud800 stop"])),
-    "embed_document_windows": lambda e: e.embed_document_windows(["fine", "ferry \ud800 stop"]),
+UNREADABLE = {
+    "surrogate": ("ferry \ud800 stop", r"holds a lone surrogate '\\ud800' at character 6, which is not valid"),
+    "nul": ("ferry \x00 stop", r"holds a NUL character \('\\x00'\) at character 6, .*text\.replace"),
+    "size": ("x" * ((8 << 20) + 1), r"holds 8388609 bytes, more than the 8388608 a text may have"),
+}
+
+CALLS: dict[str, Callable[[FairEmbedding, str], Any]] = {
+    "get_query_embedding": lambda e, bad: e.get_query_embedding(bad),
+    "get_text_embedding": lambda e, bad: e.get_text_embedding(bad),
+    "get_text_embedding_batch": lambda e, bad: e.get_text_embedding_batch(["fine"] * 5 + [bad]),
+    "get_agg_embedding_from_queries": lambda e, bad: e.get_agg_embedding_from_queries(["fine", bad]),
+    "aget_agg_embedding_from_queries": lambda e, bad: asyncio.run(e.aget_agg_embedding_from_queries(["fine", bad])),
+    "aget_query_embedding": lambda e, bad: asyncio.run(e.aget_query_embedding(bad)),
+    "aget_text_embedding": lambda e, bad: asyncio.run(e.aget_text_embedding(bad)),
+    "aget_text_embedding_batch": lambda e, bad: asyncio.run(e.aget_text_embedding_batch(["fine", bad])),
+    "embed_document_windows": lambda e, bad: e.embed_document_windows(["fine", bad]),
 }
 
 
+@pytest.mark.parametrize("unreadable", sorted(UNREADABLE))
 @pytest.mark.parametrize("call", sorted(CALLS))
-def test_every_embed_method_refuses_a_lone_surrogate_before_the_model_runs(
-    embedder: FairEmbedder, call: str, monkeypatch: pytest.MonkeyPatch
+def test_every_embed_method_refuses_an_unreadable_text_before_the_model_runs(
+    embedder: FairEmbedder, call: str, unreadable: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    text, message = UNREADABLE[unreadable]
     embedding = FairEmbedding(embedder=embedder, embed_batch_size=2)
     ran: list[int] = []
 
@@ -55,6 +62,6 @@ def test_every_embed_method_refuses_a_lone_surrogate_before_the_model_runs(
     monkeypatch.setattr(embedder, "_run_model", forward, raising=False)
     monkeypatch.setattr(embedder, "_embed_documents", forward)
     monkeypatch.setattr(embedder, "_embed", forward)
-    with pytest.raises(ValueError, match=r"holds a lone surrogate '\\ud800' at character 6, which is not valid") as e:
-        CALLS[call](embedding)
+    with pytest.raises(ValueError, match=message) as e:
+        CALLS[call](embedding, text)
     assert "\n" not in str(e.value) and ran == []
