@@ -9,10 +9,19 @@ table); how they are read, taken or refused, is `fair_retrieval.adapters.langcha
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import Self
 
 from fair_retrieval import (
@@ -85,6 +94,12 @@ class FairEmbeddings(BaseModel, Embeddings):
     text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
+
+    @field_validator("model", "cache_folder", mode="before")
+    @classmethod
+    def _folder_as_text(cls, value: Any) -> Any:
+        """A local folder given as a path (`pathlib.Path`, as `FairEmbedding` takes it) is kept as its text."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @model_validator(mode="wrap")
     @classmethod

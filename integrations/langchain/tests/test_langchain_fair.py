@@ -297,6 +297,8 @@ def test_fair_embeddings_construction(minilm: FairEmbedder, tiny_model: str) -> 
     assert from_dict.calibration == Calibration(strength=0.3, layers=(4, 5))
     loaded = FairEmbeddings(model=tiny_model, batch_size=4)
     assert loaded.fair_embedder.batch_size == 4 and loaded.calibration == Calibration()
+    as_path = FairEmbeddings(model=Path(tiny_model), batch_size=4)  # a folder as a Path, as FairEmbedding takes it
+    assert as_path.model == tiny_model and as_path.embed_query("ferry") == loaded.embed_query("ferry")
 
     with pytest.raises(ValidationError, match="needs a model"):
         FairEmbeddings()
