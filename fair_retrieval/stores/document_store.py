@@ -212,14 +212,15 @@ class DocumentStore(StoreCore[R]):
     # ------------------------------------------------------------------------------------------------ vectors
 
     @staticmethod
-    def check_entries(text: str | None, key: str, metadata: Any, position: int) -> None:
-        """Refuse one entry of an add before it is stored: an empty or unreadable text or id, or metadata under a
-        key results carry (`RESERVED_KEYS`).
+    def check_entries(texts: Sequence[str | None], keys: Sequence[str], metadatas: Sequence[Any]) -> None:
+        """Refuse the entries of an add before any is stored: an empty or unreadable text (None: an entry without
+        text, not checked) or id, or metadata under a key results carry (`RESERVED_KEYS`); every offending entry is
+        named at once.
 
         Raises:
-            TypeError, ValueError: naming the entry's position.
+            TypeError, ValueError: naming each offending entry's position and id.
         """
-        check_store_entries([text], [key], [metadata], first_position=position, reserved=RESERVED_KEYS)
+        check_store_entries(texts, keys, metadatas, reserved=RESERVED_KEYS)
 
     def add_vectors(
         self,

@@ -445,6 +445,16 @@ def test_add_errors_leave_the_store_unchanged(store: FairFaissVectorStore, vecto
         store.add([TextNode(id_="nan", text="nan", embedding=[float("nan")] * DIM)])
     with pytest.raises(TypeError, match="expected a llama-index node"):
         store.add(["just text"])  # type: ignore[list-item]
+    with pytest.raises(
+        ValueError, match=r"\[1\] \(id 'empty'\): the text is empty.*\[2\] \(id 'nul'\): the text holds a NUL"
+    ):
+        store.add(  # every bad node of the call is named at once
+            [
+                fine,
+                TextNode(id_="empty", text=" ", embedding=[0.5] * DIM),
+                TextNode(id_="nul", text="a\x00", embedding=[0.5] * DIM),
+            ]
+        )
     assert store.node_ids == before and store.client is not None and len(store.client) == COUNT
     assert store.add([]) == []
 

@@ -26,7 +26,7 @@ from llama_index.vector_stores.fair.node_records import (
     node_metadata,
     node_text,
     restored_node,
-    stored_node,
+    stored_nodes,
 )
 from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles
 from typing_extensions import Self
@@ -179,7 +179,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
                 id repeated within the call. Nothing is stored then.
         """
         node_list = list(nodes)
-        records = [stored_node(node, position) for position, node in enumerate(node_list)]
+        records = stored_nodes(node_list)
         embedded, contents = node_contents(node_list) if self._store.multivector else ([], [])
         embeddings = [node.embedding for node in node_list]
         return self._store.add_vectors(records, embeddings, embedded, contents, noun="node", log=logger)

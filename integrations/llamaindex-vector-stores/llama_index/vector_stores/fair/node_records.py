@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from llama_index.core.constants import DATA_KEY, TYPE_KEY
@@ -21,7 +21,7 @@ __all__ = [
     "node_metadata",
     "node_text",
     "restored_node",
-    "stored_node",
+    "stored_nodes",
 ]
 
 
@@ -33,18 +33,24 @@ class StoredNode(NamedTuple):
     node: dict[str, Any]
 
 
-def stored_node(node: Any, position: int) -> StoredNode:
-    """A node's record: its JSON form without the embedding, checked to survive JSON (what persist writes).
+def stored_nodes(nodes: Sequence[Any]) -> list[StoredNode]:
+    """The nodes' records: each node's JSON form without the embedding, checked to survive JSON (what persist
+    writes); every node is checked before any record is made, and every offending one named at once.
 
     Raises:
         TypeError: not a node, or metadata that is not JSON.
         ValueError: an empty text or id, a lone surrogate, or metadata under a reserved key ("best_window":
             `fair_retrieval.stores.DocumentStore.check_entries`).
     """
-    if not isinstance(node, BaseNode):
-        raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
-    text = node.text if isinstance(node, TextNode) else None  # other nodes (images, …) need no text
-    DocumentStore.check_entries(text, node.node_id, node.metadata, position)
+    for position, node in enumerate(nodes):
+        if not isinstance(node, BaseNode):
+            raise TypeError(f"nodes[{position}] is {type(node).__name__}, expected a llama-index node (TextNode, …).")
+    texts = [node.text if isinstance(node, TextNode) else None for node in nodes]  # other nodes (images, …): no text
+    DocumentStore.check_entries(texts, [node.node_id for node in nodes], [node.metadata for node in nodes])
+    return [_stored(node) for node in nodes]
+
+
+def _stored(node: BaseNode) -> StoredNode:
     data = node.to_dict()
     data["embedding"] = None  # the vector lives in the index
     try:
@@ -67,7 +73,7 @@ def document_node(document: Any) -> StoredNode:
     node = TextNode(
         id_=document.key, text=document.text, metadata=metadata, excluded_embed_metadata_keys=list(metadata)
     )
-    return stored_node(node, 0)
+    return stored_nodes([node])[0]
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:
