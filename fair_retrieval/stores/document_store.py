@@ -371,9 +371,11 @@ class DocumentStore(StoreCore[R]):
         return cast("DocumentStore[Any]", load_store(fmt, store_file, index_folder, store_class=cls, **options))
 
     @staticmethod
-    def text_format(name: str, store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
-        """The file format of a store of `TextDocument`s (`fair_retrieval.stores.text_documents`)."""
-        return text_document_format(name, store, writer, upgrade)
+    def text_format(store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
+        """The file format of a store of `TextDocument`s (`fair_retrieval.stores.text_documents`: one format, one
+        name, whoever writes it); `store`, `writer` and `upgrade` are what its messages call the store, the writer
+        and the distribution to upgrade."""
+        return text_document_format(store, writer, upgrade)
 
     def save_named(
         self: DocumentStore[TextDocument],
@@ -423,9 +425,9 @@ class DocumentStore(StoreCore[R]):
         Raises:
             FileNotFoundError, DamagedFileError, ValueError, TypeError: as `load`.
         """
-        from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, TEXT_STORE_FORMAT_NAME, text_records_format
+        from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, text_records_format
 
-        text_format = text_document_format(TEXT_STORE_FORMAT_NAME, fmt.store, "fair-retrieval index", fmt.upgrade)
+        text_format = text_document_format(fmt.store, "fair-retrieval index", fmt.upgrade)
         index_folder, store_file = named_store_paths(folder, DEFAULT_INDEX_NAME)
         missing = f"{store_file} does not exist; `fair-retrieval index` or FaissVectorStore.save_local() write it."
         read = text_records_format(fmt, record, text_format)

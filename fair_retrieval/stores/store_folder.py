@@ -28,7 +28,6 @@ from fair_retrieval.stores.files import StoreGeneration, store_generation
 from fair_retrieval.stores.store_mode import StoreWindows, requested_mode
 from fair_retrieval.stores.text_documents import (
     DEFAULT_INDEX_NAME,
-    TEXT_STORE_FORMAT_NAME,
     TextDocument,
     named_store_paths,
     text_document_format,
@@ -45,7 +44,7 @@ __all__ = [
 ]
 
 FOLDER_FORMAT = text_document_format(
-    TEXT_STORE_FORMAT_NAME, "store folder", "fair-retrieval index (or FaissVectorStore.save_local())", "fair-retrieval"
+    "store folder", "fair-retrieval index (or FaissVectorStore.save_local())", "fair-retrieval"
 )
 """The store file of a store folder: the text-document format (the same bytes LangChain's store writes)."""
 

@@ -70,19 +70,19 @@ def _decode(entry: Mapping[str, Any]) -> tuple[int, TextDocument]:
     return int(entry["int_id"]), TextDocument(entry["id"], entry["text"], entry["metadata"])
 
 
-def text_document_format(name: str, store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
-    """The store file format of a store of `TextDocument`s: version 1, the documents under "documents" (their id,
-    int id, text and metadata), a "has_index" flag (the index folder's place follows from the store's name), and an
-    upserted document moved to the end (as LangChain orders them).
+def text_document_format(store: str, writer: str, upgrade: str) -> StoreFormat[TextDocument]:
+    """The store file format of a store of `TextDocument`s, whoever writes it (named `TEXT_STORE_FORMAT_NAME`):
+    version 1, the documents under "documents" (their id, int id, text and metadata), a "has_index" flag (the index
+    folder's place follows from the store's name), and an upserted document moved to the end (as LangChain orders
+    them).
 
     Args:
-        name: the format name the file records.
         store: the store class's name, for messages.
         writer: what writes the file, for messages.
         upgrade: the distribution to upgrade when the file is newer.
     """
     return StoreFormat(
-        name=name,
+        name=TEXT_STORE_FORMAT_NAME,
         version=1,
         store=store,
         writer=writer,

@@ -40,8 +40,9 @@ def test_documents_round_trip_through_their_entries_and_hits_give_copies() -> No
     documents = checked_documents(["a text", "another"], [{"k": [1]}, None], ["a", None])
     assert documents[0] == TextDocument("a", "a text", {"k": [1]}) and documents[1].metadata == {}
     assert len(documents[1].key) == 36  # a new UUID
-    fmt = text_document_format("f", "S", "S.save()", "pkg")
+    fmt = text_document_format("S", "S.save()", "pkg")
     assert fmt.decode(fmt.encode(7, documents[0])) == (7, documents[0])
+    assert fmt.name == "langchain-fair-faiss-store"  # one name, whoever writes it: the files saved so far carry it
     hit = StoreHit(7, documents[0], 0.5, {"start": 0, "end": 4, "window": 0})
     metadata = DocumentStore.hit_metadata(hit)
     assert metadata == {"k": [1], BEST_WINDOW_KEY: {"start": 0, "end": 4, "window": 0}}

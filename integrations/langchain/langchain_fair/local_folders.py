@@ -19,9 +19,7 @@ from fair_retrieval.stores import DEFAULT_INDEX_NAME, DocumentStore, TextDocumen
 
 logger = logging.getLogger(__name__)
 
-STORE_FORMAT = DocumentStore.text_format(
-    "langchain-fair-faiss-store", "FaissVectorStore", "FaissVectorStore.save_local()", "langchain-fair"
-)
+STORE_FORMAT = DocumentStore.text_format("FaissVectorStore", "FaissVectorStore.save_local()", "langchain-fair")
 
 
 class LocalFolders(WrappedStore):
