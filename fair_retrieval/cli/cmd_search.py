@@ -60,7 +60,7 @@ from fair_retrieval.engine.hook import Pooling
 from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings
 from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
-from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, best_window_metadata
+from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, window_hits
 from fair_retrieval.stores.store_folder import is_store_folder, load_store_folder
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
@@ -263,7 +263,7 @@ def dense_hits(index: Any, embedder: Any, query: str, top_k: int) -> list[tuple[
     query_vector = embedder.embed_queries([query])
     if isinstance(index, MultiVectorIndex):
         found = index.search_documents(query_vector[0], top_k)
-        return [(hit.id, hit.score, best_window_metadata(hit)) for hit in found]
+        return window_hits(found)
     scores, ids = index.search(query_vector, top_k)
     return [(int(i), float(s), None) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
 

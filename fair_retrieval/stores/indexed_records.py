@@ -28,7 +28,7 @@ import numpy as np
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
-from fair_retrieval.stores.best_window import best_window_metadata
+from fair_retrieval.stores.best_window import window_hits
 from fair_retrieval.stores.vectors import check_dimension, require_finite
 
 logger = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ class IndexedRecords(Generic[R]):
         self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
     ) -> list[tuple[int, float, dict[str, int] | None]]:
         """(int id, raw score, best window) of the k best matches of one query row, best first, optionally only among
-        some ids; the best window (`best_window_metadata`) in multi-vector mode, else None.
+        some ids; the best window (`window_hits`) in multi-vector mode, else None.
 
         In multi-vector mode the k hits are k distinct records ranked by the index's aggregate of their windows'
         scores (`MultiVectorIndex.search_documents`).
@@ -160,7 +160,7 @@ class IndexedRecords(Generic[R]):
             return []
         if isinstance(self._index, MultiVectorIndex):
             hits = self._index.search_documents(query, min(k, count), ids=among)
-            return [(hit.id, hit.score, best_window_metadata(hit)) for hit in hits]
+            return window_hits(hits)
         scores, found = self._index.search(query, min(k, count), ids=among)
         return [
             (int_id, float(score), None)

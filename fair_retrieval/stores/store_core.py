@@ -360,9 +360,9 @@ class StoreCore(Generic[R]):
         Raises:
             ValueError: a query of another size than the stored vectors (or, for "cosine", a zero query).
         """
+        matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)  # the one size check
         if not self._records:
             return []
-        matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)
         selected = self._selected(among, keep)
         if selected is not None and not len(selected):  # nothing qualifies
             return []

@@ -25,7 +25,6 @@ import numpy as np
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.marginal_relevance import mmr_hits
 from fair_retrieval.stores.store_core import StoreCore, StoreHit
-from fair_retrieval.stores.vectors import check_dimension
 from fair_retrieval.validate import positive_int
 
 __all__ = ["QUERY_MODES", "vector_query_hits"]
@@ -89,13 +88,10 @@ def vector_query_hits(
             "embed model (retrievers do this), or set VectorStoreQuery(query_embedding=...)."
         )
     vector = np.asarray(embedding, dtype=np.float32)
-    index = store.index
-    remedy = "embed the query with the store's model (one vector)"
     if vector.ndim != 1:
-        raise ValueError(f"query_embedding has the shape {vector.shape}, not one vector; {remedy}.")
-    check_dimension(
-        vector.size, None if index is None else index.dim, "query_embedding is a", noun="vector", remedy=remedy
-    )
+        raise ValueError(
+            f"query_embedding has the shape {vector.shape}, not one vector; embed the query with the store's model."
+        )
     if mode == "mmr":
         threshold = 0.5 if mmr_threshold is None else mmr_threshold
         return mmr_hits(store, vector, top_k, prefetch_k, threshold, among=among, lambda_name="mmr_threshold")
@@ -110,7 +106,7 @@ def vector_query_hits(
             dense_k=settings.pool(top_k) if hybrid_k is not None else None,
             sparse_k=None if sparse_k is None else settings.pool(sparse_k),
         )
-    return store.search(vector, top_k, among=among)
+    return store.search(vector, top_k, among=among, source="query_embedding")  # its size checked there, once
 
 
 def _no_embedding(text: str) -> Any:

@@ -409,7 +409,7 @@ def test_query_errors(store: FairFaissVectorStore, vectors: np.ndarray) -> None:
         store.query(_query(vectors[0], mode=VectorStoreQueryMode.MMR), mmr_threshold=1.5)
     with pytest.raises(ValueError, match="no query_embedding"):
         store.query(VectorStoreQuery(query_str="text only"))
-    with pytest.raises(ValueError, match="query_embedding is a 3-d vector, but this store holds 16-d"):
+    with pytest.raises(ValueError, match="query_embedding gave 3-d vectors, but this store holds 16-d"):
         store.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0]))
     for top_k in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="similarity_top_k must be a positive int"):

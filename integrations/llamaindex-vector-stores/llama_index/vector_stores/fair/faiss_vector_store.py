@@ -22,6 +22,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.vector_stores.fair.metadata_filters import SUPPORTED_OPERATORS, metadata_predicate
 from llama_index.vector_stores.fair.node_records import (
     StoredNode,
+    hit_nodes,
     node_contents,
     node_metadata,
     node_text,
@@ -258,7 +259,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
             sparse_top_k=query.sparse_top_k,
             hybrid_top_k=query.hybrid_top_k,
         )
-        nodes = [restored_node(hit.record, hit.best_window) for hit in hits]
+        nodes = hit_nodes(hits)
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[hit.score for hit in hits], ids=[hit.record.key for hit in hits]
         )

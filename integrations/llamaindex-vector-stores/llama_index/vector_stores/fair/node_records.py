@@ -17,6 +17,7 @@ from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
 __all__ = [
     "StoredNode",
     "document_node",
+    "hit_nodes",
     "node_contents",
     "node_metadata",
     "node_text",
@@ -97,6 +98,12 @@ def restored_node(record: StoredNode, best_window: Mapping[str, int] | None = No
             if BEST_WINDOW_KEY not in excluded:
                 excluded.append(BEST_WINDOW_KEY)
     return node
+
+
+def hit_nodes(hits: Sequence[Any]) -> list[BaseNode]:
+    """A new node for each hit of a search (the store's `StoreHit`s of `StoredNode`s), in order, each with its best
+    window (`restored_node`)."""
+    return [restored_node(hit.record, hit.best_window) for hit in hits]
 
 
 def node_contents(nodes: list[BaseNode]) -> tuple[list[str], list[str]]:
