@@ -295,8 +295,8 @@ class FairEmbedder(WindowPlanning):
             return self._no_windows()
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
-        large = self.plan_documents(text_list, sizes[0], window_boundaries)
-        layout = window_layout(large, [self.plan_documents(text_list, n, window_boundaries) for n in sizes[1:]])
+        large = self._plan(text_list, sizes[0], window_boundaries)
+        layout = window_layout(large, [self._plan(text_list, n, window_boundaries) for n in sizes[1:]])
         reader = SpanReader(layout.segments, *self._piece_tokens(large)) if layout.segments else None
         read = None if reader is None else reader.read
         whole = self._embed_documents(
@@ -339,8 +339,16 @@ class FairEmbedder(WindowPlanning):
         return self.embed_queries([text])[0]
 
     def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
-        """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated)."""
-        texts = readable_texts(texts)
+        """Number of tokens of each text as the model sees it (prompt and special tokens included, untruncated).
+
+        Raises:
+            TypeError, ValueError: texts that are not a list of str the tokenizer can read (`readable_texts`).
+        """
+        return self._token_lengths(readable_texts(texts), task)
+
+    def _token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]:
+        """`token_lengths` of texts checked already (the embedder's own calls: texts a public method checked, and
+        the windows cut from them)."""
         prompt = (self._document_prompt if task == "document" else self._query_prompt) or ""
         if not texts:
             return []
@@ -531,7 +539,7 @@ class FairEmbedder(WindowPlanning):
         self._check_scaling(scaling)  # fail before any work on a non-RoPE model or a wrong factor count
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        lengths = self.token_lengths(texts, task)
+        lengths = self._token_lengths(texts, task)
         warn_truncated_queries(lengths, self.max_length)
         vectors, _ = self._embed_pieces(texts, lengths, None, task, show_progress_bar, scaling)
         return vectors
@@ -555,10 +563,10 @@ class FairEmbedder(WindowPlanning):
         if calibration is not None:
             calibration.resolve_layers(self._num_layers)  # fail before any work on an invalid layer set
         if plan is None:
-            plan = self.plan_documents(texts, window_tokens, window_boundaries)
+            plan = self._plan(texts, window_tokens, window_boundaries)
         if announce_long_texts(texts, plan.owners, self.batch_size):
             show_progress_bar = True  # long work always shows its progress (TQDM_DISABLE=1 hides it)
-        piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self.token_lengths(plan.pieces)
+        piece_lengths = plan.tokens if len(plan.pieces) == len(texts) else self._token_lengths(plan.pieces)
         vectors, calibrated = self._embed_pieces(
             plan.pieces, piece_lengths, calibration, "document", show_progress_bar, scaling, read
         )

@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from fair_retrieval.embedding.boundaries import WindowBoundaries, boundary_windows
 from fair_retrieval.embedding.windows import DocumentPlan, LongDocuments, WindowPiece, default_overlap, fitting_windows
-from fair_retrieval.inputs import ensure_text_list
+from fair_retrieval.inputs import readable_texts
 from fair_retrieval.validate import is_positive_int
 
 __all__ = ["WindowPlanning", "WindowSettings"]
@@ -53,9 +53,13 @@ class _Planning(Protocol):
     @property
     def _window_room(self) -> int: ...
 
-    def token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]: ...
+    def _token_lengths(self, texts: Sequence[str], task: Literal["query", "document"] = "document") -> list[int]: ...
 
     def _window_shape(self, window_tokens: int | None) -> tuple[int, int]: ...
+
+    def _plan(
+        self, texts: list[str], window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
+    ) -> DocumentPlan: ...
 
     def _windows(
         self,
@@ -78,7 +82,7 @@ class WindowPlanning:
     @property
     def _window_room(self: _Planning) -> int:
         """The content tokens `max_length` holds: minus the document prompt and special tokens."""
-        return self.max_length - self.token_lengths([""])[0]
+        return self.max_length - self._token_lengths([""])[0]
 
     def plan_documents(
         self: _Planning,
@@ -92,9 +96,20 @@ class WindowPlanning:
         this call) is cut into windows of at most that many (sharing `window_overlap` tokens), at token boundaries of
         the document's own tokenization or at its paragraph and sentence ends (`window_boundaries`); a document that
         fits is its own single piece, embedded exactly as before.
+
+        Raises:
+            TypeError, ValueError: texts that are not a list of str the tokenizer can read (`readable_texts`).
         """
-        texts = ensure_text_list(texts)
-        lengths = self.token_lengths(texts, "document")
+        return self._plan(readable_texts(texts), window_tokens, window_boundaries)
+
+    def _plan(
+        self: _Planning,
+        texts: list[str],
+        window_tokens: int | None = None,
+        window_boundaries: WindowBoundaries | None = None,
+    ) -> DocumentPlan:
+        """`plan_documents` of texts checked already (the embedder's own calls)."""
+        lengths = self._token_lengths(texts, "document")
         overhead = self.max_length - self._window_room  # the prompt and special tokens of a text
         if self.long_documents == "truncate":
             return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
@@ -153,6 +168,6 @@ class WindowPlanning:
         limit = self.max_length - self._window_room + capacity  # a window's tokens, prompt and special ones included
         cut = boundary_windows if (boundaries or self.window_boundaries) == "text" else fitting_windows
         return [
-            cut(text, offsets, capacity, overlap, limit, self.token_lengths)
+            cut(text, offsets, capacity, overlap, limit, self._token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
         ]
