@@ -9,6 +9,7 @@ its sizes, top 20. Baselines in the same run: the recipe, BM25, our lexical side
 must reproduce. Window vectors and results are saved as they are made, so an interrupted study resumes.
 
     python benchmarks/dense_windows.py --model MODEL --out runs/dense-windows-minilm
+    python benchmarks/dense_windows.py --model MODEL --out runs/dense-windows-minilm --pooled
     python benchmarks/dense_windows.py --report --out runs/dense-windows-minilm,runs/dense-windows-e5
 """
 
@@ -52,6 +53,11 @@ LEXICAL_WINDOWS = ("whole", "half", "whole+half")
 `half` runs were seen: the windows a store can give its lexical side without recording which size each one is."""
 """Window sizes the per-window lexical candidates index (BM25 over windows, a chunk by its best window)."""
 """The shapes measured from one pass too (`FairEmbedder.embed_multiscale_windows`)."""
+POOLED = ("pooled+half", "pooled")
+"""`pooled+half`: each chunk's pooled vector (what LlamaIndex's `FairEmbedding` gives a node) as one more window beside
+its `half` windows; `pooled` alone (our pooled store) is its control, reported only."""
+POOLED_SETS = ("squad-v2", "xquad-en", "reddit")
+"""The sets the pooled+half rule judges; the others are reported."""
 RECIPE = "multi-size"
 HYBRID = ("relative_score", 0.3)  # the stores' hybrid fusion
 TOLERANCE, LOWER_BOUND, MIN_QUESTIONS, TIE, GAIN = 0.005, -0.01, 100, 0.002, 0.005
@@ -71,6 +77,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads")
     parser.add_argument(
         "--one-pass", action="store_true", help="add the one-pass candidates to the sets whose two-pass runs are done"
+    )
+    parser.add_argument(
+        "--pooled",
+        action="store_true",
+        help="add pooled+half (the chunks' pooled vectors beside their half windows) to the sets whose two-pass runs "
+        "are done",
     )
     parser.add_argument(
         "--report",
@@ -224,10 +236,10 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
     path = cache / "one-pass.npz"
     if not path.exists():
         embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
-        sizes = tuple(int(passes[s]["tokens"]) for s in SHARES)
+        window_tokens = tuple(int(passes[s]["tokens"]) for s in SHARES)
         started = time.perf_counter()
         windows = embedder.embed_multiscale_windows(
-            [c.text for c in chunks], window_tokens=sizes, window_boundaries="text"
+            [c.text for c in chunks], window_tokens=window_tokens, window_boundaries="text"
         )
         seconds = time.perf_counter() - started
         np.savez(path, vectors=windows.vectors, owners=windows.owners, spans=windows.spans, seconds=seconds)
@@ -289,6 +301,72 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
             entry["runs"][run] = {**scored, **(costs if run == "small-to-big" else {})}
             logger.info("%s %s: nDCG@10 %.4f", key, run, scored["ndcg@10"])
     entry["one_pass_done"] = True
+    hybrid.save(results, args)
+
+
+def pooled_set(name: str, stack: str, model: str, reference: FairEmbedder, args: argparse.Namespace, results: dict):
+    """`pooled+half` of a set whose two-pass runs are done: each chunk's pooled vector (`embed_documents` of the
+    stores' embedder at its defaults: the model's own windows, cut by tokens, their token-weighted mean) as one more
+    window beside its cached `half` windows, a chunk scored by its best; `pooled` alone as the control; with their
+    hybrid fusions. The pooled pass is timed beside a `whole` pass made again in the same run (the pass pooled+half
+    saves), whose windows must equal the cached ones (the same chunks)."""
+    key = f"{name}/{stack}"
+    entry = results[key]
+    chunks, questions, qrels, language = hybrid.set_chunks(name, stack, model, reference, args)
+    cache = Path(args.out) / "windows" / name / stack
+    passes = window_passes(None, [], cache)  # saved by the two-pass run
+    if len(chunks) != entry["chunks"] or any(int(p["owners"].max()) != len(chunks) - 1 for p in passes.values()):
+        raise ValueError(f"{key}: {len(chunks)} chunks, the cached run has {entry['chunks']}: run with its settings.")
+    texts = [c.text for c in chunks]
+    path = cache / "pooled.npz"
+    if not path.exists():
+        embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
+        embedder.embed_documents(texts[:2])  # warm: both timed passes start alike
+        started = time.perf_counter()
+        pooled = embedder.embed_documents(texts)
+        seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        whole = embedder.embed_document_windows(
+            texts, window_tokens=int(passes["whole"]["tokens"]), window_boundaries="text"
+        )
+        whole_seconds = time.perf_counter() - started
+        cached = passes["whole"]
+        if not (np.array_equal(whole.owners, cached["owners"]) and np.array_equal(whole.spans, cached["spans"])):
+            raise ValueError(f"{key}: the whole windows made again are not the cached ones: run with its settings.")
+        drift = float(np.abs(whole.vectors - cached["vectors"]).max())
+        if drift > 1e-3:
+            raise ValueError(f"{key}: the whole windows made again differ from the cached ones by {drift:.2g}.")
+        logger.info("%s: pooled pass %.1f s, whole pass again %.1f s (drift %.1g)", key, seconds, whole_seconds, drift)
+        np.savez(path, vectors=pooled, seconds=seconds, whole_seconds=whole_seconds, drift=drift, threads=args.threads)
+    with np.load(path) as saved:
+        pooled_pass = {name_: saved[name_] for name_ in saved.files}
+    entry["pooled_seconds"] = {
+        "pooled": float(pooled_pass["seconds"]),
+        "whole_again": float(pooled_pass["whole_seconds"]),
+        "threads": int(pooled_pass["threads"]),
+    }
+    # the pooled vector as a window: a chunk that fits one window has it as its only window (kept once, as a span)
+    passes["pooled"] = {
+        "vectors": pooled_pass["vectors"],
+        "owners": np.arange(len(chunks)),
+        "spans": np.array([[0, len(t)] for t in texts]),
+    }
+    queries = reference.embed_queries([q.text for q in questions])
+    unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    qids = [q.qid for q in questions]
+    # computed again, not read from the two-pass run: LlamaIndex's node ids are new on every split
+    lexical = hybrid.lexical_run(chunks, questions, language)[0]
+    for candidate in POOLED:
+        vectors, owners = shape_windows(passes, tuple(candidate.split("+")))
+        rankings = best_window_rankings(vectors, owners, unit_queries, [c.cid for c in chunks])
+        fused = [
+            fuse(d, x, hybrid.DEPTH, fusion=HYBRID[0], alpha=HYBRID[1]) for d, x in zip(rankings, lexical, strict=True)
+        ]
+        for run, ranks in ((candidate, rankings), (f"hybrid:{candidate}", fused)):
+            result = hybrid.scored({q: [i for i, _ in r[: hybrid.K]] for q, r in zip(qids, ranks, strict=True)}, qrels)
+            entry["runs"][run] = {**result, "vectors_per_chunk": len(owners) / len(chunks)}
+            logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
+    entry["pooled_done"] = True
     hybrid.save(results, args)
 
 
@@ -382,6 +460,26 @@ def verdicts(results: dict[str, Any]) -> dict[str, Any]:
                 failures.append(f"mean {mean:.4f} < today's {today:.4f} + {GAIN}")
             out["fallback"][name] = {"mean": mean, "vectors": vectors, "passes": not failures, "failures": failures}
         out["adopted"] = pick(out["fallback"], [n for n, v in out["fallback"].items() if v["passes"]]) or TODAY
+    pooled = {k: v for k, v in sets.items() if v.get("pooled_done")}
+    out["pooled"] = {}
+    for key, entry in pooled.items():
+        runs = entry["runs"]
+        point = runs[POOLED[0]]["ndcg@10"] - runs[TODAY]["ndcg@10"]
+        interval = paired_bootstrap(runs[TODAY]["per_query"], runs[POOLED[0]]["per_query"], {})["ndcg_delta_ci"]
+        on_interval = entry["questions"] >= MIN_QUESTIONS
+        judged_set = key.split(":")[-1].split("/")[0] in POOLED_SETS
+        out["pooled"][key] = {
+            "difference": point,
+            "interval": interval,
+            "judged": judged_set,
+            "passes": not (point < -TOLERANCE or (on_interval and interval[0] <= LOWER_BOUND)),
+            "seconds": entry.get("pooled_seconds"),
+        }
+    failing = [k for k, v in out["pooled"].items() if v["judged"] and not v["passes"]]
+    out["pooled_missing"] = [
+        k for k in sets if k.split(":")[-1].split("/")[0] in POOLED_SETS and not sets[k].get("pooled_done")
+    ]
+    out["pooled_adopted"] = bool(pooled) and not failing and not out["pooled_missing"]
     measured = {k: v for k, v in sets.items() if v.get("one_pass_done")}
     out["one_pass_sets"] = list(measured)
     out["one_pass"] = {}
@@ -417,8 +515,8 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     """One model's tables: nDCG@10 of every run per set, vectors a chunk, and the store check."""
     sets = report["sets"]
     one = [f"one-pass:{c}" for c in ONE_PASS]
-    rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, *one, "bm25+multi-size"]
-    rows += [f"hybrid:{c}" for c in (*CANDIDATES, *one)]
+    rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, *one, *POOLED, "bm25+multi-size"]
+    rows += [f"hybrid:{c}" for c in (*CANDIDATES, *one, *POOLED)]
     lines = hybrid.ndcg_table(results, sets, rows)
     lines += ["", "Vectors a chunk:", "", "| run | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
     for run in (RECIPE, *CANDIDATES):
@@ -456,6 +554,19 @@ def rule_table(report: dict[str, Any]) -> str:
                 f"| {name} | {v['mean']:.4f} | {v['two_pass_mean']:.4f} | {'yes' if v['passes'] else 'no'} | {why} |"
             )
         lines.append("")
+    if report.get("pooled"):
+        lines += ["pooled+half − whole+half (nDCG@10, 95 % interval; seconds of the pooled pass / a whole pass):", ""]
+        lines += ["| set | difference | interval | judged | passes | seconds |", "|---|---|---|---|---|---|"]
+        for key, v in report["pooled"].items():
+            low, high = v["interval"]
+            seconds = v["seconds"] or {}
+            timed = f"{seconds.get('pooled', 0):.1f} / {seconds.get('whole_again', 0):.1f}"
+            lines.append(
+                f"| {key} | {v['difference']:+.4f} | [{low:+.4f}, {high:+.4f}] | {'yes' if v['judged'] else 'no'} | "
+                f"{'yes' if v['passes'] else 'no'} | {timed} |"
+            )
+        missing = f" (not measured: {', '.join(report['pooled_missing'])})" if report["pooled_missing"] else ""
+        lines += ["", f"pooled+half adopted: {'yes' if report['pooled_adopted'] else 'no'}{missing}", ""]
     if report.get("lexical_windows"):
         lines += ["Per-window lexical side (hybrid with today's dense default):", ""]
         lines += ["| lexical side | hybrid mean | per-chunk hybrid mean | passes | why not |", "|---|---|---|---|---|"]
@@ -499,7 +610,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = ("small-to-big", *(f"lexical:{size}-windows" for size in LEXICAL_WINDOWS))
     for name, stack in hybrid.study_runs(args):
         entry = results.get(f"{name}/{stack}", {})
-        if args.one_pass:
+        if args.pooled:
+            if entry.get("done") and not entry.get("pooled_done"):
+                pooled_set(name, stack, args.model, reference, args, results)
+        elif args.one_pass:
             if entry.get("done") and not (entry.get("one_pass_done") and all(r in entry["runs"] for r in extra)):
                 one_pass_set(name, stack, args.model, reference, args, results)
         elif not entry.get("done"):
