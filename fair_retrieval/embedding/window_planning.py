@@ -114,10 +114,37 @@ class WindowPlanning:
         if self.long_documents == "truncate":
             return DocumentPlan.truncating(texts, lengths, self.max_length, overhead)
         capacity, overlap = self._window_shape(window_tokens)
-        long_ones = [i for i, n in enumerate(lengths) if n - overhead > capacity]
+        long_ones = _cut_ones(lengths, overhead, capacity)
         cut = self._windows([texts[i] for i in long_ones], capacity, overlap, window_boundaries)
         windows = dict(zip(long_ones, cut, strict=True))
         return DocumentPlan.windowing(texts, lengths, windows, overhead)
+
+    def whole_windows(
+        self: _Planning, texts: Sequence[str], window_tokens: Sequence[int | None] = (None,)
+    ) -> list[list[int | None]]:
+        """For each window size (None: this embedder's own window), each text's weight as the one window of the
+        whole text that `embed_document_windows(texts, window_tokens=size)` makes of it, where it makes one (the
+        text fits the size, or this embedder truncates documents), else None (it is cut into windows).
+
+        The weight is what that call gives the window (`plan_documents`: its content tokens). Tokenizes each text
+        once, whatever the number of sizes; cuts and embeds nothing. Why: a text that is one window at a size is
+        read whole there, so its window's vector is its pooled vector (the same at every size where it fits).
+
+        Raises:
+            ValueError: as `embed_document_windows`, for `window_tokens` that do not fit.
+        """
+        texts = ensure_text_list(texts)
+        lengths = self.token_lengths(texts, "document")
+        overhead = self.max_length - self._window_room
+        if self.long_documents == "truncate":
+            kept: list[int | None] = list(DocumentPlan.truncating(texts, lengths, self.max_length, overhead).weights)
+            return [kept for _ in window_tokens]
+        weights = DocumentPlan.windowing(texts, lengths, {}, overhead).weights  # every text as one window
+        found: list[list[int | None]] = []
+        for size in window_tokens:
+            cut = set(_cut_ones(lengths, overhead, self._window_shape(size)[0]))
+            found.append([None if i in cut else weight for i, weight in enumerate(weights)])
+        return found
 
     def window_settings(
         self: _Planning, window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
@@ -171,3 +198,9 @@ class WindowPlanning:
             cut(text, offsets, capacity, overlap, limit, self._token_lengths)
             for text, offsets in zip(texts, encoded["offset_mapping"], strict=True)
         ]
+
+
+def _cut_ones(lengths: Sequence[int], overhead: int, capacity: int) -> list[int]:
+    """The documents (indices) a windowing call cuts into windows: more content tokens than a window holds (`lengths`
+    are their tokens with the `overhead` of prompt and special tokens)."""
+    return [i for i, n in enumerate(lengths) if n - overhead > capacity]

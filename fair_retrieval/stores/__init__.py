@@ -23,8 +23,7 @@ The names of the door:
   `StoreFormat` (an adapter's store file format), `DEFAULT_INDEX_NAME` (the name a store is saved under by default).
 - Filters: `compile_filter` (a filter dict of the stores' one grammar → a predicate on metadata) and
   `MAX_FILTER_DEPTH` (how deep filters nest: 64), for an adapter translating its framework's filters.
-- Windows: `BEST_WINDOW_KEY` (the metadata key of a multi-vector hit's best window) and `WindowCache` (the windows
-  of an embedder's own last passes, which a multi-vector store reads and never writes).
+- Windows: `BEST_WINDOW_KEY` (the metadata key of a multi-vector hit's best window).
 - Errors: `DamagedFileError` and `StoreConflictError` (both ValueErrors), defined in `fair_retrieval.jsonio`.
 """
 
@@ -40,7 +39,6 @@ from fair_retrieval.stores.store_core import STORE_METRICS, StoreHit, StoreMetri
 from fair_retrieval.stores.store_format import StoreFormat
 from fair_retrieval.stores.store_mode import DEFAULT_MULTIVECTOR, StoreWindows
 from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, TextDocument
-from fair_retrieval.stores.window_embedders import WindowCache
 
 __all__ = [
     "BEST_WINDOW_KEY",
@@ -61,7 +59,6 @@ __all__ = [
     "StoreMetric",
     "StoreWindows",
     "TextDocument",
-    "WindowCache",
     "WrappedStore",
     "compile_filter",
 ]

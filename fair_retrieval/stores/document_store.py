@@ -232,8 +232,8 @@ class DocumentStore(StoreCore[R]):
         noun: str = "node",
         log: logging.Logger = logger,
     ) -> list[str]:
-        """Store records a framework embedded itself, with their embeddings; a multi-vector store takes their
-        windows from the embedder's pass (`StoreCore.add_embedded_windows`). Returns the ids.
+        """Store records a framework embedded itself, with their embeddings; a multi-vector store asks the embedder
+        for their windows (`StoreCore.add_embedded_windows`). Returns the ids.
 
         Args:
             records: the records, ids unique within the call.

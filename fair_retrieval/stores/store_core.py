@@ -54,7 +54,7 @@ from fair_retrieval.stores.store_mode import (
     stored_windows,
 )
 from fair_retrieval.stores.vectors import check_dimension, unit_rows
-from fair_retrieval.stores.window_embedders import WindowCache, WindowEmbedder, window_embedder
+from fair_retrieval.stores.window_embedders import WindowEmbedder, window_embedder
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
@@ -534,9 +534,10 @@ class StoreCore(Generic[R]):
         contents: Sequence[str],
         log: logging.Logger = logger,
     ) -> list[int]:
-        """Store records of a multi-vector store whose pooled vectors a framework embedded itself: each one's windows
-        come from the embedder's own pass (its `window_cache`, only read) where that pass cut the windows the store
-        keeps, the rest are asked of the embedder in the store's window shape (`gathered_windows`).
+        """Store records of a multi-vector store whose pooled vectors a framework embedded itself: the windows of the
+        store's shape are asked of the embedder, one call per window size, except where a record's given vector is
+        its one window at a size (`gathered_windows`: the given vectors checked first; nothing is kept between
+        calls).
 
         Args:
             records: the records.
@@ -544,7 +545,7 @@ class StoreCore(Generic[R]):
             pooled: their vectors (n, dim).
             contents: each record's own text, within its embedded text: the windows' spans are moved into it
                 (`within_contents`).
-            log: where the INFO line counting the documents embedded again goes (the adapter's logger).
+            log: where the lines saying what was read again go (the adapter's logger).
 
         Raises:
             ValueError: no embedder, or as `add_windows`.
@@ -554,32 +555,29 @@ class StoreCore(Generic[R]):
             f"without one): load it with {self.name}.from_persist_dir(..., embed_model=...) or call "
             "store.record_embed_model(embed_model) with the FairEmbedding the index uses."
         )
-        cache = getattr(self._embedder, "window_cache", None)
         matrix = self.prepared(pooled, len(records), "the embeddings")
         shape = self.windows or StoreWindows()
-        gathered = gathered_windows(texts, matrix, embedder, cache if isinstance(cache, WindowCache) else None, shape)
-        if gathered.misses:
-            log.info(
-                "%d of %d nodes were not in the embed model's window cache (embedded elsewhere, or evicted); "
-                "embedded their windows once more.",
-                gathered.misses,
-                len(records),
-            )
-        if gathered.embedded > gathered.misses:
-            log.debug(
-                "Embedded the windows of %d of %d nodes in %d pass(es): the store keeps windows (%s) the embed "
-                "model's own pass did not cut.",
-                gathered.embedded,
-                len(records),
-                gathered.passes,
-                shape,
-            )
+        gathered = gathered_windows(texts, matrix, embedder, shape)
+        log.debug(
+            "Windows (%s) of %d nodes: %d taken from the nodes' own vectors (a node that is one window at a size), "
+            "%d nodes read again by the embed model in %d call(s); %d given vector(s) compared with the embed "
+            "model's own.",
+            shape,
+            len(records),
+            gathered.taken,
+            gathered.embedded,
+            gathered.passes,
+            gathered.checked,
+        )
         if gathered.disagreeing:
             log.warning(
-                "%d nodes have embeddings other than the embed model gives for the text that was embedded (with "
-                "LlamaIndex: metadata lines included): another model, configuration or text. The store keeps the "
-                "embed model's window vectors for them.",
+                "%d nodes have embeddings other than the embed model gives for the text that was embedded (of %d "
+                "compared; with LlamaIndex: metadata lines included): another model, configuration or text. The "
+                "store took none of the given vectors as a window: it embedded the windows of all %d nodes itself "
+                "and keeps the embed model's window vectors for them.",
                 gathered.disagreeing,
+                gathered.checked,
+                len(records),
             )
         return self.add_windows(records, within_contents(gathered.windows, texts, contents))
 

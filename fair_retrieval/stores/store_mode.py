@@ -21,8 +21,8 @@ it in its file, and keeps it when loaded; the pooled vectors an embedder gives a
   pass per size); none: the embedder's own windows (stores saved before the shape was recorded).
 - `default_windows(embedder)`: the study's shape for an embedder: `DEFAULT_WINDOW_SHARES` of its window's content
   tokens, cut at `DEFAULT_WINDOW_BOUNDARIES`.
-- `window_cutter(embedder)`: how one such call cuts documents (equal settings, equal windows), what
-  lets a store take windows its embedder already made (`fair_retrieval.stores.embedded_windows`).
+- `window_cutter(embedder)`: how one such call cuts documents (equal settings, equal windows), what tells a store
+  whether a call gives again the pooled vectors a framework handed it (`fair_retrieval.stores.embedded_windows`).
 - `new_store_mode`: the mode of a new store's arguments; one built without `multivector=` over embeddings that give
   no windows (`fair_retrieval.stores.window_embedders.gives_windows`: any other framework's) is pooled, said once
   at INFO.
@@ -92,7 +92,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MULTIVECTOR = True
 """The document mode of a store built without `multivector=`: the one place both adapters' default comes from
 (multi-vector: each document kept as its windows, the window study's pick; docs/window_study.md). A store whose
-embeddings give no windows is pooled (`window_cache.gives_windows`); stores saved without a mode are pooled
+embeddings give no windows is pooled (`window_embedders.gives_windows`); stores saved without a mode are pooled
 whatever this says."""
 
 COMPRESSED_KIND = "compressed"

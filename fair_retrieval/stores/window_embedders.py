@@ -1,4 +1,4 @@
-"""Which embedders give a multi-vector store its windows, and the caches those windows may already sit in.
+"""Which embedders give a multi-vector store its windows, and the key-value caches those windows may sit in.
 
 In multi-vector mode a store keeps each document as the vectors of its windows (`fair_retrieval.MultiVectorIndex`)
 and returns k distinct documents scored by their best window(s). What gives the windows:
@@ -17,21 +17,17 @@ and returns k distinct documents scored by their best window(s). What gives the 
   embedding only the texts it does not find. A cached document holds its pooled vector, its windows' vectors,
   spans and token weights (JSON, exact float32 values), so a store filled from the cache equals one filled by the
   embedder itself.
-- `WindowCache`: LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and
-  hands it only the pooled vector. `FairEmbedding` remembers the windows of the texts it embedded last (its own
-  windows, keyed by the text and the settings they were cut with), so the store takes them from that same pass
-  instead of embedding the text again (`fair_retrieval.stores.embedded_windows`). The store only reads the cache:
-  an embedder gives the same vectors whatever store it feeds.
+
+LlamaIndex embeds nodes before the store sees them (`VectorStoreIndex`, `IngestionPipeline`) and hands it only the
+pooled vectors; the store asks the embedder for the windows then (`fair_retrieval.stores.embedded_windows`), and
+no embedder keeps anything between calls for it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -41,7 +37,6 @@ from fair_retrieval.embedding.windows import DocumentWindows
 __all__ = [
     "WINDOW_KEY_PREFIX",
     "CachedWindowEmbedder",
-    "WindowCache",
     "WindowEmbedder",
     "cached_window_embedder",
     "concatenate",
@@ -147,10 +142,6 @@ def _decoded(entry: Any) -> DocumentWindows | None:
 logger = logging.getLogger(__name__)
 
 
-CACHE_WINDOWS = 200_000
-"""How many windows a `WindowCache` keeps at most (about 300 MB of 384-d float32 vectors)."""
-
-
 @runtime_checkable
 class WindowEmbedder(Protocol):
     """An embedder that gives the vectors of every window of a document with the pooled ones."""
@@ -202,60 +193,3 @@ def window_embedder(embedding: Any, where: str, missing: str | None = None) -> W
         f"(FairEmbedder, FairEmbeddings, FairEmbedding, or CacheBackedEmbeddings around one); got "
         f"{type(embedding).__name__}. Use one of those, or multivector=False."
     )
-
-
-class WindowCache:
-    """The windows of the texts an embedder embedded last, by text and by the `WindowSettings` they were cut with,
-    so a store can take them from the pass that made the pooled vectors. The embedder fills it with its own passes;
-    a store only reads it (`take`), so nothing a store does changes what the embedder gives. Thread-safe; the oldest
-    entries go first once `capacity` windows are held.
-
-    Args:
-        capacity: the most windows kept.
-    """
-
-    def __init__(self, capacity: int = CACHE_WINDOWS) -> None:
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[bytes, Hashable], DocumentWindows] = OrderedDict()
-        self._windows = 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def remember(self, texts: Sequence[str], windows: DocumentWindows, settings: Hashable) -> None:
-        """Keep each text's windows (one document of `windows` per text, in order), cut with `settings` (the
-        embedder's `window_settings()` of the pass)."""
-        with self._lock:
-            for position, text in enumerate(texts):
-                key = (_key(text), settings)
-                entry = windows.select([position])
-                old = self._entries.pop(key, None)
-                self._windows += len(entry.owners) - (len(old.owners) if old is not None else 0)
-                self._entries[key] = entry
-            while self._windows > self._capacity and len(self._entries) > 1:
-                _, dropped = self._entries.popitem(last=False)
-                self._windows -= len(dropped.owners)
-
-    def take(
-        self, texts: Sequence[str], pooled: np.ndarray, settings: Hashable
-    ) -> tuple[list[DocumentWindows | None], int]:
-        """The remembered windows of each text, cut with `settings`, whose pooled vector matches `pooled` (n, d)
-        (None where none is).
-
-        A text embedded since with another configuration, or given a vector made elsewhere, does not match and is a
-        miss. Returns the entries and the number of misses.
-        """
-        found: list[DocumentWindows | None] = []
-        with self._lock:
-            for text, vector in zip(texts, pooled, strict=True):
-                entry = self._entries.get((_key(text), settings))
-                if entry is not None and np.allclose(entry.pooled[0], vector, atol=1e-5):
-                    found.append(entry)
-                else:
-                    found.append(None)
-        return found, sum(entry is None for entry in found)
-
-
-def _key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

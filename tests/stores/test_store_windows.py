@@ -16,7 +16,7 @@ from fair_retrieval.stores.store_mode import (
     StoreWindows,
     default_windows,
 )
-from fair_retrieval.stores.window_embedders import WindowCache, gives_windows
+from fair_retrieval.stores.window_embedders import gives_windows
 from tests.embedding.test_boundaries import article
 
 pytest.importorskip("faiss")
@@ -93,17 +93,21 @@ def test_the_shape_is_saved_and_read_back_and_a_bad_one_is_refused() -> None:
             StoreWindows.saved(bad, Path("store.json"), "Rebuild.")
 
 
-def test_the_cache_keeps_windows_per_settings(embedder: FairEmbedder) -> None:
-    cache = WindowCache()
+def test_window_settings_and_whole_windows_say_how_a_call_cuts(embedder: FairEmbedder) -> None:
     settings = embedder.window_settings(127, "text")
     assert settings == (127, embedder.window_settings(127).overlap, "text", True)
     assert embedder.window_settings() == (embedder.window_content_tokens, embedder.window_overlap, "tokens", True)
-    made = embedder.embed_document_windows(TEXTS, window_tokens=127, window_boundaries="text")
-    cache.remember(TEXTS, made, settings)
-    found, misses = cache.take(TEXTS, made.pooled, settings)
-    assert misses == 0 and len(found[0].vectors) == len(made.select([0]).vectors)  # type: ignore[union-attr]
-    _, other = cache.take(TEXTS, made.pooled, embedder.window_settings())  # the embedder's own windows: never made
-    assert other == len(TEXTS)
+    own, small = embedder.whole_windows(TEXTS, [None, 127])
+    for size, found in ((None, own), (127, small)):
+        made = embedder.embed_document_windows(TEXTS, window_tokens=size, window_boundaries="text")
+        for document, weight in enumerate(found):
+            rows = made.of(document)
+            if weight is None:
+                assert rows.stop - rows.start > 1  # cut into windows
+            else:
+                assert made.spans[rows].tolist() == [[0, len(TEXTS[document])]]
+                assert made.weights[rows].tolist() == [weight]
+    assert own[1] is not None and small[1] == own[1] and own[0] is None and small[2] is None
 
 
 def test_stores_of_other_window_shapes_are_not_merged(embedder: FairEmbedder) -> None:

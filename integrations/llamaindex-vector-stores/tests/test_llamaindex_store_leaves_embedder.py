@@ -72,7 +72,7 @@ def test_the_embed_model_gives_the_same_vectors_before_during_and_after_a_store(
     _assert_unchanged(embed_model, before)  # after
 
 
-def test_a_multi_vector_store_keeps_its_shape_and_takes_what_the_embed_models_pass_cut(
+def test_a_multi_vector_store_keeps_its_shape_and_takes_a_node_that_is_one_window(
     embedder: FairEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embed_model = FairEmbedding(embedder=embedder)
@@ -86,13 +86,15 @@ def test_a_multi_vector_store_keeps_its_shape_and_takes_what_the_embed_models_pa
         return original(texts, *args, **kwargs)
 
     monkeypatch.setattr(embedder, "embed_document_windows", spy)
-    document = Document(text=TEXTS[1], id_="short")  # one window at both sizes: nothing is embedded again
+    document = Document(text=TEXTS[1], id_="short")  # one window at both sizes: its vector is its window
     VectorStoreIndex.from_documents(
         [document], storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
     )
     embedded = document.get_content(metadata_mode=MetadataMode.EMBED)
-    assert [call["texts"] for call in asked] == [[embedded]]  # the embed model's own pass, once
+    assert [call["texts"] for call in asked] == [[embedded], [embedded]]  # the embed model's pass, then the check
     assert asked[0]["window_tokens"] is None and asked[0]["window_boundaries"] is None
+    assert asked[1]["window_tokens"] == store._store.windows.tokens[0]  # read once at one size, not at both
+    assert store.client.window_count == 1  # type: ignore[union-attr]  # the one window, kept once
 
 
 def _rows_read(embedder: FairEmbedder) -> list[int]:
@@ -111,10 +113,10 @@ def _rows_read(embedder: FairEmbedder) -> list[int]:
 def test_the_model_reads_each_window_the_store_keeps_once_beside_the_embed_models_pass(
     tiny_model: str, boundaries: Literal["text", "tokens"]
 ) -> None:
-    """A multi-vector store over the `FairEmbedding` that embedded its nodes runs no second pass of the windows
-    that pass cut: the model reads the embed model's windows once, and the windows of the store's shape that pass
-    did not cut (the half size; the whole size too when the embed model cuts at token boundaries) once more each,
-    nothing else. Counted in the model's forward passes, against the same calls made directly."""
+    """A multi-vector store over the `FairEmbedding` that embedded its nodes keeps nothing of that pass: the
+    model reads the embed model's windows once, and the windows of the store's shape once more each (one pass per
+    size; a store of the embed model's own windows: that pass once more), nothing else. Counted in the model's
+    forward passes, against the same calls made directly."""
     texts = [TEXTS[0], TEXTS[2]]  # several windows at the whole and the half size
     embedder = FairEmbedder(tiny_model, max_length=32, device="cpu", window_boundaries=boundaries)
     embed_model = FairEmbedding(embedder=embedder)
@@ -123,8 +125,7 @@ def test_the_model_reads_each_window_the_store_keeps_once_beside_the_embed_model
     whole, half = store._store.windows.tokens
     rows = _rows_read(embedder)
     embedder.embed_document_windows(texts)  # the embed model's own pass
-    if boundaries != "text":
-        embedder.embed_document_windows(texts, window_tokens=whole, window_boundaries="text")
+    embedder.embed_document_windows(texts, window_tokens=whole, window_boundaries="text")
     embedder.embed_document_windows(texts, window_tokens=half, window_boundaries="text")
     expected = sum(rows)
     assert expected > 0
@@ -138,7 +139,7 @@ def test_the_model_reads_each_window_the_store_keeps_once_beside_the_embed_model
     assert sum(rows) == expected and len(store.node_ids) == len(texts)
     rows.clear()
     own = FairFaissVectorStore.create(embedder.dimension, gpu=False, embed_model=embed_model, windows=StoreWindows())
-    VectorStoreIndex.from_documents(  # a store of the embed model's own windows: its pass alone
+    VectorStoreIndex.from_documents(  # a store of the embed model's own windows: its pass, and once more
         [Document(text=text, id_=f"e{position}") for position, text in enumerate(texts)],
         storage_context=StorageContext.from_defaults(vector_store=own),
         embed_model=embed_model,
@@ -147,4 +148,4 @@ def test_the_model_reads_each_window_the_store_keeps_once_beside_the_embed_model
     embedded = sum(rows)
     rows.clear()
     embedder.embed_document_windows(texts)
-    assert embedded == sum(rows) and len(own._store.records) == len(texts)
+    assert embedded == 2 * sum(rows) and len(own._store.records) == len(texts)

@@ -146,7 +146,17 @@ def test_batches_go_to_the_embedder_whole_and_respect_embed_batch_size(tiny_mode
     np.testing.assert_allclose(
         vectors, embed_model.embedder.embed_documents(["one", "two", "three", "four", "five"]), atol=1e-6
     )
-    assert len(embed_model.window_cache) == 5  # their windows are kept for a multi-vector store
+
+
+def test_an_embed_model_keeps_nothing_of_the_texts_it_embedded(tiny_model: str) -> None:
+    embed_model = FairEmbedding(tiny_model, max_length=32)
+    fields, private = dict(embed_model.__dict__), dict(embed_model.__pydantic_private__ or {})
+    texts = [f"text number {i} " * (1 + i % 7) for i in range(40)]  # some several windows long
+    first = embed_model.get_text_embedding_batch(texts)
+    assert embed_model.__dict__ == fields and set(embed_model.__pydantic_private__ or {}) == set(private)
+    assert all(embed_model.__pydantic_private__[name] is value for name, value in private.items())  # type: ignore[index]
+    assert not hasattr(embed_model, "window_cache")
+    np.testing.assert_array_equal(embed_model.get_text_embedding_batch(texts), first)
 
 
 def test_async_variants_match_sync(tiny_model: str) -> None:

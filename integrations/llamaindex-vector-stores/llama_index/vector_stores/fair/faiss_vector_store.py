@@ -171,8 +171,9 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         return self._store.records.keys
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
-        """Store embedded nodes, replacing a stored node id; a multi-vector store takes their windows from the
-        embed model's pass (`FairEmbedding.window_cache`), embedding those it cannot find there once more.
+        """Store embedded nodes, replacing a stored node id; a multi-vector store asks the embed model for their
+        windows, one call per window size, except where a node's own vector is its one window at a size
+        (`fair_retrieval.stores.embedded_windows`).
 
         Raises:
             TypeError: something that is not a node, or a node whose metadata is not JSON.

@@ -38,7 +38,6 @@ from fair_retrieval.adapters import (
     readable_texts,
     recalibrated,
 )
-from fair_retrieval.stores import WindowCache
 
 DEFAULT_EMBED_BATCH_SIZE = DEFAULTS.batch_size  # also the forward-pass batch size of a model loaded here
 
@@ -90,7 +89,6 @@ class FairEmbedding(BaseEmbedding):
     text_instruction: str | None = Field(None, description=ADAPTER_FIELDS["text_instruction"])
 
     _embedder: FairEmbedder = PrivateAttr()
-    _windows: WindowCache = PrivateAttr(default_factory=WindowCache)
     _recipe: EmbedderRecipe = PrivateAttr()  # what a pickled copy loads
 
     def __init__(
@@ -198,14 +196,12 @@ class FairEmbedding(BaseEmbedding):
         state = BaseModel.__getstate__(self)
         private = dict(state.get("__pydantic_private__") or {})
         private.pop("_embedder", None)
-        private.pop("_windows", None)
         return {**state, "__pydantic_private__": private}
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
         """Restore a pickled FairEmbedding: load its model again from the recipe it was built with."""
         BaseModel.__setstate__(self, state)
         self._embedder = self._recipe.load()
-        self._windows = WindowCache()
 
     # Queries: plain.
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -219,10 +215,8 @@ class FairEmbedding(BaseEmbedding):
         return self._get_text_embeddings([text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        # this model's own windows, remembered: a multi-vector store fed by it takes them from this pass
-        windows = self.embed_document_windows(texts)
-        self._windows.remember(texts, windows, self._embedder.window_settings())
-        return windows.pooled.tolist()  # type: ignore[no-any-return]
+        # the pooled part of this model's own windows; nothing is kept (a multi-vector store asks for its windows)
+        return self.embed_document_windows(texts).pooled.tolist()  # type: ignore[no-any-return]
 
     def embed_document_windows(
         self, texts: list[str], window_tokens: int | None = None, window_boundaries: WindowBoundaries | None = None
@@ -232,7 +226,7 @@ class FairEmbedding(BaseEmbedding):
         `result.pooled` is what `get_text_embedding_batch` returns; see
         `fair_retrieval.FairEmbedder.embed_document_windows` (`window_tokens` and `window_boundaries`: windows of
         another shape, as a multi-vector store asks). Text embeddings are always made of this model's own windows,
-        whatever store they feed (`window_cache` keeps them, for the store to read).
+        whatever store they feed; nothing of a call is kept.
         """
         return self._embedder.embed_document_windows(
             texts,
@@ -240,11 +234,6 @@ class FairEmbedding(BaseEmbedding):
             window_tokens=window_tokens,
             window_boundaries=window_boundaries,
         )
-
-    @property
-    def window_cache(self) -> WindowCache:
-        """The windows of the texts embedded last, by text (what a multi-vector `FairFaissVectorStore` takes)."""
-        return self._windows
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return await asyncio.to_thread(self._get_text_embedding, text)
