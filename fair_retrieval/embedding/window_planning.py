@@ -131,10 +131,11 @@ class WindowPlanning:
         read whole there, so its window's vector is its pooled vector (the same at every size where it fits).
 
         Raises:
-            ValueError: as `embed_document_windows`, for `window_tokens` that do not fit.
+            TypeError, ValueError: texts that are not a list of str the tokenizer can read (`readable_texts`);
+                `window_tokens` that do not fit, as `embed_document_windows`.
         """
-        texts = ensure_text_list(texts)
-        lengths = self.token_lengths(texts, "document")
+        texts = readable_texts(texts)
+        lengths = self._token_lengths(texts, "document")
         overhead = self.max_length - self._window_room
         if self.long_documents == "truncate":
             kept: list[int | None] = list(DocumentPlan.truncating(texts, lengths, self.max_length, overhead).weights)
