@@ -50,7 +50,7 @@ pytest.importorskip("faiss")
 FUZZ = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-FORMAT = text_document_format("probe-store", "ProbeStore", "ProbeStore.save()", "probe")
+FORMAT = text_document_format("ProbeStore", "ProbeStore.save()", "probe")
 PEAK_BYTES = 48 << 20
 """The most a crafted read may allocate (Python and NumPy): a table of removed slots may take 32 MiB by design."""
 BOUND_S = 10.0
