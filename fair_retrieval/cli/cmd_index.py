@@ -274,10 +274,7 @@ def _run_store(
     try:
         save_store_folder(store, output, replacing=base)
     except OSError as error:  # a read-only or full --output: one line, the old folder kept
-        raise ValueError(
-            f"--output {output}: cannot write the store there ({error.strerror or error}); the folder is unchanged. "
-            "Choose a writable folder with free space."
-        ) from None
+        raise _unwritable(output, "store", error) from None
     remove_index_folder_files(output)  # an earlier index folder that --overwrite replaced
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
@@ -373,10 +370,7 @@ def _run_index_folder(
             write_manifest(staging, manifest)
             publish(staging, output, base=base)
         except OSError as error:  # a read-only or full --output: one line, the old index kept
-            raise ValueError(
-                f"--output {output}: cannot write the index there ({error.strerror or error}); the folder is "
-                "unchanged. Choose a writable folder with free space."
-            ) from None
+            raise _unwritable(output, "index", error) from None
     remove_store_folder_files(output)  # a store folder that --overwrite replaced
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
@@ -536,3 +530,11 @@ def _check_output(output: Path, overwrite: bool) -> None:
 def _nearest_folder(path: Path) -> Path:
     """The nearest existing folder above `path` (where its missing folders would be created)."""
     return next((parent for parent in path.absolute().parents if parent.is_dir()), Path(path.absolute().anchor))
+
+
+def _unwritable(output: Path, what: str, error: OSError) -> ValueError:
+    """The one-line error for an --output that cannot be written (read-only, full): the folder is left as it was."""
+    return ValueError(
+        f"--output {output}: cannot write the {what} there ({error.strerror or error}); the folder is unchanged. "
+        "Choose a writable folder with free space."
+    )
