@@ -34,6 +34,7 @@ from fair_retrieval.stores.document_store import DocumentStore, WrappedStore
 from fair_retrieval.stores.filters import MAX_DEPTH as MAX_FILTER_DEPTH
 from fair_retrieval.stores.filters import compile_filter
 from fair_retrieval.stores.indexed_records import StoreIndex
+from fair_retrieval.stores.qdrant_store import QdrantStore, qdrant_client
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.store_core import STORE_METRICS, StoreHit, StoreMetric
 from fair_retrieval.stores.store_format import StoreFormat
@@ -51,6 +52,7 @@ __all__ = [
     "DamagedFileError",
     "DocumentStore",
     "LexicalSettings",
+    "QdrantStore",
     "SearchSettings",
     "StoreConflictError",
     "StoreFormat",
@@ -61,4 +63,5 @@ __all__ = [
     "TextDocument",
     "WrappedStore",
     "compile_filter",
+    "qdrant_client",
 ]

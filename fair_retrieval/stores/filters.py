@@ -66,6 +66,7 @@ __all__ = [
     "MAX_DEPTH",
     "FilterSpec",
     "Predicate",
+    "RecordFilter",
     "StoreFilter",
     "check_depth",
     "check_nesting",
@@ -199,7 +200,7 @@ def translated_filter(
     if not spec:
         return None
     depth = levels_per_combination * (MAX_DEPTH + 1) + levels_per_condition
-    return StoreFilter(compile_filter(spec, max_depth=depth))
+    return StoreFilter(compile_filter(spec, max_depth=depth), private_copy(spec))
 
 
 def _compile_filter_dict(spec: Mapping[Any, Any], where: str, depth: int = 0, limit: int = MAX_DEPTH) -> Predicate:
@@ -445,12 +446,19 @@ def _is_one_of(value: Any, allowed: Sequence[Any]) -> bool:
 
 
 class StoreFilter:
-    """A compiled filter: `filter(metadata)` is True for the metadata of a document the filter keeps."""
+    """A compiled filter: `filter(metadata)` is True for the metadata of a document the filter keeps.
 
-    __slots__ = ("matches",)
+    Attributes:
+        matches: the predicate.
+        spec: the grammar dict it was compiled from (a private copy), what a store whose engine filters itself (a
+            Qdrant collection) translates; None for a function of the metadata, which only Python can run.
+    """
 
-    def __init__(self, matches: Predicate) -> None:
+    __slots__ = ("matches", "spec")
+
+    def __init__(self, matches: Predicate, spec: Mapping[str, Any] | None = None) -> None:
         self.matches = matches
+        self.spec = spec
 
     def __call__(self, metadata: Mapping[str, Any]) -> bool:
         return self.matches(metadata)
@@ -472,7 +480,20 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
     if callable(spec) and not isinstance(spec, Mapping):
         user_filter = spec
         return StoreFilter(lambda metadata: bool(user_filter(private_copy(metadata))))
-    return StoreFilter(compile_filter(spec))
+    return StoreFilter(compile_filter(spec), private_copy(spec))
+
+
+class RecordFilter:
+    """A compiled filter as a test of a stored record by its `metadata` attribute (`record_filter`); `filter` is the
+    `StoreFilter` it runs, so a store whose engine filters itself can read its grammar dict."""
+
+    __slots__ = ("filter",)
+
+    def __init__(self, predicate: StoreFilter) -> None:
+        self.filter = predicate
+
+    def __call__(self, record: Any) -> bool:
+        return self.filter(record.metadata)
 
 
 def record_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | None) -> Callable[[Any], bool] | None:
@@ -483,4 +504,4 @@ def record_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | N
         ValueError: a malformed filter dict (`store_filter`).
     """
     predicate = store_filter(spec)
-    return None if predicate is None else (lambda record: predicate(record.metadata))
+    return None if predicate is None else RecordFilter(predicate)

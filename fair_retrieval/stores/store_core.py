@@ -361,7 +361,7 @@ class StoreCore(Generic[R]):
             ValueError: a query of another size than the stored vectors (or, for "cosine", a zero query).
         """
         matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)  # the one size check
-        if not self._records:
+        if self._empty():
             return []
         selected = self._selected(among, keep)
         if selected is not None and not len(selected):  # nothing qualifies
@@ -391,7 +391,7 @@ class StoreCore(Generic[R]):
             ValueError: the store has no lexical side.
         """
         lexical = self._require_lexical()
-        if not self._records:
+        if self._empty():
             return []
         selected = self._selected(among, keep)
         if selected is not None and not len(selected):
@@ -421,7 +421,7 @@ class StoreCore(Generic[R]):
         """
         chosen = settings or self.search_settings
         self._require_lexical()
-        if not self._records:
+        if self._empty():
             return []
         pool = chosen.pool(k)
         dense = self.search(query_vector, dense_k or pool, among=among, keep=keep, source=source)
@@ -482,6 +482,10 @@ class StoreCore(Generic[R]):
         if among is not None and not among:
             return []
         return among
+
+    def _empty(self) -> bool:
+        """Whether the store holds no document (what a search answers at once with no hits)."""
+        return not self._records
 
     def _require_lexical(self) -> LexicalIndex:
         if self._lexical is None:

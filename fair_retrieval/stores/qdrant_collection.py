@@ -1,0 +1,420 @@
+"""A Qdrant collection laid out as a fair-retrieval store: the points of each document, the record of the store's
+settings, and the calls that read and write them (only calls a Qdrant server accepts; `QdrantClient(":memory:")` and
+`QdrantClient(path=...)` run the same API in process).
+
+Each document is one *head* point and one point per window:
+
+- the head (id `point_id(key, "doc")`) holds the document's BM25 sparse vector (`SPARSE_VECTOR`, scored with Qdrant's
+  IDF modifier: `fair_retrieval.lexical.sparse_bm25`) and its record (the adapter's JSON entry, `RECORD_FIELD`);
+- each window (id `point_id(key, "w<i>")`) holds the window's dense vector (`DENSE_VECTOR`), its character span and
+  its weight (its content tokens, what a document's pooled vector is weighted by).
+
+Every point carries the document's key (`DOC_FIELD`, what a grouped search groups by: k distinct documents, each by
+its best window, the FAISS store's aggregate "max"), its int id (`ID_FIELD`, a stable 63-bit hash of the key), its
+group (`GROUP_FIELD`, e.g. LlamaIndex's ref_doc_id), its metadata (`METADATA_FIELD`, what filters read in the
+engine) and the write it belongs to (`VERSION_FIELD`). A write puts the windows first and the head last, then deletes
+the document's windows of earlier writes: a window counts only when its version is its head's, so a search never
+sees half a document, and a failed write leaves the previous version whole or the document unseen.
+
+The store's settings (format, metric, mode, window shape, lexical settings, BM25's average length, the embedder's
+identity) are recorded in the collection's metadata (`SETTINGS_KEY`), read and checked when a store opens it, as a
+store file is.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from fair_retrieval.stores.qdrant_filters import METADATA_FIELD
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DENSE_VECTOR",
+    "DOC_FIELD",
+    "FORMAT_NAME",
+    "SETTINGS_KEY",
+    "SPARSE_VECTOR",
+    "WINDOW_FIELD",
+    "QdrantCollection",
+    "int_id_of",
+    "point_id",
+]
+
+DENSE_VECTOR = "window"
+"""The named dense vector of window points."""
+SPARSE_VECTOR = "bm25"
+"""The named sparse vector of head points (BM25 term weights, IDF by the engine)."""
+DOC_FIELD, ID_FIELD, GROUP_FIELD = "fr_doc", "fr_id", "fr_group"
+KIND_FIELD, VERSION_FIELD, SEQUENCE_FIELD = "fr_kind", "fr_version", "fr_sequence"
+SPAN_FIELD, WINDOW_FIELD, WEIGHT_FIELD, RECORD_FIELD = "fr_span", "fr_window", "fr_weight", "fr_record"
+HEAD, WINDOW = "doc", "window"
+SETTINGS_KEY = "fair_retrieval"
+"""The collection metadata key of the store's settings."""
+FORMAT_NAME, FORMAT_VERSION = "fair-retrieval-qdrant-store", 1
+_NAMESPACE = uuid.UUID("5d3c1f0e-9b1a-4c61-8f57-2f6a3b9e7d10")
+RETRIES = 3
+"""How many times a write or read is tried when the connection fails (with 0.5 s, 1 s, 2 s pauses)."""
+
+
+def int_id_of(key: str) -> int:
+    """A document's int id: a stable 63-bit hash of its key (the same in every process; ids never need a counter)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+def point_id(key: str, part: str) -> str:
+    """The id of one of a document's points (`part`: "doc" for its head, "w<i>" for its i-th window): a UUID made of
+    the key, so a rewrite of the document lands on the same points."""
+    return str(uuid.uuid5(_NAMESPACE, f"{key}\x00{part}"))
+
+
+def _transient(error: Exception) -> bool:
+    """Whether an error is a dropped or refused connection (worth another try), not a refused request."""
+    names = {type(error).__name__, *(type(cause).__name__ for cause in (error.__cause__, error.__context__) if cause)}
+    return bool(names & {"ConnectError", "ReadTimeout", "WriteTimeout", "RemoteProtocolError", "ConnectionError"})
+
+
+class QdrantCollection:
+    """One collection of a Qdrant client as a fair-retrieval store's points (see the module docstring).
+
+    Args:
+        client: a `qdrant_client.QdrantClient` (a server's URL, or local mode: ":memory:" or a path).
+        name: the collection's name.
+        store: the store's class name, for messages.
+        search_params: a `qdrant_client.models.SearchParams` for every dense search (HNSW ef, exact, quantization
+            rescoring), or None: the collection's defaults.
+        batch_size: points per upsert request.
+    """
+
+    def __init__(self, client: Any, name: str, store: str, search_params: Any = None, batch_size: int = 256) -> None:
+        from qdrant_client import QdrantClient
+
+        if not isinstance(client, QdrantClient):
+            raise TypeError(
+                f"client must be a qdrant_client.QdrantClient (QdrantClient(url=...), QdrantClient(path=...) or "
+                f'QdrantClient(":memory:")), got {type(client).__name__}.'
+            )
+        if not isinstance(name, str) or not name or len(name) > 255 or any(c in name for c in "/\\\x00"):
+            raise ValueError(f"collection_name must be a non-empty name without '/', '\\' or NUL, got {name!r}.")
+        self.client, self.name, self.store = client, name, store
+        self.search_params, self.batch_size = search_params, batch_size
+
+    # ------------------------------------------------------------------------------------------------ the record
+
+    def recorded(self) -> dict[str, Any] | None:
+        """The store settings the collection records, None when there is no collection yet.
+
+        Raises:
+            ValueError: a collection that is not a fair-retrieval store's (no record, another format, a newer
+                version), or whose vectors are not the ones the record says.
+        """
+        if not self._retried(lambda: self.client.collection_exists(self.name)):
+            return None
+        info = self._retried(lambda: self.client.get_collection(self.name))
+        settings = (info.config.metadata or {}).get(SETTINGS_KEY)
+        if not isinstance(settings, Mapping) or settings.get("format") != FORMAT_NAME:
+            raise ValueError(
+                f"Qdrant collection {self.name!r} exists but was not made by a fair-retrieval store (its metadata has "
+                f"no {SETTINGS_KEY!r} record of format {FORMAT_NAME!r}). Give another collection_name (the store "
+                "creates it), or delete this collection if it is yours to replace."
+            )
+        if not isinstance(settings.get("version"), int) or settings["version"] > FORMAT_VERSION:
+            raise ValueError(
+                f"Qdrant collection {self.name!r} was made by a newer fair-retrieval (store format version "
+                f"{settings.get('version')!r}; this release reads {FORMAT_VERSION}). Upgrade fair-retrieval."
+            )
+        self._check_vectors(info, settings)
+        return dict(settings)
+
+    def _check_vectors(self, info: Any, settings: Mapping[str, Any]) -> None:
+        """Refuse a collection whose vectors are not what its record says (made or changed by hand)."""
+        vectors = info.config.params.vectors
+        dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, Mapping) else None
+        sparse = (info.config.params.sparse_vectors or {}).get(SPARSE_VECTOR)
+        fix = "Recreate the collection through the store (a new collection_name), or delete it and add again."
+        if dense is None or sparse is None:
+            raise ValueError(
+                f"Qdrant collection {self.name!r} lacks the named vectors a fair-retrieval store keeps (dense "
+                f"{DENSE_VECTOR!r}, sparse {SPARSE_VECTOR!r}); it was created by hand. {fix}"
+            )
+        dim, distance = settings.get("dim"), settings.get("distance")
+        if dim is not None and dense.size != dim:
+            raise ValueError(
+                f"Qdrant collection {self.name!r} holds {dense.size}-d vectors but its record says {dim}-d. {fix}"
+            )
+        if distance is not None and str(getattr(dense.distance, "value", dense.distance)) != distance:
+            raise ValueError(
+                f"Qdrant collection {self.name!r} measures {dense.distance} but the store's metric needs {distance}. "
+                f"{fix}"
+            )
+        modifier = getattr(sparse, "modifier", None)
+        if str(getattr(modifier, "value", modifier)).lower() != "idf":
+            raise ValueError(
+                f"Qdrant collection {self.name!r}: its sparse vector {SPARSE_VECTOR!r} has no IDF modifier, so BM25 "
+                f"scores would be wrong. {fix}"
+            )
+
+    def create(self, dim: int, distance: str, settings: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+        """Create the collection for `dim`-d vectors measured by `distance` ("Dot" or "Euclid"), recording
+        `settings`, with `options` passed to `create_collection` (HNSW, quantization, shards, replicas, on-disk),
+        and index the payload fields searches filter and group by; another process creating it first is fine
+        (its record is read back and checked by the caller)."""
+        from qdrant_client import models
+
+        record = {**settings, "format": FORMAT_NAME, "version": FORMAT_VERSION, "dim": dim, "distance": distance}
+        options = dict(options)
+        on_disk = options.pop("on_disk", None)
+        try:
+            self._retried(
+                lambda: self.client.create_collection(
+                    self.name,
+                    vectors_config={
+                        DENSE_VECTOR: models.VectorParams(size=dim, distance=models.Distance(distance), on_disk=on_disk)
+                    },
+                    sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                    metadata={SETTINGS_KEY: record},
+                    **options,
+                )
+            )
+        except ValueError:
+            if not self.client.collection_exists(self.name):
+                raise
+            logger.info("Qdrant collection %r was created by another writer meanwhile; using it.", self.name)
+            return
+        if not self._local:  # local mode keeps no payload indexes (it says so); a server builds them
+            for field, schema in (
+                (DOC_FIELD, models.PayloadSchemaType.KEYWORD),
+                (GROUP_FIELD, models.PayloadSchemaType.KEYWORD),
+                (ID_FIELD, models.PayloadSchemaType.INTEGER),
+                (KIND_FIELD, models.PayloadSchemaType.KEYWORD),
+            ):
+                self._retried(functools.partial(self.client.create_payload_index, self.name, field, schema))
+        logger.info("Created Qdrant collection %r (%d-d, %s).", self.name, dim, distance)
+
+    def update_record(self, changes: Mapping[str, Any]) -> None:
+        """Record `changes` in the collection's store settings (e.g. BM25's average length on the first write)."""
+        info = self._retried(lambda: self.client.get_collection(self.name))
+        record = {**(info.config.metadata or {}).get(SETTINGS_KEY, {}), **changes}
+        self._retried(lambda: self.client.update_collection(self.name, metadata={SETTINGS_KEY: record}))
+
+    @property
+    def _local(self) -> bool:
+        return type(getattr(self.client, "_client", None)).__name__ == "QdrantLocal"
+
+    # ------------------------------------------------------------------------------------------------ writing
+
+    def write(self, documents: Sequence[Mapping[str, Any]], dim: int) -> None:
+        """Write documents, each all its points: {"key", "int_id", "group", "metadata", "record", "sparse":
+        (indices, values), "windows": [(vector, (start, end), weight), ...]}; windows first, heads last, then the
+        windows of their earlier versions removed (see the module docstring).
+
+        Raises:
+            ValueError: the engine refused a write; the message names the documents that did not land.
+        """
+        from qdrant_client import models
+
+        version = uuid.uuid4().hex
+        sequence = time.time_ns()
+        windows, heads = [], []
+        for position, document in enumerate(documents):
+            common = {
+                DOC_FIELD: document["key"],
+                ID_FIELD: document["int_id"],
+                GROUP_FIELD: document["group"],
+                METADATA_FIELD: document["metadata"],
+                VERSION_FIELD: version,
+            }
+            for i, (vector, span, weight) in enumerate(document["windows"]):
+                windows.append(
+                    models.PointStruct(
+                        id=point_id(document["key"], f"w{i}"),
+                        vector={DENSE_VECTOR: vector},
+                        payload={
+                            **common,
+                            KIND_FIELD: WINDOW,
+                            SPAN_FIELD: list(span),
+                            WINDOW_FIELD: i,
+                            WEIGHT_FIELD: weight,
+                        },
+                    )
+                )
+            indices, values = document["sparse"]
+            heads.append(
+                models.PointStruct(
+                    id=point_id(document["key"], HEAD),
+                    vector={SPARSE_VECTOR: models.SparseVector(indices=indices, values=values)},
+                    payload={
+                        **common,
+                        KIND_FIELD: HEAD,
+                        RECORD_FIELD: document["record"],
+                        SEQUENCE_FIELD: sequence + position,
+                    },
+                )
+            )
+        keys = [document["key"] for document in documents]
+        try:
+            self._upsert(windows)
+            self._upsert(heads)
+        except Exception as error:
+            raise ValueError(
+                f"Qdrant refused or lost a write to {self.name!r} ({type(error).__name__}: {error}); none of these "
+                f"{len(keys)} documents is seen half-written, and those already stored keep their previous version: "
+                f"add them again ({', '.join(repr(k) for k in keys[:5])}{', …' if len(keys) > 5 else ''})."
+            ) from error
+        self._delete(
+            models.Filter(
+                must=[self._any(DOC_FIELD, keys)],
+                must_not=[models.FieldCondition(key=VERSION_FIELD, match=models.MatchValue(value=version))],
+            )
+        )
+
+    def delete_documents(self, condition: Any) -> None:
+        """Delete every point (head and windows) of the documents `condition` (a `models.Filter`) selects."""
+        self._delete(condition)
+
+    def _upsert(self, points: list[Any]) -> None:
+        for start in range(0, len(points), self.batch_size):
+            batch = points[start : start + self.batch_size]
+            self._retried(functools.partial(self.client.upsert, self.name, points=batch, wait=True))
+
+    def _delete(self, condition: Any) -> None:
+        from qdrant_client import models
+
+        selector = models.FilterSelector(filter=condition)
+        self._retried(lambda: self.client.delete(self.name, points_selector=selector, wait=True))
+
+    # ------------------------------------------------------------------------------------------------ reading
+
+    def dense_groups(self, vector: Sequence[float], k: int, condition: Any) -> list[tuple[int, float, Any]]:
+        """The k best documents for a query vector by their best window, among the windows `condition` keeps:
+        (int id, the window's score, its payload), best first."""
+        found = self._retried(
+            lambda: self.client.query_points_groups(
+                self.name,
+                group_by=DOC_FIELD,
+                query=list(vector),
+                using=DENSE_VECTOR,
+                query_filter=condition,
+                search_params=self.search_params,
+                limit=k,
+                group_size=1,
+                with_payload=[ID_FIELD, VERSION_FIELD, SPAN_FIELD, WINDOW_FIELD],
+            )
+        )
+        return [
+            (int(group.hits[0].payload[ID_FIELD]), float(group.hits[0].score), group.hits[0].payload)
+            for group in found.groups
+            if group.hits
+        ]
+
+    def sparse_hits(self, indices: list[int], values: list[float], k: int, condition: Any) -> list[tuple[int, float]]:
+        """The k heads with the best sparse (BM25) scores among those `condition` keeps: (int id, score), best
+        first; only heads sharing a word with the query."""
+        from qdrant_client import models
+
+        found = self._retried(
+            lambda: self.client.query_points(
+                self.name,
+                query=models.SparseVector(indices=indices, values=values),
+                using=SPARSE_VECTOR,
+                query_filter=condition,
+                limit=k,
+                with_payload=[ID_FIELD],
+            )
+        )
+        return [(int(point.payload[ID_FIELD]), float(point.score)) for point in found.points if point.score > 0]
+
+    def heads(self, int_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The head payloads of the documents of `int_ids` that are stored, by int id."""
+        if not int_ids:
+            return {}
+        found = self.scroll(self._head_filter(self._any(ID_FIELD, list(int_ids))), with_vectors=False)
+        return {int(point.payload[ID_FIELD]): point.payload for point in found}
+
+    def windows(self, int_ids: Sequence[int]) -> dict[int, list[tuple[list[float], float, str]]]:
+        """The window points of documents (vector, weight, version), by int id."""
+        from qdrant_client import models
+
+        condition = models.Filter(
+            must=[
+                self._any(ID_FIELD, list(int_ids)),
+                models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW)),
+            ]
+        )
+        by_id: dict[int, list[tuple[list[float], float, str]]] = {}
+        for point in self.scroll(condition, with_vectors=[DENSE_VECTOR]):
+            vector = point.vector[DENSE_VECTOR] if isinstance(point.vector, Mapping) else point.vector
+            by_id.setdefault(int(point.payload[ID_FIELD]), []).append(
+                (vector, float(point.payload[WEIGHT_FIELD]), point.payload[VERSION_FIELD])
+            )
+        return by_id
+
+    def count(self, condition: Any = None) -> int:
+        """How many documents (heads) `condition` keeps (every document for None), exactly."""
+        return int(self._retried(lambda: self.client.count(self.name, count_filter=self._head_filter(condition))).count)
+
+    def scroll(self, condition: Any, *, with_vectors: Any = False, page: int = 1024) -> Iterator[Any]:
+        """Every point `condition` keeps, page by page."""
+        offset = None
+        while True:
+            points, offset = self._retried(
+                functools.partial(
+                    self.client.scroll,
+                    self.name,
+                    scroll_filter=condition,
+                    limit=page,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=with_vectors,
+                )
+            )
+            yield from points
+            if offset is None:
+                return
+
+    def head_filter(self, condition: Any = None) -> Any:
+        """`condition` restricted to head points (one per document)."""
+        return self._head_filter(condition)
+
+    def _head_filter(self, condition: Any) -> Any:
+        from qdrant_client import models
+
+        head = models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=HEAD))
+        return models.Filter(must=[head] if condition is None else [head, condition])
+
+    @staticmethod
+    def any_of(field: str, values: Iterable[Any]) -> Any:
+        """A condition: `field` is one of `values` (document keys, groups or int ids)."""
+        return QdrantCollection._any(field, list(values))
+
+    @staticmethod
+    def _any(field: str, values: list[Any]) -> Any:
+        from qdrant_client import models
+
+        if not values:
+            return models.HasIdCondition(has_id=[])
+        return models.FieldCondition(key=field, match=models.MatchAny(any=values))
+
+    def _retried(self, call: Callable[[], Any]) -> Any:
+        """`call`, tried again after a dropped connection (`RETRIES` times in all), else its error."""
+        for attempt in range(RETRIES):
+            try:
+                return call()
+            except Exception as error:
+                if not _transient(error) or attempt == RETRIES - 1:
+                    raise
+                logger.warning(
+                    "Qdrant connection failed (%s: %s); trying again (%d of %d).",
+                    type(error).__name__,
+                    error,
+                    attempt + 2,
+                    RETRIES,
+                )
+                time.sleep(0.5 * 2**attempt)
+        raise AssertionError("unreachable")

@@ -1,0 +1,685 @@
+"""`QdrantStore`: the stores' door (`DocumentStore`) over a Qdrant collection instead of an in-process FAISS index.
+
+Everything a store does that is not Qdrant's stays where it is, written once, and runs unchanged: the checks of
+every input at the door, the windows a document is kept as (`StoreWindows`, the same code and shape as the FAISS
+store's), the embedding of texts and of a framework's nodes (`StoreCore.add_texts`, `add_embedded_windows`), the
+query modes and their fusion (`StoreCore.text_search`, `hybrid_search`: the same `fuse` on the same two rankings),
+MMR, LlamaIndex's query modes. What this class replaces are the primitives under them, each one or two Qdrant calls
+(`fair_retrieval.stores.qdrant_collection` has the point layout):
+
+- a dense search is a grouped query (`query_points_groups`, group size 1): k distinct documents, each scored by its
+  best window (the FAISS store's aggregate "max"), the best window's span in the hit;
+- the lexical side is BM25 as sparse vectors with Qdrant's IDF modifier (`fair_retrieval.lexical.sparse_bm25`), the
+  same words, k1, b and formula as the FAISS store's bm25s, so the same scores;
+- filters are translated into Qdrant filters and evaluated in the engine (`fair_retrieval.stores.qdrant_filters`),
+  never after the search; a restriction to ids or groups (LlamaIndex's node_ids / doc_ids) is one more condition;
+- writes, deletes, gets and counts are Qdrant's, so the collection can be a server's, replicated and sharded, shared
+  by processes and machines: nothing of the documents is held here.
+
+The collection records the store's settings (metric, mode, window shape, lexical and search settings, the embedder's
+identity), and a store opening it takes them and checks the embeddings it is given as a folder's load does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from fair_retrieval.embedding.identity import check_identity
+from fair_retrieval.embedding.windows import DocumentWindows
+from fair_retrieval.lexical import LexicalSettings
+from fair_retrieval.lexical.lexical_tokens import LexicalTokenizer
+from fair_retrieval.lexical.sparse_bm25 import (
+    average_length,
+    check_sparse_settings,
+    document_vector,
+    query_vector,
+)
+from fair_retrieval.stores.arguments import preview
+from fair_retrieval.stores.document_store import DocumentStore
+from fair_retrieval.stores.filters import RecordFilter
+from fair_retrieval.stores.indexed_records import Keyed
+from fair_retrieval.stores.qdrant_collection import (
+    DOC_FIELD,
+    GROUP_FIELD,
+    ID_FIELD,
+    RECORD_FIELD,
+    SEQUENCE_FIELD,
+    SPAN_FIELD,
+    VERSION_FIELD,
+    WINDOW_FIELD,
+    QdrantCollection,
+    int_id_of,
+)
+from fair_retrieval.stores.qdrant_filters import function_filter_error, qdrant_filter
+from fair_retrieval.stores.search_modes import SearchSettings
+from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreHit
+from fair_retrieval.stores.store_format import StoreFormat
+from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
+from fair_retrieval.stores.vectors import unit_rows
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EngineSelection", "QdrantStore", "qdrant_client"]
+
+R = TypeVar("R", bound=Keyed)
+
+DISTANCES = {"cosine": "Dot", "ip": "Dot", "l2": "Euclid"}
+"""The Qdrant distance of each store metric ("cosine": unit vectors by inner product, as the FAISS store)."""
+_REFUSED_OPTIONS = ("kind", "gpu", "index", "index_params")
+
+
+class EngineSelection:
+    """A restriction a search runs under inside the engine (ids, groups and a filter, as one Qdrant condition): what
+    `QdrantStore.selection` gives where the FAISS store gives int ids."""
+
+    __slots__ = ("condition",)
+
+    def __init__(self, condition: Any) -> None:
+        self.condition = condition
+
+
+class QdrantStore(DocumentStore[R]):
+    """A `DocumentStore` whose documents live in a Qdrant collection (see the module docstring).
+
+    Args:
+        client: a `qdrant_client.QdrantClient`.
+        collection_name: the collection; created on the first add (or now, with `dim`) when it does not exist, else
+            opened: its recorded settings are taken, the embeddings given are checked against its record.
+        fmt: how one record is written into a head point and read back (the adapter's store file format: the same
+            JSON entry as its files).
+        search: how text queries are answered by default: a `SearchSettings`, or a mapping of the fields given
+            (`mode`, `alpha`, `fusion`) to apply over the collection's recorded settings (the defaults for a new one).
+        search_params: a `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, quantization
+            rescoring), or None: the collection's own.
+        collection_options: keyword arguments of `create_collection` for a new collection (`hnsw_config`,
+            `quantization_config`, `shard_number`, `replication_factor`, `on_disk_payload`, …; `on_disk`: the dense
+            vectors on disk).
+        allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
+        batch_size: points per upsert request.
+        **options: `StoreCore`'s: metric, multivector, aggregate (only "max": Qdrant's grouped search), dim,
+            embedder, replaced_move_to_end, group_of, name, windows, text_of, lexical (Lucene's BM25, whole texts).
+
+    Raises:
+        TypeError: a client that is no `QdrantClient`, or a FAISS option (kind, gpu, index, index_params).
+        ValueError: as `StoreCore`, an aggregate other than "max", lexical settings the engine cannot score, a
+            collection that is not a fair-retrieval store's, or of another metric, mode, window shape or embedder
+            configuration than asked for.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        collection_name: str,
+        fmt: StoreFormat[R],
+        search: SearchSettings | Mapping[str, Any] | None = None,
+        search_params: Any = None,
+        collection_options: Mapping[str, Any] | None = None,
+        allow_embedder_mismatch: bool = False,
+        batch_size: int = 256,
+        **options: Any,
+    ) -> None:
+        name = options.get("name", "QdrantStore")
+        given = sorted(key for key in _REFUSED_OPTIONS if options.get(key) is not None)
+        if given:
+            raise TypeError(
+                f"{name} keeps its vectors in Qdrant, which takes no FAISS option ({', '.join(given)}); set the "
+                "collection's HNSW and quantization with collection_options=, its searches with search_params=."
+            )
+        collection = QdrantCollection(client, collection_name, name, search_params, batch_size)
+        recorded = collection.recorded()
+        dim = options.pop("dim", None)
+        if recorded is not None:
+            options = _recorded_options(recorded, options, collection_name)
+        options = {key: value for key, value in options.items() if value is not None or key == "embedder"}
+        super().__init__(search=_search_settings(recorded, search, collection_name), **options)
+        if self.multivector and self.mode.aggregate != "max":
+            raise ValueError(
+                f"{name} scores a document by its best window (aggregate='max', Qdrant's grouped search); "
+                f"aggregate={self.mode.aggregate!r} is a FAISS store option."
+            )
+        lexical = self.lexical
+        if lexical is not None:
+            check_sparse_settings(lexical, name)
+        self._tokenizer = None if lexical is None else LexicalTokenizer(lexical.language)
+        self._store_format = fmt
+        self._text_of: Callable[[R], str] | None = options.get("text_of")
+        self._group_of: Callable[[R], str] | None = options.get("group_of")
+        self._collection = collection
+        self._collection_options = dict(collection_options or {})
+        self._recorded = recorded
+        if recorded is not None:
+            self._check_recorded_identity(recorded, allow_embedder_mismatch)
+        elif dim is not None:
+            self._create(int(dim))
+
+    # ------------------------------------------------------------------------------------------------ the record
+
+    def _settings_record(self) -> dict[str, Any]:
+        """What the collection records of this store (beside its format, size and distance)."""
+        return {
+            "metric": self.metric,
+            "multivector": self.multivector,
+            "windows": None
+            if self.windows is None
+            else {"tokens": list(self.windows.tokens), "boundaries": self.windows.boundaries},
+            "lexical": None if self.lexical is None else dataclasses.asdict(self.lexical),
+            "search": self.search_settings.settings().get("search", {}),
+            "identity": self.identity(),
+            "avgdl": None,
+        }
+
+    def _create(self, dim: int) -> None:
+        """Create the collection for `dim`-d vectors, then read back what it records (another writer may have
+        created it first: its record is checked as an opened one's)."""
+        self._collection.create(dim, DISTANCES[self.metric], self._settings_record(), self._collection_options)
+        recorded = self._collection.recorded()
+        assert recorded is not None  # just created
+        if recorded.get("identity") != self.identity() or recorded.get("dim") != dim:
+            self._check_recorded_identity(recorded, False)
+        self._recorded = recorded
+
+    def _check_recorded_identity(self, recorded: Mapping[str, Any], allow_mismatch: bool) -> None:
+        if self.embedder is None:
+            return
+        check_identity(
+            recorded.get("identity"),
+            self.identity() or {},
+            source=f"Qdrant collection {self._collection.name!r}",
+            allow_mismatch=allow_mismatch,
+            override=MISMATCH_OVERRIDE,
+            remedy="Open it with the embeddings that made it, or write these documents to another collection.",
+            unrecorded="made without being told its embedder",
+        )
+
+    # ------------------------------------------------------------------------------------------------ reading
+
+    @property
+    def collection(self) -> QdrantCollection:
+        """The Qdrant collection and its point layout."""
+        return self._collection
+
+    @property
+    def records(self) -> Any:
+        """The stored records as the adapters read them: `keys` (every document's id, in insertion order) and
+        `records` (int id → record, each read from Qdrant when asked)."""
+        return _RecordsView(self)
+
+    def __len__(self) -> int:
+        return 0 if self._recorded is None else self._collection.count()
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and bool(self.get([key]))
+
+    def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
+        """The stored (int id, record) of `keys`, in that order; unknown keys skipped, repeats given once."""
+        unique = list(dict.fromkeys(keys))
+        heads = self._heads([int_id_of(key) for key in unique])
+        found = [(int_id_of(key), heads.get(int_id_of(key))) for key in unique]
+        return [(int_id, record) for int_id, record in found if record is not None and record.key in unique]
+
+    def selection(
+        self,
+        keys: Sequence[str] | None = None,
+        groups: Sequence[str] | None = None,
+        keep: Callable[[R], bool] | None = None,
+        *,
+        empty_means_all: bool = False,
+    ) -> Any:
+        """The restriction to `keys`, `groups` and what `keep` (a compiled filter dict) accepts, as one condition
+        the engine evaluates (`EngineSelection`); None when nothing restricts."""
+        from fair_retrieval.stores.arguments import id_strings
+
+        parts = []
+        if keys is not None and (keys or not empty_means_all):
+            parts.append(QdrantCollection.any_of(DOC_FIELD, id_strings(keys, "node_ids")))
+        if groups is not None and (groups or not empty_means_all):
+            parts.append(QdrantCollection.any_of(GROUP_FIELD, id_strings(groups, "doc_ids")))
+        if keep is not None:
+            parts.append(_keep_condition(keep))
+        return None if not parts else EngineSelection(_all_of(parts))
+
+    def ordered(self, selected: Any, keys: Sequence[str] | None = None) -> list[int]:
+        """The int ids of the documents `selected` restricts to (None: every document), in the order of `keys`
+        when given, else in insertion order."""
+        if self._recorded is None:
+            return []
+        condition = None if selected is None else _condition(selected)
+        if keys is not None:
+            wanted = [int_id_of(key) for key in dict.fromkeys(keys)]
+            condition = _all_of([c for c in (condition, QdrantCollection.any_of(ID_FIELD, wanted)) if c is not None])
+        heads = self._collection.scroll(self._collection.head_filter(condition))
+        found = {int(point.payload[ID_FIELD]): point.payload[SEQUENCE_FIELD] for point in heads}
+        if keys is not None:
+            return [int_id for int_id in wanted if int_id in found]
+        return sorted(found, key=found.__getitem__)
+
+    def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
+        """The documents' pooled vectors (their windows' weighted mean, unit length), float32 (n, dim), in order."""
+        windows = self._collection.windows(list(int_ids)) if int_ids else {}
+        heads = self._collection.heads(list(int_ids)) if int_ids else {}
+        rows = []
+        for int_id in int_ids:
+            version = heads.get(int_id, {}).get(VERSION_FIELD)
+            own = [(vector, weight) for vector, weight, v in windows.get(int_id, []) if v == version]
+            if not own:
+                raise ValueError(f"{self.name}: document {int_id} is not stored (deleted meanwhile?).")
+            matrix = np.asarray([vector for vector, _ in own], dtype=np.float64)
+            pooled = (matrix * np.asarray([weight for _, weight in own])[:, None]).sum(axis=0)
+            rows.append(pooled / max(float(np.linalg.norm(pooled)), 1e-12))
+        return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
+
+    def search(
+        self,
+        query: Any,
+        k: int,
+        *,
+        among: Any = None,
+        keep: Callable[[R], bool] | None = None,
+        source: str = "the query embedding",
+    ) -> list[StoreHit[R]]:
+        """The k best documents for one query vector by their best window, best first, among `among` and what
+        `keep` accepts, inside Qdrant (`QdrantCollection.dense_groups`).
+
+        Raises:
+            ValueError: a query of another size, a filter the engine cannot evaluate.
+        """
+        condition = self._restriction(among, keep)
+        matrix = self._prepared_query(query, source)
+        if self._recorded is None or condition is _NOTHING:
+            return []
+        groups = self._collection.dense_groups(matrix[0].tolist(), k, condition)
+        heads = self._collection.heads([int_id for int_id, _, _ in groups])
+        hits = []
+        for int_id, score, payload in groups:
+            head = heads.get(int_id)
+            if head is None or head[VERSION_FIELD] != payload[VERSION_FIELD]:
+                continue  # a document being written or deleted meanwhile: never seen half
+            start, end = payload[SPAN_FIELD]
+            window = {"start": int(start), "end": int(end), "window": int(payload[WINDOW_FIELD])}
+            value = score * score if self.metric == "l2" else score  # Qdrant's Euclid is the distance; FAISS: squared
+            hits.append(StoreHit(int_id, self._decoded(head), value, window if self.multivector else None))
+        return hits
+
+    def lexical_search(
+        self,
+        query: str,
+        k: int,
+        *,
+        among: Any = None,
+        keep: Callable[[R], bool] | None = None,
+    ) -> list[StoreHit[R]]:
+        """The k documents with the best BM25 scores for a query text, best first, among `among` and what `keep`
+        accepts, scored inside Qdrant (the same scores as the FAISS store's bm25s); only documents sharing a word.
+
+        Raises:
+            ValueError: the store has no lexical side, a filter the engine cannot evaluate.
+        """
+        self._require_lexical()
+        condition = self._restriction(among, keep)
+        assert self._tokenizer is not None
+        indices, values = query_vector(self._tokenizer.tokens(query))
+        if self._recorded is None or condition is _NOTHING or not indices:
+            return []
+        found = self._collection.sparse_hits(indices, values, k, condition)
+        heads = self._collection.heads([int_id for int_id, _ in found])
+        return [StoreHit(i, self._decoded(heads[i]), score, None) for i, score in found if i in heads]
+
+    # ------------------------------------------------------------------------------------------------ changing
+
+    def add(
+        self, records: Sequence[R], vectors: Any, source: str = "the embeddings", lengths: Sequence[int] | None = None
+    ) -> list[int]:
+        """Store records with one vector each, kept as one window spanning the whole text (as `StoreCore.add`)."""
+        matrix = self._prepared_rows(vectors, len(records), source)
+        spans = list(lengths) if lengths is not None else [len(self._text(record)) for record in records]
+        return self._write(records, DocumentWindows.single(matrix, spans))
+
+    def add_windows(self, records: Sequence[R], windows: Any, source: str = "embed_document_windows") -> list[int]:
+        """Store records with their windows (checked as `StoreCore.add_windows` checks them).
+
+        Raises:
+            TypeError: a pooled store, or `windows` that are not `DocumentWindows`.
+        """
+        if not self.multivector:
+            raise TypeError(f"{self.name} keeps one pooled vector per document; add vectors, not windows.")
+        checked = checked_windows(windows, len(records), source, unit=self.metric == "cosine")
+        return self._write(records, checked)
+
+    def add_texts(self, records: Sequence[R], texts: list[str], embed_documents: Callable[[list[str]], Any]) -> None:
+        """Embed and store records: window by window (multi-vector), or one pooled vector each kept as one window."""
+        if self.multivector:
+            self.add_windows(records, self.embed_windows(texts))
+        else:
+            self.add(records, embed_documents(texts), "embed_documents", lengths=[len(text) for text in texts])
+
+    def remove(self, int_ids: Iterable[int]) -> None:
+        """Remove stored documents (every point) by int id."""
+        wanted = sorted(set(int_ids))
+        if wanted and self._recorded is not None:
+            self._collection.delete_documents(_all_of([QdrantCollection.any_of(ID_FIELD, wanted)]))
+
+    def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
+        """Remove the documents stored under `keys` with all their windows; returns the keys that were not stored
+        (ignored with a WARNING).
+
+        Raises:
+            ValueError: with `strict`, keys that are not stored (nothing is removed then).
+        """
+        unique = list(dict.fromkeys(keys))
+        stored = {record.key for _, record in self.get(unique)}
+        unknown = [key for key in unique if key not in stored]
+        if unknown and strict:
+            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
+        if unknown:
+            logger.warning(
+                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
+            )
+        if stored and self._recorded is not None:
+            self._collection.delete_documents(_all_of([QdrantCollection.any_of(DOC_FIELD, sorted(stored))]))
+        return unknown
+
+    def delete_group(self, group: str) -> int:
+        """Remove every document of a group; returns how many."""
+        if self._recorded is None:
+            return 0
+        condition = _all_of([QdrantCollection.any_of(GROUP_FIELD, [group])])
+        count = self._collection.count(condition)
+        self._collection.delete_documents(condition)
+        return count
+
+    def clear(self) -> None:
+        """Remove every document (the collection and its record stay)."""
+        if self._recorded is not None:
+            from qdrant_client import models
+
+            self._collection.delete_documents(models.Filter(must=[]))
+
+    def merge_from(self, other: Any, copy_record: Any = None, *, allow_embedder_mismatch: bool = False) -> int:
+        """Refused: a Qdrant store takes documents by adds; copy a FAISS store into it with `copy_from`."""
+        raise TypeError(
+            f"{self.name} does not merge another store's index; add its documents (store.copy_from(faiss_store)), "
+            "which writes them with their windows."
+        )
+
+    def copy_from(self, other: DocumentStore[R], batch: int = 512) -> int:
+        """Write every document of a FAISS-backed store into this collection with its stored windows (no model
+        runs); returns how many. The stores must have the same metric, mode, window shape and vector size, and
+        embedder identities that agree (checked as a load checks them).
+
+        Raises:
+            ValueError: another metric, mode or window shape, or embedder configuration.
+        """
+        from fair_retrieval.index import MultiVectorIndex
+        from fair_retrieval.stores.store_mode import stored_windows
+
+        if other.metric != self.metric or other.multivector != self.multivector or other.windows != self.windows:
+            raise ValueError(
+                f"Cannot copy a store of {other.mode} ({other.windows}, metric={other.metric!r}) into a collection of "
+                f"{self.mode} ({self.windows}, metric={self.metric!r}); create the collection with the store's "
+                "settings (the same embeddings, multivector and windows)."
+            )
+        self._check_merged_identity(other, False)
+        int_ids = list(other.records.records)
+        index = other.index
+        for start in range(0, len(int_ids), batch):
+            part = int_ids[start : start + batch]
+            records = [other.records.records[i] for i in part]
+            if isinstance(index, MultiVectorIndex):
+                self._write(records, stored_windows(index, part))
+            else:
+                spans = [len(self._text(record)) for record in records]
+                self._write(records, DocumentWindows.single(other.vectors(part), spans))
+        logger.info("Copied %d documents into Qdrant collection %r.", len(int_ids), self._collection.name)
+        return len(int_ids)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: a Qdrant store is saved by Qdrant (snapshots, replicas); nothing is written here."""
+        raise TypeError(f"{self.name} lives in its Qdrant collection; use Qdrant's snapshots to back it up.")
+
+    # ------------------------------------------------------------------------------------------------ internals
+
+    def _write(self, records: Sequence[R], windows: DocumentWindows) -> list[int]:
+        """Write records with their windows: the collection created first when there is none, BM25's average
+        length recorded on the first write."""
+        keys = [record.key for record in records]
+        from fair_retrieval.stores.arguments import repeated
+
+        doubled = repeated(keys)
+        if doubled:
+            raise ValueError(f"Keys repeat within one upsert: {preview(doubled)}; store each record once.")
+        if not records:
+            return []
+        if self._recorded is None:
+            self._create(windows.dim)
+        assert self._recorded is not None
+        if windows.dim != self._recorded["dim"]:
+            raise ValueError(
+                f"The embeddings gave {windows.dim}-d vectors, but Qdrant collection {self._collection.name!r} holds "
+                f"{self._recorded['dim']}-d ones; use the embeddings it was made with."
+            )
+        if not np.isfinite(windows.vectors).all():
+            raise ValueError("The embeddings hold NaN or infinite values; nothing was stored.")
+        tokens = [[] if self._tokenizer is None else self._tokenizer.tokens(self._text(r)) for r in records]
+        if self._tokenizer is not None and self._recorded.get("avgdl") is None:
+            self._recorded = {**self._recorded, "avgdl": average_length(tokens)}
+            self._collection.update_record({"avgdl": self._recorded["avgdl"]})
+        lexical = self.lexical or LexicalSettings()
+        avgdl = float(self._recorded.get("avgdl") or 1.0)
+        documents = []
+        for position, record in enumerate(records):
+            rows = windows.of(position)
+            int_id = int_id_of(record.key)
+            documents.append(
+                {
+                    "key": record.key,
+                    "int_id": int_id,
+                    "group": None if self._group_of is None else self._group_of(record),
+                    "metadata": record.metadata,  # type: ignore[attr-defined]
+                    "record": self._format.encode(int_id, record),
+                    "sparse": document_vector(tokens[position], avgdl, lexical.k1, lexical.b),
+                    "windows": [
+                        (vector, (int(span[0]), int(span[1])), int(weight))
+                        for vector, span, weight in zip(
+                            windows.vectors[rows].tolist(), windows.spans[rows], windows.weights[rows], strict=True
+                        )
+                    ],
+                }
+            )
+        self._collection.write(documents, windows.dim)
+        return [document["int_id"] for document in documents]
+
+    def _prepared_query(self, query: Any, source: str) -> np.ndarray:
+        matrix = np.asarray(query, dtype=np.float32).reshape(1, -1)
+        return self._prepared_rows(matrix, 1, source)
+
+    def _prepared_rows(self, vectors: Any, count: int, source: str) -> np.ndarray:
+        """Vectors as the collection takes them: (count, dim) float32 of its size, unit rows for "cosine"."""
+        from fair_retrieval.stores.vectors import check_dimension
+
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != count:
+            raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
+        dim = None if self._recorded is None else self._recorded.get("dim")
+        check_dimension(int(matrix.shape[1]), dim, f"{source} gave")
+        return unit_rows(matrix) if self.metric == "cosine" else matrix
+
+    def _restriction(self, among: Any, keep: Callable[[R], bool] | None) -> Any:
+        """The Qdrant condition of a search's restriction (None: none; `_NOTHING`: nothing qualifies)."""
+        parts = []
+        if among is not None:
+            if isinstance(among, EngineSelection):
+                parts.append(among.condition)
+            else:
+                ids = [int(i) for i in among]
+                if not ids:
+                    return _NOTHING
+                parts.append(QdrantCollection.any_of(ID_FIELD, ids))
+        if keep is not None:
+            parts.append(_keep_condition(keep))
+        return _all_of(parts) if parts else None
+
+    def _heads(self, int_ids: Sequence[int]) -> dict[int, R]:
+        if self._recorded is None:
+            return {}
+        return {int_id: self._decoded(payload) for int_id, payload in self._collection.heads(int_ids).items()}
+
+    def _decoded(self, payload: Mapping[str, Any]) -> R:
+        _, record = self._format.decode(payload[RECORD_FIELD])
+        return record
+
+    def _text(self, record: R) -> str:
+        return "" if self._text_of is None else self._text_of(record)
+
+    @property
+    def _format(self) -> StoreFormat[R]:
+        return self._store_format
+
+    def _empty(self) -> bool:
+        return self._recorded is None
+
+
+_NOTHING = object()
+"""A restriction no document passes."""
+
+
+class _RecordsView:
+    """`QdrantStore.records`: what the adapters read of `IndexedRecords`, read from the collection."""
+
+    def __init__(self, store: QdrantStore[Any]) -> None:
+        self._store = store
+
+    @property
+    def keys(self) -> list[str]:
+        """Every stored document's key, in insertion order."""
+        store = self._store
+        if store._recorded is None:
+            return []
+        heads = store.collection.scroll(store.collection.head_filter())
+        ordered = sorted(heads, key=lambda point: point.payload[SEQUENCE_FIELD])
+        return [point.payload[DOC_FIELD] for point in ordered]
+
+    @property
+    def records(self) -> Mapping[int, Any]:
+        """int id → record, each read from the collection when asked."""
+        return _LazyRecords(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+class _LazyRecords(Mapping[int, Any]):
+    def __init__(self, store: QdrantStore[Any]) -> None:
+        self._store = store
+
+    def __getitem__(self, int_id: int) -> Any:
+        found = self._store._heads([int_id])
+        if int_id not in found:
+            raise KeyError(int_id)
+        return found[int_id]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._store.ordered(None))
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+def _keep_condition(keep: Callable[..., bool]) -> Any:
+    """The Qdrant condition of a compiled filter; a Python function is refused (the engine cannot run it)."""
+    spec = keep.filter.spec if isinstance(keep, RecordFilter) else None
+    if spec is None:
+        raise function_filter_error()
+    return qdrant_filter(spec) if spec else _all_of([])
+
+
+def _condition(selected: Any) -> Any:
+    if isinstance(selected, EngineSelection):
+        return selected.condition
+    return QdrantCollection.any_of(ID_FIELD, [int(i) for i in selected])
+
+
+def _all_of(parts: Sequence[Any]) -> Any:
+    from qdrant_client import models
+
+    return models.Filter(must=list(parts))
+
+
+def _search_settings(
+    recorded: Mapping[str, Any] | None, search: SearchSettings | Mapping[str, Any] | None, collection: str
+) -> SearchSettings:
+    """The store's search settings: `search` when complete, else the given fields over the recorded ones."""
+    if isinstance(search, SearchSettings):
+        return search
+    base = None
+    if recorded is not None and recorded.get("search"):
+        base = SearchSettings.saved({"search": recorded["search"]}, f"Qdrant collection {collection!r}")
+    return DocumentStore.settings_with(base, **dict(search or {}))
+
+
+def _recorded_options(recorded: Mapping[str, Any], options: dict[str, Any], collection: str) -> dict[str, Any]:
+    """The store options of an opened collection: its recorded metric, mode, windows and lexical settings, each
+    refused when asked for otherwise.
+
+    Raises:
+        ValueError: an option given that disagrees with the collection's record.
+    """
+    where = f"Qdrant collection {collection!r}"
+    windows = recorded.get("windows")
+    lexical = recorded.get("lexical")
+    saved = {
+        "metric": recorded.get("metric", "cosine"),
+        "multivector": bool(recorded.get("multivector")),
+        "windows": None if windows is None else StoreWindows(tuple(windows["tokens"]), windows["boundaries"]),
+        "lexical": None if lexical is None else LexicalSettings.saved({"lexical": lexical}, where),
+    }
+    opened = dict(options)
+    for field, value in saved.items():
+        asked = opened.get(field)
+        if asked is not None and asked != value:
+            raise ValueError(
+                f"{where} holds a store with {field}={value!r}, but {field}={asked!r} was asked for. Open it with "
+                f"{field}={value!r} (or leave it out), or write to another collection."
+            )
+        if field == "lexical" and value is None:
+            continue
+        opened[field] = value
+    DocumentMode(saved["multivector"], opened.get("aggregate") or "max")  # checked as a file's mode is
+    return opened
+
+
+def qdrant_client(
+    client: Any = None,
+    *,
+    location: str | None = None,
+    url: str | None = None,
+    path: str | None = None,
+    api_key: str | None = None,
+) -> Any:
+    """`client` when given, else a `qdrant_client.QdrantClient` made from where the collection lives: `location`
+    (":memory:" or a URL), `url` or `path` (local mode, a folder), with `api_key` for a server.
+
+    Raises:
+        ValueError: both a client and where to make one, or none of them, or more than one place.
+        ImportError: qdrant-client is not installed (with the install command).
+    """
+    places = {name: value for name, value in (("location", location), ("url", url), ("path", path)) if value}
+    if client is not None:
+        if places:
+            raise ValueError(f"Pass either client= or {' / '.join(places)}=, not both.")
+        return client
+    if len(places) != 1:
+        raise ValueError(
+            "Say where the Qdrant collection lives: client=QdrantClient(...), or one of url='http://localhost:6333', "
+            f"path='./qdrant' (local mode) or location=':memory:'; got {sorted(places) or 'none'}."
+        )
+    try:
+        from qdrant_client import QdrantClient
+    except ImportError as error:
+        raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
+    return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
