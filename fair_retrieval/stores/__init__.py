@@ -32,7 +32,7 @@ from fair_retrieval.lexical import LexicalSettings
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY
 from fair_retrieval.stores.document_store import DocumentStore, WrappedStore
 from fair_retrieval.stores.filters import MAX_DEPTH as MAX_FILTER_DEPTH
-from fair_retrieval.stores.filters import compile_filter
+from fair_retrieval.stores.filters import RecordFilter, compile_filter
 from fair_retrieval.stores.indexed_records import StoreIndex
 from fair_retrieval.stores.qdrant_store import QdrantStore, qdrant_client
 from fair_retrieval.stores.search_modes import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
@@ -53,6 +53,7 @@ __all__ = [
     "DocumentStore",
     "LexicalSettings",
     "QdrantStore",
+    "RecordFilter",
     "SearchSettings",
     "StoreConflictError",
     "StoreFormat",

@@ -484,16 +484,22 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
 
 
 class RecordFilter:
-    """A compiled filter as a test of a stored record by its `metadata` attribute (`record_filter`); `filter` is the
-    `StoreFilter` it runs, so a store whose engine filters itself can read its grammar dict."""
+    """A compiled filter as a test of a stored record by its metadata (`record_filter`); `filter` is the
+    `StoreFilter` it runs, so a store whose engine filters itself can read its grammar dict.
 
-    __slots__ = ("filter",)
+    Args:
+        predicate: the compiled filter (a `StoreFilter`, whose `spec` an engine translates; or another predicate).
+        metadata_of: a record's metadata (None: its `metadata` attribute).
+    """
 
-    def __init__(self, predicate: StoreFilter) -> None:
+    __slots__ = ("filter", "metadata_of")
+
+    def __init__(self, predicate: Predicate, metadata_of: Callable[[Any], Mapping[str, Any]] | None = None) -> None:
         self.filter = predicate
+        self.metadata_of = metadata_of
 
     def __call__(self, record: Any) -> bool:
-        return self.filter(record.metadata)
+        return self.filter(record.metadata if self.metadata_of is None else self.metadata_of(record))
 
 
 def record_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | None) -> Callable[[Any], bool] | None:

@@ -101,6 +101,7 @@ class QdrantStore(DocumentStore[R]):
             vectors on disk).
         allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
         batch_size: points per upsert request.
+        metadata_of: a record's metadata, what its points carry for filters (None: its `metadata` attribute).
         **options: `StoreCore`'s: metric, multivector, aggregate (only "max": Qdrant's grouped search), dim,
             embedder, replaced_move_to_end, group_of, name, windows, text_of, lexical (Lucene's BM25, whole texts).
 
@@ -122,6 +123,7 @@ class QdrantStore(DocumentStore[R]):
         collection_options: Mapping[str, Any] | None = None,
         allow_embedder_mismatch: bool = False,
         batch_size: int = 256,
+        metadata_of: Callable[[R], Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> None:
         name = options.get("name", "QdrantStore")
@@ -150,6 +152,7 @@ class QdrantStore(DocumentStore[R]):
         self._store_format = fmt
         self._text_of: Callable[[R], str] | None = options.get("text_of")
         self._group_of: Callable[[R], str] | None = options.get("group_of")
+        self._metadata_of: Callable[[R], Mapping[str, Any]] = metadata_of or (lambda record: record.metadata)  # type: ignore[attr-defined]
         self._collection = collection
         self._collection_options = dict(collection_options or {})
         self._recorded = recorded
@@ -215,6 +218,18 @@ class QdrantStore(DocumentStore[R]):
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(self.get([key]))
+
+    def records_of(self, int_ids: Sequence[int]) -> list[R]:
+        """The stored records of `int_ids`, in that order, in one request.
+
+        Raises:
+            ValueError: one is not stored (deleted meanwhile).
+        """
+        heads = self._heads(list(int_ids))
+        missing = [int_id for int_id in int_ids if int_id not in heads]
+        if missing:
+            raise ValueError(f"{self.name}: {len(missing)} document(s) are no longer stored (deleted meanwhile).")
+        return [heads[int_id] for int_id in int_ids]
 
     def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
         """The stored (int id, record) of `keys`, in that order; unknown keys skipped, repeats given once."""
@@ -471,7 +486,7 @@ class QdrantStore(DocumentStore[R]):
             self._collection.update_record({"avgdl": self._recorded["avgdl"]})
         lexical = self.lexical or LexicalSettings()
         avgdl = float(self._recorded.get("avgdl") or 1.0)
-        documents = []
+        documents: list[dict[str, Any]] = []
         for position, record in enumerate(records):
             rows = windows.of(position)
             int_id = int_id_of(record.key)
@@ -480,7 +495,7 @@ class QdrantStore(DocumentStore[R]):
                     "key": record.key,
                     "int_id": int_id,
                     "group": None if self._group_of is None else self._group_of(record),
-                    "metadata": record.metadata,  # type: ignore[attr-defined]
+                    "metadata": dict(self._metadata_of(record)),
                     "record": self._format.encode(int_id, record),
                     "sparse": document_vector(tokens[position], avgdl, lexical.k1, lexical.b),
                     "windows": [
@@ -492,7 +507,7 @@ class QdrantStore(DocumentStore[R]):
                 }
             )
         self._collection.write(documents, windows.dim)
-        return [document["int_id"] for document in documents]
+        return [int_id_of(record.key) for record in records]
 
     def _prepared_query(self, query: Any, source: str) -> np.ndarray:
         matrix = np.asarray(query, dtype=np.float32).reshape(1, -1)
@@ -592,7 +607,7 @@ class _LazyRecords(Mapping[int, Any]):
 
 def _keep_condition(keep: Callable[..., bool]) -> Any:
     """The Qdrant condition of a compiled filter; a Python function is refused (the engine cannot run it)."""
-    spec = keep.filter.spec if isinstance(keep, RecordFilter) else None
+    spec = getattr(keep.filter, "spec", None) if isinstance(keep, RecordFilter) else None
     if spec is None:
         raise function_filter_error()
     return qdrant_filter(spec) if spec else _all_of([])

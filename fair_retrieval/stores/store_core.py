@@ -291,6 +291,11 @@ class StoreCore(Generic[R]):
         int_ids = self._records.int_ids
         return [(int_ids[key], self._records.records[int_ids[key]]) for key in dict.fromkeys(keys) if key in int_ids]
 
+    def records_of(self, int_ids: Sequence[int]) -> list[R]:
+        """The stored records of `int_ids`, in that order (each must be stored)."""
+        records = self._records.records
+        return [records[int_id] for int_id in int_ids]
+
     def selection(
         self,
         keys: Sequence[str] | None = None,

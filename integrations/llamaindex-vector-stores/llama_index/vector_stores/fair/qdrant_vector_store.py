@@ -1,0 +1,131 @@
+"""FairQdrantVectorStore: the default store (best windows + BM25 beside them) in a Qdrant collection, for LlamaIndex.
+
+The store logic is `fair_retrieval.stores.QdrantStore`'s (the stores' door over a Qdrant collection); the node calls
+are the FAISS store's own base class (`.node_store`), so both stores answer the same queries with the same arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
+from llama_index.vector_stores.fair.node_records import StoredNode, node_metadata, node_text
+from llama_index.vector_stores.fair.node_store import NodeStore, search_mode, settings_embed_model
+from llama_index.vector_stores.fair.persist_files import STORE_FORMAT
+
+from fair_retrieval.stores import LexicalSettings, QdrantStore, StoreMetric, StoreWindows, WrappedStore, qdrant_client
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FairQdrantVectorStore"]
+
+NAME = "FairQdrantVectorStore"
+
+
+class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
+    """A LlamaIndex vector store whose nodes live in a Qdrant collection, kept as `FairFaissVectorStore` keeps them.
+
+    Each node is kept as the vectors of its windows (the FAISS store's default windows, from the same code) and its
+    BM25 terms; a query returns k distinct nodes, each found by its best window (Qdrant's grouped search), the best
+    window under `BEST_WINDOW_KEY` in its metadata; SPARSE, TEXT_SEARCH and HYBRID queries score BM25 inside Qdrant
+    and fuse as the FAISS store does; `MetadataFilters`, `node_ids` and `doc_ids` become Qdrant filters evaluated in
+    the engine.
+
+    Args:
+        client: a `qdrant_client.QdrantClient`; or None with `url`, `path` or `location` (":memory:").
+        collection_name: the collection: opened when it exists (its recorded settings taken, the embed model
+            checked against them), else created on the first add.
+        embed_model: what embeds the nodes (a `FairEmbedding` gives windows: a multi-vector store); None: the one
+            set in `Settings.embed_model` when it gives windows, else a pooled store.
+        metric: "cosine" (None, the default), "ip" or "l2"; an existing collection's own when None.
+        multivector: keep nodes as their windows (None: multi-vector over a `FairEmbedding`).
+        windows: the windows a multi-vector store keeps (`StoreWindows`); None: the FAISS store's default.
+        default_query_mode: how a DEFAULT query with text is answered: "default" (dense), "hybrid" or "sparse";
+            None: the collection's recorded mode, else the default.
+        alpha: the dense side's weight in a hybrid fusion; fusion: "relative_score", "rrf" or "dist_based_score".
+        lexical: how BM25 reads the nodes (`LexicalSettings`; Lucene's variant, whole texts).
+        search_params: `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, rescoring).
+        collection_options: keyword arguments of `create_collection` for a new collection (hnsw_config,
+            quantization_config, shard_number, replication_factor, on_disk_payload; on_disk for the vectors).
+        allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
+        url, path, location, api_key: where to make the client when `client` is None.
+
+    Raises:
+        TypeError: a client that is no `QdrantClient`, or a multi-vector store's embed model gives no windows.
+        ValueError: as `fair_retrieval.stores.QdrantStore`, or no collection_name.
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = True
+
+    _store: QdrantStore[StoredNode] = PrivateAttr()
+
+    def __init__(
+        self,
+        client: Any = None,
+        collection_name: str | None = None,
+        *,
+        embed_model: Any | None = None,
+        metric: StoreMetric | None = None,
+        multivector: bool | None = None,
+        windows: StoreWindows | None = None,
+        default_query_mode: VectorStoreQueryMode | str | None = None,
+        alpha: float | None = None,
+        fusion: str | None = None,
+        lexical: LexicalSettings | None = None,
+        search_params: Any = None,
+        collection_options: Mapping[str, Any] | None = None,
+        allow_embedder_mismatch: bool = False,
+        url: str | None = None,
+        path: str | None = None,
+        location: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        if collection_name is None:
+            raise ValueError("Pass collection_name= (the Qdrant collection the nodes live in).")
+        mode = search_mode(default_query_mode)
+        made = qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
+        if embed_model is None and multivector is not False:
+            embed_model = settings_embed_model(say_pooled=multivector is None, store=NAME)
+        store: QdrantStore[StoredNode] = QdrantStore(
+            client=made,
+            collection_name=collection_name,
+            fmt=STORE_FORMAT,  # a head point holds a node as the persisted file does
+            search={"mode": mode, "alpha": alpha, "fusion": fusion},
+            search_params=search_params,
+            collection_options=collection_options,
+            allow_embedder_mismatch=allow_embedder_mismatch,
+            metadata_of=node_metadata,
+            metric=metric,
+            multivector=multivector,
+            replaced_move_to_end=False,  # a replaced node keeps its place
+            group_of=lambda record: record.doc_id,  # delete(ref_doc_id) removes a document's nodes
+            name=NAME,
+            embedder=embed_model,
+            windows=windows,
+            text_of=node_text,
+            lexical=lexical,
+        )
+        store.check_window_source(
+            "FairQdrantVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
+            "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
+        )
+        self._hold(store, stores_text=True)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """The name LlamaIndex serialises this component under."""
+        return NAME
+
+    @property
+    def client(self) -> Any:
+        """The `QdrantClient`."""
+        return self._store.collection.client
+
+    @property
+    def collection_name(self) -> str:
+        """The collection's name."""
+        return self._store.collection.name
