@@ -4,9 +4,9 @@ settings, and the calls that read and write them (only calls a Qdrant server acc
 
 Each document is one *head* point and one point per window:
 
-- the head (id `point_id(key, "doc")`) holds the document's BM25 sparse vector (`SPARSE_VECTOR`, scored with Qdrant's
+- the head (id `point_id(key, "doc")`, the same for every write of the document) holds the document's BM25 sparse vector (`SPARSE_VECTOR`, scored with Qdrant's
   IDF modifier: `fair_retrieval.lexical.sparse_bm25`) and its record (the adapter's JSON entry, `RECORD_FIELD`);
-- each window (id `point_id(key, "w<i>")`) holds the window's dense vector (`DENSE_VECTOR`), its character span and
+- each window (id `point_id(key, "w<i>@<version>")`, new points for each write) holds the window's dense vector (`DENSE_VECTOR`), its character span and
   its weight (its content tokens, what a document's pooled vector is weighted by).
 
 Every point carries the document's key (`DOC_FIELD`, what a grouped search groups by: k distinct documents, each by
@@ -14,7 +14,10 @@ its best window, the FAISS store's aggregate "max"), its int id (`ID_FIELD`, a s
 group (`GROUP_FIELD`, e.g. LlamaIndex's ref_doc_id), its metadata (`METADATA_FIELD`, what filters read in the
 engine) and the write it belongs to (`VERSION_FIELD`). A write puts the windows first and the head last, then deletes
 the document's windows of earlier writes: a window counts only when its version is its head's, so a search never
-sees half a document, and a failed write leaves the previous version whole or the document unseen.
+sees half a document, and a failed write leaves the previous version whole (a new document unseen). The windows a
+failed write left behind are removed by the document's next write; until then they may take the place of the
+document's own best window in a grouped search (it is then missing from that search), so a failed add says to add
+the documents again.
 
 The store's settings (format, metric, mode, window shape, lexical settings, BM25's average length, the embedder's
 identity) are recorded in the collection's metadata (`SETTINGS_KEY`), read and checked when a store opens it, as a
@@ -69,8 +72,8 @@ def int_id_of(key: str) -> int:
 
 
 def point_id(key: str, part: str) -> str:
-    """The id of one of a document's points (`part`: "doc" for its head, "w<i>" for its i-th window): a UUID made of
-    the key, so a rewrite of the document lands on the same points."""
+    """The id of one of a document's points (`part`: "doc" for its head, "w<i>@<version>" for its i-th window of one
+    write): a UUID made of the key, so a rewrite lands on the same head and on new windows."""
     return str(uuid.uuid5(_NAMESPACE, f"{key}\x00{part}"))
 
 
@@ -211,7 +214,8 @@ class QdrantCollection:
 
     def write(self, documents: Sequence[Mapping[str, Any]], dim: int) -> None:
         """Write documents, each all its points: {"key", "int_id", "group", "metadata", "record", "sparse":
-        (indices, values), "windows": [(vector, (start, end), weight), ...]}; windows first, heads last, then the
+        (indices, values), "windows": [(vector, (start, end), weight), ...], "sequence": its place in the insertion
+        order, or None: after every document stored}; windows first, heads last, then the
         windows of their earlier versions removed (see the module docstring).
 
         Raises:
@@ -233,7 +237,7 @@ class QdrantCollection:
             for i, (vector, span, weight) in enumerate(document["windows"]):
                 windows.append(
                     models.PointStruct(
-                        id=point_id(document["key"], f"w{i}"),
+                        id=point_id(document["key"], f"w{i}@{version}"),
                         vector={DENSE_VECTOR: vector},
                         payload={
                             **common,
@@ -253,7 +257,9 @@ class QdrantCollection:
                         **common,
                         KIND_FIELD: HEAD,
                         RECORD_FIELD: document["record"],
-                        SEQUENCE_FIELD: sequence + position,
+                        SEQUENCE_FIELD: sequence + position
+                        if document.get("sequence") is None
+                        else document["sequence"],
                     },
                 )
             )

@@ -152,6 +152,7 @@ class QdrantStore(DocumentStore[R]):
         self._store_format = fmt
         self._text_of: Callable[[R], str] | None = options.get("text_of")
         self._group_of: Callable[[R], str] | None = options.get("group_of")
+        self._move_to_end = bool(options.get("replaced_move_to_end", True))
         self._metadata_of: Callable[[R], Mapping[str, Any]] = metadata_of or (lambda record: record.metadata)  # type: ignore[attr-defined]
         self._collection = collection
         self._collection_options = dict(collection_options or {})
@@ -486,12 +487,17 @@ class QdrantStore(DocumentStore[R]):
             self._collection.update_record({"avgdl": self._recorded["avgdl"]})
         lexical = self.lexical or LexicalSettings()
         avgdl = float(self._recorded.get("avgdl") or 1.0)
+        kept_places: dict[int, int] = {}  # a replaced document keeps its place in the insertion order
+        if not self._move_to_end:
+            heads = self._collection.heads([int_id_of(key) for key in keys])
+            kept_places = {int_id: int(head[SEQUENCE_FIELD]) for int_id, head in heads.items()}
         documents: list[dict[str, Any]] = []
         for position, record in enumerate(records):
             rows = windows.of(position)
             int_id = int_id_of(record.key)
             documents.append(
                 {
+                    "sequence": kept_places.get(int_id),
                     "key": record.key,
                     "int_id": int_id,
                     "group": None if self._group_of is None else self._group_of(record),

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from langchain_fair import FairEmbeddings, FaissVectorStore
+from langchain_fair import FairEmbeddings, FairQdrantVectorStore, FaissVectorStore
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests, VectorStoreIntegrationTests
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
@@ -107,7 +107,7 @@ class WordWindowEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
-class BestWindowCheckingStore(FaissVectorStore):
+class BestWindowChecking:
     """A multi-vector store whose search results are checked to carry their best window, which is then removed.
 
     The suite compares whole `Document`s, metadata included, with the documents it added; a multi-vector store adds
@@ -117,12 +117,13 @@ class BestWindowCheckingStore(FaissVectorStore):
     """
 
     def similarity_search_with_score_by_vector(self, *args: Any, **kwargs: Any) -> list[tuple[Document, float]]:
-        hits = super().similarity_search_with_score_by_vector(*args, **kwargs)
+        hits = super().similarity_search_with_score_by_vector(*args, **kwargs)  # type: ignore[misc]
         return [(self._checked(document), score) for document, score in hits]
 
     def max_marginal_relevance_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
         return [
-            self._checked(document) for document in super().max_marginal_relevance_search_by_vector(*args, **kwargs)
+            self._checked(document)
+            for document in super().max_marginal_relevance_search_by_vector(*args, **kwargs)  # type: ignore[misc]
         ]
 
     @staticmethod
@@ -130,6 +131,14 @@ class BestWindowCheckingStore(FaissVectorStore):
         window = document.metadata.pop(BEST_WINDOW_KEY)
         assert 0 <= window["start"] < window["end"] <= len(document.page_content) and window["window"] >= 0
         return document
+
+
+class BestWindowCheckingStore(BestWindowChecking, FaissVectorStore):
+    """`BestWindowChecking` over the FAISS store."""
+
+
+class BestWindowCheckingQdrantStore(BestWindowChecking, FairQdrantVectorStore):
+    """`BestWindowChecking` over the Qdrant store."""
 
 
 class TestFaissVectorStoreStandardMultiVector(VectorStoreIntegrationTests):
@@ -157,3 +166,25 @@ class TestFaissVectorStoreStandardMultiVectorTop2L2(TestFaissVectorStoreStandard
             kind="hnsw",
             gpu=False,
         )
+
+
+class TestFairQdrantVectorStoreStandard(VectorStoreIntegrationTests):
+    """The contract on the Qdrant store, pooled (the suite's fake embeddings give no windows), local mode."""
+
+    @pytest.fixture
+    def vectorstore(self) -> Generator[VectorStore, None, None]:  # type: ignore[override]
+        from qdrant_client import QdrantClient
+
+        yield FairQdrantVectorStore(QdrantClient(":memory:"), "standard", self.get_embeddings())
+
+
+class TestFairQdrantVectorStoreStandardMultiVector(VectorStoreIntegrationTests):
+    """The contract on the Qdrant store in multi-vector mode (`WordWindowEmbeddings`): distinct documents by their
+    best window, every window of a document deleted and replaced with it."""
+
+    @pytest.fixture
+    def vectorstore(self) -> Generator[VectorStore, None, None]:  # type: ignore[override]
+        from qdrant_client import QdrantClient
+
+        embeddings = WordWindowEmbeddings(self.get_embeddings())
+        yield BestWindowCheckingQdrantStore(QdrantClient(":memory:"), "standard", embeddings, multivector=True)

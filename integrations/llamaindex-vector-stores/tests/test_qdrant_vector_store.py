@@ -1,0 +1,170 @@
+"""FairQdrantVectorStore through LlamaIndex's own entry points, held against FairFaissVectorStore on the same nodes:
+every query mode, filters, node_ids and doc_ids, inserts, deletes, upserts, gets, async queries, and reopening a
+collection (local mode, no server)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import (
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+)
+from llama_index.embeddings.fair import FairEmbedding
+from llama_index.vector_stores.fair import BEST_WINDOW_KEY, FairFaissVectorStore, FairQdrantVectorStore
+
+from fair_retrieval import FairEmbedder
+
+pytest.importorskip("qdrant_client")
+from qdrant_client import QdrantClient
+
+SENTENCES = [
+    "The ferry leaves the harbour at dawn and crosses the bay.",
+    "The night train runs north through the mountains.",
+    "Bake the bread slowly in a stone oven.",
+    "Fishing boats fill the old harbour every evening.",
+    "A stone oven keeps its heat for hours.",
+    "The library lends board games on Thursdays.",
+]
+QUESTIONS = ["stone oven bread", "harbour boats", "night train", "board games"]
+
+
+def documents() -> list[Document]:
+    return [
+        Document(
+            text=" ".join(f"{i}.{j}: {SENTENCES[(i + j) % len(SENTENCES)]}" for j in range(1 + i % 4)),  # no ties
+            id_=f"doc-{i}",
+            metadata={"n": i, "kind": "even" if i % 2 == 0 else "odd"},
+        )
+        for i in range(10)
+    ]
+
+
+@pytest.fixture(scope="module")
+def embed_model(tiny_model: str) -> FairEmbedding:
+    return FairEmbedding(embedder=FairEmbedder(tiny_model, max_length=32, device="cpu"))
+
+
+def build(store: Any, embed_model: FairEmbedding) -> VectorStoreIndex:
+    context = StorageContext.from_defaults(vector_store=store)
+    return VectorStoreIndex.from_documents(documents(), storage_context=context, embed_model=embed_model)
+
+
+def both(embed_model: FairEmbedding, **options: Any) -> tuple[VectorStoreIndex, VectorStoreIndex]:
+    faiss = FairFaissVectorStore(embed_model=embed_model, metric="cosine", kind="flat", gpu=False, **options)
+    qdrant = FairQdrantVectorStore(location=":memory:", collection_name="nodes", embed_model=embed_model, **options)
+    return build(faiss, embed_model), build(qdrant, embed_model)
+
+
+def results(index: VectorStoreIndex, question: str, **options: Any) -> list[tuple[str, str, float, Any]]:
+    """The hits, best first; hits of equal scores (to 4 decimals: ties of float rounding) ordered by their text."""
+    hits = index.as_retriever(**options).retrieve(question)
+    found = [
+        (
+            hit.node.ref_doc_id or "",
+            hit.node.get_content(),
+            round(hit.score or 0.0, 4),
+            hit.node.metadata.get(BEST_WINDOW_KEY),
+        )
+        for hit in hits
+    ]
+    return (
+        sorted(found, key=lambda hit: (-hit[2], hit[1])) if options.get("vector_store_query_mode") != "mmr" else found
+    )
+
+
+FILTERS = MetadataFilters(
+    filters=[
+        MetadataFilter(key="n", value=3, operator=FilterOperator.GTE),
+        MetadataFilter(key="kind", value="odd", operator=FilterOperator.EQ),
+    ]
+)
+
+
+@pytest.mark.parametrize("mode", ["default", "hybrid", "sparse", "text_search", "mmr"])
+def test_every_query_mode_answers_as_the_faiss_store(embed_model: FairEmbedding, mode: str) -> None:
+    faiss, qdrant = both(embed_model)
+    for question in QUESTIONS:
+        for options in ({}, {"filters": FILTERS}, {"doc_ids": ["doc-1", "doc-2", "doc-5"]}):
+            asked = {"vector_store_query_mode": mode, "similarity_top_k": 3, **options}
+            assert results(qdrant, question, **asked) == results(faiss, question, **asked), (question, options)
+
+
+def test_the_default_query_mode_is_recorded_in_the_collection(embed_model: FairEmbedding, tmp_path: Path) -> None:
+    client = QdrantClient(path=str(tmp_path / "q"))
+    store = FairQdrantVectorStore(client, "nodes", embed_model=embed_model, default_query_mode="hybrid", alpha=0.0)
+    index = build(store, embed_model)
+    expected = results(index, "stone oven", similarity_top_k=3)
+    node_ids = store.node_ids
+    client.close()
+    reopened = FairQdrantVectorStore(QdrantClient(path=str(tmp_path / "q")), "nodes", embed_model=embed_model)
+    again = VectorStoreIndex.from_vector_store(reopened, embed_model=embed_model)
+    assert reopened._store.search_settings == store._store.search_settings
+    assert results(again, "stone oven", similarity_top_k=3) == expected
+    assert reopened.node_ids == node_ids
+
+
+def test_writes_deletes_and_gets(embed_model: FairEmbedding) -> None:
+    faiss_index, qdrant_index = both(embed_model)
+    for index in (faiss_index, qdrant_index):
+        index.delete_ref_doc("doc-2")
+        index.insert(Document(text="Rye bread from the mill by the stone oven.", id_="mill", metadata={"n": 99}))
+        store = index.vector_store
+        node = TextNode(id_=store.node_ids[0], text="Cheese from the valley.", metadata={"n": 100})
+        node.embedding = embed_model.get_text_embedding(node.get_content(metadata_mode="embed"))
+        store.add([node])  # replaces that node
+        store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="n", value=1)]))
+    faiss, qdrant = faiss_index.vector_store, qdrant_index.vector_store
+
+    def contents(nodes: list[Any]) -> list[str]:
+        return [node.get_content() for node in nodes]
+
+    assert contents(qdrant.get_nodes()) == contents(faiss.get_nodes())  # in insertion order, a replaced node in place
+    for question in QUESTIONS + ["rye bread mill", "cheese valley"]:
+        asked = {"vector_store_query_mode": "default", "similarity_top_k": 4}
+        assert results(qdrant_index, question, **asked) == results(faiss_index, question, **asked)
+    # BM25's length normalisation keeps the collection's first average length (documented), so after these writes the
+    # sparse scores differ slightly from a BM25 index rebuilt over the nodes; what each write changed is found
+    sparse = {"vector_store_query_mode": "sparse", "similarity_top_k": 3}
+    assert results(qdrant_index, "rye mill", **sparse)[0][0] == "mill"
+    assert results(qdrant_index, "cheese valley", **sparse)[0][1] == "Cheese from the valley."
+    wide = {**sparse, "similarity_top_k": 10}
+    assert "doc-2" not in {hit[0] for hit in results(qdrant_index, "stone oven bread", **wide)}
+    got = qdrant.get_nodes(node_ids=qdrant.node_ids[2:5][::-1])
+    expected = faiss.get_nodes(node_ids=faiss.node_ids[2:5][::-1])
+    assert contents(got) == contents(expected) and len(got) == 3
+    assert got[0].embedding == pytest.approx(expected[0].embedding, abs=1e-5)
+    assert contents(qdrant.get_nodes(filters=FILTERS)) == contents(faiss.get_nodes(filters=FILTERS))
+    qdrant.clear()
+    assert (
+        qdrant.node_ids == []
+        and qdrant.query(VectorStoreQuery(query_str="oven", mode=VectorStoreQueryMode.SPARSE)).ids == []
+    )
+
+
+def test_async_queries_and_adds(embed_model: FairEmbedding) -> None:
+    _, qdrant = both(embed_model)
+    store = qdrant.vector_store
+    query = VectorStoreQuery(query_embedding=embed_model.get_query_embedding("night train"), similarity_top_k=2)
+    assert asyncio.run(store.aquery(query)).ids == store.query(query).ids
+    node = TextNode(id_="async", text="An evening train to the coast.")
+    node.embedding = embed_model.get_text_embedding(node.get_content(metadata_mode="embed"))
+    assert asyncio.run(store.async_add([node])) == ["async"]
+    assert "async" in store.node_ids
+
+
+def test_bad_arguments_are_refused(embed_model: FairEmbedding) -> None:
+    with pytest.raises(ValueError, match="collection_name="):
+        FairQdrantVectorStore(location=":memory:", embed_model=embed_model)
+    with pytest.raises(ValueError, match="Say where the Qdrant collection lives"):
+        FairQdrantVectorStore(collection_name="x", embed_model=embed_model)
+    with pytest.raises(ValueError, match="default_query_mode must be one of"):
+        FairQdrantVectorStore(location=":memory:", collection_name="x", embed_model=embed_model, default_query_mode="x")

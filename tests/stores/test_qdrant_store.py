@@ -1,0 +1,261 @@
+"""QdrantStore: the stores' door over a Qdrant collection (local mode, no server), held against the FAISS store.
+
+Every search of both stores runs on the same documents with the same tiny model (a 32-token window, so most texts
+are several windows); the Qdrant store must return the same documents in the same order with the same scores, dense,
+sparse and hybrid, filtered or not, and keep its documents whole through rewrites, failures and reopening.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fair_retrieval import FairEmbedder
+from fair_retrieval.stores import DocumentStore, QdrantStore, TextDocument
+from fair_retrieval.stores.qdrant_collection import DENSE_VECTOR, DOC_FIELD, SETTINGS_KEY
+from fair_retrieval.stores.text_documents import document_text, text_document_format
+
+pytest.importorskip("faiss")
+qdrant_client = pytest.importorskip("qdrant_client")
+from qdrant_client import QdrantClient, models  # noqa: E402
+
+SENTENCES = [
+    "The ferry to the island leaves the harbour at nine every morning.",
+    "The bakery on the corner opens at six and sells rye bread.",
+    "Board games are played at the library on Thursday evenings.",
+    "Trains to the city run every hour from the north platform.",
+    "The museum shows old maps of the coast in its east wing.",
+    "A farmers market fills the square with cheese and apples on Saturdays.",
+    "The swimming pool closes for cleaning during the first week of August.",
+    "Volunteers repair bicycles for free behind the town hall.",
+]
+QUERIES = ["When does the ferry leave?", "bread and cheese", "Where are bicycles repaired?", "maps of the coast"]
+FORMAT = text_document_format("QdrantStore", "the tests", "fair-retrieval")
+
+
+def corpus() -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    texts = [" ".join(f"{i}.{j}: {SENTENCES[(i + j) % len(SENTENCES)]}" for j in range(1 + i % 5)) for i in range(12)]
+    metadatas = [
+        {"group": i % 3, "n": i, "lang": "en" if i % 2 else "de", "tags": ["a", "b"][: i % 3]} for i in range(12)
+    ]
+    return texts, metadatas, [f"doc-{i}" for i in range(12)]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_models: dict[str, str]) -> FairEmbedder:
+    return FairEmbedder(tiny_models["bert-mean"], max_length=32, device="cpu")
+
+
+def faiss_store(embedder: Any, **options: Any) -> DocumentStore[TextDocument]:
+    return DocumentStore.of_texts(gpu=False, kind="flat", embedder=embedder, **options)
+
+
+def qdrant_store(embedder: Any, client: Any = None, name: str = "docs", **options: Any) -> QdrantStore[TextDocument]:
+    return QdrantStore(
+        client=client or QdrantClient(":memory:"),
+        collection_name=name,
+        fmt=FORMAT,
+        embedder=embedder,
+        text_of=document_text,
+        **options,
+    )
+
+
+def filled(store: DocumentStore[TextDocument]) -> DocumentStore[TextDocument]:
+    texts, metadatas, ids = corpus()
+    store.add_documents(texts, metadatas, ids)
+    return store
+
+
+def ranked(hits: list[Any]) -> list[tuple[str, float]]:
+    return [(hit.record.key, round(hit.score, 4)) for hit in hits]
+
+
+@pytest.mark.parametrize("multivector", [True, False])
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+def test_every_query_mode_ranks_as_the_faiss_store(tiny: FairEmbedder, multivector: bool, metric: str) -> None:
+    faiss = filled(faiss_store(tiny, multivector=multivector, metric=metric))
+    qdrant = filled(qdrant_store(tiny, multivector=multivector, metric=metric))
+    assert len(qdrant) == len(faiss) == 12
+    for query in QUERIES:
+        for mode in ("dense", "sparse", "hybrid"):
+            settings = faiss.call_settings(mode=mode)
+            expected = faiss.search_text(query, 5, settings=settings)
+            got = qdrant.search_text(query, 5, settings=settings)
+            assert ranked(got) == ranked(expected), (query, mode)
+            assert [hit.best_window for hit in got] == [hit.best_window for hit in expected]
+        for spec in (
+            {"group": 1},
+            {"n": {"$gte": 5}, "lang": "en"},
+            {"$or": [{"group": 0}, {"tags": {"$contains": "b"}}]},
+        ):
+            assert ranked(qdrant.search_text(query, 3, spec)) == ranked(faiss.search_text(query, 3, spec))
+
+
+def test_mmr_and_vectors_follow_the_faiss_store(tiny: FairEmbedder) -> None:
+    faiss, qdrant = filled(faiss_store(tiny)), filled(qdrant_store(tiny))
+    query = tiny.embed_query(QUERIES[0])
+    assert ranked(qdrant.mmr_search(query, 3, 8, 0.5)) == ranked(faiss.mmr_search(query, 3, 8, 0.5))
+    int_f = [i for i, _ in faiss.get(["doc-3", "doc-7"])]
+    int_q = [i for i, _ in qdrant.get(["doc-3", "doc-7"])]
+    np.testing.assert_allclose(qdrant.vectors(int_q), faiss.vectors(int_f), atol=1e-5)
+
+
+def test_gets_deletes_groups_and_order(tiny: FairEmbedder) -> None:
+    store = filled(qdrant_store(tiny, group_of=lambda record: str(record.metadata["group"])))
+    assert store.records.keys == corpus()[2]
+    assert [record.key for _, record in store.get(["doc-4", "nope", "doc-1", "doc-4"])] == ["doc-4", "doc-1"]
+    assert "doc-4" in store and "nope" not in store
+    assert store.delete(["doc-4", "nope"]) == ["nope"]
+    assert "doc-4" not in store and len(store) == 11
+    with pytest.raises(ValueError, match="not in the store"):
+        store.delete(["nope"], strict=True)
+    assert store.delete_group("1") == 3  # doc-1, doc-7 and doc-10 (doc-4 is gone)
+    assert {record.key for _, record in store.get(corpus()[2])}.isdisjoint({"doc-1", "doc-7", "doc-10"})
+    selected = store.selection(groups=["2"])
+    assert [store.records_of([i])[0].key for i in store.ordered(selected)] == ["doc-2", "doc-5", "doc-8", "doc-11"]
+    store.clear()
+    assert len(store) == 0 and store.search(tiny.embed_query("ferry"), 3) == []
+
+
+def test_a_rewrite_replaces_every_window_and_keeps_nothing_stale(tiny: FairEmbedder) -> None:
+    store = filled(qdrant_store(tiny))
+    collection = store.collection
+    windows = models.Filter(must=[models.FieldCondition(key=DOC_FIELD, match=models.MatchValue(value="doc-4"))])
+    before = len(list(collection.scroll(windows)))
+    store.add_documents(["A short text about ferries."], [{"n": 100}], ["doc-4"])
+    points = list(collection.scroll(windows))
+    assert before > 3 and len(points) == 2  # its head and its one window
+    hit = store.search_text("ferries", 1, {"n": 100})[0]
+    assert hit.record.text == "A short text about ferries." and hit.best_window == {"start": 0, "end": 27, "window": 0}
+
+
+def test_a_failed_write_leaves_the_previous_version_whole(tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = filled(qdrant_store(tiny))
+    expected = ranked(store.search_text(QUERIES[0], 12))
+    collection = store.collection
+    original = collection._upsert
+    calls = []
+
+    def heads_fail(points: list[Any]) -> None:
+        calls.append(len(points))
+        if len(calls) == 2:  # the windows landed, the heads do not
+            raise RuntimeError("connection reset by peer")
+        original(points)
+
+    monkeypatch.setattr(collection, "_upsert", heads_fail)
+    with pytest.raises(ValueError, match="add them again \\('doc-0'\\)"):
+        store.add_documents(["A new text about the ferry at nine."], None, ["doc-0"])
+    monkeypatch.setattr(collection, "_upsert", original)
+    assert ranked(store.search_text(QUERIES[0], 12)) == expected  # the new windows are not the head's: unseen
+    assert store.get(["doc-0"])[0][1].text == corpus()[0][0]
+    store.add_documents(["A new text about the ferry at nine."], None, ["doc-0"])  # added again: whole, nothing stale
+    assert store.get(["doc-0"])[0][1].text == "A new text about the ferry at nine."
+    assert "doc-0" in [hit.record.key for hit in store.search_text(QUERIES[0], 12)]
+    doc = models.Filter(must=[models.FieldCondition(key=DOC_FIELD, match=models.MatchValue(value="doc-0"))])
+    assert len(list(collection.scroll(doc))) == 2
+
+
+def test_a_dropped_connection_is_tried_again(tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    store = filled(qdrant_store(tiny))
+    client = store.collection.client
+    real = client.query_points_groups
+    failures = iter([httpx.ConnectError("refused")])
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        for error in failures:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("fair_retrieval.stores.qdrant_collection.time.sleep", lambda seconds: None)
+    monkeypatch.setattr(client, "query_points_groups", flaky)
+    assert len(store.search(tiny.embed_query("ferry"), 3)) == 3
+
+
+def test_a_reopened_collection_keeps_its_settings_and_checks_the_embedder(
+    tiny: FairEmbedder, tiny_models: dict[str, str], tmp_path: Any
+) -> None:
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    store = filled(qdrant_store(tiny, client, search={"mode": "hybrid", "alpha": 0.5}))
+    expected = ranked(store.search_text(QUERIES[1], 4))
+    client.close()
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    reopened = qdrant_store(tiny, client)
+    assert len(reopened) == 12 and reopened.multivector and reopened.windows == store.windows
+    assert reopened.search_settings.mode == "hybrid" and reopened.search_settings.alpha == 0.5
+    assert ranked(reopened.search_text(QUERIES[1], 4)) == expected
+    with pytest.raises(ValueError, match="metric='cosine', but metric='l2' was asked"):
+        qdrant_store(tiny, client, metric="l2")
+    other = FairEmbedder(tiny_models["bert-cls"], max_length=32, device="cpu")
+    with pytest.raises(ValueError, match="allow_embedder_mismatch=True"):
+        qdrant_store(other, client)
+    assert len(qdrant_store(other, client, allow_embedder_mismatch=True)) == 12
+
+
+def test_collections_not_made_by_a_store_are_refused(tiny: FairEmbedder) -> None:
+    client = QdrantClient(":memory:")
+    client.create_collection("plain", vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE))
+    with pytest.raises(ValueError, match="was not made by a fair-retrieval store"):
+        qdrant_store(tiny, client, "plain")
+    store = filled(qdrant_store(tiny, client, "made"))
+    info = client.get_collection("made")
+    record = dict(info.config.metadata[SETTINGS_KEY])
+    client.delete_collection("made")
+    client.create_collection(
+        "made",
+        vectors_config={DENSE_VECTOR: models.VectorParams(size=7, distance=models.Distance.DOT)},
+        sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        metadata={SETTINGS_KEY: record},
+    )
+    with pytest.raises(ValueError, match="holds 7-d vectors but its record says"):
+        qdrant_store(tiny, client, "made")
+
+
+def test_bad_arguments_are_refused_before_any_work(tiny: FairEmbedder) -> None:
+    with pytest.raises(TypeError, match="takes no FAISS option \\(kind\\)"):
+        qdrant_store(tiny, kind="hnsw")
+    with pytest.raises(TypeError, match="must be a qdrant_client.QdrantClient"):
+        QdrantStore(client="http://localhost:6333", collection_name="x", fmt=FORMAT, embedder=tiny)
+    with pytest.raises(ValueError, match="aggregate='max'"):
+        qdrant_store(tiny, aggregate="top2")
+    from fair_retrieval.lexical import LexicalSettings
+
+    with pytest.raises(ValueError, match="Lucene's variant only"):
+        qdrant_store(tiny, lexical=LexicalSettings(method="bm25+"))
+    store = filled(qdrant_store(tiny))
+    with pytest.raises(ValueError, match="cannot run a Python function"):
+        store.search_text("ferry", 3, lambda metadata: True)
+    with pytest.raises(ValueError, match="query embedding gave 5-d vectors"):
+        store.search(np.ones(5), 3)
+
+
+def test_copy_from_a_faiss_store_gives_the_same_results(tiny: FairEmbedder) -> None:
+    faiss = filled(faiss_store(tiny))
+    qdrant = qdrant_store(tiny)
+    assert qdrant.copy_from(faiss) == 12
+    for query in QUERIES:
+        for mode in ("dense", "hybrid"):
+            settings = faiss.call_settings(mode=mode)
+            assert ranked(qdrant.search_text(query, 4, settings=settings)) == ranked(
+                faiss.search_text(query, 4, settings=settings)
+            )
+
+
+@pytest.mark.skipif(not os.environ.get("QDRANT_URL"), reason="no Qdrant server: set QDRANT_URL to run against one")
+def test_against_a_server(tiny: FairEmbedder) -> None:
+    client = QdrantClient(url=os.environ["QDRANT_URL"])
+    name = f"fair-retrieval-test-{os.getpid()}"
+    try:
+        faiss, qdrant = filled(faiss_store(tiny)), filled(qdrant_store(tiny, client, name))
+        for mode in ("dense", "sparse", "hybrid"):
+            settings = faiss.call_settings(mode=mode)
+            assert ranked(qdrant.search_text(QUERIES[0], 5, settings=settings)) == ranked(
+                faiss.search_text(QUERIES[0], 5, settings=settings)
+            )
+    finally:
+        client.delete_collection(name)
