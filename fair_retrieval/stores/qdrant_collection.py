@@ -4,10 +4,12 @@ settings, and the calls that read and write them (only calls a Qdrant server acc
 
 Each document is one *head* point and one point per window:
 
-- the head (id `point_id(key, "doc")`, the same for every write of the document) holds the document's BM25 sparse vector (`SPARSE_VECTOR`, scored with Qdrant's
-  IDF modifier: `fair_retrieval.lexical.sparse_bm25`) and its record (the adapter's JSON entry, `RECORD_FIELD`);
-- each window (id `point_id(key, "w<i>@<version>")`, new points for each write) holds the window's dense vector (`DENSE_VECTOR`), its character span and
-  its weight (its content tokens, what a document's pooled vector is weighted by).
+- the head (id `point_id(key, "doc")`, the same for every write of the document) holds the document's BM25 sparse
+  vector (`SPARSE_VECTOR`, scored with Qdrant's IDF modifier: `fair_retrieval.lexical.sparse_bm25`) and its record
+  (the adapter's JSON entry, `RECORD_FIELD`);
+- each window (id `point_id(key, "w<i>@<version>")`, new points for each write) holds the window's dense vector
+  (`DENSE_VECTOR`), its character span and its weight (its content tokens, what a document's pooled vector is
+  weighted by).
 
 Every point carries the document's key (`DOC_FIELD`, what a grouped search groups by: k distinct documents, each by
 its best window, the FAISS store's aggregate "max"), its int id (`ID_FIELD`, a stable 63-bit hash of the key), its

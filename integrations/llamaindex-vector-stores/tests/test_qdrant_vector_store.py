@@ -128,7 +128,7 @@ def test_writes_deletes_and_gets(embed_model: FairEmbedding) -> None:
         return [node.get_content() for node in nodes]
 
     assert contents(qdrant.get_nodes()) == contents(faiss.get_nodes())  # in insertion order, a replaced node in place
-    for question in QUESTIONS + ["rye bread mill", "cheese valley"]:
+    for question in [*QUESTIONS, "rye bread mill", "cheese valley"]:
         asked = {"vector_store_query_mode": "default", "similarity_top_k": 4}
         assert results(qdrant_index, question, **asked) == results(faiss_index, question, **asked)
     # BM25's length normalisation keeps the collection's first average length (documented), so after these writes the
