@@ -22,7 +22,11 @@ The names of the door:
 - What it keeps and saves: `TextDocument` (a document as id, text and metadata: the LangChain store's records),
   `StoreFormat` (an adapter's store file format), `DEFAULT_INDEX_NAME` (the name a store is saved under by default).
 - Filters: `compile_filter` (a filter dict of the stores' one grammar → a predicate on metadata) and
-  `MAX_FILTER_DEPTH` (how deep filters nest: 64), for an adapter translating its framework's filters.
+  `MAX_FILTER_DEPTH` (how deep filters nest: 64), for an adapter translating its framework's filters;
+  `RecordFilter` (a compiled filter as a test of a stored record, keeping its grammar dict for an engine).
+- Qdrant: `QdrantStore` (the same door over a Qdrant collection: the same windows, BM25 scored in the engine,
+  filters evaluated in the engine) and `qdrant_client` (the client a store is given, or one made from a URL or
+  path).
 - Windows: `BEST_WINDOW_KEY` (the metadata key of a multi-vector hit's best window).
 - Errors: `DamagedFileError` and `StoreConflictError` (both ValueErrors), defined in `fair_retrieval.jsonio`.
 """

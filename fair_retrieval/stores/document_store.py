@@ -29,7 +29,14 @@ from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_
 from fair_retrieval.stores.arguments import ids_to_delete, preview, repeated, require_some
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.files import store_generation
-from fair_retrieval.stores.filters import StoreFilter, check_nesting, record_filter, store_filter, translated_filter
+from fair_retrieval.stores.filters import (
+    RecordFilter,
+    StoreFilter,
+    check_nesting,
+    record_filter,
+    store_filter,
+    translated_filter,
+)
 from fair_retrieval.stores.indexed_records import Keyed, StoreIndex
 from fair_retrieval.stores.marginal_relevance import mmr_hits
 from fair_retrieval.stores.raw_faiss import read_legacy_folder
@@ -271,6 +278,12 @@ class DocumentStore(StoreCore[R]):
             ValueError: a malformed filter dict, naming the place.
         """
         return store_filter(spec)
+
+    @staticmethod
+    def record_test(predicate: Callable[[Mapping[str, Any]], bool], metadata_of: Callable[[Any], Any]) -> RecordFilter:
+        """A compiled filter as a test of a stored record whose metadata `metadata_of` reads (a LlamaIndex node's
+        JSON form), keeping its grammar dict for a store whose engine filters itself (`RecordFilter`)."""
+        return RecordFilter(predicate, metadata_of)
 
     check_filter_nesting = staticmethod(check_nesting)
     """Refuse a framework's combination of filters nested deeper than the grammar allows, before it is translated

@@ -60,6 +60,7 @@ from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
 from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
+from fair_retrieval.stores.text_documents import TextDocument, document_text, text_document_format
 from fair_retrieval.stores.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,38 @@ R = TypeVar("R", bound=Keyed)
 DISTANCES = {"cosine": "Dot", "ip": "Dot", "l2": "Euclid"}
 """The Qdrant distance of each store metric ("cosine": unit vectors by inner product, as the FAISS store)."""
 _REFUSED_OPTIONS = ("kind", "gpu", "index", "index_params")
+
+
+def qdrant_client(
+    client: Any = None,
+    *,
+    location: str | None = None,
+    url: str | None = None,
+    path: str | None = None,
+    api_key: str | None = None,
+) -> Any:
+    """`client` when given, else a `qdrant_client.QdrantClient` made from where the collection lives: `location`
+    (":memory:" or a URL), `url` or `path` (local mode, a folder), with `api_key` for a server.
+
+    Raises:
+        ValueError: both a client and where to make one, or none of them, or more than one place.
+        ImportError: qdrant-client is not installed (with the install command).
+    """
+    places = {name: value for name, value in (("location", location), ("url", url), ("path", path)) if value}
+    if client is not None:
+        if places:
+            raise ValueError(f"Pass either client= or {' / '.join(places)}=, not both.")
+        return client
+    if len(places) != 1:
+        raise ValueError(
+            "Say where the Qdrant collection lives: client=QdrantClient(...), or one of url='http://localhost:6333', "
+            f"path='./qdrant' (local mode) or location=':memory:'; got {sorted(places) or 'none'}."
+        )
+    try:
+        from qdrant_client import QdrantClient
+    except ImportError as error:
+        raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
+    return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
 
 
 class EngineSelection:
@@ -87,7 +120,8 @@ class QdrantStore(DocumentStore[R]):
     """A `DocumentStore` whose documents live in a Qdrant collection (see the module docstring).
 
     Args:
-        client: a `qdrant_client.QdrantClient`.
+        client: a `qdrant_client.QdrantClient`; or None with `location`, `url` or `path` (and `api_key`), where
+            the store makes one (`qdrant_client`).
         collection_name: the collection; created on the first add (or now, with `dim`) when it does not exist, else
             opened: its recorded settings are taken, the embeddings given are checked against its record.
         fmt: how one record is written into a head point and read back (the adapter's store file format: the same
@@ -115,9 +149,13 @@ class QdrantStore(DocumentStore[R]):
     def __init__(
         self,
         *,
-        client: Any,
+        client: Any = None,
         collection_name: str,
         fmt: StoreFormat[R],
+        location: str | None = None,
+        url: str | None = None,
+        path: str | None = None,
+        api_key: str | None = None,
         search: SearchSettings | Mapping[str, Any] | None = None,
         search_params: Any = None,
         collection_options: Mapping[str, Any] | None = None,
@@ -133,6 +171,7 @@ class QdrantStore(DocumentStore[R]):
                 f"{name} keeps its vectors in Qdrant, which takes no FAISS option ({', '.join(given)}); set the "
                 "collection's HNSW and quantization with collection_options=, its searches with search_params=."
             )
+        client = qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
         collection = QdrantCollection(client, collection_name, name, search_params, batch_size)
         recorded = collection.recorded()
         dim = options.pop("dim", None)
@@ -161,6 +200,18 @@ class QdrantStore(DocumentStore[R]):
             self._check_recorded_identity(recorded, allow_embedder_mismatch)
         elif dim is not None:
             self._create(int(dim))
+
+    client_of = staticmethod(qdrant_client)
+    """The client given, or one made from where the collection lives (`qdrant_client`)."""
+
+    @staticmethod
+    def of_texts(**options: Any) -> QdrantStore[TextDocument]:
+        """A Qdrant store of documents as (id, text, metadata) (`TextDocument`, LangChain's), written in heads as
+        the text-document store file writes them, its lexical side reading their text; `options` are the
+        constructor's, and `upgrade`: the distribution to upgrade for a newer collection."""
+        name = options.get("name", "QdrantStore")
+        fmt = text_document_format(name, name, options.pop("upgrade", "fair-retrieval"))
+        return QdrantStore(fmt=fmt, text_of=document_text, **options)
 
     # ------------------------------------------------------------------------------------------------ the record
 
@@ -672,35 +723,3 @@ def _recorded_options(recorded: Mapping[str, Any], options: dict[str, Any], coll
         opened[field] = value
     DocumentMode(saved["multivector"], opened.get("aggregate") or "max")  # checked as a file's mode is
     return opened
-
-
-def qdrant_client(
-    client: Any = None,
-    *,
-    location: str | None = None,
-    url: str | None = None,
-    path: str | None = None,
-    api_key: str | None = None,
-) -> Any:
-    """`client` when given, else a `qdrant_client.QdrantClient` made from where the collection lives: `location`
-    (":memory:" or a URL), `url` or `path` (local mode, a folder), with `api_key` for a server.
-
-    Raises:
-        ValueError: both a client and where to make one, or none of them, or more than one place.
-        ImportError: qdrant-client is not installed (with the install command).
-    """
-    places = {name: value for name, value in (("location", location), ("url", url), ("path", path)) if value}
-    if client is not None:
-        if places:
-            raise ValueError(f"Pass either client= or {' / '.join(places)}=, not both.")
-        return client
-    if len(places) != 1:
-        raise ValueError(
-            "Say where the Qdrant collection lives: client=QdrantClient(...), or one of url='http://localhost:6333', "
-            f"path='./qdrant' (local mode) or location=':memory:'; got {sorted(places) or 'none'}."
-        )
-    try:
-        from qdrant_client import QdrantClient
-    except ImportError as error:
-        raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
-    return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str

@@ -22,9 +22,7 @@ from fair_retrieval.stores import (
     StoreWindows,
     TextDocument,
     WrappedStore,
-    qdrant_client,
 )
-from fair_retrieval.stores.text_documents import document_text, text_document_format
 from langchain_fair.store_documents import StoreDocuments
 
 __all__ = ["FairQdrantVectorStore"]
@@ -85,10 +83,10 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
     ) -> None:
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
-        store: QdrantStore[TextDocument] = QdrantStore(
+        store: QdrantStore[TextDocument] = QdrantStore.of_texts(
+            upgrade="langchain-fair",
             client=client,
             collection_name=collection_name,
-            fmt=text_document_format(NAME, NAME, "langchain-fair"),
             search={"mode": retrieval_mode, "alpha": alpha, "fusion": fusion},
             search_params=search_params,
             collection_options=collection_options,
@@ -99,7 +97,6 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
             replaced_move_to_end=True,
             name=NAME,
             windows=windows,
-            text_of=document_text,
             lexical=lexical,
         )
         self._hold(store)
@@ -209,8 +206,8 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
 
 
 def _client(client: Any, location: str | None, url: str | None, path: str | None, api_key: str | None) -> Any:
-    """The client given, or one made from where the store lives (`qdrant_client`)."""
-    return qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
+    """The client given, or one made from where the store lives (`fair_retrieval.stores.qdrant_client`)."""
+    return QdrantStore.client_of(client, location=location, url=url, path=path, api_key=api_key)
 
 
 def _name(collection_name: str | None) -> str:

@@ -213,7 +213,7 @@ def _read_again(embedder: FairEmbedder, texts: list[str]) -> Counter[str]:
 def test_each_text_is_embedded_once_and_the_store_reads_only_the_windowed_ones_again(
     embed_model: FairEmbedding, embedder: FairEmbedder, embedded_texts: list[str], caplog: Any
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.node_store"):
         _, store = _build(embed_model)
     stored = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in store.get_nodes()]
     again = _read_again(embedder, stored)
@@ -246,7 +246,7 @@ def test_vectors_made_elsewhere_are_taken_alike_and_foreign_ones_counted(
     store = FairFaissVectorStore.create(
         dim=embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
     )
-    with caplog.at_level(logging.DEBUG, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+    with caplog.at_level(logging.DEBUG, logger="llama_index.vector_stores.fair.node_store"):
         store.add(nodes)
     again = _read_again(embedder, texts)
     assert Counter(embedded_texts) == again  # the windowed ones once more, each; the others' vectors taken
@@ -265,7 +265,7 @@ def test_vectors_made_elsewhere_are_taken_alike_and_foreign_ones_counted(
         )
         for i, text in enumerate(texts[:2])
     ]
-    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+    with caplog.at_level(logging.WARNING, logger="llama_index.vector_stores.fair.node_store"):
         store.add(foreign)
     assert "2 nodes have embeddings other than the embed model gives" in caplog.text
 
@@ -549,12 +549,12 @@ def test_a_store_without_embed_model_takes_the_fair_embedding_set_in_settings(
     pooled = FairFaissVectorStore(gpu=False, multivector=False)
     assert not pooled.multivector and pooled._store.embedder is None  # pooled when asked: Settings' is not taken
     settings_model(MockEmbedding(embed_dim=8))
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.node_store"):
         assert not FairFaissVectorStore(gpu=False).multivector
     assert "MockEmbedding, set in Settings.embed_model, gives no window vectors" in caplog.text
     settings_model(None)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.node_store"):
         store = FairFaissVectorStore.create(embedder.dimension, gpu=False)
     assert not store.multivector
     said = [record.getMessage() for record in caplog.records if "pooled vector per node" in record.getMessage()]

@@ -26,7 +26,7 @@ from llama_index.vector_stores.fair.node_records import (
     stored_nodes,
 )
 
-from fair_retrieval.stores import DocumentStore, RecordFilter
+from fair_retrieval.stores import DocumentStore
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class NodeStore:
         """What satisfies every given restriction, as the store's search takes it (the FAISS store: the sorted int
         ids; the Qdrant store: one engine condition); None when nothing restricts."""
         predicate = metadata_predicate(filters)
-        keep = None if predicate is None else RecordFilter(predicate, node_metadata)
+        keep = None if predicate is None else DocumentStore.record_test(predicate, node_metadata)
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
 
 

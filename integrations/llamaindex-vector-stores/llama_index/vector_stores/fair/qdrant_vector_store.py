@@ -16,7 +16,7 @@ from llama_index.vector_stores.fair.node_records import StoredNode, node_metadat
 from llama_index.vector_stores.fair.node_store import NodeStore, search_mode, settings_embed_model
 from llama_index.vector_stores.fair.persist_files import STORE_FORMAT
 
-from fair_retrieval.stores import LexicalSettings, QdrantStore, StoreMetric, StoreWindows, WrappedStore, qdrant_client
+from fair_retrieval.stores import LexicalSettings, QdrantStore, StoreMetric, StoreWindows, WrappedStore
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +87,14 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         if collection_name is None:
             raise ValueError("Pass collection_name= (the Qdrant collection the nodes live in).")
         mode = search_mode(default_query_mode)
-        made = qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
         if embed_model is None and multivector is not False:
             embed_model = settings_embed_model(say_pooled=multivector is None, store=NAME)
         store: QdrantStore[StoredNode] = QdrantStore(
-            client=made,
+            client=client,
+            location=location,
+            url=url,
+            path=path,
+            api_key=api_key,
             collection_name=collection_name,
             fmt=STORE_FORMAT,  # a head point holds a node as the persisted file does
             search={"mode": mode, "alpha": alpha, "fusion": fusion},
