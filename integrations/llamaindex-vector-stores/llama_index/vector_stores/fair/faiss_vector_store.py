@@ -29,7 +29,7 @@ from llama_index.vector_stores.fair.node_records import (
     restored_node,
     stored_nodes,
 )
-from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles
+from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles, settings_embed_model
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
@@ -116,7 +116,7 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
                 "fair_retrieval.FaissIndex. Use FairFaissVectorStore.create(dim=...), or pass index=FaissIndex(...)."
             )
         if embed_model is None and multivector is not False:
-            embed_model = _settings_embed_model(say_pooled=multivector is None and index is None)
+            embed_model = settings_embed_model(say_pooled=multivector is None and index is None)
         store: DocumentStore[StoredNode] = DocumentStore(
             metric=metric,
             kind=kind,
@@ -143,9 +143,36 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
 
     @classmethod
     def create(
-        cls, dim: int, metric: StoreMetric = "ip", gpu: GpuChoice = "auto", kind: str | None = None, **options: Any
+        cls,
+        dim: int | None = None,
+        metric: StoreMetric = "ip",
+        gpu: GpuChoice = "auto",
+        kind: str | None = None,
+        **options: Any,
     ) -> Self:
-        """A store over a new index of `dim`-d vectors; the other arguments are the constructor's."""
+        """A store over a new index of `dim`-d vectors; the other arguments are the constructor's.
+
+        `dim` None: the size the embed model tells (`embed_model=`, or the `Settings.embed_model` the constructor
+        takes: a `FairEmbedding` knows its model's).
+
+        Raises:
+            TypeError: no `dim` and an embed model that cannot tell its size (or none); as the constructor.
+        """
+        if dim is None:
+            embed_model = options.get("embed_model")
+            if embed_model is None and options.get("multivector") is not False:
+                embed_model = settings_embed_model(say_pooled=False)
+            dim = DocumentStore.embedder_dimension(embed_model)
+            if dim is None:
+                told = (
+                    "no embed model is given (nor a FairEmbedding set in Settings.embed_model)"
+                    if embed_model is None
+                    else f"the embed model {type(embed_model).__name__} cannot tell its vector size"
+                )
+                raise TypeError(
+                    f"FairFaissVectorStore.create() needs dim= here: {told}. Pass dim=, or "
+                    "embed_model=FairEmbedding(...), or use the constructor, which makes the index on the first add."
+                )
         return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, **options)
 
     @classmethod
@@ -272,28 +299,6 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
         predicate = metadata_predicate(filters)
         keep = None if predicate is None else (lambda record: predicate(node_metadata(record)))
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
-
-
-def _settings_embed_model(*, say_pooled: bool) -> Any | None:
-    """The embed model set on LlamaIndex's `Settings` when it gives windows (a `FairEmbedding`), what a store built
-    without `embed_model=` takes, as if it were passed; else None, and with `say_pooled` one INFO line on why the
-    store is pooled. Only a model that was set is read: `Settings.embed_model` itself would resolve LlamaIndex's
-    default (OpenAI's) when none was."""
-    from llama_index.core import Settings
-
-    model = getattr(Settings, "_embed_model", None)
-    if model is not None and DocumentStore.gives_windows(model):
-        return model
-    if say_pooled:
-        why = "no embed_model was given and none is set" if model is None else f"{type(model).__name__}, set"
-        logger.info(
-            "FairFaissVectorStore: %s in Settings.embed_model%s, so this store keeps one pooled vector per node "
-            "(multivector=False). Pass embed_model=FairEmbedding(...) (or set Settings.embed_model to one) for a "
-            "multi-vector store.",
-            why,
-            "" if model is None else ", gives no window vectors",
-        )
-    return None
 
 
 def _search_mode(mode: VectorStoreQueryMode | str | None) -> str | None:
