@@ -629,7 +629,13 @@ class FairEmbedder(WindowPlanning):
         flags: list[torch.Tensor] = []
         starts = range(0, len(pieces), self.batch_size)
         off = {} if show else {"disable": True}  # shown: tqdm's own TQDM_DISABLE=1 still hides it
-        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], unit="batch", **off):
+        passes = current_passes()
+        label = (
+            _PROGRESS_LABELS[task]
+            if passes is None or passes.label is None
+            else f"{_PROGRESS_LABELS[task]} ({passes.label})"
+        )
+        for start in tqdm(starts, desc=label, unit="batch", **off):
             rows = order[start : start + self.batch_size].tolist()
             batch = [pieces[i] for i in rows]
             on_tokens = None if read is None else (lambda features, rows=rows: read(rows, features))

@@ -156,12 +156,14 @@ class WindowPasses:
         nothing_calibrated: shows the "nothing was calibrated" warning for a count of documents; set by an
             embedder whose calibration was asked for and may still warn, called when the context ends only if no
             pass calibrated anything.
+        label: what the pass running now embeds ("whole windows", "half windows"), named in its progress bar.
     """
 
     documents: int = 0
     reports: list[EmbeddingReport] = field(default_factory=list)
     calibrated: np.ndarray | None = None
     nothing_calibrated: Callable[[int], None] | None = None
+    label: str | None = None
 
     def add(self, report: EmbeddingReport, calibrated: np.ndarray) -> EmbeddingReport:
         """Count one pass (`calibrated`: which of its documents it calibrated); returns the report of every pass so
@@ -344,6 +346,10 @@ def warn_nothing_calibrated(documents: int, calibration: Calibration, long_docum
     )
 
 
+_NEVER_CALIBRATED_SAID: set[tuple[str, int, int]] = set()
+"""The (model, max_length, content tokens needed) that `warn_if_never_calibrated` has spoken of in this process."""
+
+
 def warn_if_never_calibrated(
     calibration: Calibration | None,
     *,
@@ -353,7 +359,10 @@ def warn_if_never_calibrated(
     model_limit: object,
     long_documents: LongDocuments,
 ) -> bool:
-    """Say at construction when no text can ever be calibrated: the window is smaller than the calibration.
+    """Say at construction when no text can ever be calibrated: the window is smaller than the calibration. Said
+    at INFO, once per process for a model, window and calibration: the default model's window is such a case, so a
+    WARNING on every embedder (and every CLI run, and every search, whose queries are never calibrated anyway) would
+    be noise; a call that asked for calibration and got none still warns (`log_documents_call`).
 
     Returns:
         True if the warning was shown (the per-call "nothing was calibrated" warning would only repeat it).
@@ -361,7 +370,11 @@ def warn_if_never_calibrated(
     calibration = active_calibration(calibration)
     if calibration is None or window_content_tokens >= calibration.min_content_tokens:
         return False
-    logger.warning(
+    said = (model_name, max_length, calibration.min_content_tokens)
+    if said in _NEVER_CALIBRATED_SAID:
+        return True
+    _NEVER_CALIBRATED_SAID.add(said)
+    logger.info(
         "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "
         "(min_full_baskets=%d × basket_size=%d) this calibration needs, so no document will be calibrated%s. "
         "To calibrate, raise max_length (the model allows %s) or use a smaller basket_size or "
