@@ -6,7 +6,8 @@ the same options with the same defaults, documentation and checks, without repea
 - `INSTANCE_DEFAULT`: the marker of an argument left at its default.
 - `as_calibration`: a `Calibration` from its dict form (what a framework's serialisation gives back).
 - `option_doc`: an option's documentation as `EmbedderOptions` declares it (the adapters' field descriptions).
-- `resolve_embedder`: a ready `FairEmbedder` or one loaded from a model, never both (the adapters' one rule).
+- `resolve_embedder`: a ready `FairEmbedder` or one loaded from a model, never both (the adapters' one rule);
+  `adapter_model`: the model an adapter built with none loads (the default model, as the stacks' own classes do).
 - `chunk_plan`: the chunk size and overlap of a text splitter feeding an embedder.
 - The keywords of the stacks' own embeddings classes (`fair_retrieval.embedding.keywords`): `AdapterSettings`,
   `KeywordReader`, `ST_KEYWORDS`, `check_refused`, `refuse_unknown`, `shared_recipe`; `with_calibration` (a shared
@@ -52,6 +53,7 @@ from fair_retrieval.embedding.keywords import (
     ST_KEYWORDS,
     AdapterSettings,
     KeywordReader,
+    adapter_model,
     check_refused,
     refuse_unknown,
     shared_recipe,
@@ -70,6 +72,7 @@ __all__ = [
     "KeywordReader",
     "LlamaIndexKeywords",
     "SplitterPlan",
+    "adapter_model",
     "as_calibration",
     "check_readable",
     "check_refused",

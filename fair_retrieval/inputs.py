@@ -180,7 +180,39 @@ def input_kind(path: Path) -> InputKind:
         return "folder"
     if path.suffix.lower() in TEXT_SUFFIXES:
         raise ValueError(f"{path} is a single text file; pass the folder that holds it, or a JSONL file.")
+    if path.suffix.lower() in UNREAD_SUFFIXES or _starts_with(path, UNREAD_MAGIC):
+        raise ValueError(
+            f"{path} is a PDF (or another binary document), which is not supported: extract its text first (e.g. "
+            "`pdftotext file.pdf file.txt`) and pass the folder of .txt files, or a JSONL file of the texts."
+        )
     return "jsonl"
+
+
+UNREAD_SUFFIXES = (".pdf", ".docx", ".doc", ".odt", ".rtf", ".epub")
+"""Document formats an input is never read as (their text must be extracted first)."""
+UNREAD_MAGIC = b"%PDF-"
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+def encoding_hint(raw: bytes) -> str:
+    """What to say of bytes that are not UTF-8: their encoding when a byte-order mark names it (UTF-16, UTF-32)."""
+    marks = (
+        (b"\xff\xfe\x00\x00", "UTF-32"),
+        (b"\x00\x00\xfe\xff", "UTF-32"),
+        (b"\xff\xfe", "UTF-16"),
+        (b"\xfe\xff", "UTF-16"),
+    )
+    for mark, name in marks:
+        if raw.startswith(mark):
+            return f" (it is {name}: it starts with a {name} byte-order mark)"
+    return ""
 
 
 def no_documents_error(path: Path, kind: InputKind) -> ValueError:
@@ -205,7 +237,7 @@ class InputProblemsError(ValueError):
             listed = "\n".join(f"  {problem}" for problem in problems)
             message = (
                 f"{len(problems)} problems in {path}; nothing was indexed. Fix them, or skip what is bad with "
-                f"--skip-bad-files (skip_bad=True):\n{listed}"
+                f"--skip-bad-files:\n{listed}"
             )
         super().__init__(message)
 
@@ -366,7 +398,9 @@ def read_text_file(folder: Path, name: str) -> Document:
     try:
         text = raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
-        raise ValueError(f"{file} is not UTF-8 text ({error.reason}); convert it to UTF-8.") from error
+        raise ValueError(
+            f"{file} is not UTF-8 text{encoding_hint(raw)} ({error.reason}); convert it to UTF-8."
+        ) from error
     problem = text_problem(text)
     if problem is not None:
         raise ValueError(f"{file}: {problem}; give it text, or remove it from the folder.")
@@ -423,10 +457,12 @@ def parse_jsonl_line(
     if len(line) > MAX_TEXT_BYTES:  # bytes, or characters (at least as many bytes): refused before parsing
         raise ValueError(f"{where}: the line is longer than the {MAX_TEXT_BYTES} bytes a text may have; split it.")
     if isinstance(line, bytes):
+        raw = line
         try:
-            line = line.decode("utf-8")
+            line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(f"{where}: not UTF-8 ({error.reason}); convert the file to UTF-8.") from error
+            hint = encoding_hint(raw) if number == 1 else ""
+            raise ValueError(f"{where}: not UTF-8{hint} ({error.reason}); convert the file to UTF-8.") from error
     line = line.removeprefix(BOM)  # a byte-order mark at the start of the file
     try:
         record = json.loads(line)

@@ -12,6 +12,7 @@ from fair_retrieval.distributed.source import _format_of
 from fair_retrieval.inputs import (
     InputProblemsError,
     check_store_entries,
+    input_kind,
     read_documents,
     readable_texts,
     scan_documents,
@@ -60,7 +61,7 @@ def test_every_problem_of_a_folder_is_listed_at_once(tmp_path: Path) -> None:
         read_documents(root)
     problems = caught.value.problems
     assert len(problems) == 4 and str(caught.value).startswith(f"4 problems in {root}; nothing was indexed.")
-    assert "--skip-bad-files" in str(caught.value)
+    assert "--skip-bad-files" in str(caught.value) and "skip_bad=True" not in str(caught.value)  # the CLI's flag
     text = "\n".join(problems)
     assert "blank.md: the text is empty or whitespace only" in text and "empty.txt: the text is empty" in text
     assert "latin1.txt is not UTF-8 text" in text
@@ -167,3 +168,28 @@ def test_readable_texts_are_a_list_of_strings_the_tokenizer_reads_checked_whole(
         readable_texts(["a", 3])
     with pytest.raises(ValueError, match=r"^queries\[1\] "):
         readable_texts(["fine", "bad \ud800"], "queries")
+
+
+def test_a_pdf_input_is_refused_as_not_supported_not_read_as_jsonl(tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.7\n%binary\n1 0 obj\n")
+    with pytest.raises(ValueError, match=r"report\.pdf is a PDF .*not supported: extract its text first"):
+        input_kind(pdf)
+    renamed = tmp_path / "report.jsonl"  # a PDF by its content, whatever its name
+    renamed.write_bytes(pdf.read_bytes())
+    with pytest.raises(ValueError, match="not supported"):
+        input_kind(renamed)
+    (tmp_path / "docs.jsonl").write_text('{"text": "a"}\n')
+    assert input_kind(tmp_path / "docs.jsonl") == "jsonl"
+
+
+def test_a_utf16_file_is_named_as_utf16(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "wide.txt").write_text("The ferry leaves at nine.", encoding="utf-16")  # with its byte-order mark
+    with pytest.raises(ValueError, match=r"wide\.txt is not UTF-8 text \(it is UTF-16: it starts with a UTF-16 byte"):
+        read_documents(root)
+    jsonl = tmp_path / "wide.jsonl"
+    jsonl.write_text('{"text": "The ferry leaves at nine."}\n', encoding="utf-16")
+    with pytest.raises(ValueError, match=r"line 1: not UTF-8 \(it is UTF-16"):
+        read_documents(jsonl)

@@ -35,6 +35,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_dependencies(verbose: int) -> None:
+    """Keep what the dependencies say to the CLI's verbosity: bm25s logs each index build at DEBUG on a logger of
+    its own level, shown only with -vv; transformers' weight-loading progress bar ("Loading weights") only with -v."""
+    logging.getLogger("bm25s").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        return
+    if verbose == 0:
+        transformers_logging.disable_progress_bar()
+    else:
+        transformers_logging.enable_progress_bar()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `fair-retrieval` console script; returns the process exit code.
 
@@ -48,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"fair-retrieval {args.command}" if args.command else command
         level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+        quiet_dependencies(args.verbose)
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

@@ -289,10 +289,21 @@ def _run_store(
     return 0
 
 
+def index_words(kind: str, index: Any) -> str:
+    """An index kind in words a reader of the CLI's output understands: "compressed" (window codes in memory, exact
+    vectors on disk), "custom" with the faiss factory string it was built from, else the kind's name."""
+    if kind == "compressed":
+        return "compressed index (window codes in memory, exact vectors on disk for the re-rank)"
+    if kind == "custom":
+        factory = getattr(index, "factory", None)
+        return f"custom faiss index {factory!r}" if factory else "custom faiss index (a factory string's)"
+    return f"{kind} index"
+
+
 def describe_store(store: Any) -> str:
     """The store in a few words: size, index kind, mode, aggregate and windows."""
     index = store.index
-    parts = [f"{index.dim}-d, {index.kind}" if index is not None else "empty"]
+    parts = [f"{index.dim}-d vectors, {index_words(store.kind or index.kind, index)}" if index is not None else "empty"]
     if store.multivector:
         windows = store.windows or StoreWindows()
         sizes = "+".join(str(n) for n in windows.tokens) or "the embedder's"
@@ -375,7 +386,8 @@ def _run_index_folder(
     what = "chunk" if chunking is not None else "document"
     source = f" of {plural(chunking['documents'], 'document')}" if chunking is not None else ""
     vectors = f", {plural(index.window_count, 'window vector')}" if isinstance(index, MultiVectorIndex) else ""
-    print(f"Indexed {plural(count, what)}{source} ({index.dim}-d, {index.kind}{vectors}) into {output}")
+    described = f"{index.dim}-d vectors, {index_words(index.kind, index)}{vectors}"
+    print(f"Indexed {plural(count, what)}{source} ({described}) into {output}")
     _print_skipped(skipped)
     if report is not None:
         print(describe_report(report, calibration, what))

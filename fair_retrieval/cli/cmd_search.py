@@ -28,8 +28,8 @@ documents.jsonl when the command starts (the folder keeps no second copy of the 
 Several queries are answered with one load of the model and the index: `--query` repeated, or `--queries FILE` (one
 query per line, blank lines skipped; `-` reads standard input and answers each line as it arrives, so a terminal or
 a pipe can ask one question after another). Every query of a file is checked before the model loads. With several
-queries, the text output heads each block with the query, and `--json` prints one object per query per line (JSON
-Lines) instead of one indented object.
+queries, the text output heads each block with the query. `--json` prints JSON Lines, one object per query per line,
+for one query as for several (`jq` reads either).
 """
 
 from __future__ import annotations
@@ -95,7 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "answering each line as it arrives",
     )
     parser.add_argument("-k", "--top-k", type=int, default=5, help="number of results (default: 5)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print the results as JSON Lines: one object per query per line"
+    )
     parser.add_argument(
         "--model",
         help="use this model instead of the manifest's: the same one under another name (a local copy) needs "
@@ -171,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 results = text_search_one(index, embedder, words, texts, settings, query, top_k, documents, rows)
             if args.json:
                 answer = finite_json({"query": query, "results": results})
-                print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
+                print(json.dumps(answer, ensure_ascii=False), flush=True)
             else:
                 print_results(query if several else None, results, chunks, len(index) > 0)
     return 0
@@ -209,7 +211,7 @@ def _search_store(args: argparse.Namespace, folder: Path, settings: SearchSettin
         ]
         if args.json:
             answer = finite_json({"query": query, "results": results})
-            print(json.dumps(answer, ensure_ascii=False, indent=None if several else 2), flush=True)
+            print(json.dumps(answer, ensure_ascii=False), flush=True)
         else:
             chunks = any("start_char" in result["metadata"] for result in results)
             print_results(query if several else None, results, chunks, len(store) > 0)

@@ -34,6 +34,7 @@ from fair_retrieval.embedding.keywords import (
     ST_KEYWORDS,
     AdapterSettings,
     KeywordReader,
+    adapter_model,
     check_refused,
     refuse_unknown,
     resolved_options,
@@ -66,7 +67,10 @@ embed_batch_size; the adapters expose no LPES)."""
 
 _WITH_EMBEDDER = " With `embedder` and no value given: the embedder's own."
 ADAPTER_FIELDS: Mapping[str, str] = {
-    "model": "Hub id or local folder of a sentence-transformers model (LangChain alias: model_name).",
+    "model": (
+        "Hub id or local folder of a sentence-transformers model (LangChain alias: model_name); with no embedder "
+        "either: sentence-transformers/all-MiniLM-L6-v2 (its bundled copy offline)."
+    ),
     "embedder": "An already loaded FairEmbedder to share.",
     "calibration": _option_doc("calibration") + _WITH_EMBEDDER,
     **{name: _option_doc(name, loading_note=True) for name in EmbedderOptions.names() if name != "calibration"},
@@ -142,7 +146,8 @@ def llamaindex_keywords(
     Raises:
         ValueError: for an unknown option (the message lists the valid ones and suggests the closest), an option
             value `EmbedderOptions` refuses (with its message), a `HuggingFaceEmbedding` value that cannot be
-            honoured (with the reason), if both or neither of `model` and `embedder` are given, or loading options
+            honoured (with the reason), if both `model` and `embedder` are given (neither: the default model,
+            `adapter_model`), or loading options
             or instructions come with an `embedder`.
         TypeError: if `embedder` is not a FairEmbedder, `calibration` not a Calibration, dict or None, an option of
             the wrong type (as `EmbedderOptions`), or an instruction not a str or None.
@@ -167,7 +172,7 @@ def llamaindex_keywords(
         reader.set("normalize_embeddings", arguments["normalize"], "normalize")
     reader.set("cache_folder", arguments["cache_folder"], "cache_folder")
     _read_instructions(reader, arguments["query_instruction"], arguments["text_instruction"], embedder)
-    model = _model_argument(arguments["model"], base.pop("model_name", None))
+    model = adapter_model(_model_argument(arguments["model"], base.pop("model_name", None)), embedder)
     settings = AdapterSettings.of(reader.given)
     built = settings.embedder(owner, model, embedder)
     fields = {
@@ -224,8 +229,8 @@ def langchain_settings(data: Mapping[str, Any], fields: Iterable[str]) -> tuple[
     Raises:
         ValueError: an alias and its field both given with different values, an unknown keyword (with the closest
             valid name), or as `langchain_keywords`; when the embedder is built (`AdapterSettings.embedder`): both
-            or neither of `model` and `embedder`, or loading options (pooling, max_length, device, precision,
-            model_kwargs, …) together with `embedder`.
+            of `model` and `embedder` (neither: the default model, `adapter_model`), or loading options (pooling,
+            max_length, device, precision, model_kwargs, …) together with `embedder`.
         TypeError: for an option of the wrong type, as `EmbedderOptions` raises it (e.g. a calibration that is not a
             Calibration, a dict or None).
     """

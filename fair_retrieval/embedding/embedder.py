@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, get_args
@@ -16,8 +17,11 @@ from fair_retrieval.embedding.embedder_options import DEFAULTS, INSTANCE_DEFAULT
 from fair_retrieval.embedding.embedding_report import (
     EmbeddingReport,
     announce_long_texts,
+    calibrated_documents,
+    current_passes,
     log_documents_call,
     warn_if_never_calibrated,
+    warn_nothing_calibrated,
     warn_truncated_queries,
 )
 from fair_retrieval.embedding.loading import (
@@ -574,9 +578,14 @@ class FairEmbedder(WindowPlanning):
             vectors if len(plan.pieces) == len(texts) else pool_windows(vectors, plan.owners, plan.weights, len(texts))
         )
         calibrating_now = calibration is not None and calibration.strength > 0.0
-        self.last_report = EmbeddingReport.of(plan, calibrated)
+        report = EmbeddingReport.of(plan, calibrated)
+        passes = current_passes()
+        # a store's window passes over the same add make one report, and warn once they all calibrated nothing
+        self.last_report = report if passes is None else passes.add(report, calibrated_documents(plan, calibrated))
+        if passes is not None and calibration is not None and calibrating_now and not self._warned_uncalibrated:
+            passes.nothing_calibrated = functools.partial(self._say_nothing_calibrated, calibration)
         if log_documents_call(
-            self.last_report,
+            report,
             calibration if calibrating_now else None,
             max(plan.tokens),
             max_length=self.max_length,
@@ -592,6 +601,12 @@ class FairEmbedder(WindowPlanning):
             np.asarray(plan.spans, dtype=np.int64).reshape(-1, 2),
             np.asarray(plan.weights, dtype=np.int64),
         )
+
+    def _say_nothing_calibrated(self, calibration: Calibration, documents: int) -> None:
+        """The "nothing was calibrated" warning for a store's window passes, once per embedder."""
+        if not self._warned_uncalibrated:
+            warn_nothing_calibrated(documents, calibration, self.long_documents)
+            self._warned_uncalibrated = True
 
     def _embed_pieces(
         self,
@@ -614,7 +629,13 @@ class FairEmbedder(WindowPlanning):
         flags: list[torch.Tensor] = []
         starts = range(0, len(pieces), self.batch_size)
         off = {} if show else {"disable": True}  # shown: tqdm's own TQDM_DISABLE=1 still hides it
-        for start in tqdm(starts, desc=_PROGRESS_LABELS[task], unit="batch", **off):
+        passes = current_passes()
+        label = (
+            _PROGRESS_LABELS[task]
+            if passes is None or passes.label is None
+            else f"{_PROGRESS_LABELS[task]} ({passes.label})"
+        )
+        for start in tqdm(starts, desc=label, unit="batch", **off):
             rows = order[start : start + self.batch_size].tolist()
             batch = [pieces[i] for i in rows]
             on_tokens = None if read is None else (lambda features, rows=rows: read(rows, features))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 
@@ -32,9 +32,12 @@ __all__ = [
     "EmbeddingReport",
     "WindowPasses",
     "announce_long_texts",
+    "calibrated_documents",
+    "current_passes",
     "log_documents_call",
     "one_summary",
     "warn_if_never_calibrated",
+    "warn_nothing_calibrated",
     "warn_truncated_queries",
     "window_passes",
 ]
@@ -67,8 +70,7 @@ class EmbeddingReport:
     @classmethod
     def of(cls, plan: DocumentPlan, calibrated_pieces: np.ndarray) -> EmbeddingReport:
         """The report of embedding `plan`, given which of its pieces were calibrated ((pieces,) bool)."""
-        documents = np.zeros(len(plan.tokens), dtype=bool)
-        np.logical_or.at(documents, np.asarray(plan.owners, dtype=np.int64), calibrated_pieces)
+        documents = calibrated_documents(plan, calibrated_pieces)
         return cls(
             documents=len(plan.tokens),
             windowed=plan.windowed,
@@ -99,6 +101,13 @@ class EmbeddingReport:
             parts.append(f"{self.truncated} truncated ({share:.0%} of all tokens never embedded)")
         parts.append(f"{self.calibrated} calibrated")
         return ", ".join(parts)
+
+
+def calibrated_documents(plan: DocumentPlan, calibrated_pieces: np.ndarray) -> np.ndarray:
+    """Which documents of `plan` have at least one calibrated piece ((documents,) bool)."""
+    documents = np.zeros(len(plan.tokens), dtype=bool)
+    np.logical_or.at(documents, np.asarray(plan.owners, dtype=np.int64), calibrated_pieces)
+    return documents
 
 
 def _documents(count: int) -> str:
@@ -142,10 +151,47 @@ class WindowPasses:
         documents: how many distinct documents the passes read (set it before the context ends; 0: the most one
             pass read).
         reports: the report of each pass.
+        calibrated: which documents a pass calibrated, over passes of the same documents (None: none yet, or
+            passes over different subsets, which are counted by the pass that calibrated most).
+        nothing_calibrated: shows the "nothing was calibrated" warning for a count of documents; set by an
+            embedder whose calibration was asked for and may still warn, called when the context ends only if no
+            pass calibrated anything.
+        label: what the pass running now embeds ("whole windows", "half windows"), named in its progress bar.
     """
 
     documents: int = 0
     reports: list[EmbeddingReport] = field(default_factory=list)
+    calibrated: np.ndarray | None = None
+    nothing_calibrated: Callable[[int], None] | None = None
+    label: str | None = None
+
+    def add(self, report: EmbeddingReport, calibrated: np.ndarray) -> EmbeddingReport:
+        """Count one pass (`calibrated`: which of its documents it calibrated); returns the report of every pass so
+        far (`total`)."""
+        if not self.reports:
+            self.calibrated = calibrated.copy()
+        elif self.calibrated is not None and len(self.calibrated) == len(calibrated):
+            self.calibrated |= calibrated
+        else:
+            self.calibrated = None
+        self.reports.append(report)
+        return self.total()
+
+    def total(self) -> EmbeddingReport:
+        """One report for every pass: each document counted once (windowed, truncated, calibrated: in any pass),
+        the windows and calibrated windows of all passes added up."""
+        reports = self.reports
+        calibrated = int(self.calibrated.sum()) if self.calibrated is not None else max(r.calibrated for r in reports)
+        return EmbeddingReport(
+            documents=self.documents or max(r.documents for r in reports),
+            windowed=max(r.windowed for r in reports),
+            windows=sum(r.windows for r in reports),
+            truncated=max(r.truncated for r in reports),
+            calibrated=calibrated,
+            calibrated_windows=sum(r.calibrated_windows for r in reports),
+            tokens=max(r.tokens for r in reports),
+            cut_tokens=max(r.cut_tokens for r in reports),
+        )
 
 
 # The passes of the `window_passes()` context, or None outside one.
@@ -156,7 +202,9 @@ _PASSES: ContextVar[WindowPasses | None] = ContextVar("fair_retrieval_window_pas
 def window_passes(documents: int = 0) -> Iterator[WindowPasses]:
     """Within this context the embed calls are window passes over the same documents (a multi-vector store's window
     sizes, one call each): each logs its line at DEBUG, and leaving the context logs one INFO line counting each
-    document once, "Embedded 8 documents (2 window passes; ...)", not the documents of every pass added up.
+    document once, "Embedded 8 documents (2 window passes; ...)", not the documents of every pass added up. The
+    embedder's `last_report` is the report of every pass (`WindowPasses.total`), and its "nothing was calibrated"
+    warning is shown when the context ends, only if no pass calibrated anything.
 
     Args:
         documents: how many distinct documents the passes read (or set `documents` on what is yielded; 0: the
@@ -169,16 +217,22 @@ def window_passes(documents: int = 0) -> Iterator[WindowPasses]:
     finally:
         _PASSES.reset(token)
     if passes.reports:
-        count = passes.documents or max(report.documents for report in passes.reports)
-        total = EmbeddingReport.total(passes.reports)
+        total = passes.total()
         plural = "es" if len(passes.reports) != 1 else ""
         logger.info(
             "Embedded %s (%d window pass%s; in all %s).",
-            _documents(count),
+            _documents(total.documents),
             len(passes.reports),
             plural,
             total.details(),
         )
+        if total.calibrated == 0 and passes.nothing_calibrated is not None:
+            passes.nothing_calibrated(total.documents)
+
+
+def current_passes() -> WindowPasses | None:
+    """The passes of the `window_passes()` context this call runs in, or None outside one."""
+    return _PASSES.get()
 
 
 def announce_long_texts(texts: Sequence[str], owners: Sequence[int], batch_size: int) -> bool:
@@ -247,12 +301,12 @@ def log_documents_call(
         warn_uncalibrated: whether the "nothing was calibrated" warning may still be shown (once per embedder).
 
     Returns:
-        True if the "nothing was calibrated" warning was shown now.
+        True if the "nothing was calibrated" warning was shown now (never inside `window_passes()`: the passes
+        say it when they end, `WindowPasses.nothing_calibrated`).
     """
     batches = _BATCHES.get()
     passes = _PASSES.get()
-    if passes is not None:
-        passes.reports.append(report)
+    if passes is not None:  # counted by the embedder (`WindowPasses.add`), which keeps the report of every pass
         logger.debug("Embedded %s (one window pass).", report.summary())
     elif batches is None:
         logger.info("Embedded %s.", report.summary())
@@ -272,19 +326,28 @@ def log_documents_call(
             100.0 * report.cut_tokens / max(1, report.tokens),
             model_limit,
         )
-    if calibration is None or report.calibrated or not warn_uncalibrated:
-        return False
+    if passes is not None or calibration is None or report.calibrated or not warn_uncalibrated:
+        return False  # in window passes: said when they end, only if none calibrated anything
+    warn_nothing_calibrated(report.documents, calibration, long_documents)
+    return True
+
+
+def warn_nothing_calibrated(documents: int, calibration: Calibration, long_documents: LongDocuments) -> None:
+    """The warning that a call (or every window pass of a store's add) calibrated none of its `documents`."""
     logger.warning(
         "None of these %d documents has a %s with the %d content tokens (min_full_baskets=%d × basket_size=%d) "
         "that the calibration needs, so they were embedded plainly. For short chunks use a smaller basket_size "
         "or min_full_baskets=1 (docs/method.md), or let `fair-retrieval tune` choose. Shown once per embedder.",
-        report.documents,
+        documents,
         "window" if long_documents == "windows" else "text",
         calibration.min_content_tokens,
         calibration.min_full_baskets,
         calibration.basket_size,
     )
-    return True
+
+
+_NEVER_CALIBRATED_SAID: set[tuple[str, int, int]] = set()
+"""The (model, max_length, content tokens needed) that `warn_if_never_calibrated` has spoken of in this process."""
 
 
 def warn_if_never_calibrated(
@@ -296,7 +359,10 @@ def warn_if_never_calibrated(
     model_limit: object,
     long_documents: LongDocuments,
 ) -> bool:
-    """Say at construction when no text can ever be calibrated: the window is smaller than the calibration.
+    """Say at construction when no text can ever be calibrated: the window is smaller than the calibration. Said
+    at INFO, once per process for a model, window and calibration: the default model's window is such a case, so a
+    WARNING on every embedder (and every CLI run, and every search, whose queries are never calibrated anyway) would
+    be noise; a call that asked for calibration and got none still warns (`log_documents_call`).
 
     Returns:
         True if the warning was shown (the per-call "nothing was calibrated" warning would only repeat it).
@@ -304,7 +370,11 @@ def warn_if_never_calibrated(
     calibration = active_calibration(calibration)
     if calibration is None or window_content_tokens >= calibration.min_content_tokens:
         return False
-    logger.warning(
+    said = (model_name, max_length, calibration.min_content_tokens)
+    if said in _NEVER_CALIBRATED_SAID:
+        return True
+    _NEVER_CALIBRATED_SAID.add(said)
+    logger.info(
         "%s: a window of max_length=%d tokens holds at most %d content tokens, fewer than the %d "
         "(min_full_baskets=%d × basket_size=%d) this calibration needs, so no document will be calibrated%s. "
         "To calibrate, raise max_length (the model allows %s) or use a smaller basket_size or "

@@ -23,6 +23,7 @@ from typing import Any
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.embedding.embedder_building import LOADING_KEYWORDS, resolve_embedder, with_calibration
 from fair_retrieval.embedding.embedder_options import EmbedderOptions, as_calibration
+from fair_retrieval.embedding.loading import DEFAULT_MODEL
 
 __all__ = [
     "ENCODE_KEYWORDS",
@@ -30,6 +31,7 @@ __all__ = [
     "ST_KEYWORDS",
     "AdapterSettings",
     "KeywordReader",
+    "adapter_model",
     "closest",
     "refuse_unknown",
     "resolved_options",
@@ -167,6 +169,13 @@ def check_refused(owner: str, name: str, value: Any, where: str = "") -> None:
     accepts, why = REFUSED[name]
     if not accepts(value):
         raise ValueError(f"{owner}: {where}{name}={value!r} cannot be honoured: {why}.")
+
+
+def adapter_model(model: str | os.PathLike[str] | None, embedder: FairEmbedder | None) -> str | os.PathLike[str] | None:
+    """The model an adapter loads: `model`, or with neither it nor a shared `embedder` given the default model
+    (`fair_retrieval.embedding.loading.DEFAULT_MODEL`, all-MiniLM-L6-v2, its bundled copy when the Hub cannot be
+    reached), as `HuggingFaceEmbeddings()` and `HuggingFaceEmbedding()` load theirs."""
+    return DEFAULT_MODEL if model is None and embedder is None else model
 
 
 @dataclass
@@ -309,15 +318,15 @@ class AdapterSettings:
         return cls(EmbedderOptions(**options), frozenset(options), prompts or None, prompt_names, loading, normalize)
 
     def embedder(self, owner: str, model: str | os.PathLike[str] | None, embedder: FairEmbedder | None) -> FairEmbedder:
-        """The adapter's embedder: `model` loaded with these settings, or `embedder` shared, with the calibration
-        given (if any) handed to it here, once.
+        """The adapter's embedder: `model` loaded with these settings (neither it nor `embedder` given: the default
+        model, `adapter_model`), or `embedder` shared, with the calibration given (if any) handed to it here, once.
 
         Raises:
             ValueError, TypeError: as `resolve_embedder`.
         """
         built = resolve_embedder(
             owner,
-            model=model,
+            model=adapter_model(model, embedder),
             embedder=embedder,
             options=self.options,
             explicitly_set=self.given,

@@ -19,6 +19,7 @@ from fair_retrieval.inputs import check_store_entries, ensure_text_list
 from fair_retrieval.stores.best_window import RESERVED_KEYS
 
 __all__ = [
+    "check_keywords",
     "checked_entries",
     "id_strings",
     "ids_to_delete",
@@ -41,6 +42,29 @@ def preview(items: Sequence[Any], limit: int = PREVIEW_LIMIT) -> str:
     """
     shown = ", ".join(repr(item) for item in items[:limit])
     return shown + (f" … ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def check_keywords(
+    given: Mapping[str, Any], honoured: Sequence[str], call: str, parameters: Sequence[str] = ()
+) -> None:
+    """Refuse the keyword arguments of a call that it does not honour, by name, rather than dropping them.
+
+    Args:
+        given: the keyword arguments the call got beyond its named parameters.
+        honoured: the ones it reads from those.
+        call: the call, for the message (e.g. "FaissVectorStore.similarity_search").
+        parameters: its named parameters, listed in the message with `honoured`.
+
+    Raises:
+        TypeError: a keyword outside `honoured`, naming it and every keyword the call accepts.
+    """
+    unknown = sorted(name for name in given if name not in honoured)
+    if unknown:
+        accepted = ", ".join([*parameters, *honoured])
+        raise TypeError(
+            f"{call}() got unexpected keyword argument(s) {preview(unknown)}; it accepts {accepted} (a retriever's "
+            "search_kwargs are passed to it as they are)."
+        )
 
 
 def repeated(keys: Iterable[str]) -> list[str]:

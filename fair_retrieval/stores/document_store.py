@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
+from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
-from fair_retrieval.stores.arguments import ids_to_delete, preview, repeated, require_some
+from fair_retrieval.stores.arguments import check_keywords, ids_to_delete, preview, repeated, require_some
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.files import store_generation
 from fair_retrieval.stores.filters import (
@@ -54,8 +55,8 @@ from fair_retrieval.stores.text_documents import (
 )
 from fair_retrieval.stores.vector_queries import vector_query_hits
 from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs
-from fair_retrieval.stores.window_embedders import gives_windows
-from fair_retrieval.validate import positive_int
+from fair_retrieval.stores.window_embedders import gives_windows, inner_embedder
+from fair_retrieval.validate import is_number, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,13 @@ class DocumentStore(StoreCore[R]):
         """Whether `embedder` gives windows itself (`embed_document_windows`): what makes a new store multi-vector
         by default (`fair_retrieval.stores.window_embedders`, the one rule)."""
         return gives_windows(embedder)
+
+    @staticmethod
+    def embedder_dimension(embedder: Any) -> int | None:
+        """The size of the vectors `embedder` makes when it can tell without embedding anything (a `FairEmbedder`,
+        an adapter holding one, or a cache around one); None for any other embedder."""
+        fair = fair_embedder_of(inner_embedder(embedder))
+        return None if fair is None else fair.dimension
 
     @staticmethod
     def settings_with(
@@ -306,26 +314,71 @@ class DocumentStore(StoreCore[R]):
         """
         return self._embedder.embed_query(check_query(query))
 
-    def search_vector(self, embedding: Any, k: Any, filter: Filter = None) -> list[StoreHit[R]]:
-        """The k documents nearest to a query vector among those `filter` keeps (by their `metadata`).
+    check_keywords = staticmethod(check_keywords)
+    """Refuse a call's keyword arguments that it does not honour, by name (`fair_retrieval.stores.arguments`)."""
+
+    @staticmethod
+    def check_score_threshold(score_threshold: Any) -> float | None:
+        """`score_threshold` as a float (None: none), checked before anything is embedded or searched.
+
+        Raises:
+            TypeError: a threshold that is not a real number.
+        """
+        if score_threshold is None:
+            return None
+        if not is_number(score_threshold) or score_threshold != score_threshold:
+            raise TypeError(f"score_threshold must be a number (or None), got {score_threshold!r}.")
+        return float(score_threshold)
+
+    def within_threshold(
+        self, hits: list[StoreHit[R]], score_threshold: float | None, mode: str = "dense"
+    ) -> list[StoreHit[R]]:
+        """The hits whose raw score passes `score_threshold` (None: all), as langchain-community's FAISS reads one:
+        a similarity (the "cosine" and "ip" metrics, a hybrid search's fused score, a BM25 score) must be at least
+        the threshold, a squared distance (dense search of an "l2" store) at most."""
+        if score_threshold is None:
+            return hits
+        if mode == "dense" and self.metric == "l2":
+            return [hit for hit in hits if hit.score <= score_threshold]
+        return [hit for hit in hits if hit.score >= score_threshold]
+
+    def search_vector(
+        self, embedding: Any, k: Any, filter: Filter = None, *, score_threshold: Any = None
+    ) -> list[StoreHit[R]]:
+        """The k documents nearest to a query vector among those `filter` keeps (by their `metadata`), those whose
+        raw score passes `score_threshold` (`within_threshold`; None: all).
 
         Raises:
             ValueError: a bad k, a query vector of another size, a malformed filter.
+            TypeError: a threshold that is not a number.
         """
-        return self.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
+        threshold = self.check_score_threshold(score_threshold)
+        hits = self.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
+        return self.within_threshold(hits, threshold)
 
     def search_text(
-        self, query: Any, k: Any, filter: Filter = None, settings: SearchSettings | None = None
+        self,
+        query: Any,
+        k: Any,
+        filter: Filter = None,
+        settings: SearchSettings | None = None,
+        *,
+        score_threshold: Any = None,
     ) -> list[StoreHit[R]]:
         """The k best documents for a query text among those `filter` keeps, in the mode of `settings` (None: the
-        store's), the query embedded by the store's embedder where the mode needs it (`StoreCore.text_search`).
+        store's), the query embedded by the store's embedder where the mode needs it (`StoreCore.text_search`);
+        those whose score passes `score_threshold` (`within_threshold`; None: all).
 
         Raises:
             ValueError: a malformed filter (before the query is embedded), a bad k or query, a lexical mode on a
                 store without a lexical side.
+            TypeError: a threshold that is not a number.
         """
         keep = record_filter(filter)
-        return self.text_search(query, positive_int(k, "k"), self._embedder.embed_query, settings=settings, keep=keep)
+        threshold = self.check_score_threshold(score_threshold)
+        mode = (settings or self.search_settings).mode
+        hits = self.text_search(query, positive_int(k, "k"), self._embedder.embed_query, settings=settings, keep=keep)
+        return self.within_threshold(hits, threshold, mode)
 
     def mmr_search(
         self,
@@ -410,21 +463,35 @@ class DocumentStore(StoreCore[R]):
 
     @classmethod
     def load_named(
-        cls, fmt: StoreFormat[TextDocument], folder: Path, index_name: str, writer: str, **options: Any
+        cls,
+        fmt: StoreFormat[TextDocument],
+        folder: Path,
+        index_name: str,
+        writer: str,
+        *,
+        search: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> DocumentStore[TextDocument]:
         """The store saved under `index_name` in `folder`; a folder of langchain-community's FAISS store is refused
-        with how to convert it. `options` are `load`'s; `writer` names what writes such a folder, for messages.
+        with how to convert it. `options` are `load`'s; `writer` names what writes such a folder, for messages;
+        `search` the search settings to use instead of the saved ones (`mode`, `alpha`, `fusion`: those not None,
+        checked before the folder is read, as the constructor's).
 
         Raises:
             FileNotFoundError, DamagedFileError, ValueError, TypeError: as `load`; ValueError for a malformed
-                `index_name`.
+                `index_name` or search setting.
         """
         index_folder, store_file = named_store_paths(folder, index_name)
+        searching = cls.settings_with(**(search or {}))  # a bad mode fails before the folder is read
         pickled = pickled_folder_error(folder, index_name, store_file, fmt.store)
         if pickled is not None:
             raise pickled
         missing = f"{store_file} does not exist; it is written by {writer}."
-        return cls.load(fmt, store_file, index_folder, missing=missing, **options)
+        store = cls.load(fmt, store_file, index_folder, missing=missing, **options)
+        if search:
+            given = {name: value for name, value in search.items() if value is not None}
+            store.search_settings = store.call_settings(**{name: getattr(searching, name) for name in given})
+        return store
 
     @classmethod
     def load_text_folder(

@@ -432,8 +432,12 @@ class StoreWindows:
         calls = self.calls()
         if len(calls) == 1:
             return embedder.embed_document_windows(texts, **calls[0])  # type: ignore[no-any-return]
-        with window_passes(len(texts)):  # one log line: each document counted once, with the passes
-            return merged_passes([embedder.embed_document_windows(texts, **arguments) for arguments in calls])
+        with window_passes(len(texts)) as passes:  # one log line: each document counted once, with the passes
+            parts = []
+            for number, arguments in enumerate(calls):
+                passes.label = pass_label(number, arguments.get(WINDOW_TOKENS_KEY), self.tokens)
+                parts.append(embedder.embed_document_windows(texts, **arguments))
+            return merged_passes(parts)
 
     def settings(self) -> dict[str, Any]:
         """The store-file key of the shape (also the identity field it adds); none for the embedder's own."""
@@ -455,6 +459,16 @@ class StoreWindows:
             return cls(tuple(shape.get("tokens", [])), shape.get("boundaries"))
         except ValueError as error:
             raise DamagedFileError(source, f"its window shape is malformed ({error})", remedy) from None
+
+
+def pass_label(number: int, tokens: int | None, sizes: tuple[int, ...]) -> str:
+    """What a window pass's progress bar says it embeds: "whole windows" (the first, largest size), "half windows"
+    (a size half of it), else the size in tokens."""
+    if number == 0:
+        return "whole windows"
+    if tokens is not None and sizes and abs(2 * tokens - sizes[0]) <= 1:
+        return "half windows"
+    return f"{tokens}-token windows"
 
 
 def merged_passes(passes: list[DocumentWindows]) -> DocumentWindows:

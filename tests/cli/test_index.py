@@ -122,7 +122,7 @@ def test_index_a_folder_uncalibrated_with_ivf(tmp_path: Path, minilm: str, capsy
     args = [*INDEX, "--model", minilm, "--input", str(docs), "--output", str(output), "--no-calibration"]
     assert main([*args, "--kind", "ivf", "--index-param", "nlist=2", "--index-param", "nprobe=2"]) == 0
     out = capsys.readouterr().out
-    assert "Indexed 3 documents (384-d, ivf)" in out
+    assert "Indexed 3 documents (384-d vectors, ivf index)" in out
     assert "Embedded 3 documents: 0 windowed, 0 truncated, none calibrated (--no-calibration)" in out
     manifest = json.loads((output / "manifest.json").read_text())
     assert manifest["calibration"] is None and manifest["kind"] == "ivf" and manifest["params"]["nlist"] == 2
@@ -221,7 +221,7 @@ def test_one_document_is_singular_and_default_model_is_recorded(
     output = tmp_path / "index"
     assert main([*INDEX, "--input", str(source), "--output", str(output)]) == 0  # no --model: the default
     out = capsys.readouterr().out  # a short text: the default calibration (≥ 384 content tokens) leaves it plain
-    assert "Indexed 1 document (384-d, flat)" in out
+    assert "Indexed 1 document (384-d vectors, flat index)" in out
     assert "Embedded 1 document: 0 windowed, 0 truncated, 0 calibrated, 1 plain (fewer than the 384 content" in out
     assert json.loads((output / "manifest.json").read_text())["model"] == loading.DEFAULT_MODEL
     assert search_json(capsys, "--index", str(output), "--query", "lava")[0]["id"] == "volcano"
@@ -343,7 +343,7 @@ def test_index_chunks_long_files_and_search_gives_their_offsets(
     embedder = FairEmbedder(minilm, calibration=SHORT_TEXTS)
     calibrated = sum(embedder.calibrated_texts([row["text"] for row in rows], SHORT_TEXTS))
     assert calibrated == len(rows) - 1
-    assert f"Indexed {len(rows)} chunks of 3 documents (384-d, flat) into {output}" in out
+    assert f"Indexed {len(rows)} chunks of 3 documents (384-d vectors, flat index) into {output}" in out
     assert f"Embedded {len(rows)} chunks: 0 windowed, 0 truncated, {calibrated} calibrated, 1 plain (fewer" in out
     # vector i is chunk i, calibrated
     index = FaissIndex.load(output, gpu=False)

@@ -39,6 +39,7 @@ def test_repeated_queries_load_the_model_once_and_answer_each_as_one_alone(
     assert code == 0 and len(builds) == 1
     lines = out.splitlines()
     assert [json.loads(line) for line in lines] == alone  # JSON Lines: one object per query, in order
+    assert len(_search(small_index, capsys, "--query", "topic 1", "--json")[1].splitlines()) == 1  # one query too
     code, out, _ = _search(small_index, capsys, "--query", "topic 1", "--query", "number 7")
     assert code == 0 and out.count("Query: ") == 2 and out.index("Query: topic 1") < out.index("Query: number 7")
     assert len(out.splitlines()) == 2 + 2 * 2

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fair_retrieval import Calibration, FairEmbedder, PositionalScaling
+from fair_retrieval.embedding import embedding_report
 from fair_retrieval.embedding.windows import chunk_plan, pool_windows, snap_to_words, window_spans, word_starts
 from tests.engine.test_attention import make_text
 
@@ -133,16 +134,19 @@ def test_queries_are_never_windowed(minilm: str) -> None:
     np.testing.assert_allclose(windows.embed_queries([LONG]), truncating.embed_queries([LONG]), atol=1e-7)
 
 
-def test_one_summary_per_call_and_a_construction_warning_when_nothing_can_be_calibrated(
-    minilm: str, caplog: pytest.LogCaptureFixture
+def test_one_summary_per_call_and_one_construction_note_a_process_when_nothing_can_be_calibrated(
+    minilm: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(embedding_report, "_NEVER_CALIBRATED_SAID", set())  # as in a new process
     with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
         embedder = FairEmbedder(minilm, batch_size=2)  # 256-token windows cannot hold 384 content tokens
         embedder.embed_documents([LONG, SHORT, MEDIUM])
         embedder.embed_documents([SHORT])
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "holds at most 254 content tokens, fewer than the 384" in warnings[0]
-    assert "raise max_length (the model allows 512)" in warnings[0]
+        FairEmbedder(minilm)  # the same model and window: not said again
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # the default window is no fault
+    notes = [r.getMessage() for r in caplog.records if "content tokens, fewer than" in r.getMessage()]
+    assert len(notes) == 1 and "holds at most 254 content tokens, fewer than the 384" in notes[0]
+    assert "raise max_length (the model allows 512)" in notes[0]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.getMessage().startswith("Em")]
     assert len(infos) == 2  # one per call, not one per batch
     report = embedder.last_report

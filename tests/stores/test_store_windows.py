@@ -120,3 +120,22 @@ def test_stores_of_other_window_shapes_are_not_merged(embedder: FairEmbedder) ->
     with pytest.raises(ValueError, match="nor windows of another shape"):
         default.merge_from(own)
     assert len(default) == 1
+
+
+def test_each_window_pass_names_what_it_embeds_in_its_progress_bar(tiny_models: dict[str, str]) -> None:
+    embedder = FairEmbedder(tiny_models["bert-mean"], max_length=64, device="cpu")
+    labels: list[str] = []
+    real = embedder._embed_pieces
+
+    def spy(*args: object, **kwargs: object) -> object:
+        from fair_retrieval.embedding.embedding_report import current_passes
+
+        passes = current_passes()
+        labels.append(passes.label if passes is not None and passes.label else "")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    embedder._embed_pieces = spy  # type: ignore[method-assign]
+    StoreWindows((62, 31), "text").embed(embedder, TEXTS)
+    assert labels == ["whole windows", "half windows"]
+    StoreWindows((62, 20), "text").embed(embedder, TEXTS)
+    assert labels[2:] == ["whole windows", "20-token windows"]

@@ -34,7 +34,14 @@ from fair_retrieval import (
     Precision,
     WindowBoundaries,
 )
-from fair_retrieval.adapters import ADAPTER_FIELDS, SplitterPlan, langchain_recipe, langchain_settings, recalibrated
+from fair_retrieval.adapters import (
+    ADAPTER_FIELDS,
+    SplitterPlan,
+    adapter_model,
+    langchain_recipe,
+    langchain_settings,
+    recalibrated,
+)
 
 if TYPE_CHECKING:
     from langchain_fair.splitters import ModelTokenSplitter
@@ -44,7 +51,9 @@ class FairEmbeddings(BaseModel, Embeddings):
     """Calibrated document embeddings and plain query embeddings from one model, for LangChain.
 
     Give either `model` (a Hub id or local folder, loaded here) or `embedder` (a ready `FairEmbedder`, to share
-    one loaded model between several objects, e.g. a calibrated and a plain one for comparison). The other fields
+    one loaded model between several objects, e.g. a calibrated and a plain one for comparison); neither loads
+    sentence-transformers/all-MiniLM-L6-v2 (its bundled copy offline), as `HuggingFaceEmbeddings()` loads its
+    default. The other fields
     are `FairEmbedder` options of the same names (their defaults, allowed values and checks are `EmbedderOptions`')
     and the keywords of `HuggingFaceEmbeddings` (model_name, show_progress, model_kwargs, encode_kwargs,
     query_encode_kwargs, cache_folder, multi_process); each field's description says what it means. An option
@@ -61,8 +70,8 @@ class FairEmbeddings(BaseModel, Embeddings):
 
     Raises:
         pydantic.ValidationError (a ValueError), TypeError: as `fair_retrieval.adapters.langchain_settings` says: an
-            unknown keyword (with the closest valid name), a value that is refused (with the reason), both or
-            neither of `model` and `embedder`, loading options with `embedder`, an option of the wrong type.
+            unknown keyword (with the closest valid name), a value that is refused (with the reason), both `model`
+            and `embedder`, loading options with `embedder`, an option of the wrong type.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
@@ -111,6 +120,7 @@ class FairEmbeddings(BaseModel, Embeddings):
         renamed, settings = langchain_settings(data, cls.model_fields)
         self = handler(renamed)
         self._embedder = settings.embedder("FairEmbeddings", self.model, self.embedder)
+        object.__setattr__(self, "model", adapter_model(self.model, self.embedder))  # the default model, if loaded
         object.__setattr__(self, "calibration", self._embedder.calibration)  # the embedder's, once
         return self
 

@@ -59,6 +59,9 @@ class LocalFolders(WrappedStore):
         relevance_score_fn: Callable[[float], float] | None = None,
         allow_embedder_mismatch: bool = False,
         multivector: bool | None = None,
+        retrieval_mode: Any = None,
+        alpha: float | None = None,
+        fusion: str | None = None,
     ) -> Self:
         """Load a store written by `save_local`. Only JSON and faiss' own format are read: no code can run.
 
@@ -70,11 +73,14 @@ class LocalFolders(WrappedStore):
             gpu: as in the constructor; relevance_score_fn too.
             allow_embedder_mismatch: load even when `embeddings` differ (a WARNING lists the differences).
             multivector: None loads the saved mode; True or False requires it.
+            retrieval_mode: how the loaded store answers text queries, as the constructor's ("dense", "hybrid",
+                "sparse"); None: as it was saved. `alpha` and `fusion` too.
 
         Raises:
             FileNotFoundError, DamagedFileError, ValueError, TypeError: as `DocumentStore.load_named` (a
                 langchain-community folder: a FileNotFoundError saying how to convert it); ValueError for a
-                malformed `index_name`; TypeError for `embeddings` that are not a LangChain `Embeddings`.
+                malformed `index_name` or search setting; TypeError for `embeddings` that are not a LangChain
+                `Embeddings`.
         """
         if allow_dangerous_deserialization:
             logger.debug("allow_dangerous_deserialization=True changes nothing: FaissVectorStore never unpickles.")
@@ -89,6 +95,7 @@ class LocalFolders(WrappedStore):
             embedder=embeddings,
             allow_embedder_mismatch=allow_embedder_mismatch,
             multivector=multivector,
+            search={"mode": retrieval_mode, "alpha": alpha, "fusion": fusion},
         )
         store = cls.around(loaded)  # the constructor's one path to its DocumentStore (`WrappedStore`)
         store._relevance_score_fn = relevance_score_fn

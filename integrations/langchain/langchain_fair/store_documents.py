@@ -76,8 +76,10 @@ class StoreDocuments(StoreSearch):
         return not self._store.delete_ids(ids, strict=strict)
 
     def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
-        """A LangChain retriever; a `filter` in `search_kwargs` is checked now (ValueError here, not later)."""
+        """A LangChain retriever; a `filter` in `search_kwargs` is checked now (ValueError here, not later), and so
+        are their names (TypeError for one the search type's call does not honour)."""
         search_kwargs = kwargs.get("search_kwargs") or {}
+        self._check_search_kwargs(kwargs.get("search_type", "similarity"), search_kwargs)
         if search_kwargs.get("filter") is not None:
             DocumentStore.compiled_filter(search_kwargs["filter"])
         return VectorStore.as_retriever(cast(VectorStore, self), **kwargs)

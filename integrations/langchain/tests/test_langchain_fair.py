@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import json
 import logging
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from langchain_fair import FairEmbeddings, FaissVectorStore
 from pydantic import ValidationError
 
 from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedding.loading import DEFAULT_MODEL
 from tests.sealing import seal
 
 
@@ -300,8 +302,6 @@ def test_fair_embeddings_construction(minilm: FairEmbedder, tiny_model: str) -> 
     as_path = FairEmbeddings(model=Path(tiny_model), batch_size=4)  # a folder as a Path, as FairEmbedding takes it
     assert as_path.model == tiny_model and as_path.embed_query("ferry") == loaded.embed_query("ferry")
 
-    with pytest.raises(ValidationError, match="needs a model"):
-        FairEmbeddings()
     with pytest.raises(ValidationError, match="not both"):
         FairEmbeddings(model=tiny_model, embedder=minilm)
     with pytest.raises(ValidationError, match="max_length configure"):
@@ -332,3 +332,10 @@ def test_the_default_store_keeps_windows_and_other_embeddings_get_a_pooled_one(
         other = FaissVectorStore.from_texts(texts, DeterministicFakeEmbedding(size=8), gpu=False)
     assert not other.multivector and "gives no window vectors" in caplog.text
     assert not FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), multivector=False).multivector
+
+
+def test_no_model_loads_the_default_model_as_huggingface_embeddings_does() -> None:
+    embeddings = FairEmbeddings()
+    assert embeddings.model == DEFAULT_MODEL and "model" not in embeddings.model_fields_set
+    assert len(embeddings.embed_query("ferry")) == 384 and embeddings.calibration == Calibration()
+    assert pickle.loads(pickle.dumps(embeddings)).model == DEFAULT_MODEL

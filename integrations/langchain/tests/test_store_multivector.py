@@ -457,6 +457,27 @@ def test_the_log_counts_each_document_once_with_its_window_passes(
     assert len(said) == 1 and said[0].startswith("Embedded 8 documents (2 window passes; in all ")
 
 
+MINUTES = " ".join(f"Item {i}: the harbour board reviewed the spring timetable of pier {i}." for i in range(30))
+
+
+def test_one_report_covers_every_window_pass_of_an_add(minilm_path: str, caplog: pytest.LogCaptureFixture) -> None:
+    embeddings = FairEmbeddings(model=minilm_path, max_length=512, device="cpu")  # the README's example
+    texts = [MINUTES + " The ferry stops running when the wind exceeds sixty kilometres per hour.", "The bakery."]
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
+        FaissVectorStore.from_texts(texts, embeddings, gpu=False)  # whole windows (calibrated), then half windows
+    report = embeddings.fair_embedder.last_report
+    assert report is not None and (report.documents, report.calibrated) == (2, 1)  # not the last pass's "0"
+    assert report.windows > report.documents  # both passes' windows
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "None of these" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fair_retrieval.embedding.embedder"):
+        FaissVectorStore.from_texts(["The bakery.", "The ferry."], embeddings, gpu=False)  # no pass calibrates
+        FaissVectorStore.from_texts(["The pier.", "The bus."], embeddings, gpu=False)
+    said = [r.getMessage() for r in caplog.records if "None of these" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("None of these 2 documents")  # once, over the whole add
+    assert embeddings.fair_embedder.last_report.calibrated == 0  # type: ignore[union-attr]
+
+
 def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_one_finds(
     minilm_path: str, tmp_path: Path
 ) -> None:

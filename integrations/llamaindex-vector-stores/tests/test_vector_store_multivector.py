@@ -549,12 +549,12 @@ def test_a_store_without_embed_model_takes_the_fair_embedding_set_in_settings(
     pooled = FairFaissVectorStore(gpu=False, multivector=False)
     assert not pooled.multivector and pooled._store.embedder is None  # pooled when asked: Settings' is not taken
     settings_model(MockEmbedding(embed_dim=8))
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.node_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
         assert not FairFaissVectorStore(gpu=False).multivector
     assert "MockEmbedding, set in Settings.embed_model, gives no window vectors" in caplog.text
     settings_model(None)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.node_store"):
+    with caplog.at_level(logging.INFO, logger="llama_index.vector_stores.fair.faiss_vector_store"):
         store = FairFaissVectorStore.create(embedder.dimension, gpu=False)
     assert not store.multivector
     said = [record.getMessage() for record in caplog.records if "pooled vector per node" in record.getMessage()]
@@ -626,3 +626,32 @@ def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_
     assert old.kind == "flat" and isinstance(old.client, MultiVectorIndex)  # as every store was saved before
     assert isinstance(old.client.windows, FaissIndex)
     assert [node.get_content() for node in loaded.get_nodes()] == [node.get_content() for node in old.get_nodes()]
+
+
+def test_a_store_loaded_without_embed_model_takes_the_fair_embedding_set_in_settings(
+    embed_model: FairEmbedding, settings_model: Callable[[Any], None], tmp_path: Path
+) -> None:
+    settings_model(embed_model)
+    store = FairFaissVectorStore.create(gpu=False)  # dim and windows from Settings.embed_model
+    index = VectorStoreIndex.from_documents(
+        _documents(3), storage_context=StorageContext.from_defaults(vector_store=store)
+    )
+    index.storage_context.persist(str(tmp_path / "storage"))
+    loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path / "storage"), gpu=False)
+    assert loaded.multivector and loaded._store.embedder is embed_model  # as create() takes it
+    context = StorageContext.from_defaults(persist_dir=str(tmp_path / "storage"), vector_store=loaded)
+    load_index_from_storage(context).insert(Document(text=_text(60), id_="d60"))  # no "no embed model" now
+    assert any(node.ref_doc_id == "d60" for node in loaded.get_nodes())
+
+
+def test_create_takes_the_vector_size_the_embed_model_tells(
+    embed_model: FairEmbedding, embedder: FairEmbedder, settings_model: Callable[[Any], None]
+) -> None:
+    store = FairFaissVectorStore.create(embed_model=embed_model, gpu=False)
+    store.add([TextNode(text=_text(1), embedding=embed_model.get_text_embedding(_text(1)))])
+    assert store.client is not None and store.client.dim == embedder.dimension
+    settings_model(None)
+    with pytest.raises(TypeError, match=r"create\(\) needs dim= here: no embed model is given"):
+        FairFaissVectorStore.create(gpu=False)
+    with pytest.raises(TypeError, match="the embed model MockEmbedding cannot tell its vector size"):
+        FairFaissVectorStore.create(embed_model=MockEmbedding(embed_dim=8), gpu=False)

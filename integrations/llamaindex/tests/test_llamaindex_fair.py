@@ -12,6 +12,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.embeddings.fair import FairEmbedding
 
 from fair_retrieval import Calibration, FairEmbedder
+from fair_retrieval.embedding.loading import DEFAULT_MODEL
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -201,8 +202,6 @@ def test_to_dict_round_trip(tiny_model: str) -> None:
 
 def test_bad_arguments_give_clear_errors(tiny_model: str) -> None:
     shared = FairEmbedder(tiny_model)
-    with pytest.raises(ValueError, match="needs a model"):
-        FairEmbedding()
     with pytest.raises(ValueError, match="not both"):
         FairEmbedding(tiny_model, embedder=shared)
     with pytest.raises(TypeError, match="FairEmbedder"):
@@ -222,3 +221,10 @@ def test_bad_texts_give_clear_errors(tiny_model: str) -> None:
     with pytest.raises(TypeError, match="text must be a str"):
         embed_model.get_query_embedding(None)  # type: ignore[arg-type]
     assert embed_model.get_text_embedding_batch([]) == []  # LlamaIndex's contract: nothing in, nothing out
+
+
+def test_no_model_loads_the_default_model_as_huggingface_embedding_does() -> None:
+    embed_model = FairEmbedding()
+    assert embed_model.model_name == DEFAULT_MODEL
+    assert embed_model.embedder.dimension == 384 and embed_model.calibration == Calibration()
+    assert len(embed_model.get_text_embedding("The ferry leaves at nine.")) == 384

@@ -19,8 +19,8 @@ from llama_index.vector_stores.fair.node_records import (
     StoredNode,
     node_text,
 )
-from llama_index.vector_stores.fair.node_store import NodeStore, search_mode, settings_embed_model
-from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles
+from llama_index.vector_stores.fair.node_store import NodeStore, search_mode
+from llama_index.vector_stores.fair.persist_files import DEFAULT_PERSIST_PATH, PersistFiles, settings_embed_model
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
@@ -134,9 +134,36 @@ class FairFaissVectorStore(PersistFiles, NodeStore, WrappedStore, BasePydanticVe
 
     @classmethod
     def create(
-        cls, dim: int, metric: StoreMetric = "ip", gpu: GpuChoice = "auto", kind: str | None = None, **options: Any
+        cls,
+        dim: int | None = None,
+        metric: StoreMetric = "ip",
+        gpu: GpuChoice = "auto",
+        kind: str | None = None,
+        **options: Any,
     ) -> Self:
-        """A store over a new index of `dim`-d vectors; the other arguments are the constructor's."""
+        """A store over a new index of `dim`-d vectors; the other arguments are the constructor's.
+
+        `dim` None: the size the embed model tells (`embed_model=`, or the `Settings.embed_model` the constructor
+        takes: a `FairEmbedding` knows its model's).
+
+        Raises:
+            TypeError: no `dim` and an embed model that cannot tell its size (or none); as the constructor.
+        """
+        if dim is None:
+            embed_model = options.get("embed_model")
+            if embed_model is None and options.get("multivector") is not False:
+                embed_model = settings_embed_model(say_pooled=False)
+            dim = DocumentStore.embedder_dimension(embed_model)
+            if dim is None:
+                told = (
+                    "no embed model is given (nor a FairEmbedding set in Settings.embed_model)"
+                    if embed_model is None
+                    else f"the embed model {type(embed_model).__name__} cannot tell its vector size"
+                )
+                raise TypeError(
+                    f"FairFaissVectorStore.create() needs dim= here: {told}. Pass dim=, or "
+                    "embed_model=FairEmbedding(...), or use the constructor, which makes the index on the first add."
+                )
         return cls(None, dim=dim, metric=metric, gpu=gpu, kind=kind, **options)
 
     @classmethod

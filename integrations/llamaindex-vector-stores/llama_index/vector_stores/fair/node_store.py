@@ -30,7 +30,7 @@ from fair_retrieval.stores import DocumentStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NodeStore", "search_mode", "settings_embed_model"]
+__all__ = ["NodeStore", "search_mode"]
 
 
 class NodeStore:
@@ -152,29 +152,6 @@ class NodeStore:
         predicate = metadata_predicate(filters)
         keep = None if predicate is None else DocumentStore.record_test(predicate, node_metadata)
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
-
-
-def settings_embed_model(*, say_pooled: bool, store: str = "FairFaissVectorStore") -> Any | None:
-    """The embed model set on LlamaIndex's `Settings` when it gives windows (a `FairEmbedding`), what a store built
-    without `embed_model=` takes, as if it were passed; else None, and with `say_pooled` one INFO line on why the
-    store is pooled. Only a model that was set is read: `Settings.embed_model` itself would resolve LlamaIndex's
-    default (OpenAI's) when none was."""
-    from llama_index.core import Settings
-
-    model = getattr(Settings, "_embed_model", None)
-    if model is not None and DocumentStore.gives_windows(model):
-        return model
-    if say_pooled:
-        why = "no embed_model was given and none is set" if model is None else f"{type(model).__name__}, set"
-        logger.info(
-            "%s: %s in Settings.embed_model%s, so this store keeps one pooled vector per node "
-            "(multivector=False). Pass embed_model=FairEmbedding(...) (or set Settings.embed_model to one) for a "
-            "multi-vector store.",
-            store,
-            why,
-            "" if model is None else ", gives no window vectors",
-        )
-    return None
 
 
 def search_mode(mode: VectorStoreQueryMode | str | None) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
+from llama_index.core import Settings
 from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
@@ -25,8 +26,9 @@ from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import DocumentStore, StoreFormat, WrappedStore
 
 logger = logging.getLogger(__name__)
+_STORE_LOGGER = logging.getLogger("llama_index.vector_stores.fair.faiss_vector_store")  # the store's own messages
 
-__all__ = ["DEFAULT_PERSIST_PATH", "PersistFiles"]
+__all__ = ["DEFAULT_PERSIST_PATH", "PersistFiles", "settings_embed_model"]
 
 DEFAULT_PERSIST_PATH = os.path.join(
     DEFAULT_PERSIST_DIR, f"{DEFAULT_VECTOR_STORE}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}"
@@ -125,6 +127,9 @@ class PersistFiles(WrappedStore):
             fs: None or a local fsspec filesystem.
             gpu: as in the constructor.
             embed_model: the embed model you query with: checked against the recorded one, recorded next time.
+                None: LlamaIndex's `Settings.embed_model` when one that gives windows (a `FairEmbedding`) is set,
+                as the constructor and `create()` take it; else none (nothing is checked, and a multi-vector store
+                can take no new text).
             allow_embedder_mismatch: load even when `embed_model` differs (a WARNING lists the differences).
             multivector: None takes the persisted mode; True or False requires it.
             aggregate: None takes the persisted aggregate; a name requires it.
@@ -137,6 +142,8 @@ class PersistFiles(WrappedStore):
             NotImplementedError: a non-local `fs`.
         """
         _require_local(fs)
+        if embed_model is None:
+            embed_model = settings_embed_model(say_pooled=False)  # what the first insert embeds with, as create()'s
         path = Path(persist_path)
         missing = (
             f"No FairFaissVectorStore at {path}. Persist one first (index.storage_context.persist(persist_dir) or "
@@ -184,6 +191,8 @@ class PersistFiles(WrappedStore):
         aggregate: Aggregate | None = None,
     ) -> Self:
         """The store of texts saved in `folder`, its documents as nodes (see `from_persist_dir`)."""
+        if embed_model is None:
+            embed_model = settings_embed_model(say_pooled=False)
         loaded = DocumentStore.load_text_folder(
             folder, STORE_FORMAT, document_node, gpu=gpu, embedder=embed_model,
             allow_embedder_mismatch=allow_embedder_mismatch, multivector=multivector, aggregate=aggregate,
@@ -222,6 +231,27 @@ class PersistFiles(WrappedStore):
         store._store.converts(raw_path)  # persisting over it converts it
         logger.info("Converted %d nodes from the legacy folder %s.", len(nodes), persist_dir)
         return store  # type: ignore[no-any-return]
+
+
+def settings_embed_model(*, say_pooled: bool, store: str = "FairFaissVectorStore") -> Any | None:
+    """The embed model set on LlamaIndex's `Settings` when it gives windows (a `FairEmbedding`), what a store built
+    or loaded without `embed_model=` takes, as if it were passed; else None, and with `say_pooled` one INFO line on
+    why the store (`store`: its class's name) is pooled. Only a model that was set is read: `Settings.embed_model`
+    itself would resolve LlamaIndex's default (OpenAI's) when none was."""
+    model = getattr(Settings, "_embed_model", None)
+    if model is not None and DocumentStore.gives_windows(model):
+        return model
+    if say_pooled:
+        why = "no embed_model was given and none is set" if model is None else f"{type(model).__name__}, set"
+        _STORE_LOGGER.info(
+            "%s: %s in Settings.embed_model%s, so this store keeps one pooled vector per node "
+            "(multivector=False). Pass embed_model=FairEmbedding(...) (or set Settings.embed_model to one) for a "
+            "multi-vector store.",
+            store,
+            why,
+            "" if model is None else ", gives no window vectors",
+        )
+    return None
 
 
 def _require_local(fs: Any | None) -> None:

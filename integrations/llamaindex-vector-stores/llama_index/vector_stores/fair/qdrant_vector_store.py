@@ -13,8 +13,8 @@ from typing import Any
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
 from llama_index.vector_stores.fair.node_records import StoredNode, node_metadata, node_text
-from llama_index.vector_stores.fair.node_store import NodeStore, search_mode, settings_embed_model
-from llama_index.vector_stores.fair.persist_files import STORE_FORMAT
+from llama_index.vector_stores.fair.node_store import NodeStore, search_mode
+from llama_index.vector_stores.fair.persist_files import STORE_FORMAT, settings_embed_model
 
 from fair_retrieval.stores import LexicalSettings, QdrantStore, StoreMetric, StoreWindows, WrappedStore
 

@@ -46,7 +46,9 @@ class FairEmbedding(BaseEmbedding):
     """Embed nodes with attention calibration and queries plainly, through `fair_retrieval.FairEmbedder`.
 
     Give either a model (Hub id or local folder), which is loaded here, or a ready `FairEmbedder`, to share one loaded
-    model between several embedding objects (e.g. a calibrated and a plain one for comparison). The `FairEmbedder`
+    model between several embedding objects (e.g. a calibrated and a plain one for comparison); neither loads
+    sentence-transformers/all-MiniLM-L6-v2 (its bundled copy offline), as `HuggingFaceEmbedding()` loads its
+    default. The `FairEmbedder`
     options (calibration, pooling, max_length, long_documents, window_overlap, window_boundaries, window_tokens, device,
     precision, show_progress_bar, model_kwargs; `embed_batch_size` for batch_size) take their defaults, allowed values,
     checks and documentation (the fields' descriptions) from their one declaration, `EmbedderOptions`. All but
@@ -67,8 +69,8 @@ class FairEmbedding(BaseEmbedding):
 
     Raises:
         ValueError, TypeError: as `fair_retrieval.adapters.llamaindex_keywords` says: an unknown option (with the
-            closest valid one), a value that is refused (with the reason), both or neither of `model` and
-            `embedder`, loading options or instructions with `embedder`, an option of the wrong type.
+            closest valid one), a value that is refused (with the reason), both `model` and `embedder`, loading
+            options or instructions with `embedder`, an option of the wrong type.
     """
 
     # The FairEmbedder options: defaults and descriptions from their one declaration (`EmbedderOptions`).
