@@ -72,13 +72,21 @@ from fair_retrieval.cli.options import (
 from fair_retrieval.cli.ray_engine import add_ray_arguments, index_on_ray, store_on_ray
 from fair_retrieval.embedding.embedder_building import build_embedder
 from fair_retrieval.embedding.embedder_options import EmbedderOptions
+from fair_retrieval.embedding.identity import identity_settings
 from fair_retrieval.embedding.windows import chunk_plan
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.index import AGGREGATES, DEFAULT_AGGREGATE, KINDS
 from fair_retrieval.inputs import Document, InputProblemsError, input_kind, no_documents_error, scan_documents
 from fair_retrieval.jsonio import record_generation
 from fair_retrieval.stores import StoreWindows
-from fair_retrieval.stores.store_folder import folder_generation, new_folder_store, save_store_folder
+from fair_retrieval.stores.qdrant_store import QdrantStore, client_at
+from fair_retrieval.stores.store_folder import (
+    folder_generation,
+    is_store_folder,
+    load_store_folder,
+    new_folder_store,
+    save_store_folder,
+)
 
 if TYPE_CHECKING:
     from fair_retrieval.embedding.embedder import EmbeddingReport, FairEmbedder
@@ -103,7 +111,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "with --chunk-tokens) kept as its windows at the model's window and half of it, found by its best window.",
     )
     add_input_argument(parser)
-    parser.add_argument("--output", required=True, type=Path, help="folder to write the index into")
+    parser.add_argument("--output", type=Path, help="folder to write the index into (or --qdrant)")
+    parser.add_argument(
+        "--qdrant",
+        metavar="URL_OR_PATH",
+        help="write the store into a Qdrant collection instead of --output: a server's URL (http://localhost:6333; "
+        "QDRANT_API_KEY read from the environment) or a local-mode folder; with --collection. An --input that is a "
+        "store folder is copied with its windows, no model run",
+    )
+    parser.add_argument(
+        "--collection", help="the Qdrant collection (created if absent, else added to with the same embedder)"
+    )
     parser.add_argument(
         "--kind",
         choices=KINDS,
@@ -204,6 +222,10 @@ def run(args: argparse.Namespace) -> int:
     it unseen: run it again.
     """
     require_faiss()
+    if args.qdrant is not None or args.collection is not None:
+        return _run_qdrant(args)
+    if args.output is None:
+        raise ValueError("Say where to write: --output FOLDER, or --qdrant URL_OR_PATH with --collection NAME.")
     output: Path = args.output
     _check_output(output, args.overwrite)
     _check_not_inside(output, args.input)
@@ -287,6 +309,68 @@ def _run_store(
     else:
         print("(--engine ray does not count the documents windowed, truncated or calibrated on its workers)")
     return 0
+
+
+def _run_qdrant(args: argparse.Namespace) -> int:
+    """Write documents into the Qdrant collection --collection at --qdrant, through the stores' core
+    (`QdrantStore`): embedded here as a store folder's are (its windows, its flags), or, from an --input that is a
+    store folder, copied with their stored windows. A collection that exists is added to (its record checked)."""
+    if args.qdrant is None or args.collection is None:
+        raise ValueError("Write to Qdrant with both --qdrant URL_OR_PATH and --collection NAME.")
+    if args.output is not None:
+        raise ValueError("Give either --output FOLDER or --qdrant with --collection, not both.")
+    if args.engine == "ray":
+        raise ValueError(
+            "--qdrant works with --engine local; build a store folder with --engine ray, then copy it: "
+            "fair-retrieval index --input THAT_FOLDER --qdrant ... --collection ..."
+        )
+    if args.output_format != "store" or args.factory or args.kind:
+        raise ValueError("--qdrant writes the stores' default layout: drop --output-format, --kind and --factory.")
+    if not args.input.exists():
+        raise FileNotFoundError(f"--input {args.input} does not exist.")
+    client = client_at(args.qdrant, os.environ.get("QDRANT_API_KEY"))
+    where = f"the Qdrant collection {args.collection!r} at {args.qdrant}"
+    if is_store_folder(args.input):
+        source = load_store_folder(args.input, gpu=False)
+        embedder = _recorded_embedder(source, args.input)
+        store = QdrantStore.of_texts(
+            client=client,
+            collection_name=args.collection,
+            embedder=embedder,
+            name="fair-retrieval index",
+            multivector=source.multivector,
+            windows=source.windows,
+        )
+        count = store.copy_from(source)
+        print(f"Copied {plural(count, 'document')} of the store folder {args.input} into {where} (no model run)")
+        return 0
+    options = embedder_options(args, calibration=calibration_from_args(args))
+    _check_chunk_flags(args)
+    documents, skipped = _read_input(args)
+    embedder = build_embedder(replace(options, show_progress_bar=True), model_reference(args.model))
+    rows, chunking = _chunked(args, documents, embedder)
+    store = QdrantStore.of_texts(
+        client=client,
+        collection_name=args.collection,
+        embedder=embedder,
+        name="fair-retrieval index",
+        multivector=args.multivector,
+        aggregate=args.aggregate,
+        windows=StoreWindows() if _window_flags_given(args) else None,
+    )
+    store.add_documents([row.text for row in rows], [row.metadata for row in rows], [row.id for row in rows])
+    what = "chunk" if chunking is not None else "document"
+    print(f"Indexed {plural(len(rows), what)} into {where} ({len(store)} documents there now)")
+    _print_skipped(skipped)
+    return 0
+
+
+def _recorded_embedder(store: Any, folder: Path) -> Any:
+    """The embedder a store folder records (rebuilt from its identity; the collection records it too)."""
+    if store.recorded_identity is None:
+        raise ValueError(f"{folder} records no embedder, so a collection could not check what made its vectors.")
+    model, options, prompts = identity_settings(store.recorded_identity)
+    return build_embedder(options, model, prompts=prompts or None)
 
 
 def index_words(kind: str, index: Any) -> str:

@@ -38,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -61,6 +62,7 @@ from fair_retrieval.inputs import check_query
 from fair_retrieval.lexical import FUSIONS, LexicalIndex, LexicalSettings
 from fair_retrieval.stores import DEFAULT_SEARCH_MODE, SEARCH_MODES, SearchSettings
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, window_hits
+from fair_retrieval.stores.qdrant_store import QdrantStore, client_at
 from fair_retrieval.stores.store_folder import is_store_folder, load_store_folder
 from fair_retrieval.text_checks import MAX_TEXT_BYTES
 
@@ -84,6 +86,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "FaissVectorStore's save_local folder) or an index folder of earlier releases",
     )
     parser.add_argument("--index", type=Path, help="the folder to search, as FOLDER (the earlier spelling)")
+    parser.add_argument(
+        "--qdrant",
+        metavar="URL_OR_PATH",
+        help="search a Qdrant collection instead of a folder (written by `index --qdrant`, or either stack's "
+        "FairQdrantVectorStore): a server's URL (http://localhost:6333; QDRANT_API_KEY read from the environment) "
+        "or a local-mode folder; with --collection",
+    )
+    parser.add_argument("--collection", help="the Qdrant collection to search (with --qdrant)")
     queries = parser.add_mutually_exclusive_group(required=True)
     queries.add_argument(
         "--query", action="append", help="the query text; repeat it to ask several with one load of the model"
@@ -142,10 +152,14 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
     settings = SearchSettings(mode=args.mode, fusion=args.fusion, alpha=args.alpha)
     lexical = LexicalSettings(language=None if args.language == "none" else args.language)
+    if args.qdrant is not None or args.collection is not None:
+        return _search_store(
+            args, _collection_store(args), settings, query_source(args), f"Qdrant collection {args.collection!r}"
+        )
     folder = _folder(args)
     queries = query_source(args)
     if is_store_folder(folder):
-        return _search_store(args, folder, settings, queries)
+        return _search_store(args, load_store_folder(folder, gpu=gpu_choice(args.gpu)), settings, queries, folder)
     manifest = read_manifest(folder)
     multivector = manifest.get("multivector") is not None
     loader = MultiVectorIndex.load if multivector else FaissIndex.load
@@ -188,10 +202,24 @@ def _folder(args: argparse.Namespace) -> Path:
     return Path(args.folder if args.folder is not None else args.index)
 
 
-def _search_store(args: argparse.Namespace, folder: Path, settings: SearchSettings, queries: Iterable[str]) -> int:
-    """Search a store folder: the store loaded once through the stores' core, with the embedder its file records
-    (rebuilt from its identity; none for sparse), each query answered in `settings`' mode."""
-    store = load_store_folder(folder, gpu=gpu_choice(args.gpu))
+def _collection_store(args: argparse.Namespace) -> Any:
+    """The store of a Qdrant collection (`--qdrant`, `--collection`), opened without embeddings: its record says
+    which."""
+    if args.qdrant is None or args.collection is None:
+        raise ValueError("Search a Qdrant collection with both --qdrant URL_OR_PATH and --collection NAME.")
+    if args.folder is not None or args.index is not None:
+        raise ValueError("Give either a folder to search or --qdrant with --collection, not both.")
+    client = client_at(args.qdrant, os.environ.get("QDRANT_API_KEY"))
+    if not client.collection_exists(args.collection):
+        raise ValueError(f"{args.qdrant} holds no collection {args.collection!r}; build one with `index --qdrant`.")
+    return QdrantStore.of_texts(client=client, collection_name=args.collection, name="fair-retrieval search")
+
+
+def _search_store(
+    args: argparse.Namespace, store: Any, settings: SearchSettings, queries: Iterable[str], folder: Any
+) -> int:
+    """Search a store (a store folder's, loaded once through the stores' core, or a Qdrant collection's), with the
+    embedder it records (rebuilt from its identity; none for sparse), each query answered in `settings`' mode."""
     if settings.mode != "sparse":
         recorded = store.recorded_identity
         if recorded is None:

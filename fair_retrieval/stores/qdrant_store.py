@@ -65,7 +65,7 @@ from fair_retrieval.stores.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EngineSelection", "QdrantStore", "qdrant_client"]
+__all__ = ["EngineSelection", "QdrantStore", "client_at", "qdrant_client"]
 
 R = TypeVar("R", bound=Keyed)
 
@@ -104,6 +104,22 @@ def qdrant_client(
     except ImportError as error:
         raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
     return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
+
+
+def client_at(where: str, api_key: str | None = None) -> Any:
+    """A `qdrant_client.QdrantClient` for one place written as the command line takes it: a server's URL
+    ("http://…", "https://…"), ":memory:", or a folder (local mode, created if absent).
+
+    Raises:
+        ValueError: an empty place.
+    """
+    if not isinstance(where, str) or not where.strip():
+        raise ValueError("--qdrant needs a server's URL (http://localhost:6333) or a folder for local mode.")
+    if where.startswith(("http://", "https://")):
+        return qdrant_client(url=where, api_key=api_key)
+    if where == ":memory:":
+        return qdrant_client(location=where)
+    return qdrant_client(path=where)
 
 
 class EngineSelection:
@@ -197,6 +213,7 @@ class QdrantStore(DocumentStore[R]):
         self._collection_options = dict(collection_options or {})
         self._recorded = recorded
         if recorded is not None:
+            self.recorded_identity = recorded.get("identity")  # what a store opened without embeddings rebuilds them of
             self._check_recorded_identity(recorded, allow_embedder_mismatch)
         elif dim is not None:
             self._create(int(dim))
