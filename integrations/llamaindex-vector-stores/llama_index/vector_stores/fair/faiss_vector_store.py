@@ -214,10 +214,13 @@ class FairFaissVectorStore(PersistFiles, WrappedStore, BasePydanticVectorStore):
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """Copies of stored nodes with their embeddings: those in `node_ids` (in that order) and/or matching
         `filters`; every node when both are None."""
-        int_ids = self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False), node_ids)
+        with self._store.lock:  # the nodes and their vectors of one state (another thread may delete meanwhile)
+            int_ids = self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False), node_ids)
+            vectors = self._store.vectors(int_ids) if int_ids else []
+            stored = [self._store.records.records[int_id] for int_id in int_ids]
         nodes = []
-        for int_id, vector in zip(int_ids, self._store.vectors(int_ids) if int_ids else [], strict=True):
-            node = restored_node(self._store.records.records[int_id])
+        for record, vector in zip(stored, vectors, strict=True):
+            node = restored_node(record)
             node.embedding = vector.tolist()
             nodes.append(node)
         return nodes
