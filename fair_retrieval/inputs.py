@@ -298,18 +298,21 @@ def scan_documents(path: Path, text_field: str = "text", id_field: str = "id") -
                 problems.append(str(error))
         return documents, problems
     seen: dict[str, int] = {}
-    with path.open("rb") as handle:
-        for number, line in jsonl_lines(handle):
-            try:
-                document = parse_jsonl_line(line, number, path, text_field, id_field)
-            except ValueError as error:
-                problems.append(str(error))
-                continue
-            if document.id in seen:
-                problems.append(str(repeated_id_error(path, number, document.id, seen[document.id])))
-                continue
-            seen[document.id] = number
-            documents.append(document)
+    try:
+        with path.open("rb") as handle:
+            for number, line in jsonl_lines(handle):
+                try:
+                    document = parse_jsonl_line(line, number, path, text_field, id_field)
+                except ValueError as error:
+                    problems.append(str(error))
+                    continue
+                if document.id in seen:
+                    problems.append(str(repeated_id_error(path, number, document.id, seen[document.id])))
+                    continue
+                seen[document.id] = number
+                documents.append(document)
+    except OSError as error:  # the one input file: a part read is no input to index, whatever --skip-bad-files says
+        raise unreadable_error(path, error) from error
     return documents, problems
 
 
@@ -375,8 +378,9 @@ def read_text_file(folder: Path, name: str) -> Document:
 
     Raises:
         ValueError: if the file name or its content is not UTF-8, or its text is empty, whitespace only or holds a
-            lone surrogate, or the file is a link leading out of `folder` or bigger than `MAX_TEXT_BYTES`; the
-            message names the file and says what to do.
+            lone surrogate, or the file is a link leading out of `folder`, bigger than `MAX_TEXT_BYTES` or cannot
+            be read (any OS error: no permission, deleted since the folder was listed, an I/O error); the message
+            names the file and says what to do.
     """
     if lone_surrogate(name) is not None:  # a name that is not UTF-8 (Python keeps its bytes as surrogates)
         shown = os.fsencode(name).decode("utf-8", "backslashreplace")
@@ -389,12 +393,16 @@ def read_text_file(folder: Path, name: str) -> Document:
             f"{file} is a symbolic link to {os.path.realpath(file)}, outside {folder}; copy the file into the folder "
             "to index it, or remove the link."
         )
-    size = file.stat().st_size
-    if size > MAX_TEXT_BYTES:
-        raise ValueError(
-            f"{file} holds {size} bytes, more than the {MAX_TEXT_BYTES} a text may have; split it into several files."
-        )
-    raw = file.read_bytes()
+    try:
+        size = file.stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(
+                f"{file} holds {size} bytes, more than the {MAX_TEXT_BYTES} a text may have; split it into several "
+                "files."
+            )
+        raw = file.read_bytes()
+    except OSError as error:  # unreadable, gone since the folder was listed, a folder now: the file's problem
+        raise unreadable_error(file, error) from error
     try:
         text = raw.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
@@ -405,6 +413,13 @@ def read_text_file(folder: Path, name: str) -> Document:
     if problem is not None:
         raise ValueError(f"{file}: {problem}; give it text, or remove it from the folder.")
     return Document(id=name, text=text)
+
+
+def unreadable_error(path: Path, error: OSError) -> ValueError:
+    """The problem of an input file the OS would not let be read (`error`), naming the file and the cause, so that it
+    is listed with the input's other problems (and skipped by --skip-bad-files) rather than a traceback."""
+    cause = error.strerror or type(error).__name__
+    return ValueError(f"{path} cannot be read ({cause}); check that it exists and is readable, or remove it.")
 
 
 def jsonl_lines(lines: Iterable[bytes], first_line: int = 1) -> Iterator[tuple[int, bytes]]:

@@ -106,3 +106,27 @@ def run_writers(
 def expected_keys(writers: int = WRITERS, cycles: int = CYCLES) -> set[str]:
     """Every key `run_writers` saves when nothing is killed."""
     return {f"w{writer}-c{number}" for writer in range(writers) for number in range(cycles)}
+
+
+def run_threads(workers: list[Callable[[], None]], timeout_s: float = 120.0) -> list[BaseException]:
+    """Run each worker in a thread of its own, all released at once (a barrier), and wait for them; returns what
+    they raised (none of a thread-safe store). A thread still running after `timeout_s` fails the test."""
+    import threading
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(workers))
+
+    def guarded(work: Callable[[], None]) -> None:
+        start.wait()
+        try:
+            work()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(work,), daemon=True) for work in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout_s)
+    assert not any(thread.is_alive() for thread in threads), "a thread still runs: the store deadlocked"
+    return errors

@@ -193,3 +193,78 @@ def test_a_utf16_file_is_named_as_utf16(tmp_path: Path) -> None:
     jsonl.write_text('{"text": "The ferry leaves at nine."}\n', encoding="utf-16")
     with pytest.raises(ValueError, match=r"line 1: not UTF-8 \(it is UTF-16"):
         read_documents(jsonl)
+
+
+def _unreadable(monkeypatch: pytest.MonkeyPatch, name: str, error: OSError) -> None:
+    """Make reading the file called `name` raise `error` (tests run as root, whom chmod 000 does not stop)."""
+    read_bytes = Path.read_bytes
+
+    def refusing(self: Path) -> bytes:
+        if self.name == name:
+            raise error
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refusing)
+
+
+def _two_files(root: Path) -> Path:
+    root.mkdir()
+    (root / "good.txt").write_text("a good document", encoding="utf-8")
+    (root / "locked.txt").write_text("a document no one may read", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("error", "cause"),
+    [
+        (PermissionError(13, "Permission denied"), "Permission denied"),
+        (OSError(5, "Input/output error"), "Input/output error"),
+        (IsADirectoryError(21, "Is a directory"), "Is a directory"),
+    ],
+)
+def test_a_file_the_os_will_not_read_is_a_listed_problem_and_skipped_on_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, cause: str
+) -> None:
+    root = _two_files(tmp_path / "docs")
+    _unreadable(monkeypatch, "locked.txt", error)
+    with pytest.raises(InputProblemsError) as caught:
+        read_documents(root)
+    assert caught.value.problems == [
+        f"{root / 'locked.txt'} cannot be read ({cause}); check that it exists and is readable, or remove it."
+    ]
+    assert [document.id for document in read_documents(root, skip_bad=True)] == ["good.txt"]
+
+
+def test_a_file_deleted_between_listing_and_reading_is_a_listed_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fair_retrieval.inputs as inputs
+
+    root = _two_files(tmp_path / "docs")
+    listed = inputs.text_file_names
+
+    def then_deleted(folder: Path) -> list[str]:
+        names = listed(folder)
+        (folder / "locked.txt").unlink()  # another program removes it after the walk
+        return names
+
+    monkeypatch.setattr(inputs, "text_file_names", then_deleted)
+    documents, problems = scan_documents(root)
+    assert [document.id for document in documents] == ["good.txt"]
+    assert len(problems) == 1 and f"{root / 'locked.txt'} cannot be read (No such file or directory)" in problems[0]
+
+
+def test_an_unreadable_jsonl_file_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "one"}\n', encoding="utf-8")
+    opened = Path.open
+
+    def refusing(self: Path, *args: object, **kwargs: object) -> object:
+        if self == source:
+            raise PermissionError(13, "Permission denied")
+        return opened(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", refusing)
+    for skip_bad in (False, True):  # the one input file: nothing to skip to
+        with pytest.raises(ValueError, match=r"docs.jsonl cannot be read \(Permission denied\)"):
+            read_documents(source, skip_bad=skip_bad)

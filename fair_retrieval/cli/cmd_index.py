@@ -49,9 +49,9 @@ from fair_retrieval.cli.chunking import chunk_documents
 from fair_retrieval.cli.common import gpu_choice, model_reference, plural, require_faiss
 from fair_retrieval.cli.index_folder import (
     DOCUMENTS_FILE,
-    INDEX_DATA,
     INDEX_RECORD,
-    MANIFEST_FILE,
+    REPLACED_FILES,
+    STORE_FILES,
     index_manifest,
     publish,
     remove_index_folder_files,
@@ -93,7 +93,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_OWN_FILES = (INDEX_DATA, INDEX_RECORD, DOCUMENTS_FILE, MANIFEST_FILE, "store.json")
 OUTPUT_FORMATS = ("store", "index")
 WINDOW_FLAGS = ("window_tokens", "window_boundaries", "window_overlap")
 """The embedder's window flags: given, a store keeps the embedder's windows they set instead of the study's."""
@@ -604,6 +603,12 @@ def _check_not_inside(output: Path, source: Path) -> None:
         raise ValueError(
             f"--output {output} is inside --input {source}; write the index to a folder outside the documents."
         )
+    written = resolved_output / STORE_FILES[1]  # the store folder's index folder: the run writes into it
+    if resolved_source == written or written in resolved_source.parents:
+        raise ValueError(
+            f"--input {source} is the folder {written.name}/ of --output {output}, where the store keeps its index; "
+            "write the index to a folder outside the documents."
+        )
 
 
 def _check_output(output: Path, overwrite: bool) -> None:
@@ -614,12 +619,13 @@ def _check_output(output: Path, overwrite: bool) -> None:
     for folder in needed:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise ValueError(f"--output {output}: {folder} is not writable; choose a writable folder.")
-    if output.is_dir() and not overwrite:
-        ours = [name for name in _OWN_FILES if (output / name).exists()]
+    if output.is_dir() and not overwrite:  # any name the run may write or remove, whoever's file it is
+        ours = [name for name in REPLACED_FILES if (output / name).exists() or (output / name).is_symlink()]
         if ours:
             raise ValueError(
-                f"--output {output} already holds an index ({', '.join(ours)}); pass --overwrite to replace it, "
-                "or choose another folder."
+                f"--output {output} already holds {', '.join(ours)}, which this command writes or replaces; pass "
+                "--overwrite to replace an index or store there (files no saved index or store names as its own are "
+                "never removed), or choose another folder."
             )
 
 

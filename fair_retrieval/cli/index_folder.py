@@ -86,8 +86,8 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
     """Publish every file of `staging` (a FaissIndex saved there, documents.jsonl, manifest.json) into `output`,
     atomically as a whole, with the index's index.json as the record (see the module docstring).
 
-    Files of `output` that the new generation lacks (index.faiss of an untrained index) are removed; other files
-    in `output` are left alone.
+    Files of the replaced generation (those its record names) that the new one lacks (index.faiss of an untrained
+    index) are removed; other files in `output` are left alone.
 
     Args:
         staging: the staging folder.
@@ -109,7 +109,7 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
         for path in staging.iterdir()
         if path.name not in (INDEX_RECORD, IN_USE_FILE) and not path.name.endswith(TEMPORARY_SUFFIX)
     )
-    known = list(FOLDER_FILES)  # every file an index folder may list: a replaced folder's others are removed
+    known = list(FOLDER_FILES)  # every file an index folder may list: what killed runs left of them is removed
     record = output / INDEX_RECORD
 
     def check() -> None:
@@ -128,7 +128,9 @@ def publish(staging: Path, output: Path, *, base: tuple[str | None] | None = Non
     with Publication(record, [*known, *names], check=check) as publication:
         for name in names:
             publication.add(name, staging / name)
-        publication.commit(staged.value, entries=staged.files, remove=[name for name in known if name not in names])
+        # the replaced generation's files that this one lacks go with it (`Publication.commit`: only those its
+        # record names, so a file of yours is never removed)
+        publication.commit(staged.value, entries=staged.files)
 
 
 def index_manifest(
@@ -374,22 +376,53 @@ def read_texts(path: Path, handle: IO[bytes]) -> dict[int, str]:
 
 STORE_FILES = ("store.json", "index")
 """The files of a store folder (`fair_retrieval.stores.store_folder`) that `index --overwrite` may replace."""
-REPLACED_INDEX_FILES = (INDEX_RECORD, *FOLDER_FILES, "doc_ids.parquet")
-"""The files of an index folder, the manifest first: once it is gone the folder no longer reads as an index."""
+REPLACED_FILES = (*STORE_FILES, INDEX_RECORD, *FOLDER_FILES)
+"""Every name in --output that `fair-retrieval index` may write, replace or remove, in either output format: a run
+refuses an --output holding any of them unless --overwrite (before any work), and then removes only the files a
+commit record there names as its own (`recorded_files`)."""
+
+
+def recorded_files(record: Path) -> list[str]:
+    """The files the commit record `record` names as its generation's (relative to its folder; a store's record
+    names its store file "../store.json"), where `record` is one a save wrote (verified); none for a missing or
+    unreadable record: a folder without one holds nothing this command wrote, so nothing of it is removed."""
+    try:
+        return list(Snapshot.read(record).files)
+    except (OSError, ValueError):
+        return []
 
 
 def remove_index_folder_files(folder: Path) -> None:
-    """Remove the files of an index folder from `folder`, where `index --overwrite` has just saved a store folder
-    (which `search` reads first; the earlier index is gone, as --overwrite asks)."""
-    for name in REPLACED_INDEX_FILES:
+    """Remove the index folder in `folder`, where `index --overwrite` has just saved a store folder (which `search`
+    reads first; the earlier index is gone, as --overwrite asks): the files its record (index.json) names, the
+    manifest first (once it is gone the folder no longer reads as an index), then the record. A file no record
+    names is never removed: it is not this command's."""
+    record = folder / INDEX_RECORD
+    names = [name for name in recorded_files(record) if "/" not in name]  # an index folder's files are its own
+    if not names:
+        return
+    for name in sorted(names, key=lambda name: name != MANIFEST_FILE):
         (folder / name).unlink(missing_ok=True)
+    record.unlink(missing_ok=True)
 
 
 def remove_store_folder_files(folder: Path) -> None:
-    """Remove a store folder's store file and index folder from `folder`, where `index --overwrite
-    --output-format index` has just published an index folder (the store file first: without it the folder no
-    longer reads as a store)."""
-    (folder / STORE_FILES[0]).unlink(missing_ok=True)
-    index_folder = folder / STORE_FILES[1]
-    if index_folder.is_dir() and not index_folder.is_symlink():
-        shutil.rmtree(index_folder)
+    """Remove the store folder in `folder`, where `index --overwrite --output-format index` has just published an
+    index folder: only where its index folder's record names the store file (a store this command or a store saved),
+    the store file first (without it the folder no longer reads as a store), then the files the record names in its
+    index folder, then the record; the index folder itself only once empty. A file no record names is never
+    removed, so a folder of yours called index/ is left as it is."""
+    store_file, index_folder = folder / STORE_FILES[0], folder / STORE_FILES[1]
+    if index_folder.is_symlink() or not index_folder.is_dir():
+        return
+    record = index_folder / INDEX_RECORD
+    names = recorded_files(record)
+    if f"../{STORE_FILES[0]}" not in names:
+        return
+    store_file.unlink(missing_ok=True)
+    for name in names:
+        if "/" not in name:
+            (index_folder / name).unlink(missing_ok=True)
+    record.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # files of another program left in it: the folder stays, with them
+        index_folder.rmdir()

@@ -86,6 +86,7 @@ class Publication:
         self._lock: int | None = None
         self._committed = False
         self._check = check
+        self._previous: list[str] = []  # the files the replaced generation's record names (read once locked)
 
     def __enter__(self) -> Publication:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -132,10 +133,14 @@ class Publication:
         """Write the record (`value` plus the publication entry): the new generation replaces the old one here. Then
         rename the temporary files into place and delete the `remove` files, which the new generation lacks.
 
+        Files the previous generation's record named (in the record's folder) that this one does not stage are
+        removed too: they belonged to the generation this one replaces (a multi-vector index's windows files when a
+        pooled one replaces it). A file no record named is never removed.
+
         Args:
             value: the record's JSON content (its own format, version, …).
             entries: sizes and CRC-32s already known (by name), so large files are not read again.
-            remove: files of the previous generation that this one does not have.
+            remove: files of the previous generation that this one does not have, also where its record is gone.
         """
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
@@ -146,7 +151,7 @@ class Publication:
         self._committed = True
         for name, staged in self._staged.items():
             _move_into_place(staged, self.folder / name)
-        for name in remove:
+        for name in dict.fromkeys([*remove, *self._previous]):
             if name not in self._staged:
                 _remove(self.folder / name)
         for folder in {(self.folder / name).parent for name in self._names}:
@@ -162,6 +167,8 @@ class Publication:
             snapshot = Snapshot.read(self.record)
         except (OSError, ValueError):
             return  # no record yet, or one that this save replaces anyway
+        # the previous generation's own files, in this folder: those the new one lacks are removed on commit
+        self._previous = [name for name in snapshot.files if "/" not in name and name != self.record.name]
         for name in snapshot.files:
             if name not in self._names or name == self.record.name:
                 continue

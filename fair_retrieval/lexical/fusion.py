@@ -42,8 +42,10 @@ def check_fusion(fusion: Any) -> str:
 
 
 def check_alpha(alpha: Any) -> float:
-    """`alpha` as a float in [0, 1] (1: dense only, 0: lexical only), else a ValueError."""
-    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0.0 <= float(alpha) <= 1.0:
+    """`alpha` as a float in [0, 1] (1: dense only, 0: lexical only), else a ValueError. A numpy number (e.g.
+    `np.float32(0.5)`, what a computed weight often is) is a number too; a bool, NaN or infinity is not."""
+    number = isinstance(alpha, int | float | np.integer | np.floating) and not isinstance(alpha, bool | np.bool_)
+    if not number or not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must be a number in [0, 1] (1: dense only, 0: lexical only), got {alpha!r}.")
     return float(alpha)
 

@@ -14,7 +14,9 @@ those checked texts on its first lexical search, so a lexical side cannot be mis
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import sys
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,13 +156,15 @@ class LexicalIndex:
         return [(int(ids[i]), float(scores[i])) for i in order]
 
     def memory_bytes(self) -> int:
-        """Bytes the index holds in memory: the token ids kept per document, bm25s's score matrix (CSC arrays), the
-        row map and the vocabulary's words (UTF-8) with an 8-byte id each. What a store's lexical side costs."""
-        arrays = [ids for _, texts in self._tokens.values() for ids in texts] + [self._rows]
-        if self._bm25 is not None:
-            arrays += [v for v in self._bm25.scores.values() if isinstance(v, np.ndarray)]
-        words = sum(len(word.encode("utf-8")) + 8 for word in self._vocabulary)
-        return int(sum(a.nbytes for a in arrays) + words)
+        """Bytes the index holds in memory, measured as Python holds them (`held_bytes`): the vocabulary (a dict of
+        word strings and their ids), the token ids kept per document with their containers, the row map, and
+        bm25s's index (its score matrix and its own vocabulary); not the records, which are the store's. What a
+        store's lexical side costs: for a corpus of many distinct words (e.g. the character pairs of CJK text) the
+        vocabulary's Python objects, not the arrays, are most of it."""
+        if not self._tokens:
+            return 0  # nothing indexed yet (or every record removed): nothing of its own is held
+        records = [record for record, _ in self._tokens.values()]
+        return held_bytes([self._vocabulary, self._tokens, self._rows, self._bm25], skip=records)
 
     def token_count(self) -> int:
         """How many tokens the index holds (what its memory grows with)."""
@@ -230,3 +234,32 @@ class LexicalIndex:
         bm25 = bm25s.BM25(k1=self.settings.k1, b=self.settings.b, method=self.settings.method)
         bm25.index(corpus, show_progress=False)
         self._bm25 = bm25
+
+
+def held_bytes(root: Any, skip: Iterable[Any] = ()) -> int:
+    """The bytes of the Python objects reachable from `root`, each counted once (`sys.getsizeof`): containers with
+    what they hold, arrays with the buffers they own or view, objects with their attributes; functions, classes and
+    modules, shared by everything, are not counted, nor the objects of `skip` and what only they hold.
+
+    It is what tracemalloc sees the objects allocate, up to allocator rounding, which is why `memory_bytes` uses it:
+    a sum of array sizes alone leaves out the per-object cost of a dict of a million short strings.
+    """
+    seen = {id(item) for item in skip}
+    total, pending = 0, [root]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen or isinstance(item, type | types.ModuleType | types.FunctionType | types.MethodType):
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)  # an array counts its buffer when it owns it
+        if isinstance(item, np.ndarray):
+            if item.base is not None:
+                pending.append(item.base)
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            pending.extend(item)
+        elif hasattr(item, "__dict__") and not isinstance(item, str | bytes | int | float):
+            pending.append(vars(item))
+    return total

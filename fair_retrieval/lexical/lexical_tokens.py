@@ -1,22 +1,30 @@
 """The words of a text as a lexical (BM25) index reads them: lower-cased word tokens, stop words dropped, stemmed.
 
+A text is normalised first (`normalized`), the same for documents and queries, so that what reads as the same word
+is the same token: format characters (Unicode category Cf: the soft hyphen, zero-width spaces and joiners, a
+byte-order mark) are dropped, since they are invisible and must not split a word, then the text is put in NFKC
+form, so composed and decomposed accents (NFC and NFD `café`), fullwidth and halfwidth forms (ｃａｆｅ, halfwidth
+katakana) and ligatures (ﬁ) match their ordinary letters. Plain ASCII text is unchanged by it.
+
 Words are runs of letters, digits and their combining marks, two characters or more (as bm25s and llama-index's BM25
-retriever read them, with the marks: the vowel signs of Hindi belong to their words). Scripts written
-without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) have no such runs to split, so a run of
-their characters is read as its overlapping character pairs (a single
-character alone), the usual fallback of lexical search engines for those scripts; every other script keeps its
-words. Stemming is PyStemmer's Snowball stemmer of the language (`LANGUAGES`), stop words bm25s's list where it has
-one; `None` reads words as they are (no stemming, no stop words), what any language can use.
+retriever read them, with the marks: the vowel signs of Hindi belong to their words). Scripts written without spaces
+between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) have no such runs to split, so a run of their characters
+is read as its overlapping character pairs (a single character alone), the usual fallback of lexical search engines
+for those scripts; a run of CJK characters (Han ideographs and kana) also gives each character alone, beside the
+pairs, so that a one-character query (a word written with one ideograph) finds the runs holding it; every other
+script keeps its words. Stemming is PyStemmer's Snowball stemmer of the language (`LANGUAGES`), stop words bm25s's
+list where it has one; `None` reads words as they are (no stemming, no stop words), what any language can use.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from functools import cache
 from typing import Any
 
 import regex
 
-__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "LexicalTokenizer", "check_language"]
+__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "LexicalTokenizer", "check_language", "normalized"]
 
 DEFAULT_LANGUAGE = "english"
 """The language a store's lexical index reads by default."""
@@ -55,6 +63,19 @@ _UNSPACED = regex.compile(
     "[\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
 )
 
+_CJK = regex.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# kana and CJK ideographs: one such character can be a word of its own, so it is a token beside the pairs
+_FORMAT = regex.compile(r"\p{Cf}+")
+
+
+def normalized(text: str) -> str:
+    """`text` as the lexical index reads it, documents and queries alike: format characters (category Cf) dropped,
+    then in NFKC form (see the module docstring); ASCII text is returned as it is."""
+    if text.isascii():
+        return text
+    # dropped first, so that a mark a format character separated from its letter still composes with it
+    return unicodedata.normalize("NFKC", _FORMAT.sub("", text))
+
 
 def check_language(language: Any) -> str | None:
     """`language` if a lexical index can read it (a name in `LANGUAGES`, or None), else a ValueError naming them."""
@@ -86,12 +107,11 @@ class LexicalTokenizer:
     def tokens(self, text: str) -> list[str]:
         """The tokens of one text, in order (empty for a text without words)."""
         words: list[str] = []
-        lowered = text.lower()
+        lowered = normalized(text).lower()
         position = 0
         for run in _UNSPACED.finditer(lowered):
             words.extend(self._words(lowered[position : run.start()]))
-            chars = run.group()
-            words.extend([chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)])
+            words.extend(_run_tokens(run.group()))
             position = run.end()
         words.extend(self._words(lowered[position:]))
         if self._stemmer is not None and words:
@@ -106,6 +126,20 @@ class LexicalTokenizer:
 
     def __hash__(self) -> int:
         return hash(self.language)
+
+
+def _run_tokens(chars: str) -> list[str]:
+    """The tokens of a run of characters written without spaces: its overlapping pairs (one character alone), and
+    each CJK character alone too, beside the pair it starts."""
+    if len(chars) == 1:
+        return [chars]
+    tokens = []
+    for i in range(len(chars)):
+        if _CJK.match(chars[i]):
+            tokens.append(chars[i])
+        if i + 1 < len(chars):
+            tokens.append(chars[i : i + 2])
+    return tokens
 
 
 @cache

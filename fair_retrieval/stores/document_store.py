@@ -45,6 +45,7 @@ from fair_retrieval.stores.search_modes import SearchSettings, check_search_mode
 from fair_retrieval.stores.store_archive import store_bytes, store_from_bytes
 from fair_retrieval.stores.store_core import StoreCore, StoreHit
 from fair_retrieval.stores.store_format import StoreFormat, load_store, save_store
+from fair_retrieval.stores.store_lock import locked
 from fair_retrieval.stores.text_documents import (
     TextDocument,
     checked_documents,
@@ -380,6 +381,7 @@ class DocumentStore(StoreCore[R]):
         hits = self.text_search(query, positive_int(k, "k"), self._embedder.embed_query, settings=settings, keep=keep)
         return self.within_threshold(hits, threshold, mode)
 
+    @locked
     def mmr_search(
         self,
         embedding: Any,
@@ -407,6 +409,7 @@ class DocumentStore(StoreCore[R]):
 
         return mmr_hits(self, embedding, k, fetch_k, lambda_mult, keep=keep, candidates=candidates)
 
+    @locked
     def query(self, embedding: Any, top_k: Any, **options: Any) -> list[StoreHit[R]]:
         """The documents for a query in a query mode ("default", "mmr", "sparse", "text_search", "hybrid"),
         `fair_retrieval.stores.vector_queries.vector_query_hits` (its keyword arguments are `options`).
@@ -418,6 +421,7 @@ class DocumentStore(StoreCore[R]):
 
     # ------------------------------------------------------------------------------------------------ files
 
+    @locked
     def save(self, fmt: StoreFormat[R], store_file: Path, index_folder: Path, *, overwrite: bool = False) -> None:
         """Save the store file and its index folder in one commit (`fair_retrieval.stores.store_format`).
 
@@ -513,6 +517,7 @@ class DocumentStore(StoreCore[R]):
         read = text_records_format(fmt, record, text_format)
         return cls.load(read, store_file, index_folder, missing=missing, **options)
 
+    @locked
     def to_bytes(self: DocumentStore[TextDocument], fmt: StoreFormat[TextDocument], index_name: str) -> bytes:
         """The store as bytes, without pickle: its folder packed in memory with a SHA-256
         (`fair_retrieval.stores.store_archive`)."""

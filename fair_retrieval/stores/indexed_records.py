@@ -14,14 +14,16 @@ between the framework's objects and its records:
   a `FaissIndex` (one vector per record) or, in multi-vector mode, a `MultiVectorIndex` (a record is the vectors
   of its windows, upserted as `DocumentWindows`, and a search returns distinct records with their best window).
 
-A call checks what it is given before it changes anything, so one that fails leaves the store as it was.
+A call checks what it is given before it changes anything, so one that fails leaves the store as it was. Every
+change and every read that walks the records or the index holds the store's lock (`fair_retrieval.stores.store_lock`),
+so threads sharing the records see them whole.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import FaissIndex, MultiVectorIndex
 from fair_retrieval.stores.arguments import preview, repeated
 from fair_retrieval.stores.best_window import window_hits
+from fair_retrieval.stores.store_lock import locked, new_store_lock
 from fair_retrieval.stores.vectors import check_dimension, require_finite
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,8 @@ class IndexedRecords(Generic[R]):
         replaced_move_to_end: whether a replaced record moves to the end of the insertion order (True) or keeps
             its place (False).
         group_of: the group key of a record (e.g. its source document's id), or None to keep no groups.
+        lock: the store's lock (`store_lock.new_store_lock`), held by every change and every read that walks the
+            records or the index; None: a lock of their own.
     """
 
     def __init__(
@@ -69,7 +74,9 @@ class IndexedRecords(Generic[R]):
         index: StoreIndex | None = None,
         replaced_move_to_end: bool,
         group_of: Callable[[R], str] | None = None,
+        lock: Any = None,
     ) -> None:
+        self.lock = new_store_lock() if lock is None else lock
         self._new_index = new_index
         self._index = index
         self._move_to_end = replaced_move_to_end
@@ -109,6 +116,7 @@ class IndexedRecords(Generic[R]):
         return self._next_int_id
 
     @property
+    @locked
     def keys(self) -> list[str]:
         """The keys of the stored records, in insertion order."""
         return [record.key for record in self._records.values()]
@@ -119,10 +127,12 @@ class IndexedRecords(Generic[R]):
     def __contains__(self, key: object) -> bool:
         return key in self._int_ids
 
+    @locked
     def group(self, group_key: str) -> set[int]:
         """The int ids of the records of one group (a copy; empty for an unknown group or without groups)."""
         return set(self._groups.get(group_key, ()))
 
+    @locked
     def matching(self, keep: Callable[[R], bool], among: Iterable[int] | None = None) -> list[int]:
         """The int ids (of `among`, else of every record, in that order) whose record `keep` accepts."""
         pool: Iterable[int] = self._records if among is None else among
@@ -130,6 +140,7 @@ class IndexedRecords(Generic[R]):
         logger.debug("The filter keeps %d of %d records.", len(kept), len(self._records))
         return kept
 
+    @locked
     def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
         """The stored vectors of `int_ids`, float32 (len(int_ids), dim), in that order (multi-vector mode: the
         pooled vectors, recomputed from the stored windows)."""
@@ -137,6 +148,7 @@ class IndexedRecords(Generic[R]):
             return np.zeros((0, 0), dtype=np.float32)
         return self._index.get_vectors(list(int_ids))
 
+    @locked
     def search_hits(
         self, query: np.ndarray, k: int, among: Sequence[int] | np.ndarray | None = None
     ) -> list[tuple[int, float, dict[str, int] | None]]:
@@ -168,6 +180,7 @@ class IndexedRecords(Generic[R]):
             if int_id >= 0
         ]
 
+    @locked
     def index_mismatch(self) -> int | None:
         """None when the index holds exactly the records' vectors (a loaded store is whole); else how many vectors
         it holds (the folder was modified or written partially)."""
@@ -178,6 +191,7 @@ class IndexedRecords(Generic[R]):
 
     # ------------------------------------------------------------------------------------------------ changing
 
+    @locked
     def upsert(self, records: Sequence[R], vectors: np.ndarray | DocumentWindows, source: str = "Got") -> list[int]:
         """Store records with their vectors; a key already stored is replaced (vector and record), keeping its int id.
 
@@ -228,6 +242,7 @@ class IndexedRecords(Generic[R]):
         logger.debug("Stored %d records (%d replaced); %d in the store.", len(records), len(replaced), len(self))
         return int_ids
 
+    @locked
     def remove(self, int_ids: Sequence[int]) -> None:
         """Remove stored records (vectors and records) by int id."""
         if not int_ids:
@@ -238,6 +253,7 @@ class IndexedRecords(Generic[R]):
             self._forget(int_id)
         logger.debug("Removed %d records; %d in the store.", len(int_ids), len(self))
 
+    @locked
     def clear(self) -> None:
         """Remove every record; the index keeps its dimension, training and device, and int ids start again at 0."""
         if self._index is not None and len(self._index):
@@ -245,6 +261,7 @@ class IndexedRecords(Generic[R]):
         self._int_ids, self._records, self._groups, self._next_int_id = {}, {}, {}, 0
         self._revision += 1
 
+    @locked
     def restore(self, index: StoreIndex | None, entries: Iterable[tuple[int, R]], next_int_id: int) -> None:
         """Fill an empty instance with a saved store: its index, its (int id, record) entries and its counter.
 

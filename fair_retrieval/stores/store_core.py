@@ -14,6 +14,10 @@ index is made of it, at once when the vector size is known, else on the first ad
 
 Every argument is checked when the store is built (metric, kind, GPU, mode and aggregate, a given index), so both
 adapters fail at the same time with the same message. Saving and loading are `fair_retrieval.stores.store_format`'s.
+
+Threads may share a store: it holds one re-entrant lock (`lock`, `fair_retrieval.stores.store_lock`), shared with its
+records, around every change, every read that walks the records or the index, and the lexical side's rebuild; texts
+are embedded before it is taken, so a slow model pass never holds the store.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from fair_retrieval.stores.embedded_windows import gathered_windows, within_cont
 from fair_retrieval.stores.files import StoreGeneration
 from fair_retrieval.stores.indexed_records import IndexedRecords, Keyed, StoreIndex
 from fair_retrieval.stores.search_modes import SearchSettings
+from fair_retrieval.stores.store_lock import both_locked, locked, new_store_lock
 from fair_retrieval.stores.store_mode import (
     AGGREGATE_KEY,
     MULTIVECTOR_KEY,
@@ -144,6 +149,7 @@ class StoreCore(Generic[R]):
         search: SearchSettings | None = None,
     ) -> None:
         self.name = name
+        self.lock = new_store_lock()  # the store's one lock, shared with its records (see the module docstring)
         if lexical is not None and not isinstance(lexical, LexicalSettings):
             raise TypeError(f"lexical must be a fair_retrieval.lexical.LexicalSettings, got {type(lexical).__name__}.")
         if search is not None and not isinstance(search, SearchSettings):
@@ -178,6 +184,7 @@ class StoreCore(Generic[R]):
             index=self._new_index(dim) if index is None and dim is not None else index,
             replaced_move_to_end=replaced_move_to_end,
             group_of=group_of,
+            lock=self.lock,
         )
         self.embedder = embedder  # checked against the mode
 
@@ -286,16 +293,19 @@ class StoreCore(Generic[R]):
     def __contains__(self, key: object) -> bool:
         return key in self._records
 
+    @locked
     def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
         """The stored (int id, record) of `keys`, in that order; unknown keys are skipped, repeats given once."""
         int_ids = self._records.int_ids
         return [(int_ids[key], self._records.records[int_ids[key]]) for key in dict.fromkeys(keys) if key in int_ids]
 
+    @locked
     def records_of(self, int_ids: Sequence[int]) -> list[R]:
         """The stored records of `int_ids`, in that order (each must be stored)."""
         records = self._records.records
         return [records[int_id] for int_id in int_ids]
 
+    @locked
     def selection(
         self,
         keys: Sequence[str] | None = None,
@@ -320,6 +330,7 @@ class StoreCore(Generic[R]):
             chosen = set(self._records.matching(keep, chosen))
         return None if chosen is None else sorted(chosen)
 
+    @locked
     def ordered(self, selected: Sequence[int] | None, keys: Sequence[str] | None = None) -> list[int]:
         """The int ids of `selected` (None: every record), in the order of `keys` when given (each once), else in
         insertion order."""
@@ -330,6 +341,7 @@ class StoreCore(Generic[R]):
             return [int_id for int_id, _ in self.get(keys) if int_id in chosen]
         return [int_id for int_id in self._records.records if int_id in chosen]
 
+    @locked
     def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
         """The stored (multi-vector: pooled) vectors of `int_ids`, float32 (n, dim)."""
         return self._records.vectors(int_ids)
@@ -348,6 +360,7 @@ class StoreCore(Generic[R]):
         check_dimension(int(matrix.shape[1]), None if index is None else index.dim, f"{source} gave")
         return unit_rows(matrix) if self._metric == "cosine" else matrix
 
+    @locked
     def search(
         self,
         query: Any,
@@ -380,6 +393,7 @@ class StoreCore(Generic[R]):
         """How the lexical side reads and scores texts (None: the store has no lexical side)."""
         return None if self._lexical is None else self._lexical.settings
 
+    @locked
     def lexical_search(
         self,
         query: str,
@@ -404,6 +418,7 @@ class StoreCore(Generic[R]):
         found = lexical.search(self._records.records, self._records.revision, query, k, selected)
         return [StoreHit(int_id, self._records.records[int_id], score, None) for int_id, score in found]
 
+    @locked
     def hybrid_search(
         self,
         query_vector: Any,
@@ -499,6 +514,7 @@ class StoreCore(Generic[R]):
 
     # ------------------------------------------------------------------------------------------------ changing
 
+    @locked
     def add(
         self, records: Sequence[R], vectors: Any, source: str = "the embeddings", lengths: Sequence[int] | None = None
     ) -> list[int]:
@@ -522,6 +538,7 @@ class StoreCore(Generic[R]):
             return self._records.upsert(records, DocumentWindows.single(matrix, list(lengths)))
         return self._records.upsert(records, matrix)
 
+    @locked
     def add_windows(self, records: Sequence[R], windows: Any, source: str = "embed_document_windows") -> list[int]:
         """Store records of a multi-vector store with their windows (`embed_document_windows`' result, checked and
         normalised for "cosine"); an id already stored has all its windows replaced.
@@ -606,10 +623,14 @@ class StoreCore(Generic[R]):
         """
         return (self.windows or StoreWindows()).embed(self._window_source(), texts)
 
+    @locked
     def remove(self, int_ids: Iterable[int]) -> None:
-        """Remove stored documents by int id."""
-        self._records.remove(sorted(set(int_ids)))
+        """Remove stored documents by int id; an int id no longer stored (another thread removed it since it was
+        looked up) is skipped: int ids are never handed out twice, so it cannot name another document."""
+        stored = self._records.records
+        self._records.remove(sorted({int_id for int_id in int_ids if int_id in stored}))
 
+    @locked
     def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
         """Remove the documents stored under `keys`; returns the keys that were not stored, ignored with a WARNING.
 
@@ -627,12 +648,14 @@ class StoreCore(Generic[R]):
         self.remove(int_id for int_id, _ in self.get(unique))
         return unknown
 
+    @locked
     def delete_group(self, group: str) -> int:
         """Remove every document of a group (an unknown group is nothing to delete); returns how many."""
         int_ids = self._records.group(group)
         self.remove(int_ids)
         return len(int_ids)
 
+    @locked
     def clear(self) -> None:
         """Remove every document (the index keeps its dimension, training and device)."""
         self._records.clear()
@@ -662,6 +685,11 @@ class StoreCore(Generic[R]):
         """
         if other is self:
             raise ValueError("merge_from got the store itself; every id would clash. Merge another store.")
+        with both_locked(self, other):  # neither store changes while one is read and the other written
+            return self._merge_locked(other, copy_record, allow_embedder_mismatch)
+
+    def _merge_locked(self, other: StoreCore[R], copy_record: Callable[[R], R], allow_embedder_mismatch: bool) -> int:
+        """`merge_from`'s work, with both stores locked."""
         theirs = other.index
         if not other._records or theirs is None:
             return 0

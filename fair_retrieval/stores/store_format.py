@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from fair_retrieval.embedding.identity import check_identity, embedder_identity
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.jsonio import DamagedFileError, json_bytes, parse_versioned_json
@@ -112,8 +114,41 @@ def save_store(
         StoreConflictError: (a ValueError) another writer saved `store_file` after `store` was loaded from it (or
             last saved there), or a store is there that `store` was neither loaded from nor saved to (and
             `overwrite` is False).
-        ValueError: metadata that stopped being JSON since it was stored.
+        ValueError: metadata that stopped being JSON since it was stored, or a store its own load would refuse
+            (`_check_loadable`); nothing is written then, so a good folder is never replaced by one that fails.
     """
+    with store.lock:  # the records, the index and the counter are written as one state
+        _check_loadable(store, fmt, store_file)
+        _save_locked(store, fmt, store_file, index_folder, overwrite)
+
+
+def _check_loadable(store: StoreCore[Any], fmt: StoreFormat[Any], store_file: Path) -> None:
+    """Refuse to save what `load_store` would refuse of the store's own state: records other than the index's
+    vectors (`IndexedRecords.index_mismatch`, the load's check), an index holding an id twice (the index load's
+    check), or an id counter not above every int id (the load's `_id_counter` bound).
+
+    Raises:
+        ValueError: naming what disagrees; the store was changed behind its API (its records or index edited
+            directly) and should be rebuilt from its documents.
+    """
+    records, index = store.records, store.index
+    ids = index.ids if index is not None else np.zeros(0, np.int64)
+    if records.index_mismatch() is not None or len(np.unique(ids)) != len(ids):
+        problem = f"its {len(records)} {fmt.noun} and the {len(ids)} vectors of its index disagree"
+    elif records.next_int_id <= max(records.records, default=-1):
+        problem = f"its id counter {records.next_int_id} is not above its highest int id"
+    else:
+        return
+    raise ValueError(
+        f"{store.name} was not saved to {store_file}: {problem}, so the saved folder would not load (nothing was "
+        "written). Its records or index were changed outside the store's API; rebuild it from its documents."
+    )
+
+
+def _save_locked(
+    store: StoreCore[R], fmt: StoreFormat[R], store_file: Path, index_folder: Path, overwrite: bool
+) -> None:
+    """`save_store`'s writing, with the store locked and checked."""
     has_index = store.index is not None
     where = {"index_folder": index_folder.name if has_index else None} if fmt.names_index_folder else {}
     state = {

@@ -591,3 +591,35 @@ def test_search_json_is_valid_json_with_nan_metadata(
     parsed = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
     [result] = parsed["results"]
     assert result["metadata"] == {"score": None, "range": [None, None, 1.5]}
+
+
+def test_an_unreadable_input_file_is_listed_and_skip_bad_files_skips_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fair_retrieval.cli.cmd_index as cmd_index
+
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "good.txt").write_text("Bread is made from flour.", encoding="utf-8")
+    (source / "locked.txt").write_text("no one may read this", encoding="utf-8")
+    read_bytes = Path.read_bytes
+
+    def refusing(self: Path) -> bytes:  # as root, chmod 000 does not stop a read: refuse it here
+        if self.name == "locked.txt":
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(self)
+
+    def model_stage(*_: Any) -> FairEmbedder:
+        raise ValueError("the input was read; the model would load now")
+
+    monkeypatch.setattr(Path, "read_bytes", refusing)
+    monkeypatch.setattr(cmd_index, "build_embedder", model_stage)
+    args = [*INDEX, "--model", "unused", "--input", str(source), "--output", str(tmp_path / "index")]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{source / 'locked.txt'} cannot be read (Permission denied)" in err and "Traceback" not in err
+    assert "the model would load now" not in err  # refused before the model
+    assert main([*args, "--skip-bad-files"]) == 2
+    err = capsys.readouterr().err
+    assert "the model would load now" in err and "Traceback" not in err  # skipped: the rest goes on to the model

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fair_retrieval.lexical import DEFAULT_LANGUAGE, LANGUAGES, LexicalTokenizer, check_language
+from fair_retrieval.lexical.lexical_tokens import normalized
 
 
 def test_english_is_lower_cased_stemmed_and_its_stop_words_dropped() -> None:
@@ -60,16 +61,18 @@ def test_a_stemmer_language_without_a_stop_word_list_keeps_every_word() -> None:
     assert LexicalTokenizer("finnish").tokens("ja talot ovat kauniita") == ["ja", "talo", "ova", "kauni"]
 
 
-def test_chinese_runs_are_read_as_overlapping_character_pairs() -> None:
+def test_chinese_runs_are_read_as_overlapping_character_pairs_and_single_characters() -> None:
     tokenizer = LexicalTokenizer("english")
-    assert tokenizer.tokens("地铁站在城市") == ["地铁", "铁站", "站在", "在城", "城市"]
-    assert tokenizer.tokens("中") == ["中"]  # a single character alone
-    assert tokenizer.tokens("地铁。站") == ["地铁", "站"]  # punctuation ends a run
+    assert tokenizer.tokens("地铁站") == ["地", "地铁", "铁", "铁站", "站"]
+    assert tokenizer.tokens("中") == ["中"]  # a single character alone, once
+    assert tokenizer.tokens("地铁。站") == ["地", "地铁", "铁", "站"]  # punctuation ends a run
 
 
 def test_unspaced_runs_keep_their_place_among_spaced_words() -> None:
     tokens = LexicalTokenizer("english").tokens("Running 世界 the 東京タワー dogs")
-    assert tokens == ["run", "世界", "東京", "京タ", "タワ", "ワー", "dog"]
+    pairs = ["世界", "東京", "京タ", "タワ", "ワー"]
+    assert [token for token in tokens if len(token) != 1] == ["run", *pairs, "dog"]
+    assert [token for token in tokens if len(token) == 1] == list("世界東京タワー")
 
 
 def test_thai_is_read_as_character_pairs_marks_included() -> None:
@@ -131,3 +134,31 @@ def test_tokenizers_are_equal_by_language() -> None:
     assert LexicalTokenizer("english") != LexicalTokenizer("german")
     assert LexicalTokenizer("english") != LexicalTokenizer(None)
     assert LexicalTokenizer("english") != "english"
+
+
+@pytest.mark.parametrize(
+    ("written", "plain"),
+    [
+        ("cafe\u0301", "café"),  # NFD: the accent a mark of its own
+        ("co\u00adop\u00aderation", "cooperation"),  # soft hyphens
+        ("zero\u200bwidth", "zerowidth"),  # a zero-width space does not split the word
+        ("joi\u200dner\u200cword", "joinerword"),  # joiner and non-joiner
+        ("\ufeffbom", "bom"),  # a byte-order mark inside a text
+        ("ｆｕｌｌｗｉｄｔｈ", "fullwidth"),
+        ("ﬁnance ﬂow", "finance flow"),  # ligatures
+        ("ｶﾀｶﾅ", "カタカナ"),  # halfwidth katakana, its sound mark included
+        ("ﾊﾟﾝ", "パン"),
+        ("cafe\u00ad\u0301", "café"),  # a mark a format character separated from its letter
+    ],
+)
+def test_texts_that_read_the_same_give_the_same_tokens(written: str, plain: str) -> None:
+    for language in ("english", None):
+        tokenizer = LexicalTokenizer(language)
+        assert tokenizer.tokens(written) == tokenizer.tokens(plain)
+    assert normalized(written) == normalized(plain)
+
+
+def test_plain_text_is_not_changed_by_the_normalisation() -> None:
+    text = "The Runners were RUNNING quickly, and the dogs barked."
+    assert normalized(text) is text
+    assert normalized("Straße café") == "Straße café"  # already NFC, no compatibility form

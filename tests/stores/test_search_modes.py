@@ -348,3 +348,11 @@ def test_a_pooled_store_reads_whole_texts_with_windows_on() -> None:
         ]
     with pytest.raises(TypeError, match="windows must be True or False"):
         LexicalSettings(windows=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("alpha", [np.float32(0.5), np.float64(0.25), np.int64(1)])
+def test_numpy_numbers_are_accepted_as_alpha(alpha: object) -> None:
+    settings = SearchSettings(alpha=alpha)
+    assert settings.alpha == float(alpha) and type(settings.alpha) is float  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"alpha must be a number in \[0, 1\]"):
+        SearchSettings(alpha=np.bool_(True))

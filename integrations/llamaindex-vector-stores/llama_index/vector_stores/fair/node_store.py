@@ -94,10 +94,12 @@ class NodeStore:
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """Copies of stored nodes with their embeddings: those in `node_ids` (in that order) and/or matching
         `filters`; every node when both are None."""
-        int_ids = self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False), node_ids)
+        with self._store.lock:  # the nodes and their vectors of one state (another thread may delete meanwhile)
+            int_ids = self._store.ordered(self._select(node_ids, None, filters, empty_means_all=False), node_ids)
+            vectors: Any = self._store.vectors(int_ids) if int_ids else []
+            stored = self._store.records_of(int_ids)
         nodes = []
-        vectors: Any = self._store.vectors(int_ids) if int_ids else []
-        for record, vector in zip(self._store.records_of(int_ids), vectors, strict=True):
+        for record, vector in zip(stored, vectors, strict=True):
             node = restored_node(record)
             node.embedding = vector.tolist()
             nodes.append(node)
