@@ -71,7 +71,8 @@ def qdrant_store(stack: str, faiss: Any, chunks: list[Any], fill: str) -> tuple[
         store._store.copy_from(faiss._store)
     else:
         nodes = [TextNode(id_=c.cid, text=c.text) for c in chunks]
-        VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model)
+        context = StorageContext.from_defaults(vector_store=store)
+        VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model)
     return store, time.perf_counter() - started
 
 
@@ -96,7 +97,7 @@ def same_up_to_ties(a: list[tuple[str, float]], b: list[tuple[str, float]], k: i
 
 
 def run_set(name: str, stack: str, args: argparse.Namespace, reference: Any, results: dict[str, Any]) -> None:
-    chunks, questions, qrels, language = hybrid.set_chunks(name, stack, args.model, reference, args)
+    chunks, questions, qrels, _ = hybrid.set_chunks(name, stack, args.model, reference, args)
     queries = reference.embed_queries([q.text for q in questions])
     faiss, build = hybrid.default_store(stack, args.model, chunks, kind="flat")
     qdrant, fill = qdrant_store(stack, faiss, chunks, args.fill)
