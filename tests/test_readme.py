@@ -132,6 +132,15 @@ def check_langchain_multivector(namespace: dict[str, Any]) -> None:
     assert Path("multi_store", "store.json").is_file()
 
 
+def check_langchain_qdrant(namespace: dict[str, Any]) -> None:
+    assert namespace["hits"][0].id == "ferry" and namespace["store"].multivector
+    assert namespace["hits"][0].metadata["best_window"]["start"] == 0
+
+
+def check_llamaindex_qdrant(namespace: dict[str, Any]) -> None:
+    assert len(namespace["store"].node_ids) == 1 and namespace["store"].multivector
+
+
 # What a block must have computed, by (page, section) (blocks of other sections only have to run).
 CHECKS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("docs/getting-started.md", "A first embedding"): check_first_embedding,
@@ -140,6 +149,8 @@ CHECKS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("docs/guides/indexes.md", "Documents found by their best window: MultiVectorIndex"): check_multivector_index,
     ("docs/guides/llamaindex.md", "Multi-vector nodes"): check_llamaindex_multivector,
     ("docs/guides/langchain.md", "Multi-vector documents"): check_langchain_multivector,
+    ("docs/guides/qdrant.md", "LangChain"): check_langchain_qdrant,
+    ("docs/guides/qdrant.md", "LlamaIndex"): check_llamaindex_qdrant,
 }
 
 

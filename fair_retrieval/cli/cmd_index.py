@@ -328,6 +328,14 @@ def _run_qdrant(args: argparse.Namespace) -> int:
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
     client = client_at(args.qdrant, os.environ.get("QDRANT_API_KEY"))
+    try:
+        return _write_qdrant(args, client)
+    finally:
+        client.close()  # a local-mode folder is free for the next process
+
+
+def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
+    """`_run_qdrant`'s writing, with the client open."""
     where = f"the Qdrant collection {args.collection!r} at {args.qdrant}"
     if is_store_folder(args.input):
         source = load_store_folder(args.input, gpu=False)

@@ -153,9 +153,11 @@ def run(args: argparse.Namespace) -> int:
     settings = SearchSettings(mode=args.mode, fusion=args.fusion, alpha=args.alpha)
     lexical = LexicalSettings(language=None if args.language == "none" else args.language)
     if args.qdrant is not None or args.collection is not None:
-        return _search_store(
-            args, _collection_store(args), settings, query_source(args), f"Qdrant collection {args.collection!r}"
-        )
+        store = _collection_store(args)
+        try:
+            return _search_store(args, store, settings, query_source(args), f"Qdrant collection {args.collection!r}")
+        finally:
+            store.collection.client.close()  # a local-mode folder is free for the next process
     folder = _folder(args)
     queries = query_source(args)
     if is_store_folder(folder):
@@ -210,9 +212,13 @@ def _collection_store(args: argparse.Namespace) -> Any:
     if args.folder is not None or args.index is not None:
         raise ValueError("Give either a folder to search or --qdrant with --collection, not both.")
     client = client_at(args.qdrant, os.environ.get("QDRANT_API_KEY"))
-    if not client.collection_exists(args.collection):
-        raise ValueError(f"{args.qdrant} holds no collection {args.collection!r}; build one with `index --qdrant`.")
-    return QdrantStore.of_texts(client=client, collection_name=args.collection, name="fair-retrieval search")
+    try:
+        if not client.collection_exists(args.collection):
+            raise ValueError(f"{args.qdrant} holds no collection {args.collection!r}; build one with `index --qdrant`.")
+        return QdrantStore.of_texts(client=client, collection_name=args.collection, name="fair-retrieval search")
+    except BaseException:
+        client.close()
+        raise
 
 
 def _search_store(

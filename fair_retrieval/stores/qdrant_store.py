@@ -212,6 +212,13 @@ class QdrantStore(DocumentStore[R]):
         self._collection = collection
         self._collection_options = dict(collection_options or {})
         self._recorded = recorded
+        if recorded is not None and recorded.get("records", fmt.name) != fmt.name:
+            raise ValueError(
+                f"Qdrant collection {collection_name!r} holds records of {recorded['records']!r}, which {name} does "
+                f"not read ({fmt.name!r}): a collection written by LangChain's FairQdrantVectorStore or "
+                "`fair-retrieval index --qdrant` is opened by those two and `fair-retrieval search`, one written by "
+                "LlamaIndex's by LlamaIndex's. Open it with the store that wrote it, or write to another collection."
+            )
         if recorded is not None:
             self.recorded_identity = recorded.get("identity")  # what a store opened without embeddings rebuilds them of
             self._check_recorded_identity(recorded, allow_embedder_mismatch)
@@ -243,6 +250,7 @@ class QdrantStore(DocumentStore[R]):
             "lexical": None if self.lexical is None else dataclasses.asdict(self.lexical),
             "search": self.search_settings.settings().get("search", {}),
             "identity": self.identity(),
+            "records": self._store_format.name,
             "avgdl": None,
         }
 

@@ -1,0 +1,85 @@
+"""`fair-retrieval index --qdrant` and `search --qdrant` (local mode, the real MiniLM): the same results as the store
+folder of the same documents, a store folder copied into a collection, and the collection opened from LangChain."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fair_retrieval.cli import main
+
+pytest.importorskip("faiss")
+pytest.importorskip("qdrant_client")
+
+TEXTS = {
+    "volcano.txt": "Volcanoes erupt when magma rises through the crust and escapes as lava, ash and gas.",
+    "bread.txt": "To bake bread, mix flour, water, yeast and salt, knead the dough, let it rise, then bake it.",
+    "penguin.txt": "Penguins are flightless seabirds that live almost only in the Southern Hemisphere.",
+    "log.txt": " ".join(f"Day {day}: the lighthouse lamp was trimmed and the fog bell tested." for day in range(40)),
+}
+QUESTION = "Which seabirds cannot fly?"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, minilm: str) -> Path:
+    root = tmp_path_factory.mktemp("qdrant-cli")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in TEXTS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    assert main(["index", "--model", minilm, "--input", str(docs), "--output", str(root / "store")]) == 0
+    qdrant = ["--qdrant", str(root / "qdrant"), "--collection", "docs"]
+    assert main(["index", "--model", minilm, "--input", str(docs), *qdrant]) == 0
+    return root
+
+
+def results(capsys: pytest.CaptureFixture[str], *args: str) -> list[tuple[str, float, dict | None]]:
+    capsys.readouterr()
+    assert main(["search", *args, "--query", QUESTION, "-k", "4", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["results"]
+    return [(r["id"], round(r["score"], 5), r.get("best_window")) for r in found]
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_a_collection_answers_as_the_store_folder(built: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    folder = results(capsys, str(built / "store"), "--mode", mode)
+    collection = results(capsys, "--qdrant", str(built / "qdrant"), "--collection", "docs", "--mode", mode)
+    assert collection == folder and len(folder) >= 1
+    if mode == "dense":
+        assert folder[0][0] == "penguin.txt"
+
+
+def test_a_store_folder_is_copied_into_a_collection(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    where = ["--qdrant", str(built / "copied"), "--collection", "copy"]
+    assert main(["index", "--input", str(built / "store"), *where]) == 0
+    assert "Copied 4 documents" in capsys.readouterr().out
+    assert results(capsys, *where) == results(capsys, str(built / "store"))
+
+
+def test_the_collection_opens_in_langchain_and_is_refused_by_llamaindex(built: Path, minilm: str) -> None:
+    from langchain_fair import FairEmbeddings, FairQdrantVectorStore
+    from llama_index.vector_stores.fair import FairQdrantVectorStore as LlamaQdrant
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(built / "qdrant"))
+    try:
+        store = FairQdrantVectorStore(client, "docs", FairEmbeddings(model=minilm), allow_embedder_mismatch=True)
+        assert sorted(store.ids) == sorted(TEXTS) and store.similarity_search(QUESTION, k=1)[0].id == "penguin.txt"
+        with pytest.raises(ValueError, match="Open it with the store that wrote it"):
+            LlamaQdrant(client, "docs")
+    finally:
+        client.close()
+
+
+def test_bad_qdrant_arguments_fail_before_any_work(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = str(built / "docs")
+    assert main(["index", "--input", docs, "--qdrant", str(built / "q2")]) == 2
+    assert "--collection NAME" in capsys.readouterr().err
+    assert main(["index", "--input", docs, "--qdrant", str(built / "q2"), "--collection", "x", "--output", "o"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["index", "--input", docs, "--qdrant", str(built / "q2"), "--collection", "x", "--engine", "ray"]) == 2
+    assert "--engine local" in capsys.readouterr().err
+    assert main(["search", "--qdrant", str(built / "qdrant"), "--collection", "nope", "--query", "x"]) == 2
+    assert "no collection 'nope'" in capsys.readouterr().err
