@@ -20,8 +20,8 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 # What each example must print, in order of appearance in the file.
 EXPECTED = [
-    ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the README's LlamaIndex example
-    ["True max\n", "sixty kilometres per hour."],  # the README's LangChain example (the default store)
+    ["2 documents, 1 calibrated\n", "sixty kilometres per hour."],  # the getting-started LlamaIndex example
+    ["True max\n", "sixty kilometres per hour."],  # the getting-started LangChain example (the default store)
     ["2 documents, 2 windowed into", "0 calibrated", "sixty kilometres per hour."],
     ["Calibration(strength=0.05", "None"],
     ["The chess club meets on Thursday evenings"],
@@ -33,6 +33,8 @@ EXPECTED = [
         "['harbour']",
     ],
     ["windowed into", "0 calibrated", "sixty kilometres per hour."],
+    ["minutes ", "sixty km/h."],  # the README's first LangChain search: the chunk and the end of its best window
+    ["{'start': ", "'window': ", "sixty km/h."],  # the README's first LlamaIndex search
 ]
 
 

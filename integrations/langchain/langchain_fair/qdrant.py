@@ -49,7 +49,8 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         windows: the windows a multi-vector store keeps (`StoreWindows`); None: the FAISS store's default.
         retrieval_mode: "dense", "hybrid" or "sparse" (an `Enum` such as langchain-qdrant's `RetrievalMode` by its
             value); None: the collection's recorded mode, else the default.
-        alpha: the dense side's weight in a hybrid fusion; fusion: "relative_score", "rrf" or "dist_based_score".
+        alpha: the dense side's weight in a hybrid fusion.
+        fusion: how hybrid fuses: "relative_score", "rrf" or "dist_based_score".
         lexical: how BM25 reads the texts (`LexicalSettings`: language, k1, b; Lucene's variant, whole texts).
         relevance_score_fn: a raw score → [0, 1]; None: the metric's (`DocumentStore.relevance`).
         search_params: `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, rescoring).

@@ -45,13 +45,17 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         windows: the windows a multi-vector store keeps (`StoreWindows`); None: the FAISS store's default.
         default_query_mode: how a DEFAULT query with text is answered: "default" (dense), "hybrid" or "sparse";
             None: the collection's recorded mode, else the default.
-        alpha: the dense side's weight in a hybrid fusion; fusion: "relative_score", "rrf" or "dist_based_score".
+        alpha: the dense side's weight in a hybrid fusion.
+        fusion: how hybrid fuses: "relative_score", "rrf" or "dist_based_score".
         lexical: how BM25 reads the nodes (`LexicalSettings`; Lucene's variant, whole texts).
         search_params: `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, rescoring).
         collection_options: keyword arguments of `create_collection` for a new collection (hnsw_config,
             quantization_config, shard_number, replication_factor, on_disk_payload; on_disk for the vectors).
         allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
-        url, path, location, api_key: where to make the client when `client` is None.
+        url: a server's URL, where the client is made when `client` is None.
+        path: a local-mode folder, instead.
+        location: ":memory:" (or a URL), instead.
+        api_key: the server's API key.
 
     Raises:
         TypeError: a client that is no `QdrantClient`, or a multi-vector store's embed model gives no windows.
