@@ -11,8 +11,10 @@ vector databases offer:
 - "dist_based_score": the same with each list scaled by its mean ± 3 standard deviations (Qdrant / LlamaIndex's
   distribution-based score fusion), robust to one outlying score.
 
-α is LlamaIndex's `alpha`: 1 is dense only, 0 lexical only. Fused scores lie in [0, 1] (RRF divided by the score of a
-document first in both lists), higher is better; ties keep the dense order, then the lexical one.
+α is LlamaIndex's `alpha`: 1 is dense only, 0 lexical only; `adaptive_alpha` chooses one per query from the two
+lists' scores (how far each list's top score stands above the rest of its list). Fused scores lie in [0, 1] (RRF
+divided by the score of a document first in both lists), higher is better; ties keep the dense order, then the
+lexical one.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["FUSIONS", "RRF_K", "check_alpha", "check_fusion", "fuse"]
+__all__ = ["ADAPTIVE_RANGE", "FUSIONS", "RRF_K", "adaptive_alpha", "check_alpha", "check_fusion", "fuse"]
 
 FUSIONS: tuple[str, ...] = ("rrf", "relative_score", "dist_based_score")
 RRF_K = 60
 """The rank constant of reciprocal rank fusion (the value of the paper and of both stacks)."""
+
+ADAPTIVE_RANGE = (0.2, 0.8)
+"""The α `adaptive_alpha` gives lies in this range: neither side is ever dropped."""
 
 K = TypeVar("K", bound=Hashable)
 
@@ -104,3 +109,35 @@ def _scaled(scores: list[float], fusion: str) -> np.ndarray:
     if high - low <= 0:
         return np.ones_like(values)
     return np.clip((values - low) / (high - low), 0.0, 1.0)
+
+
+def adaptive_alpha(dense: Sequence[float], lexical: Sequence[float], *, dense_larger_is_better: bool = True) -> float:
+    """The dense side's weight for one query, from how peaked each side's scores are.
+
+    A side's confidence is the z-score of its top score within its own list, c = (s₁ − mean) / std (0 for a list
+    of fewer than two scores or of equal scores); α = c_dense / (c_dense + c_lexical), clipped to `ADAPTIVE_RANGE`.
+    A lexical list that is empty (no query word in the store's vocabulary) gives 1 (dense only); two flat lists
+    give 0.5.
+
+    Args:
+        dense: the dense side's scores, best first.
+        lexical: the lexical side's BM25 scores, best first.
+        dense_larger_is_better: False for distances (negated first).
+    """
+    if not len(lexical):
+        return 1.0
+    sign = 1.0 if dense_larger_is_better else -1.0
+    c_dense = _peak([sign * s for s in dense])
+    c_lexical = _peak(list(lexical))
+    if c_dense + c_lexical <= 0:
+        return 0.5
+    low, high = ADAPTIVE_RANGE
+    return float(min(high, max(low, c_dense / (c_dense + c_lexical))))
+
+
+def _peak(scores: list[float]) -> float:
+    """How far a list's top score stands above the list: its z-score (0 for fewer than two or equal scores)."""
+    values = np.asarray(scores, dtype=np.float64)
+    if len(values) < 2 or values.std() <= 0:
+        return 0.0
+    return float(max(0.0, (values.max() - values.mean()) / values.std()))

@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from fair_retrieval.lexical import FUSIONS, RRF_K, check_alpha, check_fusion, fuse
+from fair_retrieval.lexical import FUSIONS, RRF_K, adaptive_alpha, check_alpha, check_fusion, fuse
+from fair_retrieval.lexical.fusion import ADAPTIVE_RANGE
 
 DENSE = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
 LEXICAL = [("c", 10.0), ("d", 4.0), ("a", 2.0)]
@@ -225,3 +226,21 @@ def test_check_alpha_refuses_the_rest(alpha: object) -> None:
         check_alpha(alpha)
     with pytest.raises(ValueError, match="alpha must be a number in"):
         fuse(DENSE, LEXICAL, 3, alpha=alpha)  # type: ignore[arg-type]
+
+
+def test_adaptive_alpha_weighs_the_side_whose_top_score_stands_out() -> None:
+    flat_dense = [0.50, 0.49, 0.48, 0.47]
+    peaked_lexical = [12.0, 2.0, 1.5, 1.0]
+    c_dense = (0.50 - np.mean(flat_dense)) / np.std(flat_dense)
+    c_lexical = (12.0 - np.mean(peaked_lexical)) / np.std(peaked_lexical)
+    expected = min(0.8, max(0.2, c_dense / (c_dense + c_lexical)))
+    assert adaptive_alpha(flat_dense, peaked_lexical) == pytest.approx(expected)
+    assert adaptive_alpha([0.9, 0.1, 0.1, 0.1], [3.0, 2.9, 2.8, 2.7]) > 0.5  # the dense side stands out
+    assert adaptive_alpha([0.9, 0.1, 0.1, 0.1], [5.0, 5.0, 5.0]) == ADAPTIVE_RANGE[1]  # flat lexical: clipped
+    assert adaptive_alpha([0.5, 0.5], [5.0, 5.0, 5.0]) == 0.5  # both flat
+    assert adaptive_alpha([0.5, 0.4], []) == 1.0  # no query word known: dense only
+    assert adaptive_alpha([0.2, 0.3, 0.9], [4.0, 1.0], dense_larger_is_better=False) == adaptive_alpha(
+        [-0.2, -0.3, -0.9], [4.0, 1.0]
+    )
+    low, high = ADAPTIVE_RANGE
+    assert low <= adaptive_alpha([0.5, 0.49], [9.0, 1.0, 1.0]) <= high

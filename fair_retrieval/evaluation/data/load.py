@@ -7,8 +7,9 @@ Accepted values:
     xquad:LANG                  XQuAD in LANG (ar, de, el, en, es, hi, ro, ru, th, tr, vi, zh), same construction
     scifact                     SciFact claims → abstracts, BEIR test split
                                 (these four: local copies, or downloaded once: `evaluation.data.dataset_locations`)
-    PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a PosIR domain folder,
-                                a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
+    cacm                        CACM (SMART files in `cacm/` of the data folder; local copies only, never downloaded)
+    PATH                        a SQuAD JSON file, a BEIR folder, a SciFact CSV folder, a CACM folder, a PosIR
+                                domain folder, a NanoBEIR folder, or a FineWeb-PosQ / SQuAD-PosQ data file or folder
     hub:fineweb-posq | hub:squad-posq | hub:nanobeir:NAME | hub:posir:LANG/DOMAIN
                                 the published benchmarks, downloaded from the Hugging Face Hub (online users)
 """
@@ -20,9 +21,11 @@ from pathlib import Path
 
 from fair_retrieval.evaluation.data import hub
 from fair_retrieval.evaluation.data.beir import load_beir, load_scifact
+from fair_retrieval.evaluation.data.cacm import find_cacm, is_cacm_folder, load_cacm
 from fair_retrieval.evaluation.data.dataset_locations import (
     DATA_ENV,
     XQUAD_LANGUAGES,
+    cache_dir,
     default_data_dir,
     ensure_dataset,
     is_named_dataset,
@@ -55,11 +58,14 @@ def load_task(
 
     Raises:
         FileNotFoundError: if a named dataset is not there and cannot be downloaded (the message lists its files
-            and their sources).
+            and their sources; CACM is never downloaded).
         ValueError: for a value that names nothing known.
     """
     if spec == "needle":
         return build_needle_benchmark(count_tokens, max_tokens, num_documents=needle_documents)
+    if spec == "cacm":
+        given = data_dir if data_dir is not None else default_data_dir()
+        return load_cacm(find_cacm([Path(given).expanduser()] if given is not None else [cache_dir()]))
     if spec.startswith("hub:"):
         return hub.load_from_hub(spec[len("hub:") :], count_tokens=count_tokens)
     if is_named_dataset(spec):
@@ -78,8 +84,8 @@ def load_task(
     if path.exists():
         return load_path(path, count_tokens, max_tokens)
     raise ValueError(
-        f"--data {spec!r} is neither a known dataset (needle, squad-v2, reddit, xquad:LANG, scifact, hub:…) nor an "
-        "existing path."
+        f"--data {spec!r} is neither a known dataset (needle, squad-v2, reddit, xquad:LANG, scifact, cacm, hub:…) "
+        "nor an existing path."
     )
 
 
@@ -93,6 +99,8 @@ def load_path(path: Path, count_tokens: TokenCounter, max_tokens: int = 512) -> 
         return load_beir(path)
     if (path / "corpus_train.csv").is_file():
         return load_scifact(path)
+    if is_cacm_folder(path):
+        return load_cacm(path, name=path.name)
     if (path / "queries.parquet").is_file() and (path / "corpus.parquet").is_file():
         return hub.load_posir(path)
     if (path / "corpus").is_dir() and (path / "queries").is_dir():
