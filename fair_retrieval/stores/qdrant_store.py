@@ -519,6 +519,9 @@ class QdrantStore(DocumentStore[R]):
         self._check_merged_identity(other, False)
         int_ids = list(other.records.records)
         index = other.index
+        if int_ids and index is not None:
+            # BM25's average length over every document copied, not only the first batch's
+            self._record_average_length([self._text(record) for record in other.records.records.values()], index.dim)
         for start in range(0, len(int_ids), batch):
             part = int_ids[start : start + batch]
             records = [other.records.records[i] for i in part]
@@ -559,8 +562,7 @@ class QdrantStore(DocumentStore[R]):
             raise ValueError("The embeddings hold NaN or infinite values; nothing was stored.")
         tokens = [[] if self._tokenizer is None else self._tokenizer.tokens(self._text(r)) for r in records]
         if self._tokenizer is not None and self._recorded.get("avgdl") is None:
-            self._recorded = {**self._recorded, "avgdl": average_length(tokens)}
-            self._collection.update_record({"avgdl": self._recorded["avgdl"]})
+            self._set_average_length(average_length(tokens))
         lexical = self.lexical or LexicalSettings()
         avgdl = float(self._recorded.get("avgdl") or 1.0)
         kept_places: dict[int, int] = {}  # a replaced document keeps its place in the insertion order
@@ -590,6 +592,22 @@ class QdrantStore(DocumentStore[R]):
             )
         self._collection.write(documents, windows.dim)
         return [int_id_of(record.key) for record in records]
+
+    def _record_average_length(self, texts: Sequence[str], dim: int) -> None:
+        """Record BM25's average length over `texts` when the collection has none yet (created for `dim`-d
+        vectors if needed): what a copy of a whole store writes before its batches."""
+        if self._tokenizer is None:
+            return
+        if self._recorded is None:
+            self._create(dim)
+        assert self._recorded is not None
+        if self._recorded.get("avgdl") is None:
+            self._set_average_length(average_length([self._tokenizer.tokens(text) for text in texts]))
+
+    def _set_average_length(self, avgdl: float) -> None:
+        assert self._recorded is not None
+        self._recorded = {**self._recorded, "avgdl": avgdl}
+        self._collection.update_record({"avgdl": avgdl})
 
     def _prepared_query(self, query: Any, source: str) -> np.ndarray:
         matrix = np.asarray(query, dtype=np.float32).reshape(1, -1)
