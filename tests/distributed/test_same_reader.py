@@ -195,6 +195,6 @@ def test_both_engines_refuse_a_bad_file_with_the_same_error(
         assert errors[0] == errors[1] and errors[0].startswith(f"fair-retrieval index: error: {source} line 10: ")
     else:  # the local engine lists every problem, the Ray engine stops at the first
         assert errors[0] == f"fair-retrieval index: error: {len(extra)} problems in {source}; nothing was indexed. " + (
-            "Fix them, or skip what is bad with --skip-bad-files (skip_bad=True):"
+            "Fix them, or skip what is bad with --skip-bad-files:"
         )
         assert errors[1].startswith(f"fair-retrieval index: error: {source} line 10: ")
