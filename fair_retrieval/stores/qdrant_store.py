@@ -61,7 +61,6 @@ from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
 from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
 from fair_retrieval.stores.text_documents import TextDocument, document_text, text_document_format
-from fair_retrieval.stores.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -382,7 +381,7 @@ class QdrantStore(DocumentStore[R]):
             ValueError: a query of another size, a filter the engine cannot evaluate.
         """
         condition = self._restriction(among, keep)
-        matrix = self._prepared_query(query, source)
+        matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)
         if self._recorded is None or condition is _NOTHING:
             return []
         groups = self._collection.dense_groups(matrix[0].tolist(), k, condition)
@@ -428,7 +427,7 @@ class QdrantStore(DocumentStore[R]):
         self, records: Sequence[R], vectors: Any, source: str = "the embeddings", lengths: Sequence[int] | None = None
     ) -> list[int]:
         """Store records with one vector each, kept as one window spanning the whole text (as `StoreCore.add`)."""
-        matrix = self._prepared_rows(vectors, len(records), source)
+        matrix = self.prepared(vectors, len(records), source)
         spans = list(lengths) if lengths is not None else [len(self._text(record)) for record in records]
         return self._write(records, DocumentWindows.single(matrix, spans))
 
@@ -443,38 +442,11 @@ class QdrantStore(DocumentStore[R]):
         checked = checked_windows(windows, len(records), source, unit=self.metric == "cosine")
         return self._write(records, checked)
 
-    def add_texts(self, records: Sequence[R], texts: list[str], embed_documents: Callable[[list[str]], Any]) -> None:
-        """Embed and store records: window by window (multi-vector), or one pooled vector each kept as one window."""
-        if self.multivector:
-            self.add_windows(records, self.embed_windows(texts))
-        else:
-            self.add(records, embed_documents(texts), "embed_documents", lengths=[len(text) for text in texts])
-
     def remove(self, int_ids: Iterable[int]) -> None:
         """Remove stored documents (every point) by int id."""
         wanted = sorted(set(int_ids))
         if wanted and self._recorded is not None:
             self._collection.delete_documents(_all_of([QdrantCollection.any_of(ID_FIELD, wanted)]))
-
-    def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
-        """Remove the documents stored under `keys` with all their windows; returns the keys that were not stored
-        (ignored with a WARNING).
-
-        Raises:
-            ValueError: with `strict`, keys that are not stored (nothing is removed then).
-        """
-        unique = list(dict.fromkeys(keys))
-        stored = {record.key for _, record in self.get(unique)}
-        unknown = [key for key in unique if key not in stored]
-        if unknown and strict:
-            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
-        if unknown:
-            logger.warning(
-                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
-            )
-        if stored and self._recorded is not None:
-            self._collection.delete_documents(_all_of([QdrantCollection.any_of(DOC_FIELD, sorted(stored))]))
-        return unknown
 
     def delete_group(self, group: str) -> int:
         """Remove every document of a group; returns how many."""
@@ -609,21 +581,6 @@ class QdrantStore(DocumentStore[R]):
         self._recorded = {**self._recorded, "avgdl": avgdl}
         self._collection.update_record({"avgdl": avgdl})
 
-    def _prepared_query(self, query: Any, source: str) -> np.ndarray:
-        matrix = np.asarray(query, dtype=np.float32).reshape(1, -1)
-        return self._prepared_rows(matrix, 1, source)
-
-    def _prepared_rows(self, vectors: Any, count: int, source: str) -> np.ndarray:
-        """Vectors as the collection takes them: (count, dim) float32 of its size, unit rows for "cosine"."""
-        from fair_retrieval.stores.vectors import check_dimension
-
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != count:
-            raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
-        dim = None if self._recorded is None else self._recorded.get("dim")
-        check_dimension(int(matrix.shape[1]), dim, f"{source} gave")
-        return unit_rows(matrix) if self.metric == "cosine" else matrix
-
     def _restriction(self, among: Any, keep: Callable[[R], bool] | None) -> Any:
         """The Qdrant condition of a search's restriction (None: none; `_NOTHING`: nothing qualifies)."""
         parts = []
@@ -657,6 +614,9 @@ class QdrantStore(DocumentStore[R]):
 
     def _empty(self) -> bool:
         return self._recorded is None
+
+    def _dimension(self) -> int | None:
+        return None if self._recorded is None else self._recorded.get("dim")
 
 
 _NOTHING = object()

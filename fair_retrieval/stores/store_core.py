@@ -356,9 +356,13 @@ class StoreCore(Generic[R]):
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != count:
             raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
-        index = self._records.index
-        check_dimension(int(matrix.shape[1]), None if index is None else index.dim, f"{source} gave")
+        check_dimension(int(matrix.shape[1]), self._dimension(), f"{source} gave")
         return unit_rows(matrix) if self._metric == "cosine" else matrix
+
+    def _dimension(self) -> int | None:
+        """The size of the stored vectors (None: not known yet, nothing stored)."""
+        index = self._records.index
+        return None if index is None else index.dim
 
     @locked
     def search(
@@ -638,14 +642,16 @@ class StoreCore(Generic[R]):
             ValueError: with `strict`, keys that are not stored (nothing is removed then).
         """
         unique = list(dict.fromkeys(keys))
-        unknown = [key for key in unique if key not in self._records]
+        found = self.get(unique)
+        stored = {record.key for _, record in found}
+        unknown = [key for key in unique if key not in stored]
         if unknown and strict:
             raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
         if unknown:
             logger.warning(
                 "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
             )
-        self.remove(int_id for int_id, _ in self.get(unique))
+        self.remove(int_id for int_id, _ in found)
         return unknown
 
     @locked
