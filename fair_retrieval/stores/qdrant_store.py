@@ -85,7 +85,8 @@ def qdrant_client(
     (":memory:" or a URL), `url` or `path` (local mode, a folder), with `api_key` for a server.
 
     Raises:
-        ValueError: both a client and where to make one, or none of them, or more than one place.
+        ValueError: both a client and where to make one, or none of them, or more than one place; a local-mode folder
+            another client holds (local mode serves one client at a time: close it, or run a server).
         ImportError: qdrant-client is not installed (with the install command).
     """
     places = {name: value for name, value in (("location", location), ("url", url), ("path", path)) if value}
@@ -102,7 +103,17 @@ def qdrant_client(
         from qdrant_client import QdrantClient
     except ImportError as error:
         raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
-    return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
+    try:
+        return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
+    except RuntimeError as error:  # qdrant-client's words for a folder locked by another client
+        if path is None or "already accessed by another instance" not in str(error):
+            raise
+        raise ValueError(
+            f"The Qdrant local-mode folder {path!r} is open in another client (this process or another one): local "
+            "mode serves one client at a time. Close that client (client.close(), or end its process) first; for "
+            "writers in several processes at once, run a Qdrant server (docker run -p 6333:6333 qdrant/qdrant) and "
+            "pass url=."
+        ) from None
 
 
 def client_at(where: str, api_key: str | None = None) -> Any:

@@ -75,6 +75,11 @@ def ranked(hits: list[Any]) -> list[tuple[str, float]]:
     return [(hit.record.key, round(hit.score, 4)) for hit in hits]
 
 
+def tied_in_order(hits: list[Any]) -> list[tuple[str, float]]:
+    """`ranked`, chunks of equal scores in key order (two stores may return exact ties either way)."""
+    return sorted(ranked(hits), key=lambda hit: (-hit[1], hit[0]))
+
+
 @pytest.mark.parametrize("multivector", [True, False])
 @pytest.mark.parametrize("metric", ["cosine", "l2"])
 def test_every_query_mode_ranks_as_the_faiss_store(tiny: FairEmbedder, multivector: bool, metric: str) -> None:
@@ -260,3 +265,72 @@ def test_against_a_server(tiny: FairEmbedder) -> None:
             )
     finally:
         client.delete_collection(name)
+
+
+WRITER = """
+import sys
+from qdrant_client import QdrantClient
+from fair_retrieval import FairEmbedder
+from fair_retrieval.stores import QdrantStore
+from fair_retrieval.stores.text_documents import document_text, text_document_format
+
+model, path = sys.argv[1], sys.argv[2]
+client = QdrantClient(path=path)
+store = QdrantStore(
+    client=client,
+    collection_name="docs",
+    fmt=text_document_format("QdrantStore", "the tests", "fair-retrieval"),
+    embedder=FairEmbedder(model, max_length=32, device="cpu"),
+    text_of=document_text,
+)
+texts = [f"{i}: the ferry leaves at {i} from pier {i % 3}." for i in range(6)]
+store.add_documents(texts, [{"writer": "first"}] * 6, [f"first-{i}" for i in range(6)])
+print("written", flush=True)
+sys.stdin.readline()  # holds the folder until told to close it
+client.close()
+"""
+
+
+def test_two_processes_write_one_local_collection_in_turn(
+    tiny: FairEmbedder, tiny_models: dict[str, str], tmp_path: Any
+) -> None:
+    """Local mode serves one client at a time: a second process is refused by name while the first holds the folder,
+    then writes after it closes, and a third client sees both processes' documents."""
+    import subprocess
+    import sys
+
+    from fair_retrieval.stores.qdrant_store import client_at
+
+    folder = str(tmp_path / "qdrant")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, tiny_models["bert-mean"], folder],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "written"
+        with pytest.raises(ValueError, match=r"open in another client .* run a Qdrant server"):
+            client_at(folder)
+    finally:
+        writer.communicate("close\n", timeout=60)
+    assert writer.returncode == 0
+    client = client_at(folder)
+    second = qdrant_store(tiny, client)
+    texts, metadatas, ids = corpus()
+    second.add_documents(texts, metadatas, ids)
+    client.close()
+    client = client_at(folder)
+    reader = qdrant_store(tiny, client)
+    assert len(reader) == 18
+    first = [f"first-{i}" for i in range(6)]
+    assert {record.key for _, record in reader.get(first)} == set(first)
+    reference = filled(faiss_store(tiny))
+    reference.add_documents(
+        [f"{i}: the ferry leaves at {i} from pier {i % 3}." for i in range(6)],
+        [{"writer": "first"}] * 6,
+        [f"first-{i}" for i in range(6)],
+    )
+    for query in QUERIES:  # the same hits, exact ties in either order
+        assert tied_in_order(reader.search_text(query, 5)) == tied_in_order(reference.search_text(query, 5))
+    client.close()
