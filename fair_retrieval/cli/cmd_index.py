@@ -318,11 +318,13 @@ def _run_qdrant(args: argparse.Namespace) -> int:
         raise ValueError("Write to Qdrant with both --qdrant URL_OR_PATH and --collection NAME.")
     if args.output is not None:
         raise ValueError("Give either --output FOLDER or --qdrant with --collection, not both.")
-    if args.engine == "ray":
+    if args.engine == "ray" and args.shards is None:
         raise ValueError(
-            "--qdrant works with --engine local; build a store folder with --engine ray, then copy it: "
-            "fair-retrieval index --input THAT_FOLDER --qdrant ... --collection ..."
+            "--engine ray with --qdrant keeps its embedding shards in --shards FOLDER (so an interrupted run "
+            "continues): add it."
         )
+    if args.engine == "local" and args.shards is not None:
+        raise ValueError("--shards is where --engine ray keeps its embedding shards: add --engine ray, or drop it.")
     if args.output_format != "store" or args.factory or args.kind:
         raise ValueError("--qdrant writes the stores' default layout: drop --output-format, --kind and --factory.")
     if not args.input.exists():
@@ -338,6 +340,10 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
     """`_run_qdrant`'s writing, with the client open."""
     where = f"the Qdrant collection {args.collection!r} at {args.qdrant}"
     if is_store_folder(args.input):
+        if args.engine == "ray":
+            raise ValueError(
+                f"{args.input} is a store folder, copied with its windows and no model run: drop --engine ray."
+            )
         source = load_store_folder(args.input, gpu=False)
         embedder = _recorded_embedder(source, args.input)
         store = QdrantStore.of_texts(
@@ -353,18 +359,28 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
         return 0
     options = embedder_options(args, calibration=calibration_from_args(args))
     _check_chunk_flags(args)
+
+    def collection_store(embedder: Any) -> QdrantStore[Any]:
+        return QdrantStore.of_texts(
+            client=client,
+            collection_name=args.collection,
+            embedder=embedder,
+            name="fair-retrieval index",
+            multivector=args.multivector,
+            aggregate=args.aggregate,
+            windows=StoreWindows() if _window_flags_given(args) else None,
+        )
+
+    if args.engine == "ray":  # the workers embed into --shards; their windows are written from here
+        _check_ray_options(args, options, store=True)
+        model = model_reference(args.model)
+        store = store_on_ray(args, options, {}, model=model, gpu=False, windows=None, into=collection_store)
+        print(f"Indexed the documents of {args.input} into {where} on Ray ({len(store)} documents there now)")
+        return 0
     documents, skipped = _read_input(args)
     embedder = build_embedder(replace(options, show_progress_bar=True), model_reference(args.model))
     rows, chunking = _chunked(args, documents, embedder)
-    store = QdrantStore.of_texts(
-        client=client,
-        collection_name=args.collection,
-        embedder=embedder,
-        name="fair-retrieval index",
-        multivector=args.multivector,
-        aggregate=args.aggregate,
-        windows=StoreWindows() if _window_flags_given(args) else None,
-    )
+    store = collection_store(embedder)
     store.add_documents([row.text for row in rows], [row.metadata for row in rows], [row.id for row in rows])
     what = "chunk" if chunking is not None else "document"
     print(f"Indexed {plural(len(rows), what)} into {where} ({len(store)} documents there now)")

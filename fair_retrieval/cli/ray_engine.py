@@ -35,6 +35,12 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs per worker, e.g. 1 or 0.5 (default: 0)")
     group.add_argument("--shard-size", type=int, default=10_000, help="documents per Parquet shard (default: 10000)")
+    group.add_argument(
+        "--shards",
+        type=Path,
+        help="where the embedding shards are kept, so an interrupted run continues (default: <output>/shards; "
+        "needed with --qdrant)",
+    )
     group.add_argument("--opq", action="store_true", help="rotate with OPQ before IVF-PQ (slower training)")
     group.add_argument(
         "--gpu-shards",
@@ -47,6 +53,11 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         help="without --kind, keep an exact flat index up to this many documents, IVF-PQ above "
         f"(default: {FLAT_LIMIT})",
     )
+
+
+def shards_folder(args: argparse.Namespace) -> Path:
+    """Where a Ray job keeps its embedding shards: --shards, else `<output>/shards`."""
+    return Path(args.shards) if args.shards is not None else Path(args.output) / SHARDS_FOLDER
 
 
 def index_on_ray(
@@ -83,7 +94,7 @@ def index_on_ray(
         )
     indexed = index_documents_on_ray(
         args.input,
-        Path(args.output) / SHARDS_FOLDER,
+        shards_folder(args),
         documents_path,
         EmbedderSpec.from_options(model, options),
         text_field=args.text_field,
@@ -110,9 +121,11 @@ def store_on_ray(
     model: str,
     gpu: GpuChoice,
     windows: Any,
+    into: Any = None,
 ) -> Any:
-    """Run `store_documents_on_ray` as the command's arguments say: shards in `<output>/shards` (removed first with
-    --overwrite), the store's mode, aggregate, windows and index kind from the flags.
+    """Run `store_documents_on_ray` as the command's arguments say: shards in `<output>/shards` (or --shards;
+    removed first with --overwrite), the store's mode, aggregate, windows and index kind from the flags, or the
+    store `into` makes from the embedder (a Qdrant collection's, which takes those flags itself).
 
     Returns:
         The store of texts (a `fair_retrieval.stores.DocumentStore`), not saved yet.
@@ -129,18 +142,19 @@ def store_on_ray(
             "A store folder built on Ray takes --kind and --index-param (default: the stores' default); "
             "--factory, --opq, --flat-limit and --gpu-shards build the earlier index folder: add --output-format index."
         )
+    settings: dict[str, Any] = (
+        {"multivector": args.multivector, "aggregate": args.aggregate, "windows": windows, "kind": args.kind, **params}
+        if into is None
+        else {"into": into}
+    )
     return store_documents_on_ray(
         args.input,
-        Path(args.output) / SHARDS_FOLDER,
+        shards_folder(args),
         EmbedderSpec.from_options(model, options),
         text_field=args.text_field,
         id_field=args.id_field,
         resources=RayResources(args.workers, args.cpus_per_worker, args.gpus_per_worker, args.shard_size),
-        multivector=args.multivector,
-        aggregate=args.aggregate,
-        windows=windows,
-        kind=args.kind,
         gpu=gpu,
         fresh=args.overwrite,
-        **params,
+        **settings,
     )

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from fair_retrieval.stores import DocumentStore, StoreWindows, TextDocument
 from fair_retrieval.stores.store_folder import new_folder_store
 from fair_retrieval.stores.store_mode import default_windows
 from fair_retrieval.stores.text_documents import checked_documents
+
+if TYPE_CHECKING:
+    from fair_retrieval.embedding.embedder import FairEmbedder
 
 T = TypeVar("T")
 
@@ -162,10 +165,12 @@ def store_documents_on_ray(
     kind: str | None = None,
     gpu: GpuChoice = "auto",
     fresh: bool = False,
+    into: Callable[[FairEmbedder], DocumentStore[TextDocument]] | None = None,
     **index_params: int,
 ) -> DocumentStore[TextDocument]:
     """Read `source` on Ray workers, embed it into `shards` as a store keeps it, and add the shards to one store of
-    texts (`fair_retrieval.stores.store_folder.new_folder_store`: the stores' default unless told otherwise).
+    texts (`fair_retrieval.stores.store_folder.new_folder_store`: the stores' default unless told otherwise; or the
+    store `into` makes, e.g. a `QdrantStore` over a collection, which then receives the workers' windows).
 
     The embedder is also built here, once, for what the store records of it (its identity) and for the window
     study's shape (`default_windows`), which the workers then embed.
@@ -185,6 +190,9 @@ def store_documents_on_ray(
             multi-vector store where the codes fit the vector size, else flat).
         gpu: as `DocumentStore`.
         fresh: remove the shards of an earlier run first instead of continuing it.
+        into: makes the store to fill from the embedder built here (its own settings: multivector, windows); None:
+            a new folder store from `multivector`, `aggregate`, `windows`, `kind` and `index_params`, which must then
+            be left unset.
         **index_params: the kind's parameters.
 
     Returns:
@@ -193,15 +201,26 @@ def store_documents_on_ray(
     Raises:
         ValueError, TypeError: an empty or malformed input, or any error of `embed_to_shards` / the store.
     """
+    if into is not None:
+        given = [name for name, value in (("aggregate", aggregate), ("kind", kind)) if value is not None]
+        if given or index_params or multivector is not None or windows is not None:
+            raise ValueError(
+                "into= makes the store with its own settings: set multivector, aggregate, windows, kind and index "
+                f"parameters there, not here (got {', '.join(given + sorted(index_params)) or 'multivector/windows'})."
+            )
     embedder = spec.build()
-    store = new_folder_store(
-        embedder,
-        multivector=multivector,
-        aggregate=aggregate,
-        windows=windows,
-        kind=kind,
-        gpu=gpu,
-        index_params=dict(index_params),
+    store = (
+        into(embedder)
+        if into is not None
+        else new_folder_store(
+            embedder,
+            multivector=multivector,
+            aggregate=aggregate,
+            windows=windows,
+            kind=kind,
+            gpu=gpu,
+            index_params=dict(index_params),
+        )
     )  # every setting checked before Ray starts
     shape = (store.windows or default_windows(embedder)) if store.multivector else None
     shards = Path(shards)

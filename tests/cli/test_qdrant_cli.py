@@ -79,7 +79,8 @@ def test_bad_qdrant_arguments_fail_before_any_work(built: Path, capsys: pytest.C
     assert "--collection NAME" in capsys.readouterr().err
     assert main(["index", "--input", docs, "--qdrant", str(built / "q2"), "--collection", "x", "--output", "o"]) == 2
     assert "not both" in capsys.readouterr().err
-    assert main(["index", "--input", docs, "--qdrant", str(built / "q2"), "--collection", "x", "--engine", "ray"]) == 2
-    assert "--engine local" in capsys.readouterr().err
+    assert main(["index", "--input", str(built / "store"), "--qdrant", str(built / "q2"), "--collection", "x",
+                 "--engine", "ray", "--shards", str(built / "shards")]) == 2  # fmt: skip
+    assert "store folder, copied with its windows and no model run: drop --engine ray" in capsys.readouterr().err
     assert main(["search", "--qdrant", str(built / "qdrant"), "--collection", "nope", "--query", "x"]) == 2
     assert "no collection 'nope'" in capsys.readouterr().err

@@ -81,3 +81,42 @@ def test_window_flags_give_the_embedders_own_windows_on_ray_too(ray_local: Any, 
     assert ray_index.window_count == local_index.window_count > 2 * len(TEXTS)
     for int_id, _ in local.get(local.records.keys):
         assert ray_index.window_spans(int_id) == local_index.window_spans(int_id)
+
+
+def test_ray_workers_fill_a_qdrant_collection_as_the_local_engine(
+    ray_local: Any, tiny_bert: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`index --engine ray --qdrant`: the workers embed into --shards, the collection gets their windows, and it
+    answers as the collection the local engine writes; a second run continues from the shards."""
+    pytest.importorskip("qdrant_client")
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": f"d{i}", "text": text, "metadata": {"n": i}} for i, text in enumerate(TEXTS)]
+    source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    common = ["--model", tiny_bert, "--input", str(source), "--basket-size", "8", "--max-length", "32"]
+    ray_flags = ["--engine", "ray", "--workers", "1", "--shard-size", "4", "--shards", str(tmp_path / "shards")]
+    on_ray = ["--qdrant", str(tmp_path / "ray"), "--collection", "docs"]
+    local = ["--qdrant", str(tmp_path / "local"), "--collection", "docs"]
+    assert main(["index", *common, *on_ray, *ray_flags]) == 0
+    assert "9 documents there now" in capsys.readouterr().out
+    shards = sorted((tmp_path / "shards").glob("shard-*.parquet"))
+    assert shards  # kept, so a second run continues from them
+    assert main(["index", *common, *local]) == 0
+    for query in ("w3 t4 w10", TEXTS[5][-40:]):
+        for mode in ("dense", "sparse", "hybrid"):
+            found = []
+            for where in (on_ray, local):
+                capsys.readouterr()
+                assert main(["search", *where, "--query", query, "-k", "5", "--mode", mode, "--json"]) == 0
+                hits = json.loads(capsys.readouterr().out)["results"]
+                found.append([(h["id"], round(h["score"], 4), h.get("best_window")) for h in hits])
+            assert found[0] == found[1] and found[0]
+            if mode != "sparse":  # sparse: only the documents holding a query word
+                assert len(found[0]) == 5
+    stamps = [path.stat().st_mtime_ns for path in shards]
+    assert main(["index", *common, *on_ray, *ray_flags]) == 0  # continues: the shards are kept, not embedded again
+    assert [path.stat().st_mtime_ns for path in shards] == stamps
+    assert "9 documents there now" in capsys.readouterr().out
+    assert main(["index", *common, *on_ray, *ray_flags[:-2]]) == 2  # no --shards
+    assert "keeps its embedding shards in --shards FOLDER" in capsys.readouterr().err
+    assert main(["index", *common, *local, *ray_flags[-2:]]) == 2  # --shards without --engine ray
+    assert "add --engine ray, or drop it" in capsys.readouterr().err
