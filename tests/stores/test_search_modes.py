@@ -135,6 +135,22 @@ def test_the_store_default_mode_and_alpha_apply_and_a_call_overrides_them() -> N
     assert set(_keys(lexical_weighted)) == {"bread", "oven"}
 
 
+@pytest.mark.parametrize("fusion", ["relative_score", "dist_based_score"])
+def test_a_dense_score_beyond_float32_fuses_in_order(fusion: str) -> None:
+    # finite vectors whose inner product overflows float32: the dense side scores "ferry" +inf
+    store: DocumentStore[Doc] = DocumentStore(gpu=False, text_of=lambda doc: doc.text, metric="ip")
+    docs = [Doc(key, text, {"n": n}) for n, (key, text) in enumerate(TEXTS.items())]
+    vectors = np.stack([_vector(doc.text) for doc in docs])
+    vectors[0] = np.abs(vectors[0]) * 1e37
+    store.add(docs, vectors)
+    query = np.full(DIM, 1e30, dtype=np.float32)
+    assert store.search(query, 1)[0].score == np.inf
+    hits = store.hybrid_search(query, "stone oven harbour", 5, settings=SearchSettings(fusion=fusion, alpha=0.5))
+    scores = [hit.score for hit in hits]
+    assert all(np.isfinite(scores)) and scores == sorted(scores, reverse=True), scores
+    assert {hit.record.key: hit.score for hit in hits}["ferry"] >= 0.5  # +inf: the dense side's full share
+
+
 def test_filters_restrict_every_side() -> None:
     store = _store()
     keep = lambda doc: doc.metadata["n"] >= 3  # noqa: E731
