@@ -190,6 +190,20 @@ def test_queries_are_checked_at_the_door_in_every_mode() -> None:
             store.text_search("ferry", 0, _vector, settings=SearchSettings(mode=mode))
 
 
+@pytest.mark.parametrize("metric", ["ip", "l2", "cosine"])
+def test_a_query_vector_with_inf_is_refused_at_the_door_in_every_metric(metric: str) -> None:
+    store = _store(metric=metric)
+    query = _vector("ferry")
+    query[2] = np.inf
+    refused = "query.embedding gave vectors with NaN or infinite values .*nothing was stored or searched"
+    for mode in ("default", "hybrid", "mmr"):
+        with pytest.raises(ValueError, match=refused):
+            vector_query_hits(store, query, 3, mode=mode, query_str="stone oven")
+    with pytest.raises(ValueError, match="the query embedding gave vectors with NaN") as error:
+        store.text_search("stone oven", 3, lambda _: query, settings=SearchSettings(mode="hybrid"))
+    assert "indexing" not in str(error.value)
+
+
 def test_a_store_without_texts_has_no_lexical_side() -> None:
     store: DocumentStore[Doc] = DocumentStore(gpu=False)
     assert store.lexical is None
