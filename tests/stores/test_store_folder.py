@@ -279,3 +279,30 @@ def test_llamaindex_persists_an_opened_folder_into_the_folders_own_store(
     assert reopened.query(query).ids == opened.query(query).ids
     saved = load_store_folder(folder, gpu=False)  # the folder's one store, as the command line reads it
     assert len(saved) == len(ROWS) - 1 and "d0" not in saved
+
+
+@pytest.mark.parametrize("name", ["store.json", "index/index.json"])
+def test_a_file_this_user_may_not_read_is_named_not_readable_not_damaged(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    import errno
+    import os
+
+    from fair_retrieval.jsonio import DamagedFileError
+    from fair_retrieval.jsonio import paths as jsonio_paths
+
+    folder = tmp_path / "copy"
+    shutil.copytree(built, folder)
+    denied = (folder / name).resolve()
+    real_open = os.open
+
+    def no_permission(path: Any, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == denied:  # as a file of mode 000 for a user other than root
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jsonio_paths.os, "open", no_permission)
+    with pytest.raises(ValueError, match="is not readable") as error:
+        load_store_folder(folder, gpu=False)
+    assert not isinstance(error.value, DamagedFileError) and "damaged" not in str(error.value)
+    assert str(folder / name) in str(error.value) and "read permission" in str(error.value)
