@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from fair_retrieval.index import FaissIndex
 
 MANIFEST_FILE = "manifest.json"
+LLAMA_STORE_FILE = "default__vector_store.json"
+"""The file LlamaIndex's `StorageContext.persist` writes for a folder's vector store (beside docstore.json)."""
 DOCUMENTS_FILE = "documents.jsonl"
 INDEX_RECORD = META_FILE  # FaissIndex's index.json: the record that commits the whole folder
 INDEX_DATA = INDEX_FILE
@@ -213,10 +215,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if not (folder / INDEX_RECORD).exists() and not (folder / INDEX_RECORD).is_symlink():
         if path.exists():
             raise ValueError(f"{folder / INDEX_RECORD} is missing: {folder} is not a complete index. {REBUILD}")
-        raise ValueError(
-            f"{folder} is not a complete fair-retrieval index (no {MANIFEST_FILE}); build it with "
-            "`fair-retrieval index --input DOCS --output DIR`."
-        )
+        raise ValueError(_not_an_index(folder))
     with open_published(path) as handle:
         raw = handle.read()
     manifest = parse_versioned_json(
@@ -227,6 +226,28 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             path, f"it names the documents {manifest['documents']!r}; an index keeps them in {DOCUMENTS_FILE}", REBUILD
         )
     return manifest
+
+
+def _not_an_index(folder: Path) -> str:
+    """What a folder that holds neither a store (store.json) nor an index (index.json) is, and what to do: the
+    file a store folder lost, a LlamaIndex persist folder, or no index at all."""
+    from fair_retrieval.stores.store_folder import store_folder_paths
+
+    index_folder, store_file = store_folder_paths(folder)
+    build = "`fair-retrieval index --input DOCS --output DIR`"
+    llama_files = [name for name in (LLAMA_STORE_FILE, "docstore.json") if (folder / name).exists()]
+    if llama_files:
+        return (
+            f"{folder} is a LlamaIndex persist folder ({', '.join(llama_files)}; no store.json), not a fair-retrieval "
+            "store folder. Open it in LlamaIndex with FairFaissVectorStore.from_persist_dir("
+            f"{str(folder)!r}), or make a store folder the command line searches with {build}."
+        )
+    if index_folder.is_dir():
+        return (
+            f"{store_file} is missing: {folder} holds a store's index/ folder without the store file that names its "
+            f"documents, so it cannot be searched. Restore store.json from a backup, or rebuild the store with {build}."
+        )
+    return f"{folder} is not a fair-retrieval store folder (no store.json) nor an index folder; build one with {build}."
 
 
 def open_published(path: Path) -> IO[bytes]:

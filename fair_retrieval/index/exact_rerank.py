@@ -255,7 +255,8 @@ class RerankedIndex:
     # ------------------------------------------------------------------------------------------------ changing
 
     def add(self, vectors: Any, ids: Any = None) -> np.ndarray:
-        """Add vectors (n, dim) under `ids`, which must ascend past every id added before (None: the next ids).
+        """Add vectors (n, dim) under `ids`, which must ascend past every stored id (None: the next ids after the
+        largest stored one, as `FaissIndex.add` gives them; an id removed from the end is given again).
 
         The vectors go to the float rows and their codes to the compact index; the compact index trains when the
         store reaches `train_at` vectors, and again at `GROWTH` × what it was trained for.

@@ -42,7 +42,13 @@ from fair_retrieval.index.index_plan import (
 from fair_retrieval.index.inspection import METRICS, Metric, params_of, reconstruct
 from fair_retrieval.index.persistence import StoredIndex
 from fair_retrieval.index.saving import SavedIndex
-from fair_retrieval.index.selection import Searchable, result_columns, search_among, stored_selection
+from fair_retrieval.index.selection import (
+    Searchable,
+    result_columns,
+    search_among,
+    short_rows_in_full,
+    stored_selection,
+)
 from fair_retrieval.validate import is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -301,6 +307,10 @@ class FaissIndex(SavedIndex):
                 selector (custom factories such as "PQ16", "LSH", "NSG32") fall back to searching ever more
                 unrestricted candidates (4x each round) until k selected ones are found or every vector was seen.
 
+        An unrestricted search returns min(k, len(self)) results for every query: a query the index's own search
+        answers short (an IVF index whose nprobe lists hold fewer than k vectors, as after many removals) is
+        searched again with every list probed.
+
         Returns:
             (scores, ids): float32 (n, c) and int64 (n, c), best first, where c = `result_columns(k, len(self))`:
             k, but never more than the index holds once k passes `PADDED_K` (k is clamped to what the index
@@ -329,6 +339,8 @@ class FaissIndex(SavedIndex):
             best, hits = search_among(self._searchable(), matrix, k, wanted)
         else:  # no restriction, or every stored id selected
             best, hits = self._index.search(matrix, k)
+            if bool(((hits >= 0).sum(axis=1) < k).any()):  # probed lists too thin (after removals): in full
+                best, hits = short_rows_in_full(self._searchable(), matrix, k, best, hits)
         scores[:, :k], found[:, :k] = best, hits
         scores[found < 0] = self._missing_score
         return scores, found

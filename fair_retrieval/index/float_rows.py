@@ -9,10 +9,11 @@ the exact vectors of its few candidates from here. The rows live in at most two 
   doubling (a sparse file on the file systems that have them) and is deleted when the rows are written elsewhere or
   the object is collected.
 
-Ids only grow (each add's ids exceed every id added before, as a `MultiVectorIndex`'s window ids do), so the id of
-each row is a sorted int64 array (8 bytes a row, looked up by binary search) with a live flag (1 byte a row): no
-per-id Python objects. A removed id's row stays until the rows are compacted (`compact`, which writes the live rows
-into a new working file, or `write`, which a save calls): the file is append-only in between.
+Ids only grow (each add's ids exceed every live id, as a `MultiVectorIndex`'s window ids do; the dead rows of
+removed largest ids are dropped when their ids are given again), so the id of each row is a sorted int64 array (8
+bytes a row, looked up by binary search) with a live flag (1 byte a row): no per-id Python objects. A removed id's
+row stays until the rows are compacted (`compact`, which writes the live rows into a new working file, or `write`,
+which a save calls): the file is append-only in between.
 """
 
 from __future__ import annotations
@@ -105,10 +106,12 @@ class FloatRows:
     # ------------------------------------------------------------------------------------------------ changing
 
     def append(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Append `vectors` (n, dim) under `ids`, which must ascend and exceed every id appended before.
+        """Append `vectors` (n, dim) under `ids`, which must ascend and exceed every live id (the largest id
+        stored, as a save and a load keep them). Dead rows of ids from `ids[0]` on are dropped first: an id whose
+        row was removed may be given again.
 
         Raises:
-            ValueError: ids that do not ascend past the last one, or a count or shape that does not match.
+            ValueError: ids that do not ascend past the largest live id, or a count or shape that does not match.
         """
         ids = np.asarray(ids, dtype=np.int64)
         count = int(ids.size)
@@ -116,12 +119,18 @@ class FloatRows:
             raise ValueError(f"Got {vectors.shape[0]} vectors of {vectors.shape[1:]} for {count} ids of {self._dim}-d.")
         if count == 0:
             return
-        last = int(self._ids[self._rows - 1]) if self._rows else -1
-        if int(ids[0]) <= last or (count > 1 and not bool(np.all(np.diff(ids) > 0))):
+        stored = self._ids[: self._rows]
+        cut = int(np.searchsorted(stored, ids[0]))  # the rows of ids from ids[0] on
+        later_live = np.flatnonzero(self._live[cut : self._rows])
+        if later_live.size or (count > 1 and not bool(np.all(np.diff(ids) > 0))):
+            live = np.flatnonzero(self._live[: self._rows])
+            last = int(stored[live[-1]]) if live.size else -1
             raise ValueError(
-                f"The ids of an append must ascend past the last id stored ({last}); got {some(ids.tolist())}. "
+                f"The ids of an append must ascend past the largest id stored ({last}); got {some(ids.tolist())}. "
                 "Give new vectors new, larger ids (a MultiVectorIndex's window counter does)."
             )
+        if cut < self._rows:
+            self._drop_rows_from(cut)
         tail = self._tail_for(self._rows - self._base_rows + count)
         start = self._rows - self._base_rows
         tail[start : start + count] = vectors
@@ -225,6 +234,15 @@ class FloatRows:
         self._set_rows(ids)
 
     # ------------------------------------------------------------------------------------------------ internals
+
+    def _drop_rows_from(self, cut: int) -> None:
+        """Forget rows `cut` and after (all dead): their tail bytes are written over by the next appends; rows of
+        the read-only base are dropped by compacting."""
+        if cut < self._base_rows:
+            self.compact()  # the base is never written; the live rows (all before `cut`) move to a working file
+            return
+        self._dead -= self._rows - cut
+        self._rows = cut
 
     def _set_rows(self, ids: np.ndarray) -> None:
         self._ids = np.zeros(max(FIRST_CAPACITY, ids.size), dtype=np.int64)

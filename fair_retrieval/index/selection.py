@@ -5,7 +5,8 @@
 full rather than trusted to the approximate structure, `search_with_selector` runs the restricted search (None
 where faiss takes no selector for the structure), `selector_params` builds the SearchParameters that carry the
 selector down to the index that picks the candidates, and `first_members` keeps the selected hits of an
-unrestricted search (the fallback for structures that take no selector).
+unrestricted search (the fallback for structures that take no selector). An unrestricted search is the index's own,
+with the rows it returns short searched again in full (`short_rows_in_full`).
 """
 
 from __future__ import annotations
@@ -213,6 +214,37 @@ def search_among(index: Searchable, matrix: np.ndarray, k: int, wanted: np.ndarr
             short = (found >= 0).sum(axis=1) < expected
     if short.any():
         scores[short], found[short] = _widened_search(index, matrix[short], k, wanted)
+    return scores, found
+
+
+def short_rows_in_full(
+    index: Searchable, matrix: np.ndarray, k: int, scores: np.ndarray, found: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """An unrestricted search's results (`scores`, `found`: the index's own search for k ≤ what it stores) with
+    the rows short of k searched again with every list probed (see `FaissIndex.search`).
+
+    An IVF index whose probed lists hold fewer than k vectors (as after many removals) returns such rows; searched
+    in full, each holds k results. A structure that cannot be searched so and still comes back short is said at
+    WARNING, with what to do.
+    """
+    scores, found = np.array(scores), np.array(found)
+    short = (found >= 0).sum(axis=1) < k
+    if not short.any():
+        return scores, found
+    logger.debug("The %s found fewer than k=%d of its vectors; searching it in full.", index.description, k)
+    again = _selector_search(index, matrix[short], k, index.stored, exhaustive=True)  # a selector of every id
+    if again is not None:
+        scores[short], found[short] = again
+    returned = int((found >= 0).sum(axis=1).min())
+    if returned < k:
+        logger.warning(
+            "The %s returned %d of the k=%d results asked for although it holds %d vectors: its structure cannot "
+            "be searched in full. Raise its nprobe / efSearch (FaissIndex.set_search), or rebuild it.",
+            index.description,
+            returned,
+            k,
+            int(index.stored.size),
+        )
     return scores, found
 
 

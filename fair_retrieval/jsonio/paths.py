@@ -92,6 +92,7 @@ def open_regular(
         FileNotFoundError: the file does not exist (the message names it, and the record that lists it).
         DamagedFileError: (a ValueError) it leads out of `root`, is not a regular file (a FIFO, a device, a
             folder, a dangling link), or has another size than recorded or allowed; the message names it.
+        ValueError: this user may not read it (a permission error): the message names it and says so.
     """
     real = contained(root, path, remedy=remedy)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
@@ -100,7 +101,12 @@ def open_regular(
     except FileNotFoundError:
         listed = f", though {listed_by} lists it" if listed_by is not None else ""
         raise FileNotFoundError(f"{path} is missing{listed}. {remedy}") from None
-    except OSError as error:  # a link loop, a file without read permission
+    except PermissionError as error:  # the file is fine, this user may not read it: nothing to rebuild
+        raise ValueError(
+            f"{path} is not readable ({error.strerror}): give this user read permission on it (and on its folder), "
+            "or open the folder as a user who may read it."
+        ) from None
+    except OSError as error:  # a link loop
         raise DamagedFileError(path, f"it cannot be opened ({error.strerror})", remedy) from None
     try:
         info = os.fstat(descriptor)

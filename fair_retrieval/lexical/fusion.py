@@ -14,7 +14,8 @@ vector databases offer:
 α is LlamaIndex's `alpha`: 1 is dense only, 0 lexical only; `adaptive_alpha` chooses one per query from the two
 lists' scores (how far each list's top score stands above the rest of its list). Fused scores lie in [0, 1] (RRF
 divided by the score of a document first in both lists), higher is better; ties keep the dense order, then the
-lexical one.
+lexical one. A non-finite score (an inner product beyond float32's range is +inf or -inf) is ranked, not
+propagated: the scales come from a list's finite scores, +inf scales to 1 and -inf or NaN to 0.
 """
 
 from __future__ import annotations
@@ -97,18 +98,29 @@ def fuse(
 
 def _scaled(scores: list[float], fusion: str) -> np.ndarray:
     """One list's scores scaled to [0, 1]: min-max ("relative_score") or mean ± 3 σ ("dist_based_score"); a list
-    of equal scores (or of one) scales to 1."""
+    of equal scores (or of one) scales to 1.
+
+    The scale is taken from the finite scores only: a score of +inf (an inner product beyond float32's range)
+    scales to 1, one of -inf or NaN to 0, so a non-finite score never makes the others NaN nor the ranking
+    unordered."""
     values = np.asarray(scores, dtype=np.float64)
     if not len(values):
         return values
+    finite = np.isfinite(values)
+    scaled = np.where(values == np.inf, 1.0, 0.0)
+    if not finite.any():
+        return scaled
+    kept = values[finite]
     if fusion == "relative_score":
-        low, high = values.min(), values.max()
+        low, high = kept.min(), kept.max()
     else:
-        mean, spread = values.mean(), values.std()
+        mean, spread = kept.mean(), kept.std()
         low, high = mean - 3 * spread, mean + 3 * spread
-    if high - low <= 0:
-        return np.ones_like(values)
-    return np.clip((values - low) / (high - low), 0.0, 1.0)
+    if not high - low > 0:  # equal scores, or a spread beyond float64 (inf - inf)
+        scaled[finite] = 1.0
+    else:
+        scaled[finite] = np.clip((kept - low) / (high - low), 0.0, 1.0)
+    return scaled
 
 
 def adaptive_alpha(dense: Sequence[float], lexical: Sequence[float], *, dense_larger_is_better: bool = True) -> float:
@@ -138,6 +150,7 @@ def adaptive_alpha(dense: Sequence[float], lexical: Sequence[float], *, dense_la
 def _peak(scores: list[float]) -> float:
     """How far a list's top score stands above the list: its z-score (0 for fewer than two or equal scores)."""
     values = np.asarray(scores, dtype=np.float64)
+    values = values[np.isfinite(values)]  # a non-finite score carries no measure of the list's spread
     if len(values) < 2 or values.std() <= 0:
         return 0.0
     return float(max(0.0, (values.max() - values.mean()) / values.std()))

@@ -517,6 +517,31 @@ class DocumentStore(StoreCore[R]):
         read = text_records_format(fmt, record, text_format)
         return cls.load(read, store_file, index_folder, missing=missing, **options)
 
+    def save_text_folder(
+        self,
+        folder: Path,
+        fmt: StoreFormat[Any],
+        record: Callable[[TextDocument], Any],
+        document: Callable[[Any], TextDocument],
+        *,
+        overwrite: bool = False,
+    ) -> None:
+        """Save the store as the store of texts in `folder` (`store.json` beside `index/`), the counterpart of
+        `load_text_folder`: each record is written as `document(record)` (its id, text and metadata), so
+        `fair-retrieval search`, LangChain's `load_local` and `load_text_folder` all read the same documents.
+
+        Raises:
+            StoreConflictError: (a ValueError) as `save`: another writer saved the folder since this store was
+                loaded from it, or this store was not loaded from it (and `overwrite` is False).
+        """
+        from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, text_records_format
+
+        text_format = text_document_format(fmt.store, "fair-retrieval index", fmt.upgrade)
+        index_folder, store_file = named_store_paths(folder, DEFAULT_INDEX_NAME)
+        self.save(
+            text_records_format(fmt, record, text_format, document), store_file, index_folder, overwrite=overwrite
+        )
+
     @locked
     def to_bytes(self: DocumentStore[TextDocument], fmt: StoreFormat[TextDocument], index_name: str) -> bytes:
         """The store as bytes, without pickle: its folder packed in memory with a SHA-256

@@ -58,7 +58,7 @@ from fair_retrieval.stores.store_mode import (
     new_store_mode,
     stored_windows,
 )
-from fair_retrieval.stores.vectors import check_dimension, unit_rows
+from fair_retrieval.stores.vectors import check_dimension, require_finite, unit_rows
 from fair_retrieval.stores.window_embedders import WindowEmbedder, window_embedder
 from fair_retrieval.validate import positive_int
 
@@ -351,12 +351,13 @@ class StoreCore(Generic[R]):
         "cosine".
 
         Raises:
-            ValueError: another count or size, or (cosine) NaN, infinite or zero rows.
+            ValueError: another count or size, NaN or infinite values, or (cosine) zero rows.
         """
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != count:
             raise ValueError(f"{source} returned {matrix.shape[0] if matrix.ndim else 0} vectors for {count} texts.")
         check_dimension(int(matrix.shape[1]), self._dimension(), f"{source} gave")
+        require_finite(matrix, source)  # every metric: an inf query or vector is never a valid embedding
         return unit_rows(matrix) if self._metric == "cosine" else matrix
 
     def _dimension(self) -> int | None:
@@ -380,7 +381,8 @@ class StoreCore(Generic[R]):
         back whenever k qualify; in multi-vector mode they are k distinct documents with their best windows.
 
         Raises:
-            ValueError: a query of another size than the stored vectors (or, for "cosine", a zero query).
+            ValueError: a query of another size than the stored vectors, one with NaN or infinite values (or, for
+                "cosine", a zero query).
         """
         matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)  # the one size check
         if self._empty():

@@ -97,27 +97,37 @@ def text_document_format(store: str, writer: str, upgrade: str) -> StoreFormat[T
 
 
 def text_records_format(
-    fmt: StoreFormat[R], record: Callable[[TextDocument], R], text_format: StoreFormat[TextDocument]
+    fmt: StoreFormat[R],
+    record: Callable[[TextDocument], R],
+    text_format: StoreFormat[TextDocument],
+    document: Callable[[R], TextDocument] | None = None,
 ) -> StoreFormat[R]:
     """`text_format` (a store file of `TextDocument`s) read as a store of another adapter's records: each document
     becomes `record(document)`, and the store keeps `fmt`'s rules (its name in messages, groups, the lexical text,
-    where an upsert goes). The file is only read this way: the adapter saves the store in its own format (`fmt`).
+    where an upsert goes). With `document`, the format also writes such a file, each record as `document(record)`
+    (what a save into a store folder needs: the folder keeps one store, in the format every surface reads).
 
     Args:
         fmt: the adapter's own format.
         record: a stored document → the adapter's record (same id, text and metadata).
         text_format: the text-document format of the file (`text_document_format`).
+        document: the adapter's record → a stored document (same id, text and metadata); None: `fmt`'s encoding.
     """
 
     def decode(entry: Mapping[str, Any]) -> tuple[int, R]:
-        int_id, document = text_format.decode(entry)
-        return int_id, record(document)
+        int_id, stored = text_format.decode(entry)
+        return int_id, record(stored)
+
+    def encode(int_id: int, kept: R) -> dict[str, Any]:
+        assert document is not None
+        return text_format.encode(int_id, document(kept))
 
     return dataclasses.replace(
         fmt,
         name=text_format.name,
         version=text_format.version,
         records_key=text_format.records_key,
+        encode=fmt.encode if document is None else encode,
         decode=decode,
         names_index_folder=text_format.names_index_folder,
         raw_faiss_message=None,

@@ -32,8 +32,13 @@ def check_dimension(size: int, dim: int | None, what: str, *, noun: str = "vecto
         raise ValueError(f"{what} {size}-d {noun}, but this store holds {dim}-d ones; {remedy}.")
 
 
-def require_finite(vectors: np.ndarray) -> None:
-    """Refuse vectors with NaN or infinite values before anything is stored (an upsert removes first).
+def require_finite(vectors: np.ndarray, source: str | None = None) -> None:
+    """Refuse vectors with NaN or infinite values before anything is stored or searched (an upsert removes first):
+    no embedding holds them, and a score made from one is no ranking.
+
+    Args:
+        vectors: a (n, dim) matrix.
+        source: what gave them, leading the message (e.g. "the query embedding"); None: vectors to store.
 
     Raises:
         ValueError: naming the first offending rows.
@@ -41,9 +46,14 @@ def require_finite(vectors: np.ndarray) -> None:
     finite = np.isfinite(vectors)
     if not finite.all():
         bad = np.flatnonzero(~finite.all(axis=1))
+        if source is None:
+            raise ValueError(
+                f"The vectors at positions {bad[:5].tolist()} (in the order given) contain NaN or infinite values; "
+                "nothing was stored."
+            )
         raise ValueError(
-            f"The vectors at positions {bad[:5].tolist()} (in the order given) contain NaN or infinite values; nothing "
-            "was stored."
+            f"{source} gave vectors with NaN or infinite values (at positions {bad[:5].tolist()}); nothing was stored "
+            "or searched. No embedding holds them: check the model or the code that made these vectors."
         )
 
 

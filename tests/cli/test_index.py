@@ -178,7 +178,7 @@ def test_other_cli_errors_exit_2(tmp_path: Path, minilm: str, capsys: pytest.Cap
     assert main([*INDEX, "--model", minilm, "--input", str(tmp_path / "missing"), "--output", out]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["search", "--index", str(tmp_path), "--query", "x"]) == 2
-    assert "no manifest.json" in capsys.readouterr().err
+    assert "is not a fair-retrieval store folder (no store.json) nor an index folder" in capsys.readouterr().err
 
 
 def test_snippet_is_one_short_line() -> None:

@@ -99,3 +99,31 @@ def test_overwrite_replaces_the_commands_own_files_and_only_those(tiny: str, tmp
     assert (output / "store.json").is_file()
     assert main(_command(tiny, source, output, "--output-format", "index", "--overwrite")) == 0
     assert (output / "vectors.f32").read_text() == "mine too"  # a publication removes only what it replaced
+
+
+def _search_error(folder: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main(["search", str(folder), "--query", "ferry", "--gpu", "off"]) == 2
+    return capsys.readouterr().err
+
+
+def test_a_folder_that_lost_its_store_file_is_told_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "store"
+    (folder / "index").mkdir(parents=True)
+    (folder / "index" / "index.json").write_text("{}")  # what a store folder without its store.json keeps
+    err = _search_error(folder, capsys)
+    assert f"{folder / 'store.json'} is missing" in err and "manifest.json" not in err
+    assert "Restore store.json from a backup, or rebuild the store with `fair-retrieval index" in err
+
+
+def test_a_llamaindex_persist_folder_is_named_with_how_to_open_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "storage"
+    folder.mkdir()
+    for name in ("default__vector_store.json", "docstore.json", "index_store.json"):
+        (folder / name).write_text("{}")
+    err = _search_error(folder, capsys)
+    assert "is a LlamaIndex persist folder (default__vector_store.json, docstore.json; no store.json)" in err
+    assert f"FairFaissVectorStore.from_persist_dir({str(folder)!r})" in err and "manifest.json" not in err
+    assert "`fair-retrieval index --input DOCS --output DIR`" in err

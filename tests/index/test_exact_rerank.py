@@ -268,6 +268,51 @@ def test_compressed_is_one_argument_of_multivector_index_and_refuses_other_index
 def test_ids_must_ascend_past_the_stored_ones_and_nothing_is_stored_otherwise() -> None:
     index = small()
     index.add(clustered(10), ids=np.arange(10, 20))
-    with pytest.raises(ValueError, match="ascend past the last id stored"):
+    with pytest.raises(ValueError, match="ascend past the largest id stored"):
         index.add(clustered(2), ids=[3, 30])
     assert len(index) == 10 and index.rows.rows == 10
+
+
+@pytest.mark.parametrize("stage", ["flat", "trained", "loaded"])
+def test_add_without_ids_follows_the_largest_stored_id_as_faiss_index_does(stage: str, tmp_path: Path) -> None:
+    count = 1200 if stage != "flat" else 20  # at MIN_TRAIN_AT the compact index trains
+    vectors = clustered(count + 3, seed=2)
+    plain = FaissIndex(DIM, gpu=False)
+    index = small()
+    for each in (plain, index):
+        each.add(vectors[:count])
+        each.remove([count - 2, count - 1])  # the two largest ids
+    if stage == "trained":
+        assert index.trainings == 1
+    if stage == "loaded":  # the removed rows are gone from the saved float file, the rest is its read-only map
+        index.save(tmp_path)
+        index = RerankedIndex.load(tmp_path)
+    expected = np.arange(count - 2, count + 1)
+    np.testing.assert_array_equal(plain.add(vectors[count:]), expected)
+    np.testing.assert_array_equal(index.add(vectors[count:]), expected)  # the same ids, the same rule
+    assert len(index) == len(plain) == count + 1
+    np.testing.assert_array_equal(index.get_vectors(expected), vectors[count:])
+    assert index.search(vectors[count:], 1)[1][:, 0].tolist() == expected.tolist()
+
+
+def test_opt_in_ivf_pq48_windows_return_k_documents_after_the_store_shrinks() -> None:
+    # "IVF,PQ48" trains at MIN_TRAIN_AT windows (64 lists, 16 probed); most documents then go, and the probed lists
+    # of a query hold fewer windows than k documents need
+    dim, per_document = 48, 8
+    vectors = clustered(400 * per_document, seed=6, dim=dim)
+    owners = np.repeat(np.arange(400), per_document).astype(np.int64)
+    spans = np.stack([np.arange(owners.size) % per_document * 50, np.arange(owners.size) % per_document * 50 + 80], 1)
+    windows = DocumentWindows(
+        np.zeros((400, dim), np.float32), vectors, owners, spans.astype(np.int64), np.full(owners.size, 60)
+    )
+    index = MultiVectorIndex.over(RerankedIndex(dim, codes="IVF,PQ48", train_at=MIN_TRAIN_AT, gpu=False))
+    flat = MultiVectorIndex(dim, gpu=False)
+    for each in (index, flat):
+        each.add(windows)
+        each.remove(np.arange(388))
+    assert reranked(index).trainings == 1 and reranked(index).compact.params["nprobe"] < 64
+    for query in clustered(40, seed=7, dim=dim):
+        hits = index.search_documents(query, 10)
+        assert len(hits) == min(10, len(index)) == 10
+        assert [hit.id for hit in hits] == [hit.id for hit in flat.search_documents(query, 10)]
+    assert len(index.search_documents(clustered(1, seed=8, dim=dim)[0], 50)) == len(index) == 12

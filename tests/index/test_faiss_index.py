@@ -130,6 +130,25 @@ def test_ids_survive_remove(data: np.ndarray, kind: Kind) -> None:
     np.testing.assert_array_equal(index.search(data[200:203], 1)[1][:, 0], [199, 200, 201])
 
 
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_an_ivf_index_shrunk_by_removals_still_returns_k_results(metric: Metric) -> None:
+    # nprobe=1 of 32 lists: once most vectors are removed the probed list holds fewer than k
+    base = unit_vectors(2000, seed=4)
+    index = FaissIndex(DIM, metric, factory="IVF32,Flat", search="nprobe=1", gpu=False)
+    index.add(base)
+    index.remove(np.arange(1975))
+    queries = unit_vectors(30, seed=5)
+    live = np.arange(1975, 2000)
+    for k in (10, 25, 40):
+        _, found = index.search(queries, k)
+        assert ((found >= 0).sum(axis=1) == min(k, live.size)).all(), k
+        _, expected = brute_force(base[live], live, queries, min(k, live.size), metric)
+        np.testing.assert_array_equal(found[:, : live.size], expected)  # every list probed: the exact top
+    assert (
+        index.search_params == "nprobe=1" and index.params["nprobe"] == 1
+    )  # the index's own setting is left as it was
+
+
 def test_remove_unknown_ids_lists_them_and_removes_nothing(data: np.ndarray) -> None:
     index = FaissIndex(DIM, gpu=False)
     index.add(data[:10])

@@ -67,11 +67,38 @@ def test_ids_must_ascend_and_nothing_is_written_otherwise(tmp_path: Path) -> Non
     rows = FloatRows(8, spill_dir=tmp_path)
     rows.append(np.array([5, 6]), vectors(2))
     for bad in (np.array([6, 7]), np.array([9, 8])):
-        with pytest.raises(ValueError, match="ascend past the last id stored"):
+        with pytest.raises(ValueError, match="ascend past the largest id stored"):
             rows.append(bad, vectors(2, seed=2))
     assert len(rows) == 2
     with pytest.raises(ValueError, match="dim must be a positive int"):
         FloatRows(0)
+
+
+def test_the_ids_of_removed_last_rows_may_be_given_again(tmp_path: Path) -> None:
+    rows = FloatRows(8, spill_dir=tmp_path)
+    rows.append(np.arange(5), vectors(5))
+    rows.discard(np.array([1, 3, 4]))
+    with pytest.raises(ValueError, match=r"ascend past the largest id stored \(2\)"):
+        rows.append(np.array([2, 5]), vectors(2, seed=1))  # 2 is live
+    again = vectors(2, seed=2)
+    rows.append(np.array([3, 4]), again)  # the dead rows of 3 and 4 are dropped, 1's stays until compaction
+    assert (len(rows), rows.dead, rows.rows) == (4, 1, 5)
+    np.testing.assert_array_equal(rows.get([4, 3, 0]), np.vstack([again[1], again[0], vectors(5)[0]]))
+    np.testing.assert_array_equal(rows.live_ids, [0, 2, 3, 4])
+
+
+def test_the_ids_of_removed_last_rows_of_a_saved_file_may_be_given_again(tmp_path: Path) -> None:
+    rows = FloatRows(8, spill_dir=tmp_path / "spill")
+    data = vectors(4)
+    path = tmp_path / "rows.f32"
+    rows.append(np.arange(4), data)
+    with open(path, "wb") as handle:
+        ids = rows.write(handle)
+    rows.rebase(np.memmap(path, dtype="<f4", mode="r", shape=(4, 8)), ids)
+    rows.discard(np.array([3]))
+    rows.append(np.array([3]), vectors(1, seed=5))  # the saved file is not written: the live rows move first
+    np.testing.assert_array_equal(rows.get([0, 1, 2, 3]), np.vstack([data[:3], vectors(1, seed=5)]))
+    np.testing.assert_array_equal(np.memmap(path, dtype="<f4", mode="r", shape=(4, 8)), data)
 
 
 def test_the_working_file_is_deleted_with_the_object(tmp_path: Path) -> None:

@@ -244,3 +244,34 @@ def test_adaptive_alpha_weighs_the_side_whose_top_score_stands_out() -> None:
     )
     low, high = ADAPTIVE_RANGE
     assert low <= adaptive_alpha([0.5, 0.49], [9.0, 1.0, 1.0]) <= high
+
+
+@pytest.mark.parametrize("fusion", ["relative_score", "dist_based_score"])
+def test_a_non_finite_dense_score_is_ranked_not_spread_as_nan(fusion: str) -> None:
+    # an inner product beyond float32's range comes back as +inf or -inf; the other scores keep their scale
+    inf = math.inf
+    with np.errstate(all="raise"):  # no NaN arithmetic hidden behind a warning
+        top = fuse([("a", inf), ("b", 0.5), ("c", 0.1)], LEXICAL, 10, fusion=fusion, alpha=0.5)
+        bottom = fuse([("a", 0.9), ("b", 0.5), ("c", -inf)], LEXICAL, 10, fusion=fusion, alpha=0.5)
+        alone = fuse([("a", inf), ("b", -inf), ("c", math.nan)], LEXICAL, 10, fusion=fusion, alpha=1.0)
+    finite = fuse([("b", 0.5), ("c", 0.1)], (), 10, fusion=fusion, alpha=1.0)
+    for found in (top, bottom, alone):
+        scores = [score for _, score in found]
+        assert all(math.isfinite(s) and 0.0 <= s <= 1.0 for s in scores), found
+        assert scores == sorted(scores, reverse=True), found
+    assert top[0] == ("a", pytest.approx(0.5 + 0.5 * dict(_scaled_lexical(fusion))["a"]))
+    assert dict(top)["b"] == pytest.approx(0.5 * dict(finite)["b"])  # scaled as if "a" were not there
+    assert dict(bottom)["c"] == pytest.approx(0.5 * dict(_scaled_lexical(fusion))["c"])  # -inf: dense share 0
+    assert alone[0][0] == "a" and dict(alone)["b"] == dict(alone)["c"] == 0.0
+
+
+def _scaled_lexical(fusion: str) -> list[tuple[str, float]]:
+    """The lexical list's own scaled scores (alpha 0)."""
+    return fuse((), LEXICAL, 10, fusion=fusion, alpha=0.0)
+
+
+def test_adaptive_alpha_reads_the_finite_scores_only() -> None:
+    with np.errstate(all="raise"):
+        assert adaptive_alpha([math.inf, 0.9, 0.1, 0.1], [3.0, 2.9, 2.8]) == adaptive_alpha(
+            [0.9, 0.1, 0.1], [3.0, 2.9, 2.8]
+        )

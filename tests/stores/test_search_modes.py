@@ -135,6 +135,22 @@ def test_the_store_default_mode_and_alpha_apply_and_a_call_overrides_them() -> N
     assert set(_keys(lexical_weighted)) == {"bread", "oven"}
 
 
+@pytest.mark.parametrize("fusion", ["relative_score", "dist_based_score"])
+def test_a_dense_score_beyond_float32_fuses_in_order(fusion: str) -> None:
+    # finite vectors whose inner product overflows float32: the dense side scores "ferry" +inf
+    store: DocumentStore[Doc] = DocumentStore(gpu=False, text_of=lambda doc: doc.text, metric="ip")
+    docs = [Doc(key, text, {"n": n}) for n, (key, text) in enumerate(TEXTS.items())]
+    vectors = np.stack([_vector(doc.text) for doc in docs])
+    vectors[0] = np.abs(vectors[0]) * 1e37
+    store.add(docs, vectors)
+    query = np.full(DIM, 1e30, dtype=np.float32)
+    assert store.search(query, 1)[0].score == np.inf
+    hits = store.hybrid_search(query, "stone oven harbour", 5, settings=SearchSettings(fusion=fusion, alpha=0.5))
+    scores = [hit.score for hit in hits]
+    assert all(np.isfinite(scores)) and scores == sorted(scores, reverse=True), scores
+    assert {hit.record.key: hit.score for hit in hits}["ferry"] >= 0.5  # +inf: the dense side's full share
+
+
 def test_filters_restrict_every_side() -> None:
     store = _store()
     keep = lambda doc: doc.metadata["n"] >= 3  # noqa: E731
@@ -172,6 +188,20 @@ def test_queries_are_checked_at_the_door_in_every_mode() -> None:
             store.text_search(None, 3, _vector, settings=SearchSettings(mode=mode))  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="k must be"):
             store.text_search("ferry", 0, _vector, settings=SearchSettings(mode=mode))
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2", "cosine"])
+def test_a_query_vector_with_inf_is_refused_at_the_door_in_every_metric(metric: str) -> None:
+    store = _store(metric=metric)
+    query = _vector("ferry")
+    query[2] = np.inf
+    refused = "query.embedding gave vectors with NaN or infinite values .*nothing was stored or searched"
+    for mode in ("default", "hybrid", "mmr"):
+        with pytest.raises(ValueError, match=refused):
+            vector_query_hits(store, query, 3, mode=mode, query_str="stone oven")
+    with pytest.raises(ValueError, match="the query embedding gave vectors with NaN") as error:
+        store.text_search("stone oven", 3, lambda _: query, settings=SearchSettings(mode="hybrid"))
+    assert "indexing" not in str(error.value)
 
 
 def test_a_store_without_texts_has_no_lexical_side() -> None:

@@ -255,7 +255,7 @@ def test_a_store_that_cannot_be_written_is_one_line_and_the_old_folder_stays(
     assert (built / "store.json").read_bytes() == before
 
 
-def test_llamaindex_persists_an_opened_folder_in_its_own_files_beside_it(
+def test_llamaindex_persists_an_opened_folder_into_the_folders_own_store(
     built: Path, tiny: str, tmp_path: Path
 ) -> None:
     pytest.importorskip("llama_index.vector_stores.fair")
@@ -269,10 +269,40 @@ def test_llamaindex_persists_an_opened_folder_in_its_own_files_beside_it(
     opened = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
     opened.delete("d0")  # documents of a store folder are their own source documents
     opened.persist(str(folder / "default__vector_store.json"))
-    assert (folder / "default__vector_store.index").is_dir() and is_store_folder(folder)
+    assert (
+        not (folder / "default__vector_store.json").exists() and not (folder / "default__vector_store.index").exists()
+    )
     reopened = FairFaissVectorStore.from_persist_dir(str(folder), gpu=False, embed_model=embed_model)
     vector = embed_model.get_query_embedding(QUERIES[0])
     query = VectorStoreQuery(query_embedding=vector, similarity_top_k=len(ROWS))
-    assert "d0" not in reopened.query(query).ids  # its own file now, not the store folder's
+    assert "d0" not in reopened.query(query).ids
     assert reopened.query(query).ids == opened.query(query).ids
-    assert len(load_store_folder(folder, gpu=False)) == len(ROWS)  # the store folder itself is unchanged
+    saved = load_store_folder(folder, gpu=False)  # the folder's one store, as the command line reads it
+    assert len(saved) == len(ROWS) - 1 and "d0" not in saved
+
+
+@pytest.mark.parametrize("name", ["store.json", "index/index.json"])
+def test_a_file_this_user_may_not_read_is_named_not_readable_not_damaged(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    import errno
+    import os
+
+    from fair_retrieval.jsonio import DamagedFileError
+    from fair_retrieval.jsonio import paths as jsonio_paths
+
+    folder = tmp_path / "copy"
+    shutil.copytree(built, folder)
+    denied = (folder / name).resolve()
+    real_open = os.open
+
+    def no_permission(path: Any, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == denied:  # as a file of mode 000 for a user other than root
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jsonio_paths.os, "open", no_permission)
+    with pytest.raises(ValueError, match="is not readable") as error:
+        load_store_folder(folder, gpu=False)
+    assert not isinstance(error.value, DamagedFileError) and "damaged" not in str(error.value)
+    assert str(folder / name) in str(error.value) and "read permission" in str(error.value)

@@ -112,3 +112,52 @@ def test_fair_faiss_vector_store_keeps_a_gpu_index_and_persists_a_cpu_copy(
     on_cpu = FairFaissVectorStore.from_persist_path(str(path), gpu=False)
     assert on_cpu.client is not None and not on_cpu.client.on_gpu
     assert on_cpu.query(VectorStoreQuery(query_embedding=[0.0, 1.0, 0.0])).ids == ["n1"]
+
+
+def test_a_cli_store_folder_persisted_from_llamaindex_keeps_one_store(
+    tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from langchain_fair import FairEmbeddings, FaissVectorStore
+    from llama_index.core import Document
+    from llama_index.vector_stores.fair import FairFaissVectorStore
+
+    from fair_retrieval.cli import main
+    from fair_retrieval.jsonio import StoreConflictError
+
+    source = tmp_path / "docs.jsonl"
+    rows = [{"id": f"d{i}", "text": f"Report {i} of the harbour ferry, pier {i}."} for i in range(30)]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    folder = tmp_path / "store"
+    assert main(["index", "--model", tiny_model, "--input", str(source), "--output", str(folder)]) == 0
+    embed_model = FairEmbedding(tiny_model)
+    store = FairFaissVectorStore.from_persist_dir(str(folder), embed_model=embed_model)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    index.insert(Document(text="The night train leaves at ten.", id_="train", metadata={"line": "north"}))
+    index.storage_context.persist(str(folder))
+    assert not (folder / "default__vector_store.json").exists()  # the folder's one store took the node
+
+    capsys.readouterr()
+    query = ["search", str(folder), "--mode", "sparse", "-k", "100", "--json", "--query", "train ferry"]
+    assert main(query) == 0
+    found = {hit["id"] for hit in json.loads(capsys.readouterr().out)["results"]}
+    langchain = FaissVectorStore.load_local(str(folder), FairEmbeddings(model=tiny_model))
+    reloaded = FairFaissVectorStore.from_persist_dir(str(folder), embed_model=embed_model)
+    expected = {f"d{i}" for i in range(30)}
+    new_ids = {node.node_id for node in reloaded.get_nodes()} - expected
+    assert len(new_ids) == 1 and len(found) == len(langchain.get_by_ids([*expected, *new_ids])) == 31
+    assert found == expected | new_ids
+    (new,) = langchain.get_by_ids(list(new_ids))
+    assert (new.page_content, new.metadata) == ("The night train leaves at ten.", {"line": "north"})
+    context = StorageContext.from_defaults(vector_store=reloaded, persist_dir=str(folder))
+    again = load_index_from_storage(context, embed_model=embed_model)
+    retrieved = again.as_retriever(similarity_top_k=100).retrieve("night train")
+    assert {hit.node.node_id for hit in retrieved} == found
+
+    fresh = FairFaissVectorStore(embed_model=embed_model)  # not opened from the folder: it does not replace it
+    with pytest.raises(StoreConflictError):
+        fresh.persist(str(folder / "default__vector_store.json"))
+    assert (
+        len(FaissVectorStore.load_local(str(folder), FairEmbeddings(model=tiny_model)).get_by_ids(list(new_ids))) == 1
+    )

@@ -12,13 +12,14 @@ from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, TextDocument
 
 __all__ = [
     "StoredNode",
     "document_node",
     "hit_nodes",
     "node_contents",
+    "node_document",
     "node_metadata",
     "node_text",
     "restored_node",
@@ -75,6 +76,23 @@ def document_node(document: Any) -> StoredNode:
         id_=document.key, text=document.text, metadata=metadata, excluded_embed_metadata_keys=list(metadata)
     )
     return stored_nodes([node])[0]
+
+
+def node_document(record: StoredNode) -> TextDocument:
+    """A stored node as a document of a store of texts (its id, text and metadata), what a persist into a store
+    folder writes (`document_node` reads it back). A node's relationships (its source document) are not part of a
+    store of texts.
+
+    Raises:
+        ValueError: a node without text (an image node): a store of texts keeps texts.
+    """
+    node = json_to_doc(copy.deepcopy(record.node))
+    if not isinstance(node, TextNode):
+        raise ValueError(
+            f"Node {record.key!r} is a {type(node).__name__}, not a text node: a store folder (store.json) keeps "
+            "texts. Persist this store into another folder (index.storage_context.persist(other_dir))."
+        )
+    return TextDocument(record.key, node.text, dict(node.metadata))
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:

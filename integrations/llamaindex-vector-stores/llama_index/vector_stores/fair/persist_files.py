@@ -1,7 +1,8 @@
 """Where a `FairFaissVectorStore` persists and what its JSON file holds; `persist` and the loaders.
 
 `StorageContext.persist(dir)` writes `dir/default__vector_store.json` and the index folder beside it
-(`default__vector_store.index/`); saving, loading and their checks are `fair_retrieval.stores.DocumentStore`'s
+(`default__vector_store.index/`), or, into a store folder (`store.json` beside `index/`), that folder's store;
+saving, loading and their checks are `fair_retrieval.stores.DocumentStore`'s
 (`save`, `load`). Folders of the earlier store (a raw faiss file where the JSON file now stands, the nodes in
 docstore.json) are converted by `from_legacy_persist_dir` (`DocumentStore.legacy_entries`).
 """
@@ -19,11 +20,12 @@ from llama_index.core import Settings
 from llama_index.core.storage.docstore.utils import json_to_doc
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE, NAMESPACE_SEP
 from llama_index.core.vector_stores.types import DEFAULT_PERSIST_DIR, DEFAULT_PERSIST_FNAME
-from llama_index.vector_stores.fair.node_records import StoredNode, document_node, node_text
+from llama_index.vector_stores.fair.node_records import StoredNode, document_node, node_document, node_text
 from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import DocumentStore, StoreFormat, WrappedStore
+from fair_retrieval.stores.store_folder import is_store_folder, store_folder_paths
 
 logger = logging.getLogger(__name__)
 _STORE_LOGGER = logging.getLogger("llama_index.vector_stores.fair.faiss_vector_store")  # the store's own messages
@@ -93,8 +95,12 @@ class PersistFiles(WrappedStore):
         self, persist_path: str = DEFAULT_PERSIST_PATH, fs: Any | None = None, *, overwrite: bool = False
     ) -> None:
         """Write the JSON file at `persist_path` and the index folder beside it (`<name>.index/`) in one commit,
-        no pickle; it records `store_identity`. A store built in memory is not persisted over a store that is there
-        unless `overwrite=True` (`StorageContext.persist` passes none: delete the old folder first, or load it).
+        no pickle; it records `store_identity`. Into a store folder (one holding `store.json` and no file at
+        `persist_path`: what `fair-retrieval index` and LangChain's `save_local` write, opened by `from_persist_dir`)
+        the store is written as that folder's store instead, so one folder keeps one store that every surface reads
+        alike (the nodes as texts with their metadata). A store built in memory is not persisted over a store that
+        is there unless `overwrite=True` (`StorageContext.persist` passes none: delete the old folder first, or load
+        it).
 
         Raises:
             NotImplementedError: a non-local `fs` (faiss writes local files only).
@@ -104,6 +110,10 @@ class PersistFiles(WrappedStore):
         """
         _require_local(fs)
         path = Path(persist_path)
+        if _into_store_folder(path):
+            self._store.save_text_folder(path.parent, STORE_FORMAT, document_node, node_document, overwrite=overwrite)
+            logger.info("Persisted %d nodes to the store folder %s (store.json)", len(self._store), path.parent)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._store.save(STORE_FORMAT, path, _index_folder(path), overwrite=overwrite)
         logger.info("Persisted %d nodes to %s", len(self._store), path)
@@ -171,7 +181,7 @@ class PersistFiles(WrappedStore):
         A store folder of texts (`store.json` and `index/`, written by `fair-retrieval index` or LangChain's
         `FaissVectorStore.save_local`) with no persisted store of this namespace is opened too: its documents become
         `TextNode`s of the same ids, texts and metadata (`node_records.document_node`), over the same vectors;
-        persisting the store writes this store's own files beside them.
+        persisting the store into that folder writes that folder's store (`persist`).
         """
         _require_local(fs)
         path = os.path.join(persist_dir, f"{namespace}{NAMESPACE_SEP}{DEFAULT_PERSIST_FNAME}")
@@ -264,3 +274,9 @@ def _require_local(fs: Any | None) -> None:
 def _index_folder(path: Path) -> Path:
     """The index folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
     return path.with_name(path.stem + ".index")
+
+
+def _into_store_folder(path: Path) -> bool:
+    """Whether a persist at `path` goes into a store folder's store: the folder holds `store.json`, and no store
+    of this format is at `path` (a folder persisted before keeps its own files)."""
+    return is_store_folder(path.parent) and path != store_folder_paths(path.parent)[1] and not path.exists()
