@@ -12,7 +12,9 @@ chunk each, one question per fact. The same chunks are searched four ways:
 
 It prints nDCG@10 and Recall@10 overall and by where the answer sits (the first, middle or last third of its
 document), writes runs/demo/needle-<N>-stores.png (nDCG@10 by answer position, the four runs) and .json, and shows one
-question's top hits from the default store with the window that found each marked » «.
+question's top hits from the default store with the window that found each marked » «. With the defaults it took
+35-55 s on the 2-core CPU machine this project is built on (measured four times, the machine shared with other
+work), most of it embedding the windows.
 
 --calibration shows the earlier comparison instead: plain vs calibrated pooled document vectors on the needle
 benchmark and, when a local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents, a plot of
@@ -22,6 +24,7 @@ each, and one question answered from a FAISS index of calibrated documents.
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fair_retrieval.cli.common import dump_json, make_embedder, plural, slug
+from fair_retrieval.cli.common import dump_json, make_embedder, slug
 from fair_retrieval.cli.options import (
     add_calibration_arguments,
     add_command,
@@ -42,14 +45,16 @@ if TYPE_CHECKING:
 
 TOP_K = 10
 """Hits each run returns per question: what nDCG@10 and Recall@10 read."""
+WIDTH = 88
+"""Characters per printed line of the notes and the example's hits (the table is as wide as it is)."""
 SHOWN = 3
 """Hits shown for the example question."""
 STACK = "stack's embedding"
 """The label of the run that embeds as the stacks' own embeddings do."""
 STORE_RUNS: tuple[tuple[str, SearchMode], ...] = (
     ("BM25", "sparse"),
-    ("our store, dense", "dense"),
-    ("our store, hybrid", "hybrid"),
+    ("ours, dense", "dense"),
+    ("ours, hybrid", "hybrid"),
 )
 """(label, search mode) of the runs through our default store."""
 CALIBRATION_ONLY = {"no_squad": "--no-squad", "squad_queries": "--squad-queries", "data_dir": "--data-dir"}
@@ -145,11 +150,11 @@ def _stores_demo(args: argparse.Namespace) -> int:
     options = embedder_options(args, calibration=calibration_from_args(args), show_progress_bar=True)
     embedder = build_embedder(options, args.model)
     task = build_needle_benchmark(embedder.token_lengths, args.max_tokens, num_documents=args.needle_documents)
-    print(
-        f"model: {display_name(embedder.model_name)}, a window of {embedder.max_length} tokens; "
-        f"{plural(len(task.corpus), 'document')} of up to {args.max_tokens} tokens, one chunk each, "
-        f"{plural(len(task.queries), 'question')}\n"
+    say(
+        f"model: {display_name(embedder.model_name)}, a window of {embedder.max_length} tokens; documents of up to "
+        f"{args.max_tokens} tokens, one chunk each"
     )
+    print()
     anchor = huggingface_anchor(args.model, max_length=args.max_length, device=args.device, batch_size=args.batch_size)
     evaluator = Evaluator(anchor, task, recall_k=(TOP_K,), show_progress_bar=True)
     stack = evaluator.run(STACK, None)
@@ -163,7 +168,7 @@ def _stores_demo(args: argparse.Namespace) -> int:
     name = f"{slug(task.name)}-stores"
     dump_json(report, args.output_dir / f"{name}.json")
     plot = plot_by_position(report, args.output_dir / f"{name}.png")
-    print(f"plot: {plot}   report: {args.output_dir / f'{name}.json'}\n")
+    print(f"plot:   {plot}\nreport: {args.output_dir / f'{name}.json'}\n")
 
     qid: str | None = None
     if args.query is None:
@@ -172,7 +177,7 @@ def _stores_demo(args: argparse.Namespace) -> int:
     else:
         question = args.query
         found = _search_one(store, question, embedder.embed_query(question), "dense", SHOWN)
-    print(f"our default store, dense (the best window of each hit »marked«) — question: {question!r}")
+    say(f"our default store, dense (each hit's best window »marked«) — question: {question!r}")
     for rank, hit in enumerate(found[:SHOWN], start=1):
         _print_hit(rank, hit, task, qid)
     return 0
@@ -209,12 +214,15 @@ def _print_key(anchor: Any, texts: list[str]) -> None:
         if coverage is not None and coverage.cut_tokens
         else ""
     )
-    print(f"{STACK}: one mean-pooled plain vector per chunk, as HuggingFaceEmbedding(s) make it{cut}")
-    print(
+    say(f"{STACK}: one mean-pooled plain vector per chunk, as HuggingFaceEmbedding(s) make it{cut}")
+    say(
         "BM25: the stores' lexical side alone; each question repeats its fact's invented names, and its person is "
         "named in no other document"
     )
-    print("our store: each chunk kept as the vectors of its windows, found by its best one; hybrid fuses it with BM25")
+    say(
+        "ours: our default store, each chunk kept as the vectors of its windows, found by its best one; hybrid fuses "
+        "it with BM25"
+    )
 
 
 def _search(store: Any, task: Any, vectors: Mapping[str, np.ndarray], mode: SearchMode) -> dict[str, list[Any]]:
@@ -257,7 +265,12 @@ def _print_hit(rank: int, hit: Any, task: Any, qid: str | None) -> None:
     where = "; it holds the answer" if inside else ""
     print(f"     best window: characters {start}–{end} of {len(text)}{where}")
     span = (answer.char_start, answer.char_end) if answer is not None and inside else None
-    print(f"     {marked_window(text, start, end, span)}")
+    say(marked_window(text, start, end, span), indent="     ")
+
+
+def say(text: str, indent: str = "") -> None:
+    """Print `text` wrapped at `WIDTH` characters, its lines after the first indented two more than `indent`."""
+    print(textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False))
 
 
 def marked_window(text: str, start: int, end: int, answer: tuple[int, int] | None = None, width: int = 90) -> str:
@@ -269,7 +282,7 @@ def marked_window(text: str, start: int, end: int, answer: tuple[int, int] | Non
         keep.append((answer[0] - width // 3, answer[1] + width // 3))
     pieces: list[list[int]] = []
     for low, high in sorted((max(start, low), min(end, high)) for low, high in keep):
-        if pieces and low <= pieces[-1][1]:
+        if pieces and low <= pieces[-1][1] + width // 3:  # a short gap is shown rather than left out
             pieces[-1][1] = max(pieces[-1][1], high)
         else:
             pieces.append([low, high])

@@ -131,14 +131,15 @@ def test_demo_compares_the_stack_bm25_and_our_store_on_the_same_chunks(
 ) -> None:
     assert main(["demo", "--model", minilm, "--needle-documents", "9", "--output-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "a window of 256 tokens; 9 documents of up to 512 tokens" in out
-    labels = ["stack's embedding", "BM25", "our store, dense", "our store, hybrid"]
+    flat = " ".join(out.split())  # the notes are wrapped for a terminal
+    assert "a window of 256 tokens; documents of up to 512 tokens, one chunk each" in flat
+    labels = ["stack's embedding", "BM25", "ours, dense", "ours, hybrid"]
     assert re.search(r"^\s+" + r"\s+".join(re.escape(label) for label in labels) + r"\s+Δ$", out, re.MULTILINE)
     number = r"\s+(\d\.\d{4})"
     for row in ("ndcg@10", "recall@10", "ndcg@10 begin \\(n=3\\)", "ndcg@10 middle \\(n=3\\)", "ndcg@10 end \\(n=3\\)"):
         assert re.search(rf"^{row}{number * 4}\s+[+-]\d\.\d{{4}}$", out, re.MULTILINE), row
     # the stack's embedding reads 256 of each chunk's up to 512 tokens; the table is the report's
-    assert re.search(r"9 of 9 chunks are longer than its 256-token window, so \d+% of all tokens are never", out)
+    assert re.search(r"9 of 9 chunks are longer than its 256-token window, so \d+% of all tokens are never", flat)
     report = json.loads((tmp_path / "needle-512-stores.json").read_text(encoding="utf-8"))
     assert [run["label"] for run in report["runs"]] == labels
     ends = [run["groups"]["end"]["ndcg@10"] for run in report["runs"]]
@@ -154,7 +155,9 @@ def test_demo_compares_the_stack_bm25_and_our_store_on_the_same_chunks(
     doc, start, end, length = hit.group(1), int(hit.group(2)), int(hit.group(3)), int(hit.group(4))
     text = task.corpus[doc]
     assert length == len(text) and 0 <= start < end <= length
-    marked = out[hit.end() :].splitlines()[1]
+    lines = out[hit.end() :].splitlines()[1:]
+    marked = " ".join(line.strip() for line in lines[: next(i for i, line in enumerate(lines) if "  2. " in line)])
+    assert all(len(line) <= 88 for line in lines)  # wrapped for a terminal
     inside = marked[marked.index("»") + 1 : marked.index("«")]
     window = text[start:end].split()
     assert inside.startswith(" ".join(window[:4])) and inside.endswith(" ".join(window[-3:]))
