@@ -12,9 +12,9 @@ chunk each, one question per fact. The same chunks are searched four ways:
 
 It prints nDCG@10 and Recall@10 overall and by where the answer sits (the first, middle or last third of its
 document), writes runs/demo/needle-<N>-stores.png (nDCG@10 by answer position, the four runs) and .json, and shows one
-question's top hits from the default store with the window that found each marked » «. With the defaults it took
-35-55 s on the 2-core CPU machine this project is built on (measured four times, the machine shared with other
-work), most of it embedding the windows.
+question's top hits from the default store with the window that found each marked » «. With the defaults it uses
+about 35 s of CPU time, most of it embedding the windows: 35-55 s on the 2-core machine this project is built on,
+longer while other work shares the machine (up to 120 s measured).
 
 --calibration shows the earlier comparison instead: plain vs calibrated pooled document vectors on the needle
 benchmark and, when a local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents, a plot of
