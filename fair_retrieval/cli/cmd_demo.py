@@ -1,22 +1,64 @@
-"""`fair-retrieval demo`: see position bias and its fix in a few minutes, offline, on the bundled MiniLM.
+"""`fair-retrieval demo`: the main job on whole documents, offline, on the bundled MiniLM.
 
-1. The needle benchmark (facts hidden at chosen depths of Python's own documentation; no data needed) and, when a
-   local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents: plain vs calibrated.
-2. A plot of nDCG@10 by answer position.
-3. One question answered from a FAISS index built with calibrated document embeddings.
+The needle benchmark (invented facts hidden at nine depths of Python's own documentation, `pydoc_data`; no data
+needed) makes whole documents of --max-tokens tokens (512 by default: longer than MiniLM's 256-token window), one
+chunk each, one question per fact. The same chunks are searched four ways:
+
+1. the stack's embedding: one plain mean-pooled vector per chunk, cut off at the model's window, as LlamaIndex's
+   HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings embed it;
+2. BM25 alone: the stores' lexical side;
+3. our default store, dense: each chunk kept as the vectors of its windows, found by its best one;
+4. our default store, hybrid: that dense side fused with BM25.
+
+It prints nDCG@10 and Recall@10 overall and by where the answer sits (the first, middle or last third of its
+document), writes runs/demo/needle-<N>-stores.png (nDCG@10 by answer position, the four runs) and .json, and shows one
+question's top hits from the default store with the window that found each marked » «. With the defaults it uses
+about 35 s of CPU time, most of it embedding the windows: 35-55 s on the 2-core machine this project is built on,
+longer while other work shares the machine (up to 120 s measured).
+
+--calibration shows the earlier comparison instead: plain vs calibrated pooled document vectors on the needle
+benchmark and, when a local copy exists, SQuAD v2 dev with paragraphs joined into ~512-token documents, a plot of
+each, and one question answered from a FAISS index of calibrated documents.
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fair_retrieval.cli.common import dump_json, make_embedder, slug
-from fair_retrieval.cli.options import add_calibration_arguments, add_command, calibration_from_args
+from fair_retrieval.cli.options import (
+    add_calibration_arguments,
+    add_command,
+    calibration_from_args,
+    embedder_options,
+)
+
+if TYPE_CHECKING:
+    from fair_retrieval.stores.search_modes import SearchMode
+
+TOP_K = 10
+"""Hits each run returns per question: what nDCG@10 and Recall@10 read."""
+WIDTH = 88
+"""Characters per printed line of the notes and the example's hits (the table is as wide as it is)."""
+SHOWN = 3
+"""Hits shown for the example question."""
+STACK = "stack's embedding"
+"""The label of the run that embeds as the stacks' own embeddings do."""
+STORE_RUNS: tuple[tuple[str, SearchMode], ...] = (
+    ("BM25", "sparse"),
+    ("ours, dense", "dense"),
+    ("ours, hybrid", "hybrid"),
+)
+"""(label, search mode) of the runs through our default store."""
+CALIBRATION_ONLY = {"no_squad": "--no-squad", "squad_queries": "--squad-queries", "data_dir": "--data-dir"}
+"""The options that only the --calibration comparison reads (it alone uses SQuAD v2)."""
 
 
 def register(subparsers: Any) -> None:
@@ -24,31 +66,253 @@ def register(subparsers: Any) -> None:
     parser = add_command(
         subparsers,
         "demo",
-        help="offline demo: position bias of plain embeddings, what calibration removes, a plot, a FAISS query",
+        help="offline demo: the stack's embedding, BM25 and our default store (dense, hybrid) on whole documents",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--max-tokens", type=int, default=512, help="document length in tokens (default 512)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=512,
+        help="document length in tokens (default 512); with --calibration also the model's max length unless "
+        "--max-length",
+    )
     parser.add_argument("--needle-documents", type=int, default=45, help="needle benchmark size (default 45)")
-    parser.add_argument("--no-squad", action="store_true", help="skip SQuAD v2 dev even when the data is present")
-    parser.add_argument("--squad-queries", type=int, help="use a random subset of the SQuAD questions")
+    parser.add_argument("--query", help="your own question for the example search (default: a late-answer question)")
+    parser.add_argument("--output-dir", type=Path, default=Path("runs/demo"), help="where reports and plots go")
+    parser.add_argument(
+        "--calibration",
+        action="store_true",
+        help="show the earlier comparison instead: plain vs calibrated pooled vectors, then a FAISS query",
+    )
+    parser.add_argument("--no-squad", action="store_true", help="with --calibration: skip SQuAD v2 dev")
+    parser.add_argument("--squad-queries", type=int, help="with --calibration: a random subset of the SQuAD questions")
     parser.add_argument(
         "--data-dir",
         type=Path,
-        help="folder with a local copy of squad-v2-dev/dev-v2.0.json (default: $FAIR_RETRIEVAL_DATA, else the "
-        "download cache; the demo never downloads)",
+        help="with --calibration: folder with a local copy of squad-v2-dev/dev-v2.0.json (default: "
+        "$FAIR_RETRIEVAL_DATA, else the download cache; the demo never downloads)",
     )
-    parser.add_argument("--query", help="your own question for the FAISS example (default: a late-answer question)")
-    parser.add_argument("--output-dir", type=Path, default=Path("runs/demo"), help="where reports and plots go")
     add_calibration_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo; print the comparison, write plots and reports, answer one query from a FAISS index."""
+    """Run the demo: the four runs on the needle documents (or, with --calibration, plain vs calibrated)."""
+    check_arguments(args)
+    started = time.perf_counter()
+    code = _calibration_demo(args) if args.calibration else _stores_demo(args)
+    print(f"\ndone in {time.perf_counter() - started:.0f} s")
+    return code
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse bad values before any model is loaded.
+
+    Raises:
+        ValueError: a size below its minimum, an empty --query, or an option of --calibration without it.
+    """
+    if args.needle_documents < 1:
+        raise ValueError(f"--needle-documents must be at least 1, got {args.needle_documents}.")
+    if args.max_tokens < 128:
+        raise ValueError(f"--max-tokens must be at least 128 (a needle and some prose), got {args.max_tokens}.")
+    if args.squad_queries is not None and args.squad_queries < 1:
+        raise ValueError(f"--squad-queries must be at least 1, got {args.squad_queries}.")
+    if args.query is not None:
+        from fair_retrieval.inputs import check_query
+
+        if not args.query.strip():
+            raise ValueError("--query is empty; give the question to search for.")
+        check_query(args.query, "--query")
+    if not args.calibration:
+        given = [flag for name, flag in CALIBRATION_ONLY.items() if getattr(args, name) not in (None, False)]
+        if given:
+            flags = ", ".join(given)
+            raise ValueError(
+                f"{flags}: SQuAD v2 is read only with --calibration; add --calibration or leave out {flags}."
+            )
+
+
+# ---------------------------------------------------------------------------------------------------- the main job
+
+
+def _stores_demo(args: argparse.Namespace) -> int:
+    """The stack's embedding, BM25 and our default store (dense, hybrid) on the same needle chunks: the table, the
+    plot and report, and one question's top hits with their best windows."""
+    from fair_retrieval.embedding.embedder_building import build_embedder
+    from fair_retrieval.evaluation.data.needle import build_needle_benchmark
+    from fair_retrieval.evaluation.evaluation_report import build_report, display_name, format_table
+    from fair_retrieval.evaluation.external_embedders import huggingface_anchor
+    from fair_retrieval.evaluation.metrics import metric_names
+    from fair_retrieval.evaluation.plot import plot_by_position
+    from fair_retrieval.evaluation.runner import Evaluator
+
+    options = embedder_options(args, calibration=calibration_from_args(args), show_progress_bar=True)
+    embedder = build_embedder(options, args.model)
+    task = build_needle_benchmark(embedder.token_lengths, args.max_tokens, num_documents=args.needle_documents)
+    say(
+        f"model: {display_name(embedder.model_name)}, a window of {embedder.max_length} tokens; documents of up to "
+        f"{args.max_tokens} tokens, one chunk each"
+    )
+    print()
+    anchor = huggingface_anchor(args.model, max_length=args.max_length, device=args.device, batch_size=args.batch_size)
+    evaluator = Evaluator(anchor, task, recall_k=(TOP_K,), show_progress_bar=True)
+    stack = evaluator.run(STACK, None)
+    store, hits, scored = _store_runs(embedder, task, evaluator)
+
+    report = build_report(
+        embedder, task, evaluator.grouping_name, [stack, *scored.values()], metric_names(recall_k=(TOP_K,))
+    )
+    print(format_table(report))
+    _print_key(anchor, list(task.corpus.values()))
+    name = f"{slug(task.name)}-stores"
+    dump_json(report, args.output_dir / f"{name}.json")
+    plot = plot_by_position(report, args.output_dir / f"{name}.png")
+    print(f"plot:   {plot}\nreport: {args.output_dir / f'{name}.json'}\n")
+
+    qid: str | None = None
+    if args.query is None:
+        example = _example_question(evaluator.grouping, stack.per_query, scored["dense"].per_query)
+        qid, question, found = example, task.queries[example], hits["dense"][example]
+    else:
+        question = args.query
+        found = _search_one(store, question, embedder.embed_query(question), "dense", SHOWN)
+    say(f"our default store, dense (each hit's best window »marked«) — question: {question!r}")
+    for rank, hit in enumerate(found[:SHOWN], start=1):
+        _print_hit(rank, hit, task, qid)
+    return 0
+
+
+def _store_runs(
+    embedder: Any, task: Any, evaluator: Any
+) -> tuple[Any, dict[str, dict[str, list[Any]]], dict[str, Any]]:
+    """Our default store of the task's chunks, built with `embedder`; every question's hits in each mode of
+    `STORE_RUNS` (mode → question id → hits), and each mode's run scored by `evaluator` (mode → `RunResult`)."""
+    from fair_retrieval.stores.store_folder import new_folder_store
+
+    store = new_folder_store(embedder, gpu=False)
+    store.add_documents(list(task.corpus.values()), None, task.doc_ids)
+    embedded = embedder.embed_queries(list(task.queries.values()), show_progress_bar=True)
+    vectors = dict(zip(task.query_ids, embedded, strict=True))
+    hits: dict[str, dict[str, list[Any]]] = {}
+    scored: dict[str, Any] = {}
+    for label, mode in STORE_RUNS:
+        hits[mode] = _search(store, task, vectors, mode)
+        ranking = {qid: [hit.record.key for hit in found] for qid, found in hits[mode].items()}
+        scored[mode] = evaluator.score_ranking(label, ranking)
+    return store, hits, scored
+
+
+def _print_key(anchor: Any, texts: list[str]) -> None:
+    """What each run is, and how much of the chunks the stack's embedding never reads."""
+    from fair_retrieval.evaluation.external_embedders import token_coverage
+
+    coverage = token_coverage(anchor, texts)
+    cut = (
+        f"; {coverage.truncated} of {coverage.documents} chunks are longer than its {coverage.max_length}-token "
+        f"window, so {coverage.share:.0%} of all tokens are never embedded"
+        if coverage is not None and coverage.cut_tokens
+        else ""
+    )
+    say(f"{STACK}: one mean-pooled plain vector per chunk, as HuggingFaceEmbedding(s) make it{cut}")
+    say(
+        "BM25: the stores' lexical side alone; each question repeats its fact's invented names, and its person is "
+        "named in no other document"
+    )
+    say(
+        "ours: our default store, each chunk kept as the vectors of its windows, found by its best one; hybrid fuses "
+        "it with BM25"
+    )
+
+
+def _search(store: Any, task: Any, vectors: Mapping[str, np.ndarray], mode: SearchMode) -> dict[str, list[Any]]:
+    """Every question's top hits in `mode` ("sparse", "dense" or "hybrid"), its vector embedded once."""
+    return {qid: _search_one(store, task.queries[qid], vectors[qid], mode, TOP_K) for qid in task.query_ids}
+
+
+def _search_one(store: Any, question: str, vector: np.ndarray, mode: SearchMode, k: int) -> list[Any]:
+    """The store's top `k` hits for one question in `mode`, with the question's vector given."""
+    from fair_retrieval.stores import SearchSettings
+
+    return list(store.text_search(question, k, lambda _: vector, settings=SearchSettings(mode=mode)))
+
+
+def _example_question(
+    grouping: Mapping[str, list[str]],
+    stack: Mapping[str, Mapping[str, float]],
+    dense: Mapping[str, Mapping[str, float]],
+) -> str:
+    """A question whose answer is in the last third, that the default store ranks first: one the stack's embedding
+    misses in its top 10 if there is one, else one it ranks lower, else any."""
+    end = list(grouping.get("end") or next(iter(grouping.values())))
+    first = [q for q in end if dense[q]["ndcg@10"] == 1.0]
+    missed = [q for q in first if stack[q]["ndcg@10"] == 0.0]
+    lower = [q for q in first if stack[q]["ndcg@10"] < 1.0]
+    return (missed or lower or first or end)[0]
+
+
+def _print_hit(rank: int, hit: Any, task: Any, qid: str | None) -> None:
+    """One hit: its id and score, whether it holds the answer, and its best window marked in its text."""
+    doc, text = hit.record.key, hit.record.text
+    answer = task.positions.get(qid) if qid is not None and doc in task.qrels[qid] else None
+    mark = f"  ← relevant; the answer starts {answer.relative:.0%} into the chunk" if answer is not None else ""
+    print(f"  {rank}. {doc} (score {hit.score:.3f}){mark}")
+    window = hit.best_window
+    if window is None:
+        return
+    start, end = window["start"], window["end"]
+    inside = answer is not None and start <= answer.char_start < end
+    where = "; it holds the answer" if inside else ""
+    print(f"     best window: characters {start}–{end} of {len(text)}{where}")
+    span = (answer.char_start, answer.char_end) if answer is not None and inside else None
+    say(marked_window(text, start, end, span), indent="     ")
+
+
+def say(text: str, indent: str = "") -> None:
+    """Print `text` wrapped at `WIDTH` characters, its lines after the first indented two more than `indent`."""
+    print(textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False))
+
+
+def marked_window(text: str, start: int, end: int, answer: tuple[int, int] | None = None, width: int = 90) -> str:
+    """`text` on one line with its window [start, end) between » and «, shortened for a terminal: a little of the
+    text on either side, the window's first and last `width` characters and, when `answer` (a character span) lies
+    inside, the answer with some context; what is left out is "…", each piece cut at spaces."""
+    keep = [(start, start + width), (end - width, end)]
+    if answer is not None:
+        keep.append((answer[0] - width // 3, answer[1] + width // 3))
+    pieces: list[list[int]] = []
+    for low, high in sorted((max(start, low), min(end, high)) for low, high in keep):
+        if pieces and low <= pieces[-1][1] + width // 3:  # a short gap is shown rather than left out
+            pieces[-1][1] = max(pieces[-1][1], high)
+        else:
+            pieces.append([low, high])
+    inner = " … ".join(_words(text, low, high, low == start, high == end) for low, high in pieces)
+    before = _words(text, max(0, start - width // 3), start, start <= width // 3, True)
+    after = _words(text, end, min(len(text), end + width // 3), True, end + width // 3 >= len(text))
+    head = ("…" if start > width // 3 else "") + before
+    tail = after + ("…" if end + width // 3 < len(text) else "")
+    return f"{head} »{inner}« {tail}".strip()
+
+
+def _words(text: str, low: int, high: int, exact_start: bool, exact_end: bool) -> str:
+    """text[low:high] on one line, a word cut at either end left out unless that end is `exact_*`."""
+    piece = text[low:high]
+    words = piece.split()
+    if not exact_start and low > 0 and words and not text[low - 1].isspace() and not piece[0].isspace():
+        words = words[1:]
+    if not exact_end and high < len(text) and words and not text[high].isspace() and not piece[-1].isspace():
+        words = words[:-1]
+    return " ".join(words)
+
+
+# ---------------------------------------------------------------------------------------------------- --calibration
+
+
+def _calibration_demo(args: argparse.Namespace) -> int:
+    """Plain vs calibrated pooled vectors on the needle benchmark (and SQuAD v2 dev when present), plots, reports,
+    then one question answered from a FAISS index of calibrated documents."""
     from fair_retrieval.engine.calibration import Calibration
 
-    started = time.perf_counter()
     calibration = calibration_from_args(args) or Calibration()
     embedder = make_embedder(args, calibration)
     print(
@@ -68,7 +332,6 @@ def run(args: argparse.Namespace) -> int:
         last = _compare(embedder, task, calibration, args.output_dir)
     assert last is not None
     _answer_one(embedder, *last, query=args.query)
-    print(f"\ndone in {time.perf_counter() - started:.0f} s")
     return 0
 
 
@@ -130,7 +393,7 @@ def _answer_one(embedder: Any, task: Any, evaluator: Any, documents: np.ndarray,
     doc_ids = task.doc_ids
     qid = None
     if query is None:
-        qid = _example_query(task, evaluator, runs)
+        qid = _calibrated_example(task, evaluator, runs)
         query = task.queries[qid]
     scores, found = index.search(embedder.embed_queries([query]), k=3)
     print(f"FAISS index of {len(index)} calibrated {task.name} documents — question: {query!r}")
@@ -145,7 +408,7 @@ def _answer_one(embedder: Any, task: Any, evaluator: Any, documents: np.ndarray,
             print(f"     {_snippet(task, doc, qid)}")
 
 
-def _example_query(task: Any, evaluator: Any, runs: Any) -> str:
+def _calibrated_example(task: Any, evaluator: Any, runs: Any) -> str:
     """A question whose answer is in the last third, found first with calibration (and not with plain if any)."""
     plain, calibrated = runs
     end = evaluator.grouping.get("end") or list(task.queries)

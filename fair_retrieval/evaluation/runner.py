@@ -18,6 +18,7 @@ from fair_retrieval.evaluation.cache import EmbeddingCache
 from fair_retrieval.evaluation.data.task import RetrievalTask
 from fair_retrieval.evaluation.groups import Grouping, default_grouping, make_grouping, position_bins
 from fair_retrieval.evaluation.metrics import (
+    Run,
     harmonic_mean,
     mean_metrics,
     per_query_metrics,
@@ -179,6 +180,22 @@ class Evaluator:
     ) -> RunResult:
         """Score precomputed document embeddings against the task's (plain) queries."""
         run = ranked_ids(self.task.query_ids, self.task.doc_ids, self.query_embeddings(), documents, self._depth)
+        return self.score_ranking(label, run, calibration, seconds)
+
+    def score_ranking(
+        self, label: str, run: Run, calibration: Calibration | None = None, seconds: float = 0.0
+    ) -> RunResult:
+        """Score a ranking made elsewhere (query id → document ids, best first; e.g. a store's searches) exactly as
+        `score` scores embeddings: the same metrics, groups and bins, so its run sits beside the others in one
+        report. A query missing from `run` retrieved nothing and scores 0.
+
+        Args:
+            label: the run's name in reports.
+            run: the ranking, at least as deep as the deepest cut-off to be meaningful.
+            calibration: the configuration the run's documents were embedded with, if any (None: none, or not
+                one of this evaluator's embedder).
+            seconds: time spent making the run's document representation.
+        """
         per_query = per_query_metrics(run, self.task.qrels, self.ndcg_k, self.recall_k)
         groups = {name: mean_metrics(per_query, ids) for name, ids in self.grouping.items()}
         bins = {name: mean_metrics(per_query, ids) for name, ids in self.bins.items()}

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from fair_retrieval.cli import main
+from fair_retrieval.cli.cmd_demo import marked_window
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.engine.calibration import Calibration
+from fair_retrieval.evaluation.data.needle import build_needle_benchmark
 
 SMALL = ["--data", "needle", "--needle-documents", "9", "--max-tokens", "256"]
 
@@ -124,12 +126,75 @@ def test_tune_saves_a_loadable_configuration_and_reuses_cached_embeddings(
     assert len(count_document_embeddings) == first_calls
 
 
-def test_demo_runs_offline_on_the_needle_benchmark(
+def test_demo_compares_the_stack_bm25_and_our_store_on_the_same_chunks(
+    minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--model", minilm, "--needle-documents", "9", "--output-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())  # the notes are wrapped for a terminal
+    assert "a window of 256 tokens; documents of up to 512 tokens, one chunk each" in flat
+    labels = ["stack's embedding", "BM25", "ours, dense", "ours, hybrid"]
+    assert re.search(r"^\s+" + r"\s+".join(re.escape(label) for label in labels) + r"\s+Δ$", out, re.MULTILINE)
+    number = r"\s+(\d\.\d{4})"
+    for row in ("ndcg@10", "recall@10", "ndcg@10 begin \\(n=3\\)", "ndcg@10 middle \\(n=3\\)", "ndcg@10 end \\(n=3\\)"):
+        assert re.search(rf"^{row}{number * 4}\s+[+-]\d\.\d{{4}}$", out, re.MULTILINE), row
+    # the stack's embedding reads 256 of each chunk's up to 512 tokens; the table is the report's
+    assert re.search(r"9 of 9 chunks are longer than its 256-token window, so \d+% of all tokens are never", flat)
+    report = json.loads((tmp_path / "needle-512-stores.json").read_text(encoding="utf-8"))
+    assert [run["label"] for run in report["runs"]] == labels
+    ends = [run["groups"]["end"]["ndcg@10"] for run in report["runs"]]
+    assert re.search(r"^ndcg@10 end \(n=3\)\s+" + r"\s+".join(f"{v:.4f}" for v in ends), out, re.MULTILINE)
+    assert (tmp_path / "needle-512-stores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # the example's first hit: its best window, marked » « in the chunk's own text
+    task = build_needle_benchmark(FairEmbedder(minilm).token_lengths, 512, num_documents=9)
+    hit = re.search(
+        r"  1\. (needle-d\d{3}) \(score -?\d\.\d{3}\).*\n\s+best window: characters (\d+)–(\d+) of (\d+)", out
+    )
+    assert hit is not None
+    doc, start, end, length = hit.group(1), int(hit.group(2)), int(hit.group(3)), int(hit.group(4))
+    text = task.corpus[doc]
+    assert length == len(text) and 0 <= start < end <= length
+    lines = out[hit.end() :].splitlines()[1:]
+    marked = " ".join(line.strip() for line in lines[: next(i for i, line in enumerate(lines) if "  2. " in line)])
+    assert all(len(line) <= 88 for line in lines)  # wrapped for a terminal
+    inside = marked[marked.index("»") + 1 : marked.index("«")]
+    window = text[start:end].split()
+    assert inside.startswith(" ".join(window[:4])) and inside.endswith(" ".join(window[-3:]))
+
+
+def test_demo_refuses_bad_values_before_loading_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+    model = "./no/such/model"  # never loaded: every value is refused first
+    for arguments, message in (
+        (["--needle-documents", "0"], "--needle-documents must be at least 1"),
+        (["--max-tokens", "64"], "--max-tokens must be at least 128"),
+        (["--query", "  "], "--query is empty"),
+        (["--no-squad"], "--no-squad: SQuAD v2 is read only with --calibration"),
+    ):
+        assert main(["demo", "--model", model, *arguments]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_marked_window_shows_the_window_its_edges_and_the_answer() -> None:
+    text = " ".join(f"w{i}" for i in range(200))
+    start, end = text.index("w50"), text.index("w150") + len("w150")
+    answer = (text.index("w100"), text.index("w100") + 4)
+    line = marked_window(text, start, end, answer, width=30)
+    assert line.startswith("…") and line.endswith("…")
+    inner = line[line.index("»") + 1 : line.index("«")]
+    assert inner.startswith("w50 w51") and inner.endswith("w149 w150") and "w100" in inner
+    assert inner.count(" … ") == 2 and "w75" not in inner  # the rest of the window is left out
+    assert line[: line.index("»")].rstrip().endswith("w49") and line[line.index("«") + 1 :].lstrip().startswith("w151")
+    assert marked_window("a b c", 0, 5) == "»a b c«"
+
+
+def test_demo_calibration_shows_plain_vs_calibrated_on_the_needle_benchmark(
     minilm: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
         [
             "demo",
+            "--calibration",
             "--model",
             minilm,
             "--no-squad",

@@ -57,6 +57,26 @@ def test_evaluator_runs_share_queries_and_use_the_cache(task, fake_embedder, tmp
     assert fake_embedder.document_calls == 3
 
 
+def test_a_ranking_made_elsewhere_scores_as_embeddings_do(task, fake_embedder) -> None:
+    evaluator = Evaluator(fake_embedder, task, n_bins=4)
+    embedded = evaluator.run("plain", None)
+    documents, _ = evaluator.document_embeddings(None)
+    ranking = ranked_ids(task.query_ids, task.doc_ids, evaluator.query_embeddings(), documents, 100)
+    scored = evaluator.score_ranking("a store", ranking)
+    assert scored.label == "a store" and scored.calibration is None and scored.seconds == 0.0
+    assert (scored.overall, scored.groups, scored.bins, scored.psi) == (
+        embedded.overall,
+        embedded.groups,
+        embedded.bins,
+        embedded.psi,
+    )
+    # the relevant document first for every question: a perfect run; a question left out scores 0
+    perfect = {qid: sorted(task.qrels[qid], key=task.qrels[qid].get, reverse=True) for qid in task.query_ids}
+    assert evaluator.score_ranking("perfect", perfect).overall["ndcg@10"] == 1.0
+    missing = evaluator.score_ranking("one missing", dict(list(perfect.items())[1:]))
+    assert missing.overall["ndcg@10"] == pytest.approx((len(task.queries) - 1) / len(task.queries))
+
+
 def test_the_cache_tells_windowed_from_truncated_documents(task, fake_embedder, tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "cache")
     fake_embedder.long_documents, fake_embedder.window_overlap = "windows", 32
