@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from typing import Any, TypeGuard, TypeVar
 
 __all__ = [
+    "MAX_DIMENSION",
     "MAX_NESTING",
+    "dimension",
     "in_words",
     "int_at_least",
     "is_int",
@@ -26,9 +28,40 @@ __all__ = [
     "number_in",
     "one_of",
     "positive_int",
+    "shown",
 ]
 
 T = TypeVar("T")
+
+SHOWN_CHARACTERS = 80
+"""The most characters of a value an error message echoes (a crafted 4,000-digit number or a long string is shown
+cut, with its length)."""
+MAX_DIMENSION = 2**31 - 1
+"""The largest vector size faiss takes (its dimensions are C ints)."""
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for an error message, cut to `SHOWN_CHARACTERS` with its full length said when longer."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return f"an int of more than {SHOWN_CHARACTERS} digits"
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    if isinstance(value, int):
+        return f"an int of {len(text):,} digits ({text[:12]}…)"
+    return f"{text[:SHOWN_CHARACTERS]}… ({len(text):,} characters)"
+
+
+def dimension(value: T, name: str = "dim") -> T:
+    """`value` if it is a vector size faiss can hold: an int (a NumPy integer too) from 1 to `MAX_DIMENSION`.
+
+    Raises:
+        ValueError: for anything else, naming `name` and showing the value (cut when long).
+    """
+    if is_positive_int(value, numpy=True) and value <= MAX_DIMENSION:
+        return value
+    raise ValueError(f"{name} must be a positive int up to {MAX_DIMENSION:,} (the embedding size), got {shown(value)}.")
 
 
 def is_int(value: object, *, numpy: bool = False) -> TypeGuard[int]:
@@ -57,7 +90,7 @@ def positive_int(value: T, name: str, *, or_none: bool = False, note: str = "", 
     """
     if (or_none and value is None) or is_positive_int(value, numpy=numpy):
         return value
-    raise ValueError(f"{name} must be a positive int{_or_none(or_none)}{_note(note)}, got {value!r}.")
+    raise ValueError(f"{name} must be a positive int{_or_none(or_none)}{_note(note)}, got {shown(value)}.")
 
 
 def int_at_least(value: T, name: str, minimum: int, *, or_none: bool = False, note: str = "") -> T:
@@ -70,7 +103,7 @@ def int_at_least(value: T, name: str, minimum: int, *, or_none: bool = False, no
     """
     if (or_none and value is None) or (is_int(value) and value >= minimum):  # type: ignore[operator]
         return value
-    raise ValueError(f"{name} must be an int ≥ {minimum}{_or_none(or_none)}{_note(note)}, got {value!r}.")
+    raise ValueError(f"{name} must be an int ≥ {minimum}{_or_none(or_none)}{_note(note)}, got {shown(value)}.")
 
 
 def number_in(value: T, name: str, low: float, high: float | None = None, *, note: str = "") -> T:
@@ -86,7 +119,7 @@ def number_in(value: T, name: str, low: float, high: float | None = None, *, not
     if is_number(number) and low <= number and (high is None or number <= high):
         return value
     bounds = f"≥ {low:g}" if high is None else f"in [{low:g}, {high:g}]"
-    raise ValueError(f"{name} must be a number {bounds}{_note(note)}, got {value!r}.")
+    raise ValueError(f"{name} must be a number {bounds}{_note(note)}, got {shown(value)}.")
 
 
 def one_of(value: T, name: str, allowed: tuple[Any, ...], *, note: str = "", words: bool = False) -> T:
@@ -102,7 +135,7 @@ def one_of(value: T, name: str, allowed: tuple[Any, ...], *, note: str = "", wor
     if any(value == choice and isinstance(value, bool) == isinstance(choice, bool) for choice in allowed):
         return value
     described = in_words(allowed) if words else f"one of {allowed}"
-    raise ValueError(f"{name} must be {described}{_note(note)}, got {value!r}.")
+    raise ValueError(f"{name} must be {described}{_note(note)}, got {shown(value)}.")
 
 
 def in_words(values: Iterable[Any]) -> str:

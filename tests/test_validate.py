@@ -98,3 +98,27 @@ def test_in_words() -> None:
     assert validate.in_words(["a"]) == "'a'"
     assert validate.in_words(("cls", "mean", "last")) == "'cls', 'mean' or 'last'"
     assert validate.in_words([]) == ""
+
+
+def test_an_absurd_value_is_shown_cut_not_echoed_whole() -> None:
+    huge = 10**4000
+    with pytest.raises(ValueError) as raised:
+        validate.positive_int(-huge, "batch_size")
+    assert "an int of 4,002 digits (-10000000000…)" in str(raised.value) and len(str(raised.value)) < 200
+    assert validate.shown("x" * 500) == repr("x" * 500)[:80] + "… (502 characters)"
+    assert validate.shown((3, 4)) == "(3, 4)"
+
+
+@pytest.mark.parametrize("make", ["FaissIndex", "MultiVectorIndex", "RerankedIndex", "FloatRows"])
+@pytest.mark.parametrize("dim", [10**4000, 2**31, 0, True, 3.0])
+def test_every_index_refuses_a_dimension_faiss_cannot_hold_by_name(make: str, dim: Any) -> None:
+    pytest.importorskip("faiss")
+    from fair_retrieval.index import FaissIndex, MultiVectorIndex
+    from fair_retrieval.index.exact_rerank import RerankedIndex
+    from fair_retrieval.index.float_rows import FloatRows
+
+    maker = {"FaissIndex": FaissIndex, "MultiVectorIndex": MultiVectorIndex, "RerankedIndex": RerankedIndex}.get(make)
+    with pytest.raises(ValueError, match=r"dim must be a positive int up to 2,147,483,647") as raised:
+        FloatRows(dim) if maker is None else maker(dim, gpu=False) if make != "RerankedIndex" else maker(dim)
+    assert len(str(raised.value)) < 200
+    assert validate.dimension(384) == 384

@@ -55,7 +55,7 @@ from fair_retrieval.jsonio import (
     retry_while_changing,
 )
 from fair_retrieval.jsonio.atomic import temporary_path
-from fair_retrieval.validate import is_int, is_positive_int
+from fair_retrieval.validate import dimension, is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +130,7 @@ class RerankedIndex:
             )
         if metric not in METRICS:
             raise ValueError(f"metric must be 'ip' (inner product / cosine) or 'l2', got {metric!r}.")
-        if not is_positive_int(dim, numpy=True):
-            raise ValueError(f"dim must be a positive int (the embedding size), got {dim!r}.")
+        dimension(dim)
         self._check_codes(codes)
         self.candidate_factor = candidate_factor  # checked by the setter
         if not is_int(train_at) or train_at < MIN_TRAIN_AT:

@@ -49,7 +49,7 @@ from fair_retrieval.index.selection import (
     short_rows_in_full,
     stored_selection,
 )
-from fair_retrieval.validate import is_int, is_positive_int
+from fair_retrieval.validate import dimension, is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +110,7 @@ class FaissIndex(SavedIndex):
         **params: int,
     ) -> None:
         self._faiss = import_faiss()
-        if not is_positive_int(dim, numpy=True):
-            raise ValueError(f"dim must be a positive int (the embedding size), got {dim!r}.")
+        dimension(dim)
         if metric not in METRICS:
             raise ValueError(f"metric must be 'ip' (inner product / cosine) or 'l2', got {metric!r}.")
         self._dim = int(dim)

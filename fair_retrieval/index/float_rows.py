@@ -30,6 +30,7 @@ from typing import IO, Any
 import numpy as np
 
 from fair_retrieval.index.ids import some
+from fair_retrieval.validate import dimension
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,7 @@ class FloatRows:
     """
 
     def __init__(self, dim: int, spill_dir: str | os.PathLike[str] | None = None) -> None:
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
-            raise ValueError(f"dim must be a positive int, got {dim!r}.")
+        dimension(dim)
         self._dim = dim
         self._spill_dir = None if spill_dir is None else Path(spill_dir)
         self._ids = np.zeros(FIRST_CAPACITY, dtype=np.int64)  # row → id, ascending (first `_rows` entries)
