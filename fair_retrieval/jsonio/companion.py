@@ -41,7 +41,7 @@ def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
 
     Raises:
         ChangedWhileReadingError: when a save replaced the record meanwhile.
-        DamagedFileError: (a ValueError) the file differs from what the record keeps for it, or is missing.
+        DamagedFileError: (a ValueError) the file differs from what the record keeps for it, or is missing (said so).
     """
     name = companion_name(store_file)
     if record is None or not record.lists(name):
@@ -50,7 +50,14 @@ def read_companion(store_file: Path, record: Snapshot | None) -> bytes | None:
         with record.open(name, STORE_REMEDY) as handle:
             problem, raw = record.mismatch(name, handle), handle.read()
     except FileNotFoundError:
-        problem, raw = "it is missing", None
+        if not record.is_current():
+            raise ChangedWhileReadingError from None
+        raise DamagedFileError(
+            store_file,
+            f"{record.path.parent.name}/ records it, and the two are saved together",
+            STORE_REMEDY,
+            missing=True,
+        ) from None
     except DamagedFileError:  # a link, a FIFO, another size: unless a save replaced the record meanwhile
         if not record.is_current():
             raise ChangedWhileReadingError from None

@@ -19,12 +19,14 @@ DEFAULT_WRITER = "fair-retrieval"
 class DamagedFileError(ValueError):
     """A saved file that cannot be read as what it should be: truncated, corrupted, or replaced by something else.
 
-    The message names the file, says what is wrong and what to do, on one line; `path` is the file.
+    The message names the file, says what is wrong and what to do, on one line; `path` is the file. A file its folder
+    records but that is gone (`missing=True`) is said to be missing, not damaged.
     """
 
-    def __init__(self, path: Path, problem: str, remedy: str) -> None:
+    def __init__(self, path: Path, problem: str, remedy: str, *, missing: bool = False) -> None:
         self.path = Path(path)
-        super().__init__(" ".join(f"{path} is damaged: {problem}. {remedy}".split()))
+        state = "is missing" if missing else "is damaged"
+        super().__init__(" ".join(f"{path} {state}: {problem}. {remedy}".split()))
 
 
 def read_versioned_json(path: Path, **checks: Any) -> dict[str, Any]:

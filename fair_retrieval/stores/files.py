@@ -237,8 +237,9 @@ def _store_record(store_file: Path, index_folder: Path, missing: str, restore: C
     restore(raw)  # only to name the cause: a foreign file, or a missing index folder, is refused by it, saying so
     raise DamagedFileError(
         record_path,
-        f"it is missing, and it records the size and CRC-32 of {store_file.name}, which cannot be checked without it",
+        f"it records the size and CRC-32 of {store_file.name}, which cannot be checked without it",
         _REMEDY,
+        missing=True,
     )
 
 

@@ -63,7 +63,7 @@ from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.jsonio import DamagedFileError
 from fair_retrieval.stores.vectors import unit_rows
 from fair_retrieval.stores.window_embedders import gives_windows, inner_embedder
-from fair_retrieval.validate import is_positive_int
+from fair_retrieval.validate import is_positive_int, shown
 
 __all__ = [
     "AGGREGATE_KEY",
@@ -185,9 +185,10 @@ class DocumentMode:
             TypeError: parameters the kind does not take.
         """
         if kind is not None and kind not in STORE_KINDS:
+            index = "MultiVectorIndex" if self.multivector else "FaissIndex"  # the class this store's index is
             raise ValueError(
-                f"kind must be one of {STORE_KINDS} or None (the mode's default), got {kind!r}; for a faiss factory "
-                "string pass index=FaissIndex(dim, factory=...)."
+                f"kind must be one of {STORE_KINDS} or None (the mode's default), got {shown(kind)}; for a faiss "
+                f"factory string pass index={index}(dim, factory=...)."
             )
         kind_params = {key: value for key, value in params.items() if not (self.multivector and key == "fetch_factor")}
         if kind != COMPRESSED_KIND:

@@ -84,8 +84,16 @@ def test_saved_file_keeps_the_version_1_layout(name: str, tmp_path: Path) -> Non
     assert written == json.loads((FIXTURES / name / "store.json").read_text(encoding="utf-8"))
 
 
+def test_a_folder_that_lost_its_store_file_says_it_is_missing(tmp_path: Path) -> None:
+    folder = _build_store(**STORES[sorted(STORES)[0]]).save_local(tmp_path / "store")
+    (folder / "store.json").unlink()
+    with pytest.raises(DamagedFileError, match=r"store\.json is missing: index/ records it") as raised:
+        FaissVectorStore.load_local(folder, _embeddings(), gpu=False)
+    assert "damaged" not in str(raised.value)
+
+
 def test_version_1_empty_store_loads(tmp_path: Path) -> None:
-    with pytest.raises(DamagedFileError, match=r"index\.json is damaged: it is missing"):
+    with pytest.raises(DamagedFileError, match=r"index\.json is missing: it records the size and CRC-32 of store"):
         FaissVectorStore.load_local(FIXTURES / "store_v1_empty_ip", _embeddings(), gpu=False)
     folder = sealed_store_copy(FIXTURES / "store_v1_empty_ip", tmp_path / "empty")
     loaded = FaissVectorStore.load_local(folder, _embeddings(), gpu=False)
