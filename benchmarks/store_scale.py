@@ -290,11 +290,10 @@ def qdrant_build(args: argparse.Namespace, config: dict[str, Any], real: list[np
     point = 0
     for first, vectors, owners in corpus(real, model, args.chunks, "windows", args.s2b_vectors):
         started = time.perf_counter()
-        rows = vectors.tolist()
-        for start in range(0, len(rows), 1_000):
+        for start in range(0, len(vectors), 1_000):  # Python lists of 1,000 rows at a time (bounded memory)
             points = [
                 q.Point(id=point + i, vector={"window": row}, payload={"fr_doc": int(first + owners[start + i])})
-                for i, row in enumerate(rows[start : start + 1_000])
+                for i, row in enumerate(vectors[start : start + 1_000].tolist())
             ]
             shard.update(q.UpdateOperation.upsert_points(points))
             point += len(points)

@@ -48,6 +48,8 @@ __all__ = [
     "SPARSE_VECTOR",
     "WINDOW_FIELD",
     "QdrantCollection",
+    "default_collection_options",
+    "default_search_params",
     "int_id_of",
     "point_id",
 ]
@@ -65,6 +67,36 @@ SETTINGS_KEY = "fair_retrieval"
 FORMAT_NAME, FORMAT_VERSION = "fair-retrieval-qdrant-store", 1
 _NAMESPACE = uuid.UUID("5d3c1f0e-9b1a-4c61-8f57-2f6a3b9e7d10")
 RETRIES = 3
+DEFAULT_HNSW = {"m": 32, "ef_construct": 256}
+DEFAULT_HNSW_EF = 1024
+DEFAULT_OVERSAMPLING = 2.0
+"""A new collection's HNSW graph, its searches' beam width and the int8 candidates re-scored per result wanted:
+chosen by measurement (the Qdrant guide's "Collection defaults at scale", Qdrant Edge at 30,000 chunks of windows:
+recall@10 0.998 against exact, where Qdrant's own defaults gave 0.82-0.92)."""
+
+
+def default_collection_options() -> dict[str, Any]:
+    """`create_collection` settings of a new collection when none are given: `DEFAULT_HNSW`, int8 scalar codes of
+    the windows kept in RAM, the float32 windows on disk (read to re-score the codes' candidates)."""
+    from qdrant_client import models
+
+    codes = models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+    return {
+        "hnsw_config": models.HnswConfigDiff(**DEFAULT_HNSW),
+        "quantization_config": models.ScalarQuantization(scalar=codes),
+        "on_disk": True,
+    }
+
+
+def default_search_params() -> Any:
+    """The dense searches' settings when none are given (on a server; local mode searches exactly): a beam of
+    `DEFAULT_HNSW_EF`, the int8 candidates (`DEFAULT_OVERSAMPLING` per result) re-scored with the float windows."""
+    from qdrant_client import models
+
+    rescoring = models.QuantizationSearchParams(rescore=True, oversampling=DEFAULT_OVERSAMPLING)
+    return models.SearchParams(hnsw_ef=DEFAULT_HNSW_EF, quantization=rescoring)
+
+
 """How many times a write or read is tried when the connection fails (with 0.5 s, 1 s, 2 s pauses)."""
 
 
@@ -93,7 +125,8 @@ class QdrantCollection:
         name: the collection's name.
         store: the store's class name, for messages.
         search_params: a `qdrant_client.models.SearchParams` for every dense search (HNSW ef, exact, quantization
-            rescoring), or None: the collection's defaults.
+            rescoring), or None: `default_search_params()` on a server, nothing in local mode (which searches
+            exactly, and warns of any).
         batch_size: points per upsert request.
     """
 
@@ -209,6 +242,12 @@ class QdrantCollection:
         self._retried(lambda: self.client.update_collection(self.name, metadata={SETTINGS_KEY: record}))
 
     @property
+    def _search_params(self) -> Any:
+        if self.search_params is not None or self._local:
+            return self.search_params
+        return default_search_params()
+
+    @property
     def _local(self) -> bool:
         return type(getattr(self.client, "_client", None)).__name__ == "QdrantLocal"
 
@@ -309,7 +348,7 @@ class QdrantCollection:
                 query=list(vector),
                 using=DENSE_VECTOR,
                 query_filter=condition,
-                search_params=self.search_params,
+                search_params=self._search_params,
                 limit=k,
                 group_size=1,
                 with_payload=[ID_FIELD, VERSION_FIELD, SPAN_FIELD, WINDOW_FIELD],

@@ -53,6 +53,7 @@ from fair_retrieval.stores.qdrant_collection import (
     VERSION_FIELD,
     WINDOW_FIELD,
     QdrantCollection,
+    default_collection_options,
     int_id_of,
 )
 from fair_retrieval.stores.qdrant_filters import function_filter_error, qdrant_filter
@@ -155,10 +156,13 @@ class QdrantStore(DocumentStore[R]):
         search: how text queries are answered by default: a `SearchSettings`, or a mapping of the fields given
             (`mode`, `alpha`, `fusion`) to apply over the collection's recorded settings (the defaults for a new one).
         search_params: a `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, quantization
-            rescoring), or None: the collection's own.
+            rescoring), or None: the measured default on a server (`qdrant_collection.default_search_params`: a beam
+            of 1,024, int8 candidates re-scored), none in local mode (exact).
         collection_options: keyword arguments of `create_collection` for a new collection (`hnsw_config`,
             `quantization_config`, `shard_number`, `replication_factor`, `on_disk_payload`, …; `on_disk`: the dense
-            vectors on disk).
+            vectors on disk), over the measured defaults (`qdrant_collection.default_collection_options`: HNSW
+            m 32 / ef_construct 256, int8 codes in RAM, the float windows on disk); `quantization_config=None` and
+            `on_disk=False` turn those off.
         allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
         batch_size: points per upsert request.
         metadata_of: a record's metadata, what its points carry for filters (None: its `metadata` attribute).
@@ -220,7 +224,7 @@ class QdrantStore(DocumentStore[R]):
         self._move_to_end = bool(options.get("replaced_move_to_end", True))
         self._metadata_of: Callable[[R], Mapping[str, Any]] = metadata_of or (lambda record: record.metadata)  # type: ignore[attr-defined]
         self._collection = collection
-        self._collection_options = dict(collection_options or {})
+        self._collection_options = {**default_collection_options(), **(collection_options or {})}
         self._recorded = recorded
         if recorded is not None and recorded.get("records", fmt.name) != fmt.name:
             raise ValueError(

@@ -334,3 +334,44 @@ def test_two_processes_write_one_local_collection_in_turn(
     for query in QUERIES:  # the same hits, exact ties in either order
         assert tied_in_order(reader.search_text(query, 5)) == tied_in_order(reference.search_text(query, 5))
     client.close()
+
+
+def test_a_new_collection_gets_the_measured_defaults_unless_told_otherwise(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HNSW m 32 / ef_construct 256, int8 codes in RAM and the floats on disk for a new collection (each option
+    overridable); on a server every dense search asks for a beam of 1,024 with the codes re-scored, in local mode
+    (exact) for nothing, so Qdrant warns of nothing."""
+    import warnings
+
+    from fair_retrieval.stores.qdrant_collection import QdrantCollection
+
+    client = QdrantClient(":memory:")
+    created: list[dict[str, Any]] = []
+    create = client.create_collection
+    monkeypatch.setattr(client, "create_collection", lambda *a, **k: created.append(k) or create(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # local mode warns of any search_params
+        store = filled(qdrant_store(tiny, client))
+        assert store.search_text(QUERIES[0], 3)
+    options = created[0]
+    assert (options["hnsw_config"].m, options["hnsw_config"].ef_construct) == (32, 256)
+    scalar = options["quantization_config"].scalar
+    assert (scalar.type, scalar.always_ram) == (models.ScalarType.INT8, True)
+    assert options["vectors_config"][DENSE_VECTOR].on_disk is True
+    filled(qdrant_store(tiny, client, name="plain", collection_options={"quantization_config": None, "on_disk": False}))
+    assert created[1]["quantization_config"] is None and created[1]["vectors_config"][DENSE_VECTOR].on_disk is False
+    assert created[1]["hnsw_config"].m == 32
+
+    asked: list[Any] = []
+    groups = client.query_points_groups
+    monkeypatch.setattr(client, "query_points_groups", lambda *a, **k: asked.append(k) or groups(*a, **k))
+    monkeypatch.setattr(QdrantCollection, "_local", property(lambda self: False))  # as on a server
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # local mode underneath says the params do nothing
+        store.search_text(QUERIES[0], 3)
+        given = models.SearchParams(exact=True)
+        qdrant_store(tiny, client, search_params=given).search_text(QUERIES[0], 3)
+    params = asked[0]["search_params"]
+    assert params.hnsw_ef == 1024 and params.quantization.rescore and params.quantization.oversampling == 2.0
+    assert asked[1]["search_params"] is given
