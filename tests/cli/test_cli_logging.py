@@ -39,3 +39,16 @@ def test_an_index_kind_is_said_in_words() -> None:
     assert index_words("flat", SimpleNamespace(factory="Flat")) == "flat index"
     assert index_words("custom", SimpleNamespace(factory="OPQ16,IVF4,PQ16")) == "custom faiss index 'OPQ16,IVF4,PQ16'"
     assert index_words("compressed", None).startswith("compressed index (window codes in memory")
+
+
+def test_bm25s_stays_quiet_when_it_is_imported_after_the_cli_set_its_level() -> None:
+    """bm25s sets its logger to DEBUG on import; a command imports it lazily, after the CLI set the level."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging; from fair_retrieval.cli import quiet_dependencies; quiet_dependencies(0); import bm25s; "
+        "print(logging.getLogger('bm25s').isEnabledFor(logging.DEBUG))"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert run.stdout == "False\n"
