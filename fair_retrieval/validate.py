@@ -53,14 +53,14 @@ def shown(value: object) -> str:
     return f"{text[:SHOWN_CHARACTERS]}… ({len(text):,} characters)"
 
 
-def dimension(value: T, name: str = "dim") -> T:
+def dimension(value: object, name: str = "dim") -> int:
     """`value` if it is a vector size faiss can hold: an int (a NumPy integer too) from 1 to `MAX_DIMENSION`.
 
     Raises:
         ValueError: for anything else, naming `name` and showing the value (cut when long).
     """
     if is_positive_int(value, numpy=True) and value <= MAX_DIMENSION:
-        return value
+        return int(value)
     raise ValueError(f"{name} must be a positive int up to {MAX_DIMENSION:,} (the embedding size), got {shown(value)}.")
 
 

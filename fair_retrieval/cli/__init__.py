@@ -40,6 +40,7 @@ def quiet_dependencies(verbose: int) -> None:
     its own level (its import sets DEBUG, so it is imported here first), shown only with -vv; transformers'
     weight-loading progress bar ("Loading weights") only with -v."""
     import bm25s  # noqa: F401  # it sets its logger to DEBUG when imported: first, so the level set here stays
+
     logging.getLogger("bm25s").setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
     try:
         from transformers.utils import logging as transformers_logging

@@ -346,14 +346,7 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
             )
         source = load_store_folder(args.input, gpu=False)
         embedder = _recorded_embedder(source, args.input)
-        store = QdrantStore.of_texts(
-            client=client,
-            collection_name=args.collection,
-            embedder=embedder,
-            name="fair-retrieval index",
-            multivector=source.multivector,
-            windows=source.windows,
-        )
+        store = _collection_store(args, client, embedder, multivector=source.multivector, windows=source.windows)
         count = store.copy_from(source)
         print(f"Copied {plural(count, 'document')} of the store folder {args.input} into {where} (no model run)")
         return 0
@@ -361,15 +354,8 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
     _check_chunk_flags(args)
 
     def collection_store(embedder: Any) -> QdrantStore[Any]:
-        return QdrantStore.of_texts(
-            client=client,
-            collection_name=args.collection,
-            embedder=embedder,
-            name="fair-retrieval index",
-            multivector=args.multivector,
-            aggregate=args.aggregate,
-            windows=StoreWindows() if _window_flags_given(args) else None,
-        )
+        windows = StoreWindows() if _window_flags_given(args) else None
+        return _collection_store(args, client, embedder, multivector=args.multivector, windows=windows)
 
     if args.engine == "ray":  # the workers embed into --shards; their windows are written from here
         _check_ray_options(args, options, store=True)
@@ -386,6 +372,19 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
     print(f"Indexed {plural(len(rows), what)} into {where} ({len(store)} documents there now)")
     _print_skipped(skipped)
     return 0
+
+
+def _collection_store(args: argparse.Namespace, client: Any, embedder: Any, **settings: Any) -> QdrantStore[Any]:
+    """The store of texts over the collection --collection, with the store `settings` (multivector, windows) and
+    --aggregate."""
+    return QdrantStore.of_texts(
+        client=client,
+        collection_name=args.collection,
+        embedder=embedder,
+        name="fair-retrieval index",
+        aggregate=args.aggregate,
+        **settings,
+    )
 
 
 def _recorded_embedder(store: Any, folder: Path) -> Any:

@@ -67,7 +67,7 @@ SETTINGS_KEY = "fair_retrieval"
 FORMAT_NAME, FORMAT_VERSION = "fair-retrieval-qdrant-store", 1
 _NAMESPACE = uuid.UUID("5d3c1f0e-9b1a-4c61-8f57-2f6a3b9e7d10")
 RETRIES = 3
-DEFAULT_HNSW = {"m": 32, "ef_construct": 256}
+DEFAULT_HNSW_M, DEFAULT_EF_CONSTRUCT = 32, 256
 DEFAULT_HNSW_EF = 1024
 DEFAULT_OVERSAMPLING = 2.0
 """A new collection's HNSW graph, its searches' beam width and the int8 candidates re-scored per result wanted:
@@ -76,13 +76,14 @@ recall@10 0.998 against exact, where Qdrant's own defaults gave 0.82-0.92)."""
 
 
 def default_collection_options() -> dict[str, Any]:
-    """`create_collection` settings of a new collection when none are given: `DEFAULT_HNSW`, int8 scalar codes of
-    the windows kept in RAM, the float32 windows on disk (read to re-score the codes' candidates)."""
+    """`create_collection` settings of a new collection when none are given: HNSW of `DEFAULT_HNSW_M` links and
+    `DEFAULT_EF_CONSTRUCT`, int8 scalar codes of the windows kept in RAM, the float32 windows on disk (read to
+    re-score the codes' candidates)."""
     from qdrant_client import models
 
     codes = models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
     return {
-        "hnsw_config": models.HnswConfigDiff(**DEFAULT_HNSW),
+        "hnsw_config": models.HnswConfigDiff(m=DEFAULT_HNSW_M, ef_construct=DEFAULT_EF_CONSTRUCT),
         "quantization_config": models.ScalarQuantization(scalar=codes),
         "on_disk": True,
     }
