@@ -262,7 +262,7 @@ def new_index(config: dict[str, Any], dim: int) -> Any:
 
 def qdrant_config(options: dict[str, Any], dim: int) -> Any:
     """A Qdrant Edge shard's settings: one dense vector per window point, Qdrant's default HNSW (and the server's
-    default thresholds, in KB), the named quantization kept in RAM."""
+    default thresholds, in KB) unless `options` name others, the named quantization kept in RAM."""
     import qdrant_edge as q
 
     quantization = {
@@ -274,10 +274,12 @@ def qdrant_config(options: dict[str, Any], dim: int) -> Any:
     return q.EdgeConfig(
         vectors={"window": vectors},
         hnsw_config=q.HnswIndexConfig(
-            m=options.get("m", 16), ef_construct=options.get("ef_construct", 100), full_scan_threshold=10_000
+            m=options.get("m", 16),
+            ef_construct=options.get("ef_construct", 100),
+            full_scan_threshold=options.get("full_scan_threshold", 10_000),
         ),
         quantization_config=quantization,
-        optimizers=q.EdgeOptimizersConfig(indexing_threshold=10_000),
+        optimizers=q.EdgeOptimizersConfig(indexing_threshold=options.get("indexing_threshold", 10_000)),
     )
 
 
