@@ -517,18 +517,34 @@ class DocumentStore(StoreCore[R]):
         read = text_records_format(fmt, record, text_format)
         return cls.load(read, store_file, index_folder, missing=missing, **options)
 
+    @staticmethod
+    def text_folder_of(persist_path: str | Path) -> Path | None:
+        """The store folder a save at `persist_path` belongs to: its parent when that holds a store of texts
+        (`store.json`, what `fair-retrieval index` and LangChain's `save_local` write) and nothing is at
+        `persist_path` yet (a folder persisted before in another layout keeps its own files); else None.
+
+        Why: one folder holds one store, so an adapter persisting into a store folder writes that store
+        (`save_text_folder`) instead of a second one beside it that the other surfaces would not see.
+        """
+        from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME
+
+        path = Path(persist_path)
+        _, store_file = named_store_paths(path.parent, DEFAULT_INDEX_NAME)
+        return path.parent if store_file.is_file() and path != store_file and not path.exists() else None
+
     def save_text_folder(
         self,
         folder: Path,
         fmt: StoreFormat[Any],
         record: Callable[[TextDocument], Any],
-        document: Callable[[Any], TextDocument],
+        document: Callable[[Any], tuple[str, str, Mapping[str, Any]]],
         *,
         overwrite: bool = False,
     ) -> None:
         """Save the store as the store of texts in `folder` (`store.json` beside `index/`), the counterpart of
-        `load_text_folder`: each record is written as `document(record)` (its id, text and metadata), so
-        `fair-retrieval search`, LangChain's `load_local` and `load_text_folder` all read the same documents.
+        `load_text_folder`: each record is written as the document of `document(record)` (its id, text and
+        metadata), so `fair-retrieval search`, LangChain's `load_local` and `load_text_folder` all read the same
+        documents.
 
         Raises:
             StoreConflictError: (a ValueError) as `save`: another writer saved the folder since this store was
@@ -536,10 +552,14 @@ class DocumentStore(StoreCore[R]):
         """
         from fair_retrieval.stores.text_documents import DEFAULT_INDEX_NAME, text_records_format
 
+        def as_document(item: Any) -> TextDocument:
+            key, text, metadata = document(item)
+            return TextDocument(key, text, dict(metadata))
+
         text_format = text_document_format(fmt.store, "fair-retrieval index", fmt.upgrade)
         index_folder, store_file = named_store_paths(folder, DEFAULT_INDEX_NAME)
         self.save(
-            text_records_format(fmt, record, text_format, document), store_file, index_folder, overwrite=overwrite
+            text_records_format(fmt, record, text_format, as_document), store_file, index_folder, overwrite=overwrite
         )
 
     @locked

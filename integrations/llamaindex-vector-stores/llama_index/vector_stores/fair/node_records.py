@@ -12,7 +12,7 @@ from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, TextDocument
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
 
 __all__ = [
     "StoredNode",
@@ -78,7 +78,7 @@ def document_node(document: Any) -> StoredNode:
     return stored_nodes([node])[0]
 
 
-def node_document(record: StoredNode) -> TextDocument:
+def node_document(record: StoredNode) -> tuple[str, str, dict[str, Any]]:
     """A stored node as a document of a store of texts (its id, text and metadata), what a persist into a store
     folder writes (`document_node` reads it back). A node's relationships (its source document) are not part of a
     store of texts.
@@ -92,7 +92,7 @@ def node_document(record: StoredNode) -> TextDocument:
             f"Node {record.key!r} is a {type(node).__name__}, not a text node: a store folder (store.json) keeps "
             "texts. Persist this store into another folder (index.storage_context.persist(other_dir))."
         )
-    return TextDocument(record.key, node.text, dict(node.metadata))
+    return record.key, node.text, dict(node.metadata)
 
 
 def node_metadata(record: StoredNode) -> Mapping[str, Any]:

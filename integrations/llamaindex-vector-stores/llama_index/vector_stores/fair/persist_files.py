@@ -25,7 +25,6 @@ from typing_extensions import Self
 
 from fair_retrieval.index import Aggregate, GpuChoice
 from fair_retrieval.stores import DocumentStore, StoreFormat, WrappedStore
-from fair_retrieval.stores.store_folder import is_store_folder, store_folder_paths
 
 logger = logging.getLogger(__name__)
 _STORE_LOGGER = logging.getLogger("llama_index.vector_stores.fair.faiss_vector_store")  # the store's own messages
@@ -110,9 +109,10 @@ class PersistFiles(WrappedStore):
         """
         _require_local(fs)
         path = Path(persist_path)
-        if _into_store_folder(path):
-            self._store.save_text_folder(path.parent, STORE_FORMAT, document_node, node_document, overwrite=overwrite)
-            logger.info("Persisted %d nodes to the store folder %s (store.json)", len(self._store), path.parent)
+        folder = DocumentStore.text_folder_of(path)
+        if folder is not None:
+            self._store.save_text_folder(folder, STORE_FORMAT, document_node, node_document, overwrite=overwrite)
+            logger.info("Persisted %d nodes to the store folder %s (store.json)", len(self._store), folder)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._store.save(STORE_FORMAT, path, _index_folder(path), overwrite=overwrite)
@@ -274,9 +274,3 @@ def _require_local(fs: Any | None) -> None:
 def _index_folder(path: Path) -> Path:
     """The index folder of the store file `path`: default__vector_store.json → default__vector_store.index."""
     return path.with_name(path.stem + ".index")
-
-
-def _into_store_folder(path: Path) -> bool:
-    """Whether a persist at `path` goes into a store folder's store: the folder holds `store.json`, and no store
-    of this format is at `path` (a folder persisted before keeps its own files)."""
-    return is_store_folder(path.parent) and path != store_folder_paths(path.parent)[1] and not path.exists()
