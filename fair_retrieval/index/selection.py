@@ -221,16 +221,17 @@ def short_rows_in_full(
     index: Searchable, matrix: np.ndarray, k: int, scores: np.ndarray, found: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """An unrestricted search's results (`scores`, `found`: the index's own search for k ≤ what it stores) with
-    the rows short of k searched again with every list probed (see `FaissIndex.search`).
+    the rows short of k searched again with every list probed (see `FaissIndex.search`); the arrays given when no
+    row is short, else new ones.
 
     An IVF index whose probed lists hold fewer than k vectors (as after many removals) returns such rows; searched
     in full, each holds k results. A structure that cannot be searched so and still comes back short is said at
     WARNING, with what to do.
     """
-    scores, found = np.array(scores), np.array(found)
     short = (found >= 0).sum(axis=1) < k
-    if not short.any():
+    if not short.any():  # the usual case: the index's own results, as they are
         return scores, found
+    scores, found = np.array(scores), np.array(found)
     logger.debug("The %s found fewer than k=%d of its vectors; searching it in full.", index.description, k)
     again = _selector_search(index, matrix[short], k, index.stored, exhaustive=True)  # a selector of every id
     if again is not None:
