@@ -81,7 +81,7 @@ def set_windows(name: str, stack: str, reference: FairEmbedder, args: argparse.N
         cache = Path(args.out) / "windows" / name / stack  # our own: a given cache is only read
     complete = all((cache / f"{size}.npz").exists() for size in dense_windows.SHARES)
     embedder = None if complete else pipelines_runs.make_embedding("llamaindex", "default", args.model).embedder
-    passes = dense_windows.window_passes(embedder, [c.text for c in chunks], cache)
+    passes = dense_windows.window_passes(embedder, [c.text for c in chunks], cache, SIZES)
     vectors, owners = dense_windows.shape_windows(passes, SIZES)
     spans, _ = dense_windows.shape_windows({s: {**p, "vectors": p["spans"]} for s, p in passes.items()}, SIZES)
     if owners.max() + 1 != len(chunks):

@@ -37,6 +37,8 @@ logger = logging.getLogger("dense_windows")
 
 SHARES = {"whole": 1.0, "half": 0.5, "quarter": 0.25}
 """Window sizes as shares of the embedder's window content (rounded up), each cut at the text's boundaries."""
+TOKENS = {"t128": 128, "t256": 256, "t512": 512}
+"""Absolute window sizes in content tokens, held to the embedder's window content (the budget round)."""
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "whole+half": ("whole", "half"),
     "whole+half+quarter": ("whole", "half", "quarter"),
@@ -46,6 +48,17 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "quarter": ("quarter",),
 }
 """The shapes of the rule; `whole+half` is today's default (`DEFAULT_WINDOW_SHARES`)."""
+TOKEN_CANDIDATES: dict[str, tuple[str, ...]] = {
+    "t128": ("t128",),
+    "t256": ("t256",),
+    "t128+t256": ("t128", "t256"),
+    "t128+t256+t512": ("t128", "t256", "t512"),
+    "whole+t128": ("whole", "t128"),
+}
+"""The absolute-size shapes of the budget round (docs/dense_window_study.md, "Under today's budget")."""
+BUDGET_CANDIDATES = {**CANDIDATES, **TOKEN_CANDIDATES}
+BUILD_FACTOR = 3.0  # the budget round: a shape's store builds in at most 3 × the pooled store's time
+CLEARLY_WORSE = -0.005  # the budget round: no run's upper bound below this
 TODAY = "whole+half"
 ONE_PASS = ("whole+half", "whole+half+quarter")
 LEXICAL_WINDOWS = ("whole", "half", "whole+half")
@@ -73,6 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reddit-posts", type=int, default=320)
     parser.add_argument("--xquad-articles", type=int, default=8)
     parser.add_argument("--scifact-abstracts", type=int, default=800, help="corpus: judged abstracts + others")
+    parser.add_argument("--cacm-documents", type=int, default=600, help="corpus: judged documents + others")
     parser.add_argument("--out", default="runs/dense-windows", help="folder of results.json (resumed)")
     parser.add_argument("--threads", type=int, default=1, help="torch and faiss threads")
     parser.add_argument(
@@ -90,37 +104,62 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="only write the tables and the rule's outcome; --out may name several folders (comma-separated, one "
         "per model), which the rule is decided on together",
     )
+    parser.add_argument(
+        "--scale",
+        default=None,
+        help="with --report: the budget round's two store_scale.py reports (comma-separated JSON files)",
+    )
+    parser.add_argument(
+        "--build",
+        default=None,
+        help="with --report: the budget round's store_build_speed.py --shapes reports, one per model (comma-separated)",
+    )
     return parser.parse_args(argv)
 
 
 # ---------------------------------------------------------------------------------------------------- runs
 
 
-def window_passes(embedder: FairEmbedder | None, texts: list[str], cache: Path) -> dict[str, dict[str, np.ndarray]]:
-    """Each size's windows of `texts` (vectors, owners, spans), one `embed_document_windows` call per size, kept in
-    `cache` (an .npz per size) so a resumed study does not embed again."""
-    passes = {}
-    for size, share in SHARES.items():
+def size_tokens(size: str, content: int) -> int:
+    """A size's window in content tokens: a share of the window (rounded up) or an absolute size held to it."""
+    if size in SHARES:
+        return max(1, math.ceil(content * SHARES[size]))
+    return min(TOKENS[size], content)
+
+
+def window_passes(
+    embedder: FairEmbedder | None, texts: list[str], cache: Path, sizes: tuple[str, ...] = (*SHARES, *TOKENS)
+) -> dict[str, dict[str, np.ndarray]]:
+    """Each size's windows of `texts` (vectors, owners, spans), one `embed_document_windows` call per distinct size
+    in tokens (a size held to the tokens of another shares its pass), kept in `cache` (an .npz per size) so a
+    resumed study does not embed again. A cached pass must fit `texts` (when given): its owners and spans."""
+    passes: dict[str, dict[str, np.ndarray]] = {}
+    for size in sizes:
         path = cache / f"{size}.npz"
         if not path.exists():
             if embedder is None:
                 raise FileNotFoundError(f"{path} is missing: run the two-pass study of this set first.")
-            tokens = max(1, math.ceil(embedder.window_content_tokens * share))
-            started = time.perf_counter()
-            windows = embedder.embed_document_windows(texts, window_tokens=tokens, window_boundaries="text")
-            seconds = time.perf_counter() - started
-            logger.info("%s: %d windows of %d tokens in %.1f s", cache.name, len(windows.owners), tokens, seconds)
+            tokens = size_tokens(size, embedder.window_content_tokens)
+            same = [s for s, p in passes.items() if int(p["tokens"]) == tokens]
+            if same:
+                windows, seconds = passes[same[0]], 0.0
+                logger.info("%s: %s windows are %s's (%d tokens)", cache.name, size, same[0], tokens)
+                vectors, owners, spans = windows["vectors"], windows["owners"], windows["spans"]
+            else:
+                started = time.perf_counter()
+                made = embedder.embed_document_windows(texts, window_tokens=tokens, window_boundaries="text")
+                seconds = time.perf_counter() - started
+                vectors, owners, spans = made.vectors, made.owners, made.spans
+                logger.info("%s: %d windows of %d tokens in %.1f s", cache.name, len(owners), tokens, seconds)
             cache.mkdir(parents=True, exist_ok=True)
-            np.savez(
-                path,
-                vectors=windows.vectors,
-                owners=windows.owners,
-                spans=windows.spans,
-                tokens=tokens,
-                seconds=seconds,
-            )
+            np.savez(path, vectors=vectors, owners=owners, spans=spans, tokens=tokens, seconds=seconds)
         with np.load(path) as saved:
             passes[size] = {name: saved[name] for name in saved.files}
+        if texts:
+            owners, spans = passes[size]["owners"], passes[size]["spans"]
+            lengths = np.array([len(t) for t in texts])
+            if int(owners.max()) != len(texts) - 1 or bool((spans[:, 1] > lengths[owners]).any()):
+                raise ValueError(f"{path} does not fit these {len(texts)} chunks: run with its settings.")
     return passes
 
 
@@ -192,7 +231,7 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
     entry["window_tokens"] = {size: int(p["tokens"]) for size, p in passes.items()}
     entry["window_seconds"] = {size: float(p["seconds"]) for size, p in passes.items()}
     unit_queries = queries / np.linalg.norm(queries, axis=1, keepdims=True)
-    for candidate, sizes in CANDIDATES.items():
+    for candidate, sizes in BUDGET_CANDIDATES.items():
         vectors, owners = shape_windows(passes, sizes)
         costs = {
             "vectors_per_chunk": len(owners) / len(chunks),
@@ -232,7 +271,7 @@ def one_pass_set(name: str, stack: str, model: str, reference: FairEmbedder, arg
     # computed again, not read from the two-pass run: LlamaIndex's node ids are new on every split
     lexical = hybrid.lexical_run(chunks, questions, language)[0]
     cache = Path(args.out) / "windows" / name / stack
-    passes = window_passes(None, [], cache)  # saved by the two-pass run
+    passes = window_passes(None, [], cache, tuple(SHARES))  # saved by the two-pass run
     path = cache / "one-pass.npz"
     if not path.exists():
         embedder = pipelines_runs.make_embedding("llamaindex", "default", model).embedder
@@ -314,7 +353,7 @@ def pooled_set(name: str, stack: str, model: str, reference: FairEmbedder, args:
     entry = results[key]
     chunks, questions, qrels, language = hybrid.set_chunks(name, stack, model, reference, args)
     cache = Path(args.out) / "windows" / name / stack
-    passes = window_passes(None, [], cache)  # saved by the two-pass run
+    passes = window_passes(None, [], cache, tuple(SHARES))  # saved by the two-pass run
     if len(chunks) != entry["chunks"] or any(int(p["owners"].max()) != len(chunks) - 1 for p in passes.values()):
         raise ValueError(f"{key}: {len(chunks)} chunks, the cached run has {entry['chunks']}: run with its settings.")
     texts = [c.text for c in chunks]
