@@ -16,6 +16,7 @@ must reproduce. Window vectors and results are saved as they are made, so an int
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -127,15 +128,39 @@ def size_tokens(size: str, content: int) -> int:
     return min(TOKENS[size], content)
 
 
+def texts_digest(texts: list[str]) -> str:
+    """The SHA-256 of `texts` (each one's length and text), which a pass saved since the budget round records."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(f"{len(text)}:{text}".encode())
+    return digest.hexdigest()
+
+
+def fits(path: Path, texts: list[str]) -> bool:
+    """Whether a cached pass is of these texts: the texts' digest where it records one, else (a pass of the first
+    round) a window for each text and every span inside its text."""
+    with np.load(path) as saved:
+        if "texts" in saved.files:
+            return str(saved["texts"]) == texts_digest(texts)
+        owners, spans = saved["owners"], saved["spans"]
+    lengths = np.array([len(t) for t in texts])
+    return int(owners.max()) == len(texts) - 1 and not bool((spans[:, 1] > lengths[owners]).any())
+
+
 def window_passes(
     embedder: FairEmbedder | None, texts: list[str], cache: Path, sizes: tuple[str, ...] = (*SHARES, *TOKENS)
 ) -> dict[str, dict[str, np.ndarray]]:
     """Each size's windows of `texts` (vectors, owners, spans), one `embed_document_windows` call per distinct size
     in tokens (a size held to the tokens of another shares its pass), kept in `cache` (an .npz per size) so a
-    resumed study does not embed again. A cached pass must fit `texts` (when given): its owners and spans."""
+    resumed study does not embed again. A cached pass that does not fit `texts` (when given) is made again."""
     passes: dict[str, dict[str, np.ndarray]] = {}
     for size in sizes:
         path = cache / f"{size}.npz"
+        if path.exists() and texts and not fits(path, texts):
+            if embedder is None:
+                raise ValueError(f"{path} does not fit these {len(texts)} chunks: run with its settings.")
+            logger.warning("%s does not fit these %d chunks (another run's): made again", path, len(texts))
+            path.unlink()
         if not path.exists():
             if embedder is None:
                 raise FileNotFoundError(f"{path} is missing: run the two-pass study of this set first.")
@@ -152,14 +177,17 @@ def window_passes(
                 vectors, owners, spans = made.vectors, made.owners, made.spans
                 logger.info("%s: %d windows of %d tokens in %.1f s", cache.name, len(owners), tokens, seconds)
             cache.mkdir(parents=True, exist_ok=True)
-            np.savez(path, vectors=vectors, owners=owners, spans=spans, tokens=tokens, seconds=seconds)
+            np.savez(
+                path,
+                vectors=vectors,
+                owners=owners,
+                spans=spans,
+                tokens=tokens,
+                seconds=seconds,
+                texts=texts_digest(texts),
+            )
         with np.load(path) as saved:
             passes[size] = {name: saved[name] for name in saved.files}
-        if texts:
-            owners, spans = passes[size]["owners"], passes[size]["spans"]
-            lengths = np.array([len(t) for t in texts])
-            if int(owners.max()) != len(texts) - 1 or bool((spans[:, 1] > lengths[owners]).any()):
-                raise ValueError(f"{path} does not fit these {len(texts)} chunks: run with its settings.")
     return passes
 
 
