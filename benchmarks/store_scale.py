@@ -53,7 +53,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 logger = logging.getLogger("store_scale")
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SIZES = ("whole", "half")  # the default store's windows
+SIZES = ("whole", "half")  # the default store's windows (`--sizes` measures another shape's)
 COMPONENTS = 64
 BATCH = 20_000  # chunks per add
 K = 10
@@ -99,11 +99,13 @@ engine's default; "exact": the engine's full scan, `SearchParams(exact=True)`)."
 # ---------------------------------------------------------------------------------------------------- the corpus
 
 
-def real_chunks(cache: Path) -> list[np.ndarray]:
-    """Every cached (set, stack)'s chunks as their window vectors (whole and half windows, a span kept once)."""
+def real_chunks(cache: Path, sizes: tuple[str, ...] = SIZES) -> list[np.ndarray]:
+    """Every cached (set, stack)'s chunks as their window vectors (the windows of `sizes`, by default the default
+    store's whole and half windows, a span kept once); the (set, stack)s cached with every size."""
     chunks: list[np.ndarray] = []
-    for folder in sorted(path for path in cache.glob("*/*") if (path / f"{SIZES[0]}.npz").exists()):
-        passes = [np.load(folder / f"{size}.npz") for size in SIZES]
+    cached = (path for path in cache.glob("*/*") if all((path / f"{size}.npz").exists() for size in sizes))
+    for folder in sorted(cached):
+        passes = [np.load(folder / f"{size}.npz") for size in sizes]
         vectors = np.concatenate([p["vectors"] for p in passes]).astype(np.float32)
         owners = np.concatenate([p["owners"] for p in passes])
         spans = np.concatenate([p["spans"] for p in passes])
@@ -115,7 +117,9 @@ def real_chunks(cache: Path) -> list[np.ndarray]:
         bounds = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1], True])
         chunks.extend(vectors[a:b] for a, b in itertools.pairwise(bounds))
     if not chunks:
-        raise SystemExit(f"{cache} holds no window cache (<set>/<stack>/whole.npz); run benchmarks/dense_windows.py.")
+        raise SystemExit(
+            f"{cache} holds no window cache of {sizes} (<set>/<stack>/<size>.npz); run benchmarks/dense_windows.py."
+        )
     return distinct(chunks)
 
 
@@ -467,6 +471,8 @@ def run_child(stage: str, name: str, folder: Path, args: argparse.Namespace) -> 
         str(args.chunks),
         "--s2b-vectors",
         str(args.s2b_vectors),
+        "--sizes",
+        args.sizes,
     ]
     subprocess.run(command, check=True)
     return json.loads(out.read_text())
@@ -512,6 +518,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {sorted(CONFIGS)}")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--s2b-vectors", type=float, default=4.5, help="small-to-big's vectors a chunk")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(SIZES),
+        help="the cached window sizes a chunk keeps (comma-separated; default: the default store's)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/store-scale"))
     parser.add_argument("--work", type=Path, default=None, help="where the indices are built (default: a temp dir)")
     parser.add_argument("--child", choices=("build", "query"), help=argparse.SUPPRESS)
@@ -523,7 +534,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     args = parse_args(argv)
-    real = real_chunks(args.windows_cache)
+    sizes = tuple(args.sizes.split(","))
+    real = real_chunks(args.windows_cache, sizes)
     model = ChunkModel.fit(real)
     if args.child:
         config = CONFIGS[args.config]
@@ -542,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         "chunks": args.chunks,
         "real_chunks": len(real),
         "real_windows_per_chunk": windows_per_chunk,
+        "sizes": list(sizes),
         "queries": len(queries),
         "cores": os.cpu_count(),
         "configs": {},
@@ -578,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             logger.info("%s: %s", name, {k: v for k, v in report["configs"][name].items() if "recall" not in k})
             shutil.rmtree(folder)
-            (args.out / f"store-scale-{args.chunks}.json").write_text(json.dumps(report, indent=2))
+            shape = "" if sizes == SIZES else "-" + "+".join(sizes)
+            (args.out / f"store-scale-{args.chunks}{shape}.json").write_text(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(markdown(report))
