@@ -582,12 +582,15 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     """One model's tables: nDCG@10 of every run per set, vectors a chunk, and the store check."""
     sets = report["sets"]
     one = [f"one-pass:{c}" for c in ONE_PASS]
-    rows = ["bm25", "lexical", RECIPE, "dense", *CANDIDATES, *one, *POOLED, "bm25+multi-size"]
-    rows += [f"hybrid:{c}" for c in (*CANDIDATES, *one, *POOLED)]
+    rows = ["bm25", "lexical", RECIPE, "dense", *BUDGET_CANDIDATES, *one, *POOLED, "bm25+multi-size"]
+    rows += [f"hybrid:{c}" for c in (*BUDGET_CANDIDATES, *one, *POOLED)]
     lines = hybrid.ndcg_table(results, sets, rows)
     lines += ["", "Vectors a chunk:", "", "| run | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
-    for run in (RECIPE, *CANDIDATES):
-        cells = [f"{results[s]['runs'][run]['vectors_per_chunk']:.1f}" for s in sets]
+    for run in (RECIPE, *BUDGET_CANDIDATES):
+        values = [results[s]["runs"].get(run, {}).get("vectors_per_chunk") for s in sets]
+        if None in values:
+            continue
+        cells = [f"{v:.1f}" for v in values]
         lines.append(f"| {run} | " + " | ".join(cells) + " |")
     checks = [f"{s}: {results[s]['store_check']}" for s in sets if "store_check" in results[s]]
     lines += ["", "Store check (our default store's top 10 against whole+half's): " + ("; ".join(checks) or "none")]
@@ -650,7 +653,139 @@ def rule_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_report(folders: list[Path]) -> int:
+# ---------------------------------------------------------------------------------------------------- budget round
+
+
+def memory_line(scale_reports: list[dict[str, Any]]) -> dict[str, float]:
+    """The budget round's memory model from two store_scale.py reports of different window shapes: the compressed
+    index's memory a chunk = a + b × windows a chunk (the line through the two runs), and the pooled store's memory
+    a chunk (the mean of the two runs')."""
+    if len(scale_reports) != 2:
+        raise SystemExit(f"--scale needs two store_scale.py reports (two window shapes), got {len(scale_reports)}")
+    points = [
+        (
+            r["configs"]["windows-compressed"]["vectors_per_chunk"],
+            r["configs"]["windows-compressed"]["memory_bytes_per_chunk"],
+        )
+        for r in scale_reports
+    ]
+    (w1, m1), (w2, m2) = points
+    if abs(w2 - w1) < 0.5:
+        raise SystemExit(f"--scale: the two reports keep {w1:.1f} and {w2:.1f} windows a chunk; run two shapes")
+    slope = (m2 - m1) / (w2 - w1)
+    pooled = float(np.mean([r["configs"]["pooled"]["memory_bytes_per_chunk"] for r in scale_reports]))
+    return {"a": m1 - slope * w1, "b": slope, "pooled": pooled, "points": points}
+
+
+def build_ratios(build_reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """model -> stack -> shape name -> median build time as a ratio to the pooled store's (store_build_speed.py
+    --shapes reports; today's default also as its own "default" store)."""
+    ratios: dict[str, dict[str, dict[str, float]]] = {}
+    for report in build_reports:
+        for stack, run in report["runs"].items():
+            stores = run["stores"]
+            row = {name: stores[store]["vs_pooled"] for name, store in report["shapes"].items()}
+            ratios.setdefault(report["model"], {})[stack] = row
+    return ratios
+
+
+def budget_verdicts(
+    models: dict[str, dict[str, Any]], memory: dict[str, float], builds: dict[str, dict[str, dict[str, float]]]
+) -> dict[str, Any]:
+    """The budget round's rule (docs/dense_window_study.md, "Under today's budget"): every candidate's memory a
+    chunk on every run, its build ratio on every (model, stack), its pooled difference to today's default (and, for
+    the report, to the recipe), and its worst run; the adopted shape, or None (today's stays)."""
+    runs = {f"{model}:{key}": entry for model, sets in models.items() for key, entry in sets.items()}
+    keys = list(runs)
+    out: dict[str, Any] = {"runs": keys, "memory": memory, "candidates": {}}
+    for name in BUDGET_CANDIDATES:
+        failures: list[str] = []
+        missing = [k for k in keys if name not in runs[k]["runs"]]
+        if missing:
+            out["candidates"][name] = {"passes": False, "failures": [f"not run on {', '.join(missing)}"]}
+            continue
+        chunk_bytes = {k: memory["a"] + memory["b"] * runs[k]["runs"][name]["vectors_per_chunk"] for k in keys}
+        over = {k: v for k, v in chunk_bytes.items() if v > memory["pooled"]}
+        if over:
+            worst = max(over, key=over.__getitem__)
+            failures.append(f"memory on {len(over)} runs (worst {worst}: {over[worst]:.0f} B a chunk)")
+        build = {f"{model}/{stack}": row.get(name) for model, stacks in builds.items() for stack, row in stacks.items()}
+        unbuilt = [k for k, v in build.items() if v is None]
+        slow = {k: v for k, v in build.items() if v is not None and v > BUILD_FACTOR}
+        if unbuilt or len(build) < 2 * len(models):
+            failures.append(f"build not measured on {', '.join(unbuilt) or 'every model and stack'}")
+        if slow:
+            failures.append("build " + ", ".join(f"{k} {v:.2f}×" for k, v in slow.items()))
+        pooled = hybrid.pooled_interval(runs, keys, name, TODAY)
+        recipe = hybrid.pooled_interval(runs, keys, name, RECIPE)
+        if name != TODAY and pooled[1] <= 0:
+            failures.append(f"pooled {pooled[0]:+.4f} (lower bound {pooled[1]:+.4f})")
+        uppers = {
+            k: paired_bootstrap(runs[k]["runs"][TODAY]["per_query"], runs[k]["runs"][name]["per_query"], {})[
+                "ndcg_delta_ci"
+            ]
+            for k in keys
+        }
+        worse = [k for k, (_, high) in uppers.items() if high < CLEARLY_WORSE]
+        if worse:
+            failures.append(f"clearly worse on {', '.join(worse)}")
+        worst_run = min(keys, key=lambda k: runs[k]["runs"][name]["ndcg@10"] - runs[k]["runs"][TODAY]["ndcg@10"])
+        out["candidates"][name] = {
+            "pooled_vs_today": list(pooled),
+            "pooled_vs_recipe": list(recipe),
+            "worst_run": worst_run,
+            "worst_difference": runs[worst_run]["runs"][name]["ndcg@10"] - runs[worst_run]["runs"][TODAY]["ndcg@10"],
+            "worst_interval": list(uppers[worst_run]),
+            "windows_per_chunk": float(np.mean([runs[k]["runs"][name]["vectors_per_chunk"] for k in keys])),
+            "max_bytes_per_chunk": max(chunk_bytes.values()),
+            "memory_misses": sorted(over),
+            "build": build,
+            "passes": name != TODAY and not failures,
+            "failures": failures,
+        }
+    passing = [n for n, v in out["candidates"].items() if v["passes"]]
+    out["adopted"] = None
+    if passing:
+        top = max(out["candidates"][n]["pooled_vs_today"][0] for n in passing)
+        tied = [n for n in passing if out["candidates"][n]["pooled_vs_today"][0] >= top - TIE]
+        out["adopted"] = min(tied, key=lambda n: out["candidates"][n]["windows_per_chunk"])
+    return out
+
+
+def budget_table(report: dict[str, Any]) -> str:
+    """The budget round's outcome as a table, with the memory model it used."""
+    memory = report["memory"]
+    allowed = (memory["pooled"] - memory["a"]) / memory["b"]
+    lines = [
+        f"Memory a chunk of the compressed default = {memory['a']:.0f} B + {memory['b']:.1f} B × windows a chunk; "
+        f"the pooled store's: {memory['pooled']:.0f} B (so at most {allowed:.1f} windows a chunk). "
+        f"Runs: {len(report['runs'])}.",
+        "",
+        "| candidate | windows a chunk (mean) | most B a chunk | − today's (pooled, 95 % CI) "
+        "| − recipe (pooled, 95 % CI) | worst run (Δ, 95 % CI) | build vs pooled (worst) | passes | why not |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, v in report["candidates"].items():
+        if "pooled_vs_today" not in v:
+            lines.append(f"| {name} | – | – | – | – | – | – | no | {why_not(v['failures'])} |")
+            continue
+        d, lo, hi = v["pooled_vs_today"]
+        rd, rlo, rhi = v["pooled_vs_recipe"]
+        wlo, whi = v["worst_interval"]
+        built = [b for b in v["build"].values() if b is not None]
+        worst_build = f"{max(built):.2f}×" if built else "–"
+        lines.append(
+            f"| {name} | {v['windows_per_chunk']:.1f} | {v['max_bytes_per_chunk']:.0f} "
+            f"| {d:+.4f} [{lo:+.4f}, {hi:+.4f}] | {rd:+.4f} [{rlo:+.4f}, {rhi:+.4f}] "
+            f"| {v['worst_run']} {v['worst_difference']:+.3f} [{wlo:+.3f}, {whi:+.3f}] | {worst_build} "
+            f"| {'yes' if v['passes'] else 'no'} | {why_not(v['failures'], 3)} |"
+        )
+    adopted = report["adopted"] or "none (today's default stays)"
+    lines += ["", f"Adopted: {adopted}", ""]
+    return "\n".join(lines)
+
+
+def write_report(folders: list[Path], scale: str | None = None, build: str | None = None) -> int:
     """Each folder's tables and, over all folders' sets together, the rule's outcome (dense-windows-report.md in
     the first folder's parent)."""
     merged: dict[str, Any] = {}
@@ -662,6 +797,20 @@ def write_report(folders: list[Path]) -> int:
         merged.update({f"{folder.name}:{k}": v for k, v in results.items() if k != "meta"})
     report = verdicts(merged)
     texts.append("All models: the rule on every set of every model\n\n" + rule_table(report))
+    if scale or build:
+        if not (scale and build):
+            raise SystemExit("The budget round's report needs both --scale and --build.")
+        models = {}
+        for folder in folders:
+            results = json.loads((folder / "results.json").read_text())
+            models[results["meta"]["model"]] = {
+                k: v for k, v in results.items() if isinstance(v, dict) and v.get("done")
+            }
+        memory = memory_line([json.loads(Path(f).read_text()) for f in scale.split(",")])
+        builds = build_ratios([json.loads(Path(f).read_text()) for f in build.split(",")])
+        budget = budget_verdicts(models, memory, builds)
+        (folders[0].parent / "dense-windows-budget.json").write_text(json.dumps(budget, indent=1))
+        texts.append("The budget round: every run of every model\n\n" + budget_table(budget))
     (folders[0].parent / "dense-windows-report.json").write_text(json.dumps(report, indent=1))
     (folders[0].parent / "dense-windows-report.md").write_text("\n\n".join(texts))
     sys.stdout.write("\n\n".join(texts))
@@ -672,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.report:
-        return write_report([Path(folder) for folder in args.out.split(",")])
+        return write_report([Path(folder) for folder in args.out.split(",")], args.scale, args.build)
     results, reference = hybrid.prepared(args)
     extra = ("small-to-big", *(f"lexical:{size}-windows" for size in LEXICAL_WINDOWS))
     for name, stack in hybrid.study_runs(args):
