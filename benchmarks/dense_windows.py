@@ -238,9 +238,11 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
             entry["runs"][run]["top"] = [[[i, s] for i, s in r] for r in rankings]
         logger.info("%s %s: nDCG@10 %.4f", key, run, result["ndcg@10"])
 
+    known = set(chunk_ids)
     for run in ("bm25", "lexical", RECIPE):
         saved = entry["runs"].get(run)
-        if saved is not None and "top" in saved:
+        # a resumed run's rankings only where they name these chunks (LlamaIndex's node ids are new on every split)
+        if saved is not None and "top" in saved and all(i in known for r in saved["top"] for i, _ in r):
             top[run] = [[(i, s) for i, s in r] for r in saved["top"]]
             continue
         started = time.perf_counter()
@@ -274,7 +276,7 @@ def run_set(name: str, stack: str, model: str, reference: FairEmbedder, args: ar
         [fuse(hybrid.ranked([i for i, _ in d]), hybrid.ranked([i for i, _ in b]), hybrid.DEPTH) for d, b in pairs],
     )
     if name in args.store_sets.split(","):
-        rankings, costs = hybrid.dense_run(stack, model, chunks, questions, queries)
+        rankings, costs, _, _ = hybrid.dense_run(stack, model, chunks, questions, queries, language)
         keep("dense", rankings, costs)
         same = sum(
             [i for i, _ in a[: hybrid.K]] == [i for i, _ in b[: hybrid.K]]
