@@ -586,6 +586,7 @@ def markdown(results: dict[str, Any], report: dict[str, Any]) -> str:
     one = [f"one-pass:{c}" for c in ONE_PASS]
     rows = ["bm25", "lexical", RECIPE, "dense", *BUDGET_CANDIDATES, *one, *POOLED, "bm25+multi-size"]
     rows += [f"hybrid:{c}" for c in (*BUDGET_CANDIDATES, *one, *POOLED)]
+    rows = [r for r in rows if any(r in results[s]["runs"] for s in sets)]  # the runs this study made
     lines = hybrid.ndcg_table(results, sets, rows)
     lines += ["", "Vectors a chunk:", "", "| run | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
     for run in (RECIPE, *BUDGET_CANDIDATES):
