@@ -11,6 +11,12 @@ must reproduce. Window vectors and results are saved as they are made, so an int
     python benchmarks/dense_windows.py --model MODEL --out runs/dense-windows-minilm
     python benchmarks/dense_windows.py --model MODEL --out runs/dense-windows-minilm --pooled
     python benchmarks/dense_windows.py --report --out runs/dense-windows-minilm,runs/dense-windows-e5
+
+The budget round (docs/dense_window_study.md, "Under today's budget") adds absolute window sizes (`TOKENS`) and CACM,
+and decides on memory a chunk (two `store_scale.py` runs) and build time (`store_build_speed.py --shapes budget`):
+
+    python benchmarks/dense_windows.py --report --out runs/dw3-minilm,runs/dw3-e5 \
+        --scale store-scale-200000.json,store-scale-200000-whole+half+quarter.json --build minilm.json,e5.json
 """
 
 from __future__ import annotations
@@ -681,8 +687,8 @@ def memory_line(scale_reports: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def build_ratios(build_reports: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """model -> stack -> shape name -> median build time as a ratio to the pooled store's (store_build_speed.py
-    --shapes reports; today's default also as its own "default" store)."""
+    """model -> stack -> shape name -> median build time as a ratio to the pooled store's, from store_build_speed.py
+    --shapes reports (a shape name maps to the store its sizes were built as)."""
     ratios: dict[str, dict[str, dict[str, float]]] = {}
     for report in build_reports:
         for stack, run in report["runs"].items():
