@@ -4,27 +4,18 @@ a clearly worse run, the tie-break, and today's default staying when nothing pas
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-DENSE_WINDOWS = Path(__file__).resolve().parents[1] / "benchmarks" / "dense_windows.py"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def study() -> Any:
     """benchmarks/dense_windows.py as a module (its siblings importable, as when run as a script)."""
-    sys.path.insert(0, str(DENSE_WINDOWS.parent))
-    spec = importlib.util.spec_from_file_location("dense_windows_benchmark", DENSE_WINDOWS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("dense_windows")
 
 
 def _set(study: Any, means: dict[str, float], windows: dict[str, float] | None = None, questions: int = 400) -> dict:

@@ -4,27 +4,18 @@ the query cost), the tie-break and the fallback to dense."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-HYBRID = Path(__file__).resolve().parents[1] / "benchmarks" / "hybrid.py"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def hybrid() -> Any:
     """benchmarks/hybrid.py as a module (its siblings importable, as when run as a script)."""
-    sys.path.insert(0, str(HYBRID.parent))
-    spec = importlib.util.spec_from_file_location("hybrid_benchmark", HYBRID)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("hybrid")
 
 
 def _set(

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-PIPELINES = Path(__file__).resolve().parents[1] / "benchmarks" / "pipelines.py"
+from tests.benchmark_modules import load_benchmark
 
 
 @pytest.fixture(scope="module")
@@ -18,12 +15,7 @@ def pipelines() -> Any:
     """The benchmark's modules (benchmarks/pipelines.py and its siblings), as a namespace of their names."""
     import types
 
-    sys.path.insert(0, str(PIPELINES.parent))  # its sibling modules, as when run as a script
-    spec = importlib.util.spec_from_file_location("pipelines_benchmark", PIPELINES)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_benchmark("pipelines")
     import pipelines_report
     import pipelines_runs
 
