@@ -43,22 +43,17 @@ def warmed(stack: str, name: str, model: str) -> Any:
     return embedding
 
 
-def shape_stores(names: list[str], content: int) -> dict[str, tuple[int, ...]]:
-    """Each shape's store name ("shape:" and its sizes in tokens, largest first) -> those sizes: shapes of the same
-    tokens on this model (e.g. MiniLM's `t128+t256` and `whole+t128`) are one store."""
-    stores: dict[str, tuple[int, ...]] = {}
+def shape_stores(names: list[str], content: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each shape name -> the store it is built as ("shape:" and its sizes in tokens, largest first) and those
+    sizes: shapes of the same tokens on this model (e.g. MiniLM's `t128+t256` and `whole+t128`) are one store."""
+    stores: dict[str, tuple[str, tuple[int, ...]]] = {}
     for name in names:
         if name not in dense_windows.BUDGET_CANDIDATES:
             raise SystemExit(f"unknown shape {name!r}; choose from {sorted(dense_windows.BUDGET_CANDIDATES)}")
         sizes = {dense_windows.size_tokens(size, content) for size in dense_windows.BUDGET_CANDIDATES[name]}
         tokens = tuple(sorted(sizes, reverse=True))
-        stores["shape:" + "+".join(map(str, tokens))] = tokens
+        stores[name] = ("shape:" + "+".join(map(str, tokens)), tokens)
     return stores
-
-
-def shape_store_of(name: str, content: int) -> str:
-    """The store name a shape is built as (see `shape_stores`)."""
-    return next(iter(shape_stores([name], content)))
 
 
 def build(
@@ -135,11 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     names = list(dense_windows.BUDGET_CANDIDATES) if names == ["budget"] else names
     # the window the stores' embedder reads (dense_windows cuts its sizes from the same one)
     content = pipelines_runs.make_embedding("llamaindex", "default", study.model).embedder.window_content_tokens
-    shapes = shape_stores(names, content)
+    named = shape_stores(names, content)
+    shapes = dict(named.values())  # store name -> sizes, each built once
     results: dict[str, Any] = {
         "model": hybrid.model_name(study.model),
         "runs": {},
-        "shapes": {name: shape_store_of(name, content) for name in names},
+        "shapes": {name: store for name, (store, _) in named.items()},
     }
     for stack in args.stacks.split(","):
         chunks, _, _, _ = hybrid.set_chunks("squad-v2", stack, study.model, reference, study)
