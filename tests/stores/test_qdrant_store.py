@@ -17,6 +17,7 @@ from fair_retrieval import FairEmbedder
 from fair_retrieval.stores import DocumentStore, QdrantStore, TextDocument
 from fair_retrieval.stores.qdrant_collection import DENSE_VECTOR, DOC_FIELD, SETTINGS_KEY
 from fair_retrieval.stores.text_documents import document_text, text_document_format
+from tests.ranking import assert_same_ranking
 
 pytest.importorskip("faiss")
 qdrant_client = pytest.importorskip("qdrant_client")
@@ -71,13 +72,10 @@ def filled(store: DocumentStore[TextDocument]) -> DocumentStore[TextDocument]:
     return store
 
 
-def ranked(hits: list[Any]) -> list[tuple[str, float]]:
-    return [(hit.record.key, round(hit.score, 4)) for hit in hits]
-
-
-def tied_in_order(hits: list[Any]) -> list[tuple[str, float]]:
-    """`ranked`, chunks of equal scores in key order (two stores may return exact ties either way)."""
-    return sorted(ranked(hits), key=lambda hit: (-hit[1], hit[0]))
+def ranked(hits: list[Any]) -> list[tuple[str, float, Any]]:
+    """The hits as (key, score, best window) rows, for `assert_same_ranking` (ties and last-bit rounding may
+    differ)."""
+    return [(hit.record.key, hit.score, hit.best_window) for hit in hits]
 
 
 @pytest.mark.parametrize("multivector", [True, False])
@@ -91,20 +89,19 @@ def test_every_query_mode_ranks_as_the_faiss_store(tiny: FairEmbedder, multivect
             settings = faiss.call_settings(mode=mode)
             expected = faiss.search_text(query, 5, settings=settings)
             got = qdrant.search_text(query, 5, settings=settings)
-            assert ranked(got) == ranked(expected), (query, mode)
-            assert [hit.best_window for hit in got] == [hit.best_window for hit in expected]
+            assert_same_ranking(ranked(got), ranked(expected))  # the same windows found each hit
         for spec in (
             {"group": 1},
             {"n": {"$gte": 5}, "lang": "en"},
             {"$or": [{"group": 0}, {"tags": {"$contains": "b"}}]},
         ):
-            assert ranked(qdrant.search_text(query, 3, spec)) == ranked(faiss.search_text(query, 3, spec))
+            assert_same_ranking(ranked(qdrant.search_text(query, 3, spec)), ranked(faiss.search_text(query, 3, spec)))
 
 
 def test_mmr_and_vectors_follow_the_faiss_store(tiny: FairEmbedder) -> None:
     faiss, qdrant = filled(faiss_store(tiny)), filled(qdrant_store(tiny))
     query = tiny.embed_query(QUERIES[0])
-    assert ranked(qdrant.mmr_search(query, 3, 8, 0.5)) == ranked(faiss.mmr_search(query, 3, 8, 0.5))
+    assert_same_ranking(ranked(qdrant.mmr_search(query, 3, 8, 0.5)), ranked(faiss.mmr_search(query, 3, 8, 0.5)))
     int_f = [i for i, _ in faiss.get(["doc-3", "doc-7"])]
     int_q = [i for i, _ in qdrant.get(["doc-3", "doc-7"])]
     np.testing.assert_allclose(qdrant.vectors(int_q), faiss.vectors(int_f), atol=1e-5)
@@ -156,7 +153,9 @@ def test_a_failed_write_leaves_the_previous_version_whole(tiny: FairEmbedder, mo
     with pytest.raises(ValueError, match="add them again \\('doc-0'\\)"):
         store.add_documents(["A new text about the ferry at nine."], None, ["doc-0"])
     monkeypatch.setattr(collection, "_upsert", original)
-    assert ranked(store.search_text(QUERIES[0], 12)) == expected  # the new windows are not the head's: unseen
+    assert_same_ranking(
+        ranked(store.search_text(QUERIES[0], 12)), expected
+    )  # the new windows are not the head's: unseen
     assert store.get(["doc-0"])[0][1].text == corpus()[0][0]
     store.add_documents(["A new text about the ferry at nine."], None, ["doc-0"])  # added again: whole, nothing stale
     assert store.get(["doc-0"])[0][1].text == "A new text about the ferry at nine."
@@ -194,7 +193,7 @@ def test_a_reopened_collection_keeps_its_settings_and_checks_the_embedder(
     reopened = qdrant_store(tiny, client)
     assert len(reopened) == 12 and reopened.multivector and reopened.windows == store.windows
     assert reopened.search_settings.mode == "hybrid" and reopened.search_settings.alpha == 0.5
-    assert ranked(reopened.search_text(QUERIES[1], 4)) == expected
+    assert_same_ranking(ranked(reopened.search_text(QUERIES[1], 4)), expected)
     with pytest.raises(ValueError, match="metric='cosine', but metric='l2' was asked"):
         qdrant_store(tiny, client, metric="l2")
     other = FairEmbedder(tiny_models["bert-cls"], max_length=32, device="cpu")
@@ -247,8 +246,9 @@ def test_copy_from_a_faiss_store_gives_the_same_results(tiny: FairEmbedder) -> N
     for query in QUERIES:
         for mode in ("dense", "sparse", "hybrid"):
             settings = faiss.call_settings(mode=mode)
-            assert ranked(qdrant.search_text(query, 4, settings=settings)) == ranked(
-                faiss.search_text(query, 4, settings=settings)
+            assert_same_ranking(
+                ranked(qdrant.search_text(query, 4, settings=settings)),
+                ranked(faiss.search_text(query, 4, settings=settings)),
             )
 
 
@@ -260,8 +260,9 @@ def test_against_a_server(tiny: FairEmbedder) -> None:
         faiss, qdrant = filled(faiss_store(tiny)), filled(qdrant_store(tiny, client, name))
         for mode in ("dense", "sparse", "hybrid"):
             settings = faiss.call_settings(mode=mode)
-            assert ranked(qdrant.search_text(QUERIES[0], 5, settings=settings)) == ranked(
-                faiss.search_text(QUERIES[0], 5, settings=settings)
+            assert_same_ranking(
+                ranked(qdrant.search_text(QUERIES[0], 5, settings=settings)),
+                ranked(faiss.search_text(QUERIES[0], 5, settings=settings)),
             )
     finally:
         client.delete_collection(name)
@@ -332,7 +333,7 @@ def test_two_processes_write_one_local_collection_in_turn(
         [f"first-{i}" for i in range(6)],
     )
     for query in QUERIES:  # the same hits, exact ties in either order
-        assert tied_in_order(reader.search_text(query, 5)) == tied_in_order(reference.search_text(query, 5))
+        assert_same_ranking(ranked(reader.search_text(query, 5)), ranked(reference.search_text(query, 5)))
     client.close()
 
 

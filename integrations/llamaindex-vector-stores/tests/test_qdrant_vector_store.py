@@ -22,6 +22,7 @@ from llama_index.embeddings.fair import FairEmbedding
 from llama_index.vector_stores.fair import BEST_WINDOW_KEY, FairFaissVectorStore, FairQdrantVectorStore
 
 from fair_retrieval import FairEmbedder
+from tests.ranking import assert_same_ranking
 
 pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient
@@ -64,21 +65,13 @@ def both(embed_model: FairEmbedding, **options: Any) -> tuple[VectorStoreIndex, 
     return build(faiss, embed_model), build(qdrant, embed_model)
 
 
-def results(index: VectorStoreIndex, question: str, **options: Any) -> list[tuple[str, str, float, Any]]:
-    """The hits, best first; hits of equal scores (to 4 decimals: ties of float rounding) ordered by their text."""
+def results(index: VectorStoreIndex, question: str, **options: Any) -> list[tuple[tuple[str, str], float, Any]]:
+    """The hits, best first, as ((document id, text), score, best window) rows for `assert_same_ranking`."""
     hits = index.as_retriever(**options).retrieve(question)
-    found = [
-        (
-            hit.node.ref_doc_id or "",
-            hit.node.get_content(),
-            round(hit.score or 0.0, 4),
-            hit.node.metadata.get(BEST_WINDOW_KEY),
-        )
+    return [
+        ((hit.node.ref_doc_id or "", hit.node.get_content()), hit.score or 0.0, hit.node.metadata.get(BEST_WINDOW_KEY))
         for hit in hits
     ]
-    return (
-        sorted(found, key=lambda hit: (-hit[2], hit[1])) if options.get("vector_store_query_mode") != "mmr" else found
-    )
 
 
 FILTERS = MetadataFilters(
@@ -95,7 +88,7 @@ def test_every_query_mode_answers_as_the_faiss_store(embed_model: FairEmbedding,
     for question in QUESTIONS:
         for options in ({}, {"filters": FILTERS}, {"doc_ids": ["doc-1", "doc-2", "doc-5"]}):
             asked = {"vector_store_query_mode": mode, "similarity_top_k": 3, **options}
-            assert results(qdrant, question, **asked) == results(faiss, question, **asked), (question, options)
+            assert_same_ranking(results(qdrant, question, **asked), results(faiss, question, **asked))
 
 
 def test_the_default_query_mode_is_recorded_in_the_collection(embed_model: FairEmbedding, tmp_path: Path) -> None:
@@ -108,7 +101,7 @@ def test_the_default_query_mode_is_recorded_in_the_collection(embed_model: FairE
     reopened = FairQdrantVectorStore(QdrantClient(path=str(tmp_path / "q")), "nodes", embed_model=embed_model)
     again = VectorStoreIndex.from_vector_store(reopened, embed_model=embed_model)
     assert reopened._store.search_settings == store._store.search_settings
-    assert results(again, "stone oven", similarity_top_k=3) == expected
+    assert_same_ranking(results(again, "stone oven", similarity_top_k=3), expected)
     assert reopened.node_ids == node_ids
 
 
@@ -130,14 +123,14 @@ def test_writes_deletes_and_gets(embed_model: FairEmbedding) -> None:
     assert contents(qdrant.get_nodes()) == contents(faiss.get_nodes())  # in insertion order, a replaced node in place
     for question in [*QUESTIONS, "rye bread mill", "cheese valley"]:
         asked = {"vector_store_query_mode": "default", "similarity_top_k": 4}
-        assert results(qdrant_index, question, **asked) == results(faiss_index, question, **asked)
+        assert_same_ranking(results(qdrant_index, question, **asked), results(faiss_index, question, **asked))
     # BM25's length normalisation keeps the collection's first average length (documented), so after these writes the
     # sparse scores differ slightly from a BM25 index rebuilt over the nodes; what each write changed is found
     sparse = {"vector_store_query_mode": "sparse", "similarity_top_k": 3}
-    assert results(qdrant_index, "rye mill", **sparse)[0][0] == "mill"
-    assert results(qdrant_index, "cheese valley", **sparse)[0][1] == "Cheese from the valley."
+    assert results(qdrant_index, "rye mill", **sparse)[0][0][0] == "mill"
+    assert results(qdrant_index, "cheese valley", **sparse)[0][0][1] == "Cheese from the valley."
     wide = {**sparse, "similarity_top_k": 10}
-    assert "doc-2" not in {hit[0] for hit in results(qdrant_index, "stone oven bread", **wide)}
+    assert "doc-2" not in {hit[0][0] for hit in results(qdrant_index, "stone oven bread", **wide)}
     got = qdrant.get_nodes(node_ids=qdrant.node_ids[2:5][::-1])
     expected = faiss.get_nodes(node_ids=faiss.node_ids[2:5][::-1])
     assert contents(got) == contents(expected) and len(got) == 3
