@@ -8,7 +8,7 @@ chunk each, one question per fact. The same chunks are searched four ways:
    HuggingFaceEmbedding and LangChain's HuggingFaceEmbeddings embed it;
 2. BM25 alone: the stores' lexical side;
 3. our default store, dense: each chunk kept as the vectors of its windows, found by its best one;
-4. our default store, hybrid: that dense side fused with BM25.
+4. our default store, hybrid (its default query mode): that dense side fused with BM25.
 
 It prints nDCG@10 and Recall@10 overall and by where the answer sits (the first, middle or last third of its
 document), writes runs/demo/needle-<N>-stores.png (nDCG@10 by answer position, the four runs) and .json, and shows one

@@ -20,10 +20,12 @@ are k distinct documents ranked by their windows, and each shows its best window
 as `best window [start:end]` and a snippet of that window rather than of the document's start; the JSON results
 carry it as `best_window` (start, end, window).
 
-`--mode` chooses how: "dense" (the vectors, the default), "sparse" (BM25 over the documents' text, in `--language`;
-the model is not loaded) or "hybrid" (both, fused by `--fusion` with the dense side weighted `--alpha`), as the
-vector stores' retrieval modes do (`fair_retrieval.stores.SearchSettings`). The lexical index is built from
-documents.jsonl when the command starts (the folder keeps no second copy of the texts).
+`--mode` chooses how: "hybrid" (the vectors and BM25 over the documents' text fused by `--fusion`, the dense side
+weighted `--alpha`), "dense" (the vectors only) or "sparse" (BM25 only, in `--language`; the model is not loaded), as
+the vector stores' retrieval modes do (`fair_retrieval.stores.SearchSettings`). Without `--mode` (or `--fusion`,
+`--alpha`) a store folder or collection answers with the settings it records, else hybrid (`DEFAULT_SEARCH_MODE`).
+The lexical index of an index folder is built from documents.jsonl when the command starts (the folder keeps no
+second copy of the texts).
 
 Several queries are answered with one load of the model and the index: `--query` repeated, or `--queries FILE` (one
 query per line, blank lines skipped; `-` reads standard input and answers each line as it arrives, so a terminal or
@@ -123,9 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--mode",
         choices=SEARCH_MODES,
-        default=DEFAULT_SEARCH_MODE,
-        help=f"dense: the vectors; sparse: BM25 over the texts (no model); hybrid: both fused (default: "
-        f"{DEFAULT_SEARCH_MODE})",
+        help=f"hybrid: the vectors and BM25 fused; dense: the vectors; sparse: BM25 over the texts (no model) "
+        f"(default: the store's recorded mode, else {DEFAULT_SEARCH_MODE})",
     )
     parser.add_argument(
         "--language",
@@ -133,9 +134,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the stemmer of the lexical side (sparse, hybrid): one of PyStemmer's languages, or 'none' for words "
         f"as they are (default: {LexicalSettings().language})",
     )
-    parser.add_argument("--fusion", choices=FUSIONS, default=SearchSettings().fusion, help="how hybrid fuses")
     parser.add_argument(
-        "--alpha", type=float, default=SearchSettings().alpha, help="the dense side's weight in hybrid (0 to 1)"
+        "--fusion",
+        choices=FUSIONS,
+        help=f"how hybrid fuses (default: the store's recorded fusion, else {SearchSettings().fusion})",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        help="the dense side's weight in hybrid, 0 to 1 "
+        f"(default: the store's recorded α, else {SearchSettings().alpha})",
     )
     parser.add_argument("--device", help="cpu, cuda, mps (default: best available)")
     parser.add_argument("--gpu", choices=["auto", "on", "off"], default="auto", help="FAISS on GPU (default: auto)")
@@ -150,18 +158,21 @@ def run(args: argparse.Namespace) -> int:
     require_faiss()
     if args.top_k < 1:
         raise ValueError(f"-k must be at least 1, got {args.top_k}.")
-    settings = SearchSettings(mode=args.mode, fusion=args.fusion, alpha=args.alpha)
+    asked = {"mode": args.mode, "fusion": args.fusion, "alpha": args.alpha}  # None: the store's own
+    settings = SearchSettings().with_overrides(**asked)  # checked now, before anything loads
     lexical = LexicalSettings(language=None if args.language == "none" else args.language)
     if args.qdrant is not None or args.collection is not None:
         store = _collection_store(args)
         try:
+            settings = store.call_settings(**asked)  # the collection's recorded settings, with what was asked
             return _search_store(args, store, settings, query_source(args), f"Qdrant collection {args.collection!r}")
         finally:
             store.collection.client.close()  # a local-mode folder is free for the next process
     folder = _folder(args)
     queries = query_source(args)
     if is_store_folder(folder):
-        return _search_store(args, load_store_folder(folder, gpu=gpu_choice(args.gpu)), settings, queries, folder)
+        store = load_store_folder(folder, gpu=gpu_choice(args.gpu))
+        return _search_store(args, store, store.call_settings(**asked), queries, folder)
     manifest = read_manifest(folder)
     multivector = manifest.get("multivector") is not None
     loader = MultiVectorIndex.load if multivector else FaissIndex.load

@@ -154,7 +154,8 @@ class StoreCore(Generic[R]):
             raise TypeError(f"lexical must be a fair_retrieval.lexical.LexicalSettings, got {type(lexical).__name__}.")
         if search is not None and not isinstance(search, SearchSettings):
             raise TypeError(f"search must be a fair_retrieval.stores.SearchSettings, got {type(search).__name__}.")
-        self.search_settings = search or SearchSettings()
+        # a store without record text has no words to search: its text queries are dense unless told otherwise
+        self.search_settings = search or (SearchSettings() if text_of is not None else SearchSettings(mode="dense"))
         if text_of is None and self.search_settings.mode != "dense":
             raise ValueError(f"{name} has no lexical side (no record text); search it in mode 'dense'.")
         mode, self.windows = new_store_mode(multivector, aggregate, index, embedder, name, windows)

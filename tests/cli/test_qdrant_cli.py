@@ -53,6 +53,24 @@ def test_a_collection_answers_as_the_store_folder(built: Path, capsys: pytest.Ca
         assert folder[0][0] == "penguin.txt"
 
 
+def test_a_search_that_names_no_mode_answers_hybrid_unless_the_store_chose_another(
+    built: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fair_retrieval.stores import SearchSettings
+    from fair_retrieval.stores.store_folder import load_store_folder, save_store_folder
+
+    collection = ["--qdrant", str(built / "qdrant"), "--collection", "docs"]
+    for where in ([str(built / "store")], collection):
+        assert results(capsys, *where) == results(capsys, *where, "--mode", "hybrid")
+        assert results(capsys, *where, "--mode", "dense") != results(capsys, *where)
+    store = load_store_folder(built / "store", gpu=False)
+    store.search_settings = SearchSettings(mode="dense")  # a store that chose dense records it
+    save_store_folder(store, tmp_path / "dense")
+    chose_dense = str(tmp_path / "dense")
+    assert results(capsys, chose_dense) == results(capsys, str(built / "store"), "--mode", "dense")
+    assert results(capsys, chose_dense, "--mode", "hybrid") == results(capsys, str(built / "store"))
+
+
 def test_a_store_folder_is_copied_into_a_collection(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     where = ["--qdrant", str(built / "copied"), "--collection", "copy"]
     assert main(["index", "--input", str(built / "store"), *where]) == 0

@@ -45,7 +45,7 @@ def test_hybrid_is_the_fusion_of_the_dense_and_the_sparse_results(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     query = ["--query", "topic 0 number 12"]  # one-character words are not words
-    dense = _results(small_index, capsys, *query, "-k", "15")
+    dense = _results(small_index, capsys, *query, "--mode", "dense", "-k", "15")
     sparse = _results(small_index, capsys, *query, "--mode", "sparse", "-k", "15")
     hybrid = _results(small_index, capsys, *query, "--mode", "hybrid", "--fusion", "relative_score", "--alpha", "0.3")
     expected = fuse(

@@ -84,6 +84,17 @@ def test_search_settings_are_checked_and_saved_only_when_not_default() -> None:
         SearchSettings.saved({"search": {"mode": "fuzzy"}}, "f")
 
 
+def test_a_text_query_that_names_no_mode_is_the_hybrid_and_a_store_without_texts_is_dense() -> None:
+    assert SearchSettings().mode == "hybrid" and SearchSettings(mode="dense").settings()["search"]["mode"] == "dense"
+    store = _store()
+    hybrid = SearchSettings(mode="hybrid")
+    for query in ("harbour ferry", "stone oven", "zebra"):
+        default = [(hit.record.key, hit.score) for hit in store.text_search(query, 4, _vector)]
+        assert default == [(hit.record.key, hit.score) for hit in store.text_search(query, 4, _vector, settings=hybrid)]
+    no_text: DocumentStore[Doc] = DocumentStore(gpu=False)
+    assert no_text.search_settings.mode == "dense"  # no words to search: its text queries are dense
+
+
 def test_an_enum_mode_is_read_by_its_value() -> None:
     import enum
 
@@ -106,7 +117,7 @@ def test_sparse_finds_by_words_without_embedding_the_query() -> None:
 def test_dense_is_the_vector_search_and_hybrid_the_fusion_of_both_sides() -> None:
     store = _store()
     query = "harbour ferry"
-    dense = store.text_search(query, 5, _vector)
+    dense = store.text_search(query, 5, _vector, settings=SearchSettings(mode="dense"))
     assert [(h.record.key, h.score) for h in dense] == [
         (h.record.key, h.score) for h in store.search(_vector(query), 5)
     ]
@@ -286,6 +297,12 @@ def test_search_and_lexical_settings_are_saved_and_restored(tmp_path: Path) -> N
     save_store(store, FORMAT, path, tmp_path / "store.index")
     loaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="-")
     assert loaded.search_settings == settings and loaded.lexical == LexicalSettings(language="german", k1=1.2)
+    state = json.loads(path.read_text())
+    assert "search" not in state  # the default is not recorded: a file without a choice answers with the default
+    store.search_settings = SearchSettings(mode="dense")  # a choice of dense is recorded, and kept
+    save_store(store, FORMAT, path, tmp_path / "store.index", overwrite=True)
+    reloaded = load_store(FORMAT, path, tmp_path / "store.index", gpu=False, embedder=None, missing="-")
+    assert reloaded.search_settings.mode == "dense"
     found = loaded.text_search("Brot", 1, lambda _: np.eye(1, 4, dtype="f4")[0], settings=SearchSettings(mode="sparse"))
     assert _keys(found) == ["b"]
     state = json.loads(path.read_text())

@@ -48,7 +48,7 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         multivector: keep documents as their windows (None: multi-vector over `FairEmbeddings`, pooled otherwise).
         windows: the windows a multi-vector store keeps (`StoreWindows`); None: the FAISS store's default.
         retrieval_mode: "dense", "hybrid" or "sparse" (an `Enum` such as langchain-qdrant's `RetrievalMode` by its
-            value); None: the collection's recorded mode, else the default.
+            value); None: the collection's recorded mode, else "hybrid" ("dense" is the opt-out).
         alpha: the dense side's weight in a hybrid fusion.
         fusion: how hybrid fuses: "relative_score", "rrf" or "dist_based_score".
         lexical: how BM25 reads the texts (`LexicalSettings`: language, k1, b; Lucene's variant, whole texts).

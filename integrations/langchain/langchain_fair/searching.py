@@ -31,6 +31,12 @@ class StoreSearch:
 
     _store: DocumentStore[TextDocument]
 
+    @property
+    def retrieval_mode(self) -> str:
+        """How a text query that names no `retrieval_mode` is answered: "hybrid" (the default), "dense" or "sparse"
+        (compares equal to langchain-qdrant's `RetrievalMode` values)."""
+        return self._store.search_settings.mode
+
     def similarity_search_with_score_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:

@@ -42,11 +42,13 @@ class FaissVectorStore(LocalFolders, StoreDocuments, WrappedStore, VectorStore):
         windows: the windows a multi-vector store keeps (`fair_retrieval.stores.StoreWindows`: sizes, boundaries);
             None: the window study's default (the embedder's window and half of it, at the text's boundaries);
             `StoreWindows()`: the embedder's own windows, one pass.
-        retrieval_mode: how text queries are answered: "dense" (the vectors), "hybrid" (dense and BM25 over the
-            documents' text, fused) or "sparse" (BM25 only); an `Enum` with those values (e.g. langchain-qdrant's
-            `RetrievalMode`) is read by its value. A call can ask for another (`retrieval_mode=` in
-            `similarity_search`, the relevance-score and MMR searches, or `as_retriever(search_kwargs=...)`); the
-            `*_by_vector` searches are dense.
+        retrieval_mode: how text queries are answered: "hybrid" (None: this, dense and BM25 over the documents'
+            text, fused), "dense" (the vectors only: the opt-out) or "sparse" (BM25 only); an `Enum` with those
+            values (e.g. langchain-qdrant's `RetrievalMode`) is read by its value. A call can ask for another
+            (`retrieval_mode=` in `similarity_search`, the relevance-score and MMR searches, or
+            `as_retriever(search_kwargs=...)`); the `*_by_vector` searches are dense. A hybrid score is the fused
+            one, in [0, 1] relative to the query's candidates: `score_threshold` is compared with it, and
+            `relevance_score_fn` is not applied to it (it is a relevance already).
         alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only); None: 0.3.
         fusion: how hybrid fuses: "relative_score" (min-max scaled scores; None: this, the hybrid study's best), "rrf"
             (reciprocal rank, as `EnsembleRetriever`) or "dist_based_score".

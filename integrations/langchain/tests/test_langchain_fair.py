@@ -62,7 +62,8 @@ def test_stored_vectors_are_calibrated_documents_and_queries_are_plain(
     query = late_case.queries[0]
     query_vector = minilm.embed_queries([query])[0]
     np.testing.assert_allclose(fair.embeddings.embed_query(query), query_vector, atol=1e-6)
-    hits = {document.id: score for document, score in fair.similarity_search_with_score(query, k=30)}
+    found = fair.similarity_search_with_score(query, k=30, retrieval_mode="dense")
+    hits = {document.id: score for document, score in found}
     for position, vector in zip(sample, stored, strict=True):
         assert hits[f"doc-{position}"] == pytest.approx(float(vector @ query_vector), abs=1e-5)
 
@@ -72,7 +73,8 @@ def test_late_answers_rank_higher_than_with_the_plain_model(late_case, stores: d
     for name, store in stores.items():
         ranks[name] = []
         for query, answer in zip(late_case.queries, late_case.answer_of, strict=True):
-            hits = [document.id for document in store.similarity_search(query, k=len(late_case.documents))]
+            found = store.similarity_search(query, k=len(late_case.documents), retrieval_mode="dense")
+            hits = [document.id for document in found]
             ranks[name].append(hits.index(f"doc-{answer}") + 1)
     improved = sum(f < p for f, p in zip(ranks["fair"], ranks["plain"], strict=True))
     worsened = sum(f > p for f, p in zip(ranks["fair"], ranks["plain"], strict=True))

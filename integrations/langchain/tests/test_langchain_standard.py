@@ -108,29 +108,23 @@ class WordWindowEmbeddings(Embeddings):
 
 
 class BestWindowChecking:
-    """A multi-vector store whose search results are checked to carry their best window, which is then removed.
+    """A multi-vector store whose search results' best windows are checked, then removed.
 
     The suite compares whole `Document`s, metadata included, with the documents it added; a multi-vector store adds
-    the best window's span under "best_window" to each result (a copy). Every search entry point (the async ones
-    too, which run these) ends in the two methods below: they check that each result has a best window inside its
-    text and drop it, so the suite's comparisons test everything else (order, distinct documents, deletes, upserts).
+    the best window's span under "best_window" to each result the dense side found (a copy; a hybrid hit found by
+    BM25 alone has none). Every search entry point (dense, hybrid, MMR, the async ones) ends in `_documents`: here it
+    checks each window is inside its text and drops it, so the suite's comparisons test everything else (order,
+    distinct documents, deletes, upserts). That dense hits always carry one is tested in test_store_multivector.py.
     """
 
-    def similarity_search_with_score_by_vector(self, *args: Any, **kwargs: Any) -> list[tuple[Document, float]]:
-        hits = super().similarity_search_with_score_by_vector(*args, **kwargs)  # type: ignore[misc]
-        return [(self._checked(document), score) for document, score in hits]
-
-    def max_marginal_relevance_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
-        return [
-            self._checked(document)
-            for document in super().max_marginal_relevance_search_by_vector(*args, **kwargs)  # type: ignore[misc]
-        ]
-
     @staticmethod
-    def _checked(document: Document) -> Document:
-        window = document.metadata.pop(BEST_WINDOW_KEY)
-        assert 0 <= window["start"] < window["end"] <= len(document.page_content) and window["window"] >= 0
-        return document
+    def _documents(found: Any) -> list[tuple[Document, float]]:
+        documents = FaissVectorStore._documents(found)
+        for document, _ in documents:
+            window = document.metadata.pop(BEST_WINDOW_KEY, None)
+            if window is not None:
+                assert 0 <= window["start"] < window["end"] <= len(document.page_content) and window["window"] >= 0
+        return documents
 
 
 class BestWindowCheckingStore(BestWindowChecking, FaissVectorStore):

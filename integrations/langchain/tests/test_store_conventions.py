@@ -59,7 +59,9 @@ def test_relevance_is_the_cosine_so_a_threshold_drops_unrelated_text(
 
 
 def test_l2_relevance_is_langchains_euclidean_one(minilm_embeddings: FairEmbeddings) -> None:
-    store = FaissVectorStore.from_texts(SENTENCES, minilm_embeddings, gpu=False, multivector=False, metric="l2")
+    store = FaissVectorStore.from_texts(
+        SENTENCES, minilm_embeddings, gpu=False, multivector=False, metric="l2", retrieval_mode="dense"
+    )
     scored = store.similarity_search_with_score("When does the ferry leave?", k=3)
     relevance = store.similarity_search_with_relevance_scores("When does the ferry leave?", k=3)
     expected = [max(0.0, 1 - np.sqrt(squared) / np.sqrt(2)) for _, squared in scored]
@@ -68,13 +70,17 @@ def test_l2_relevance_is_langchains_euclidean_one(minilm_embeddings: FairEmbeddi
 
 def test_a_folder_saved_before_reports_the_new_relevance_from_its_unchanged_scores(tmp_path: Path) -> None:
     folder = sealed_store_copy(FIXTURES / "store_v1_cosine_flat", tmp_path / "saved")
-    store = FaissVectorStore.load_local(folder, DeterministicFakeEmbedding(size=8), gpu=False)
+    store = FaissVectorStore.load_local(folder, DeterministicFakeEmbedding(size=8), gpu=False, retrieval_mode="dense")
     scored = store.similarity_search_with_score("The ferry leaves at nine.", k=3)
     relevance = store.similarity_search_with_relevance_scores("The ferry leaves at nine.", k=3)
     assert scored[0][1] == pytest.approx(1.0, abs=1e-5)  # the raw cosine, as the folder always gave
     assert [score for _, score in relevance] == pytest.approx([min(1.0, max(0.0, s)) for _, s in scored], abs=1e-6)
     old = FaissVectorStore.load_local(
-        folder, DeterministicFakeEmbedding(size=8), gpu=False, relevance_score_fn=lambda s: (1 + s) / 2
+        folder,
+        DeterministicFakeEmbedding(size=8),
+        gpu=False,
+        relevance_score_fn=lambda s: (1 + s) / 2,
+        retrieval_mode="dense",
     )  # the earlier scale, for code tuned to it
     kept = old.similarity_search_with_relevance_scores("The ferry leaves at nine.", k=3)
     assert [score for _, score in kept] == pytest.approx([(1 + s) / 2 for _, s in scored], abs=1e-6)

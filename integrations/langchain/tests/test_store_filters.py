@@ -70,8 +70,10 @@ def corpus() -> tuple[list[str], list[dict[str, Any]]]:
 def stores() -> dict[str, FaissVectorStore]:
     texts, metadatas = corpus()
     ids = [f"d{position}" for position in range(COUNT)]
-    return {
-        name: FaissVectorStore.from_texts(texts, TableEmbeddings(), metadatas=metadatas, ids=ids, gpu=False, **options)
+    return {  # dense: the tests hold the vector search against brute force
+        name: FaissVectorStore.from_texts(
+            texts, TableEmbeddings(), metadatas=metadatas, ids=ids, gpu=False, retrieval_mode="dense", **options
+        )
         for name, options in STORE_KINDS.items()
     }
 
@@ -271,7 +273,9 @@ def test_filtered_search_with_minilm_matches_brute_force(minilm: FairEmbedder) -
         for position in range(32)
     ]
     metadatas = [{"topic": topics[position % 4], "week": position} for position in range(32)]
-    store = FaissVectorStore.from_texts(texts, FairEmbeddings(embedder=minilm), metadatas, gpu=False)
+    store = FaissVectorStore.from_texts(
+        texts, FairEmbeddings(embedder=minilm), metadatas, gpu=False, retrieval_mode="dense"
+    )
     assert store.index is not None
     stored = store.index.get_vectors([store._store.records.int_ids[id_] for id_ in store.ids])
     query = "When does the bakery open?"

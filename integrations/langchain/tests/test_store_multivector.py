@@ -77,6 +77,7 @@ def windows(embeddings: FairEmbeddings) -> DocumentWindows:
 def build(embeddings: FairEmbeddings, **options: Any) -> FaissVectorStore:
     texts, metadatas, ids = corpus()
     options.setdefault("gpu", False)
+    options.setdefault("retrieval_mode", "dense")  # these tests hold the dense side against brute force
     return FaissVectorStore.from_texts(
         texts, embeddings, metadatas=metadatas, ids=ids, multivector=True, windows=StoreWindows(), **options
     )
@@ -299,7 +300,7 @@ def test_merge_from_copies_every_window_and_refuses_mixed_modes(
         texts[6:], embeddings, metadatas[6:], ids=ids[6:], multivector=True, windows=StoreWindows(), gpu=False
     )
     first.merge_from(second)
-    whole = build(embeddings)
+    whole = build(embeddings, retrieval_mode="hybrid")  # as the merged store: its lexical side merged too
     assert first.ids == whole.ids and len(second) == 8
     mine, reference = first.index, whole.index
     assert isinstance(mine, MultiVectorIndex) and isinstance(reference, MultiVectorIndex)

@@ -40,7 +40,7 @@ def _ids(found: list) -> list[str]:  # type: ignore[type-arg]
 
 
 def test_a_score_threshold_keeps_the_cosines_at_least_it_in_every_similarity_search() -> None:
-    store = _store(multivector=False)
+    store = _store(multivector=False, retrieval_mode="dense")
     assert _ids(store.similarity_search_with_score("q", k=3)) == ["near", "middle", "far"]
     assert _ids(store.similarity_search_with_score("q", k=3, score_threshold=0.5)) == ["near", "middle"]
     assert _ids(store.similarity_search("q", k=3, score_threshold=0.7)) == ["near"]
@@ -50,7 +50,7 @@ def test_a_score_threshold_keeps_the_cosines_at_least_it_in_every_similarity_sea
 
 
 def test_an_l2_store_keeps_the_squared_distances_at_most_the_threshold() -> None:
-    store = _store(multivector=False, metric="l2")  # squared distances 2 - 2cos: 0.2, 0.8, 1.6
+    store = _store(multivector=False, metric="l2", retrieval_mode="dense")  # squared distances 2 - 2cos: 0.2, 0.8, 1.6
     found = store.similarity_search_with_score("q", k=3, score_threshold=1.0)
     assert _ids(found) == ["near", "middle"] and all(score <= 1.0 for _, score in found)
 
@@ -104,12 +104,14 @@ def test_a_retrievers_unknown_search_kwargs_are_refused_when_it_is_made() -> Non
 
 def test_load_local_takes_the_search_mode_of_the_loaded_store(tmp_path: Path) -> None:
     pytest.importorskip("bm25s")
-    _store(multivector=False).save_local(tmp_path / "saved")
+    _store(multivector=False, retrieval_mode="dense").save_local(tmp_path / "saved")  # dense chosen: recorded
     hybrid = FaissVectorStore.load_local(tmp_path / "saved", FixedEmbeddings(), gpu=False, retrieval_mode="hybrid")
     assert hybrid._store.search_settings.mode == "hybrid"
     found = hybrid.similarity_search_with_score("far harbour", k=3)
     assert all(0.0 <= score <= 1.0 for _, score in found)  # fused scores
     saved = FaissVectorStore.load_local(tmp_path / "saved", FixedEmbeddings(), gpu=False)
     assert saved._store.search_settings.mode == "dense"  # a load's mode is not written to the folder
+    _store(multivector=False).save_local(tmp_path / "default")  # no mode chosen: nothing recorded, the default
+    assert FaissVectorStore.load_local(tmp_path / "default", FixedEmbeddings(), gpu=False).retrieval_mode == "hybrid"
     with pytest.raises(ValueError, match="retrieval_mode"):
         FaissVectorStore.load_local(tmp_path / "saved", FixedEmbeddings(), retrieval_mode="fuzzy")

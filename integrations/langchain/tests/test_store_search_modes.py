@@ -64,8 +64,65 @@ def test_a_call_chooses_its_mode_and_sparse_never_embeds_the_query() -> None:
     assert isinstance(embeddings, TableEmbeddings)
     found = store.similarity_search("stone oven", k=3, retrieval_mode="sparse")
     assert set(_ids(found)) == {"bread", "oven"} and embeddings.query_calls == 0
-    assert len(store.similarity_search("stone oven", k=5)) == 5  # the store's mode: dense ranks everything
+    assert len(store.similarity_search("stone oven", k=5, retrieval_mode="dense")) == 5  # dense ranks everything
     assert embeddings.query_calls == 1
+
+
+def _qdrant_store(**options: object) -> object:
+    pytest.importorskip("qdrant_client")
+    from langchain_fair import FairQdrantVectorStore
+
+    metadatas = [{"n": n} for n in range(len(TEXTS))]
+    return FairQdrantVectorStore.from_texts(
+        list(TEXTS.values()),
+        TableEmbeddings(),
+        metadatas,
+        ids=list(TEXTS),
+        location=":memory:",
+        collection_name="docs",
+        **options,
+    )
+
+
+def _scored(found: list) -> list[tuple[str, float]]:  # type: ignore[type-arg]
+    return [(document.id, score) for document, score in found]
+
+
+@pytest.mark.parametrize("build", [_store, _qdrant_store], ids=["faiss", "qdrant"])
+def test_a_text_query_that_names_no_mode_is_answered_by_the_hybrid_and_dense_is_one_argument_away(build) -> None:  # type: ignore[no-untyped-def]
+    store = build()
+    assert store.retrieval_mode == "hybrid"
+    for question in ("harbour ferry", "stone oven", "zebra"):
+        hybrid = _scored(store.similarity_search_with_score(question, k=4, retrieval_mode="hybrid"))
+        assert _scored(store.similarity_search_with_score(question, k=4)) == hybrid
+        assert _ids(store.similarity_search(question, k=4)) == [key for key, _ in hybrid]
+        assert _ids(store.as_retriever(search_kwargs={"k": 4}).invoke(question)) == [key for key, _ in hybrid]
+        mmr = store.max_marginal_relevance_search(question, k=2, fetch_k=4)
+        assert _ids(mmr) == _ids(store.max_marginal_relevance_search(question, k=2, fetch_k=4, retrieval_mode="hybrid"))
+        dense = _scored(store.similarity_search_with_score_by_vector(TableEmbeddings.vector(question), k=4))
+        assert _scored(store.similarity_search_with_score(question, k=4, retrieval_mode="dense")) == dense
+    opted_out = build(retrieval_mode="dense")
+    assert opted_out.retrieval_mode == "dense"
+    vector = TableEmbeddings.vector("stone oven")
+    assert _scored(opted_out.similarity_search_with_score("stone oven", k=4)) == _scored(
+        opted_out.similarity_search_with_score_by_vector(vector, k=4)
+    )
+
+
+@pytest.mark.parametrize("build", [_store, _qdrant_store], ids=["faiss", "qdrant"])
+def test_a_threshold_on_the_default_query_is_read_on_the_fused_score(build) -> None:  # type: ignore[no-untyped-def]
+    """A fused score lies in [0, 1], relative to the query's candidates: a threshold a user set for cosines (0.5)
+    keeps the hits both sides put high and drops the rest, never silently all or none; relevance scores are the
+    fused scores as they are (no `relevance_score_fn`)."""
+    store = build(relevance_score_fn=lambda score: 0.0)  # would zero every dense relevance
+    question = "harbour ferry"
+    fused = _scored(store.similarity_search_with_score(question, k=5))
+    assert all(0.0 <= score <= 1.0 for _, score in fused) and fused[0][1] > 0.5 > fused[-1][1]
+    kept = _scored(store.similarity_search_with_score(question, k=5, score_threshold=0.5))
+    assert kept == [(key, score) for key, score in fused if score >= 0.5] and 0 < len(kept) < len(fused)
+    assert _scored(store.similarity_search_with_relevance_scores(question, k=5)) == fused
+    retriever = store.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.5})
+    assert _ids(retriever.invoke(question)) == [key for key, _ in kept][:4]
 
 
 def test_hybrid_scores_are_the_fusion_of_both_sides() -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.llms import MockLLM
 from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 from llama_index.vector_stores.fair import FairFaissVectorStore
@@ -92,6 +93,39 @@ def test_hybrid_is_the_fusion_of_the_dense_and_the_sparse_results() -> None:
     ]
     top = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=5, hybrid_top_k=2)
     assert len(_ids(top, question)) == 2
+
+
+def _qdrant_index(**options: Any) -> tuple[VectorStoreIndex, Any, TableEmbedding]:
+    pytest.importorskip("qdrant_client")
+    from llama_index.vector_stores.fair import FairQdrantVectorStore
+
+    embed = TableEmbedding()
+    store = FairQdrantVectorStore(location=":memory:", collection_name="nodes", embed_model=embed, **options)
+    nodes = [TextNode(id_=key, text=text) for key, text in TEXTS.items()]
+    index = VectorStoreIndex(nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed)
+    return index, store, embed
+
+
+def _scored(retriever: Any, question: str) -> list[tuple[str, float]]:
+    return [(hit.node.node_id, hit.score or 0.0) for hit in retriever.retrieve(question)]
+
+
+@pytest.mark.parametrize("build", [_index, _qdrant_index], ids=["faiss", "qdrant"])
+def test_a_query_that_names_no_mode_is_answered_by_the_hybrid_and_dense_is_one_option_away(build: Any) -> None:
+    index, store, _ = build()
+    for question in ("harbour ferry", "stone oven", "zebra"):
+        hybrid = _scored(index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3), question)
+        assert _scored(index.as_retriever(similarity_top_k=3), question) == hybrid
+        engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=3)
+        assert [(hit.node.node_id, hit.score) for hit in engine.query(question).source_nodes] == hybrid
+    vector_only = store.query(VectorStoreQuery(query_embedding=_vector("oven"), similarity_top_k=5))
+    assert len(vector_only.ids or []) == 5  # a query without text is answered by its vector
+    for opt_out in ("dense", "default", VectorStoreQueryMode.DEFAULT):
+        dense_index, dense_store, _ = build(default_query_mode=opt_out)
+        query = VectorStoreQuery(query_embedding=_vector("stone oven"), similarity_top_k=3)
+        by_vector = dense_store.query(query)
+        found = _scored(dense_index.as_retriever(similarity_top_k=3), "stone oven")
+        assert found == list(zip(by_vector.ids or [], by_vector.similarities or [], strict=True))
 
 
 def test_the_default_query_mode_is_the_stores_and_follows_a_persist(tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ def embedded_texts(embedder: FairEmbedder, monkeypatch: pytest.MonkeyPatch) -> I
 def _build(
     embed_model: FairEmbedding, documents: list[Document] | None = None, **store_options: Any
 ) -> tuple[VectorStoreIndex, FairFaissVectorStore]:
+    store_options.setdefault("default_query_mode", "dense")  # these tests hold the dense side against brute force
     store = FairFaissVectorStore.create(
         dim=embed_model.embedder.dimension,
         gpu=False,
@@ -245,7 +246,12 @@ def test_vectors_made_elsewhere_are_taken_alike_and_foreign_ones_counted(
         node.embedding = vector  # another FairEmbedding of the same model: this one never saw these texts
     embedded_texts.clear()
     store = FairFaissVectorStore.create(
-        dim=embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
+        dim=embedder.dimension,
+        gpu=False,
+        multivector=True,
+        windows=StoreWindows(),
+        embed_model=embed_model,
+        default_query_mode="dense",
     )
     with caplog.at_level(logging.DEBUG, logger="llama_index.vector_stores.fair.node_store"):
         store.add(nodes)
@@ -359,7 +365,12 @@ def test_ingestion_pipeline_upserts_replace_a_changed_documents_windows(
     embed_model: FairEmbedding, embedder: FairEmbedder, embedded_texts: list[str]
 ) -> None:
     store = FairFaissVectorStore.create(
-        dim=embed_model.embedder.dimension, gpu=False, multivector=True, windows=StoreWindows(), embed_model=embed_model
+        dim=embed_model.embedder.dimension,
+        gpu=False,
+        multivector=True,
+        windows=StoreWindows(),
+        embed_model=embed_model,
+        default_query_mode="dense",
     )
     pipeline = IngestionPipeline(
         transformations=[SPLITTER, embed_model],

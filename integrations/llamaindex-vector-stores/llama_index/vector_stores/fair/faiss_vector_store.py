@@ -61,8 +61,9 @@ class FairFaissVectorStore(PersistFiles, NodeStore, WrappedStore, BasePydanticVe
             study's default (the embedder's window and half of it, at the text's boundaries); `StoreWindows()`: the
             embed model's own windows, one pass.
         default_query_mode: how a query in `VectorStoreQueryMode.DEFAULT` (what retrievers send unless told) is
-            answered: "default" (dense vectors), "hybrid" (dense and the nodes' BM25 fused) or "sparse" (BM25 only).
-            Any query can ask for another mode (`vector_store_query_mode="hybrid"`, `"sparse"`, `"text_search"`).
+            answered: "hybrid" (None: this, dense and the nodes' BM25 fused), "default" or "dense" (the vectors
+            only: the opt-out) or "sparse" (BM25 only). Any query can ask for another mode
+            (`vector_store_query_mode="hybrid"`, `"sparse"`, `"text_search"`); a query without text is dense.
         alpha: the dense side's weight in a hybrid fusion (1: dense only, 0: BM25 only; None: 0.3); a query's `alpha`
             wins.
         fusion: how hybrid fuses: "relative_score" (min-max scaled scores; None: this, the hybrid study's best), "rrf"

@@ -109,8 +109,8 @@ class NodeStore:
         """The nodes for `query`, among `node_ids`, `doc_ids` (an empty list restricts nothing) and `filters`
         (`SUPPORTED_OPERATORS`), inside the index, in the query's mode (`DocumentStore.query`):
 
-        - DEFAULT: the store's `default_query_mode` (dense unless built otherwise; a query without `query_str` is
-          answered by its vector): the `similarity_top_k` nearest;
+        - DEFAULT: the store's `default_query_mode` (hybrid unless built otherwise, as HYBRID below; a query without
+          `query_str` is answered by its vector, the `similarity_top_k` nearest);
         - HYBRID: dense and BM25 fused (the store's `fusion`; `alpha` the query's, else the store's): the
           `hybrid_top_k` best (else `similarity_top_k`) of the `similarity_top_k` dense and `sparse_top_k` BM25
           candidates (each at least 20); scores are the fused ones, in [0, 1];
@@ -161,7 +161,8 @@ def search_mode(mode: VectorStoreQueryMode | str | None) -> str | None:
     if mode is None:
         return None
     value = getattr(mode, "value", mode)
-    names = {"default": "dense", "hybrid": "hybrid", "sparse": "sparse", "text_search": "sparse"}
+    # "default" is LlamaIndex's name of its dense mode; "dense" says the same plainly (the opt-out of hybrid)
+    names = {"default": "dense", "dense": "dense", "hybrid": "hybrid", "sparse": "sparse", "text_search": "sparse"}
     if value not in names:
         raise ValueError(
             f"default_query_mode must be one of {sorted(names)} (VectorStoreQueryMode values: dense vectors, dense and "

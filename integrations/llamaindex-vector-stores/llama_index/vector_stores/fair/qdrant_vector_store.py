@@ -43,8 +43,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         metric: "cosine" (None, the default), "ip" or "l2"; an existing collection's own when None.
         multivector: keep nodes as their windows (None: multi-vector over a `FairEmbedding`).
         windows: the windows a multi-vector store keeps (`StoreWindows`); None: the FAISS store's default.
-        default_query_mode: how a DEFAULT query with text is answered: "default" (dense), "hybrid" or "sparse";
-            None: the collection's recorded mode, else the default.
+        default_query_mode: how a DEFAULT query with text is answered: "hybrid", "default" or "dense" (the vectors
+            only: the opt-out) or "sparse"; None: the collection's recorded mode, else hybrid.
         alpha: the dense side's weight in a hybrid fusion.
         fusion: how hybrid fuses: "relative_score", "rrf" or "dist_based_score".
         lexical: how BM25 reads the nodes (`LexicalSettings`; Lucene's variant, whole texts).
