@@ -201,43 +201,52 @@ class QdrantStore(DocumentStore[R]):
                 f"{name} keeps its vectors in Qdrant, which takes no FAISS option ({', '.join(given)}); set the "
                 "collection's HNSW and quantization with collection_options=, its searches with search_params=."
             )
+        made = client is None  # a client made here is closed again when the open fails (a local folder unlocked)
         client = qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
-        collection = QdrantCollection(client, collection_name, name, search_params, batch_size)
-        recorded = collection.recorded()
-        dim = options.pop("dim", None)
-        if recorded is not None:
-            options = _recorded_options(recorded, options, collection_name)
-        options = {key: value for key, value in options.items() if value is not None or key == "embedder"}
-        super().__init__(search=_search_settings(recorded, search, collection_name), **options)
-        if self.multivector and self.mode.aggregate != "max":
-            raise ValueError(
-                f"{name} scores a document by its best window (aggregate='max', Qdrant's grouped search); "
-                f"aggregate={self.mode.aggregate!r} is a FAISS store option."
-            )
-        lexical = self.lexical
-        if lexical is not None:
-            check_sparse_settings(lexical, name)
-        self._tokenizer = None if lexical is None else LexicalTokenizer(lexical.language)
-        self._store_format = fmt
-        self._text_of: Callable[[R], str] | None = options.get("text_of")
-        self._group_of: Callable[[R], str] | None = options.get("group_of")
-        self._move_to_end = bool(options.get("replaced_move_to_end", True))
-        self._metadata_of: Callable[[R], Mapping[str, Any]] = metadata_of or (lambda record: record.metadata)  # type: ignore[attr-defined]
-        self._collection = collection
-        self._collection_options = {**default_collection_options(), **(collection_options or {})}
-        self._recorded = recorded
-        if recorded is not None and recorded.get("records", fmt.name) != fmt.name:
-            raise ValueError(
-                f"Qdrant collection {collection_name!r} holds records of {recorded['records']!r}, which {name} does "
-                f"not read ({fmt.name!r}): a collection written by LangChain's FairQdrantVectorStore or "
-                "`fair-retrieval index --qdrant` is opened by those two and `fair-retrieval search`, one written by "
-                "LlamaIndex's by LlamaIndex's. Open it with the store that wrote it, or write to another collection."
-            )
-        if recorded is not None:
-            self.recorded_identity = recorded.get("identity")  # what a store opened without embeddings rebuilds them of
-            self._check_recorded_identity(recorded, allow_embedder_mismatch)
-        elif dim is not None:
-            self._create(int(dim))
+        try:
+            collection = QdrantCollection(client, collection_name, name, search_params, batch_size)
+            recorded = collection.recorded()
+            dim = options.pop("dim", None)
+            if recorded is not None:
+                options = _recorded_options(recorded, options, collection_name)
+            options = {key: value for key, value in options.items() if value is not None or key == "embedder"}
+            super().__init__(search=_search_settings(recorded, search, collection_name), **options)
+            if self.multivector and self.mode.aggregate != "max":
+                raise ValueError(
+                    f"{name} scores a document by its best window (aggregate='max', Qdrant's grouped search); "
+                    f"aggregate={self.mode.aggregate!r} is a FAISS store option."
+                )
+            lexical = self.lexical
+            if lexical is not None:
+                check_sparse_settings(lexical, name)
+            self._tokenizer = None if lexical is None else LexicalTokenizer(lexical.language)
+            self._store_format = fmt
+            self._text_of: Callable[[R], str] | None = options.get("text_of")
+            self._group_of: Callable[[R], str] | None = options.get("group_of")
+            self._move_to_end = bool(options.get("replaced_move_to_end", True))
+            self._metadata_of: Callable[[R], Mapping[str, Any]] = metadata_of or (lambda record: record.metadata)  # type: ignore[attr-defined]
+            self._collection = collection
+            self._collection_options = {**default_collection_options(), **(collection_options or {})}
+            self._recorded = recorded
+            if recorded is not None and recorded.get("records", fmt.name) != fmt.name:
+                raise ValueError(
+                    f"Qdrant collection {collection_name!r} holds records of {recorded['records']!r}, which {name} "
+                    f"does not read ({fmt.name!r}): a collection written by LangChain's FairQdrantVectorStore or "
+                    "`fair-retrieval index --qdrant` is opened by those two and `fair-retrieval search`, one written "
+                    "by LlamaIndex's by LlamaIndex's. Open it with the store that wrote it, or write to another "
+                    "collection."
+                )
+            if recorded is not None:
+                # what a store opened without embeddings rebuilds them of
+                self.recorded_identity = recorded.get("identity")
+                self._check_recorded_identity(recorded, allow_embedder_mismatch)
+                self.check_embedder_size(f"Qdrant collection {collection_name!r}")
+            elif dim is not None:
+                self._create(int(dim))
+        except BaseException:
+            if made:
+                client.close()
+            raise
 
     client_of = staticmethod(qdrant_client)
     """The client given, or one made from where the collection lives (`qdrant_client`)."""

@@ -30,7 +30,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
-from fair_retrieval.embedding.identity import check_identity, embedder_identity
+from fair_retrieval.embedding.identity import check_identity, embedder_identity, fair_embedder_of
 from fair_retrieval.embedding.windows import DocumentWindows
 from fair_retrieval.index import (
     Aggregate,
@@ -59,7 +59,7 @@ from fair_retrieval.stores.store_mode import (
     stored_windows,
 )
 from fair_retrieval.stores.vectors import check_dimension, require_finite, unit_rows
-from fair_retrieval.stores.window_embedders import WindowEmbedder, window_embedder
+from fair_retrieval.stores.window_embedders import WindowEmbedder, inner_embedder, window_embedder
 from fair_retrieval.validate import positive_int
 
 logger = logging.getLogger(__name__)
@@ -252,6 +252,29 @@ class StoreCore(Generic[R]):
             gives = window_embedder(embedder, f"A multi-vector {self.name}")
         self._embedder = embedder  # only read: a store never changes what its embedder gives
         self._windows_from: WindowEmbedder | None = gives  # what gives its windows, checked once, here
+
+    def check_embedder_size(self, source: str) -> None:
+        """Refuse, when a saved store opens, an embedder whose vectors are not the size the store holds: one that
+        cannot tell its size (not a `FairEmbedder` or an adapter of one) embeds one short probe query, as
+        langchain-qdrant does when it opens a collection. Nothing is checked before the store holds a vector.
+
+        Raises:
+            ValueError: naming both sizes and what to do.
+        """
+        dim = self._dimension()
+        if self._embedder is None or dim is None:
+            return
+        fair = fair_embedder_of(inner_embedder(self._embedder))
+        if fair is not None:
+            size = fair.dimension
+        else:
+            embed = getattr(self._embedder, "embed_query", None) or getattr(self._embedder, "get_query_embedding", None)
+            if not callable(embed):
+                return  # nothing to ask: its first vectors are checked when they come
+            size = len(embed("dimension probe"))
+        check_dimension(
+            size, dim, "The embeddings given make", remedy=f"{source} was made by other embeddings: open it with those"
+        )
 
     def check_window_source(self, missing: str) -> None:
         """Refuse a multi-vector store that has no embedder to take its windows from (`missing`: the message, what

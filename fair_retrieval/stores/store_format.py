@@ -301,6 +301,7 @@ def _restore(
             f"{store_file} lists {len(entries)} {fmt.noun} but its index folder holds {held} vectors under other ids: "
             f"the folder was modified or written partially. {fmt.remedy}"
         )
+    store.check_embedder_size(str(store_file))
     store.generation = store_generation(store_file, raw)
     return store
 

@@ -7,7 +7,8 @@ and document calls are the FAISS store's own base classes (`langchain_fair.searc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -142,8 +143,10 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
             ValueError: no texts, no collection_name, or both a client and where to make one.
         """
         text_list = DocumentStore.required_texts(texts, "from_texts", cls.__name__)
-        store = cls(_client(client, location, url, path, api_key), _name(collection_name), embedding, **kwargs)
-        store.add_texts(text_list, metadatas, ids=ids)
+        made = _client(client, location, url, path, api_key)
+        with _closed_on_failure(made, client is None):
+            store = cls(made, _name(collection_name), embedding, **kwargs)
+            store.add_texts(text_list, metadatas, ids=ids)
         return store
 
     @classmethod
@@ -164,8 +167,10 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
     ) -> Self:
         """A store holding (text, vector) pairs (not none), where `from_texts` puts its texts."""
         pairs = DocumentStore.required_pairs(text_embeddings, "from_embeddings", cls.__name__)
-        store = cls(_client(client, location, url, path, api_key), _name(collection_name), embedding, **kwargs)
-        store.add_embeddings(pairs, metadatas, ids)
+        made = _client(client, location, url, path, api_key)
+        with _closed_on_failure(made, client is None):
+            store = cls(made, _name(collection_name), embedding, **kwargs)
+            store.add_embeddings(pairs, metadatas, ids)
         return store
 
     @classmethod
@@ -187,9 +192,12 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
             ValueError: there is no such collection, or it is not a fair-retrieval store's.
         """
         made = _client(client, location, url, path, api_key)
-        if not made.collection_exists(collection_name):
-            raise ValueError(f"Qdrant has no collection {collection_name!r}; create it with from_texts or add_texts.")
-        return cls(made, collection_name, embedding, **kwargs)
+        with _closed_on_failure(made, client is None):
+            if not made.collection_exists(collection_name):
+                raise ValueError(
+                    f"Qdrant has no collection {collection_name!r}; create it with from_texts or add_texts."
+                )
+            return cls(made, collection_name, embedding, **kwargs)
 
     def copy_from(self, store: Any) -> int:
         """Write every document of a `langchain_fair.FaissVectorStore` (a saved folder loaded with `load_local`, or
@@ -204,6 +212,18 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         if not isinstance(store, FaissVectorStore):
             raise TypeError(f"copy_from takes a FaissVectorStore, got {type(store).__name__}.")
         return self._qdrant.copy_from(store._store)
+
+
+@contextlib.contextmanager
+def _closed_on_failure(client: Any, made: bool) -> Iterator[None]:
+    """Close `client` when what follows raises and it was `made` here (the caller never gets it: a local-mode
+    folder would stay locked for the rest of the process)."""
+    try:
+        yield
+    except BaseException:
+        if made:
+            client.close()
+        raise
 
 
 def _client(client: Any, location: str | None, url: str | None, path: str | None, api_key: str | None) -> Any:

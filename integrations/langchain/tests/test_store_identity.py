@@ -102,3 +102,44 @@ def test_merge_from_checks_the_embedder_as_load_local_does(
     )
     mean.merge_from(same)  # the same configuration merges
     assert mean.ids == ["a", "b", "c", "d"]
+
+
+def _qdrant_collection(tmp_path: Path) -> Path:
+    pytest.importorskip("qdrant_client")
+    from langchain_fair import FairQdrantVectorStore
+
+    made = FairQdrantVectorStore.from_texts(
+        TEXTS, DeterministicFakeEmbedding(size=8), path=str(tmp_path / "q"), collection_name="docs"
+    )
+    made.client.close()
+    return tmp_path / "q"
+
+
+def test_embeddings_of_another_size_are_refused_when_a_store_opens(tmp_path: Path) -> None:
+    """The embeddings cannot tell their size, so a probe query asks them, as langchain-qdrant does: a folder and a
+    collection are refused at open, before any search, with both sizes named."""
+    folder = _saved(tmp_path, DeterministicFakeEmbedding(size=8))
+    with pytest.raises(ValueError, match="make 16-d vectors, but this store holds 8-d ones"):
+        FaissVectorStore.load_local(folder, DeterministicFakeEmbedding(size=16), gpu=False)
+    from langchain_fair import FairQdrantVectorStore
+
+    where = str(_qdrant_collection(tmp_path))
+    with pytest.raises(ValueError, match="make 16-d vectors, but this store holds 8-d ones"):
+        FairQdrantVectorStore.from_existing_collection("docs", DeterministicFakeEmbedding(size=16), path=where)
+    reopened = FairQdrantVectorStore.from_existing_collection("docs", DeterministicFakeEmbedding(size=8), path=where)
+    assert len(reopened.get_by_ids(["missing"])) == 0
+    reopened.client.close()
+
+
+def test_a_failed_open_releases_the_local_folder_it_locked(tmp_path: Path) -> None:
+    from langchain_fair import FairQdrantVectorStore
+
+    where = str(_qdrant_collection(tmp_path))
+    for _ in range(2):  # a second refusal: the first released the folder
+        with pytest.raises(ValueError, match="class"):
+            FairQdrantVectorStore.from_existing_collection("docs", FakeEmbeddings(size=8), path=where)
+        with pytest.raises(ValueError, match="no collection 'other'"):
+            FairQdrantVectorStore.from_existing_collection("other", DeterministicFakeEmbedding(size=8), path=where)
+    from qdrant_client import QdrantClient
+
+    QdrantClient(path=where).close()  # opens: no client of this process holds it

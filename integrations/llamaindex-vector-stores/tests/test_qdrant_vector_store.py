@@ -162,3 +162,19 @@ def test_bad_arguments_are_refused(embed_model: FairEmbedding) -> None:
         FairQdrantVectorStore(collection_name="x", embed_model=embed_model)
     with pytest.raises(ValueError, match="default_query_mode must be one of"):
         FairQdrantVectorStore(location=":memory:", collection_name="x", embed_model=embed_model, default_query_mode="x")
+
+
+def test_a_failed_open_releases_the_folder_and_another_size_is_refused_at_open(tmp_path: Path) -> None:
+    from llama_index.core.embeddings import MockEmbedding
+
+    where = str(tmp_path / "q")
+    made = FairQdrantVectorStore(path=where, collection_name="nodes", embed_model=MockEmbedding(embed_dim=8))
+    node = TextNode(id_="n1", text="The ferry leaves at nine.", embedding=[0.1] * 8)
+    made.add([node])
+    made.client.close()
+    for _ in range(2):  # the second refusal is the same: the first released the folder
+        with pytest.raises(ValueError, match="make 16-d vectors, but this store holds 8-d ones"):
+            FairQdrantVectorStore(path=where, collection_name="nodes", embed_model=MockEmbedding(embed_dim=16))
+    reopened = FairQdrantVectorStore(path=where, collection_name="nodes", embed_model=MockEmbedding(embed_dim=8))
+    assert reopened.node_ids == ["n1"]
+    reopened.client.close()

@@ -116,11 +116,16 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
             text_of=node_text,
             lexical=lexical,
         )
-        store.check_window_source(
-            "FairQdrantVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
-            "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
-        )
-        self._hold(store, stores_text=True)
+        try:
+            store.check_window_source(
+                "FairQdrantVectorStore(multivector=True) keeps each node as the vectors of its windows, which it takes "
+                "from the embed model's pass: pass embed_model= (the FairEmbedding given to VectorStoreIndex)."
+            )
+            self._hold(store, stores_text=True)
+        except BaseException:
+            if client is None:  # made by the store: the caller never gets it (a local folder would stay locked)
+                store.collection.client.close()
+            raise
 
     @classmethod
     def class_name(cls) -> str:
