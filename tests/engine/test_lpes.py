@@ -174,6 +174,7 @@ def test_single_layer_factor_matches_hand_computed_rope(
 def test_sliding_and_global_layers_use_their_own_rotary(embedders: dict[str, FairEmbedder]) -> None:
     """ModernBERT's sliding layers (θ = 10⁴) and global layers (θ = 1.6·10⁵) must each get their own angles."""
     embedder = embedders["modernbert"]
+    install_positional_scaling(embedder._transformer, "modernbert")  # the library's hooks first: ours see their output
     received: dict[int, torch.Tensor] = {}
     handles = [
         layer.register_forward_pre_hook(
@@ -197,6 +198,7 @@ def test_sliding_and_global_layers_use_their_own_rotary(embedders: dict[str, Fai
 
 def test_scaled_angles_are_computed_once_per_distinct_factor(embedders: dict[str, FairEmbedder]) -> None:
     embedder = embedders["qwen3"]
+    install_positional_scaling(embedder._transformer, "qwen3")  # the library's hooks first: ours see their output
     received: list[torch.Tensor] = []
     handles = [
         layer.register_forward_pre_hook(
