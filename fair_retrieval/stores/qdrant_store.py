@@ -60,6 +60,7 @@ from fair_retrieval.stores.qdrant_filters import function_filter_error, qdrant_f
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
+from fair_retrieval.stores.store_lock import locked
 from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
 from fair_retrieval.stores.text_documents import TextDocument, document_text, text_document_format
 
@@ -313,12 +314,14 @@ class QdrantStore(DocumentStore[R]):
         `records` (int id → record, each read from Qdrant when asked)."""
         return _RecordsView(self)
 
+    @locked
     def __len__(self) -> int:
         return 0 if self._recorded is None else self._collection.count()
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(self.get([key]))
 
+    @locked
     def records_of(self, int_ids: Sequence[int]) -> list[R]:
         """The stored records of `int_ids`, in that order, in one request.
 
@@ -331,6 +334,7 @@ class QdrantStore(DocumentStore[R]):
             raise ValueError(f"{self.name}: {len(missing)} document(s) are no longer stored (deleted meanwhile).")
         return [heads[int_id] for int_id in int_ids]
 
+    @locked
     def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
         """The stored (int id, record) of `keys`, in that order; unknown keys skipped, repeats given once."""
         unique = list(dict.fromkeys(keys))
@@ -359,6 +363,7 @@ class QdrantStore(DocumentStore[R]):
             parts.append(_keep_condition(keep))
         return None if not parts else EngineSelection(_all_of(parts))
 
+    @locked
     def ordered(self, selected: Any, keys: Sequence[str] | None = None) -> list[int]:
         """The int ids of the documents `selected` restricts to (None: every document), in the order of `keys`
         when given, else in insertion order."""
@@ -374,6 +379,7 @@ class QdrantStore(DocumentStore[R]):
             return [int_id for int_id in wanted if int_id in found]
         return sorted(found, key=found.__getitem__)
 
+    @locked
     def vectors(self, int_ids: Sequence[int]) -> np.ndarray:
         """The documents' pooled vectors (their windows' weighted mean, unit length), float32 (n, dim), in order."""
         windows = self._collection.windows(list(int_ids)) if int_ids else {}
@@ -389,6 +395,7 @@ class QdrantStore(DocumentStore[R]):
             rows.append(pooled / max(float(np.linalg.norm(pooled)), 1e-12))
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
 
+    @locked
     def search(
         self,
         query: Any,
@@ -421,6 +428,7 @@ class QdrantStore(DocumentStore[R]):
             hits.append(StoreHit(int_id, self._decoded(head), value, window if self.multivector else None))
         return hits
 
+    @locked
     def lexical_search(
         self,
         query: str,
@@ -447,6 +455,7 @@ class QdrantStore(DocumentStore[R]):
 
     # ------------------------------------------------------------------------------------------------ changing
 
+    @locked
     def add(
         self, records: Sequence[R], vectors: Any, source: str = "the embeddings", lengths: Sequence[int] | None = None
     ) -> list[int]:
@@ -455,6 +464,7 @@ class QdrantStore(DocumentStore[R]):
         spans = list(lengths) if lengths is not None else [len(self._text(record)) for record in records]
         return self._write(records, DocumentWindows.single(matrix, spans))
 
+    @locked
     def add_windows(self, records: Sequence[R], windows: Any, source: str = "embed_document_windows") -> list[int]:
         """Store records with their windows (checked as `StoreCore.add_windows` checks them).
 
@@ -466,12 +476,14 @@ class QdrantStore(DocumentStore[R]):
         checked = checked_windows(windows, len(records), source, unit=self.metric == "cosine")
         return self._write(records, checked)
 
+    @locked
     def remove(self, int_ids: Iterable[int]) -> None:
         """Remove stored documents (every point) by int id."""
         wanted = sorted(set(int_ids))
         if wanted and self._recorded is not None:
             self._collection.delete_documents(_all_of([QdrantCollection.any_of(ID_FIELD, wanted)]))
 
+    @locked
     def delete_group(self, group: str) -> int:
         """Remove every document of a group; returns how many."""
         if self._recorded is None:
@@ -481,6 +493,7 @@ class QdrantStore(DocumentStore[R]):
         self._collection.delete_documents(condition)
         return count
 
+    @locked
     def clear(self) -> None:
         """Remove every document (the collection and its record stay)."""
         if self._recorded is not None:
@@ -495,6 +508,7 @@ class QdrantStore(DocumentStore[R]):
             "which writes them with their windows."
         )
 
+    @locked
     def copy_from(self, other: DocumentStore[R], batch: int = 512) -> int:
         """Write every document of a FAISS-backed store into this collection with its stored windows (no model
         runs); returns how many. The stores must have the same metric, mode, window shape and vector size, and
@@ -659,7 +673,8 @@ class _RecordsView:
         store = self._store
         if store._recorded is None:
             return []
-        heads = store.collection.scroll(store.collection.head_filter())
+        with store.lock:  # local mode is not thread-safe: a scroll meets no write half done
+            heads = store.collection.scroll(store.collection.head_filter())
         ordered = sorted(heads, key=lambda point: point.payload[SEQUENCE_FIELD])
         return [point.payload[DOC_FIELD] for point in ordered]
 
@@ -677,7 +692,8 @@ class _LazyRecords(Mapping[int, Any]):
         self._store = store
 
     def __getitem__(self, int_id: int) -> Any:
-        found = self._store._heads([int_id])
+        with self._store.lock:
+            found = self._store._heads([int_id])
         if int_id not in found:
             raise KeyError(int_id)
         return found[int_id]
