@@ -329,6 +329,8 @@ def _run_qdrant(args: argparse.Namespace) -> int:
         raise ValueError("--qdrant writes the stores' default layout: drop --output-format, --kind and --factory.")
     if not args.input.exists():
         raise FileNotFoundError(f"--input {args.input} does not exist.")
+    if args.qdrant == ":memory:":
+        raise ValueError("--qdrant :memory: keeps nothing once the command ends; give a folder or a server's URL.")
     client = client_at(args.qdrant, os.environ.get("QDRANT_API_KEY"))
     try:
         return _write_qdrant(args, client)

@@ -324,12 +324,16 @@ class DocumentStore(StoreCore[R]):
 
         Raises:
             TypeError: a threshold that is not a real number.
+            ValueError: an integer beyond a float's range.
         """
         if score_threshold is None:
             return None
         if not is_number(score_threshold) or score_threshold != score_threshold:
             raise TypeError(f"score_threshold must be a number (or None), got {score_threshold!r}.")
-        return float(score_threshold)
+        try:
+            return float(score_threshold)
+        except OverflowError:  # an int beyond float's range
+            raise ValueError(f"score_threshold {score_threshold} is beyond a float's range; give a score.") from None
 
     def within_threshold(
         self, hits: list[StoreHit[R]], score_threshold: float | None, mode: str = "dense"

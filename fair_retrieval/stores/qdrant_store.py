@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -123,7 +124,8 @@ def client_at(where: str, api_key: str | None = None) -> Any:
     ("http://…", "https://…"), ":memory:", or a folder (local mode, created if absent).
 
     Raises:
-        ValueError: an empty place.
+        ValueError: an empty place, a file, or a folder that holds other files than a local-mode Qdrant's (a store
+            folder, documents): local mode would write its own files among them.
     """
     if not isinstance(where, str) or not where.strip():
         raise ValueError("--qdrant needs a server's URL (http://localhost:6333) or a folder for local mode.")
@@ -131,6 +133,14 @@ def client_at(where: str, api_key: str | None = None) -> Any:
         return qdrant_client(url=where, api_key=api_key)
     if where == ":memory:":
         return qdrant_client(location=where)
+    folder = Path(where)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--qdrant {where}: that is a file; give a folder for local mode, or a server's URL.")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "meta.json").is_file():
+        raise ValueError(
+            f"--qdrant {where}: the folder holds other files than a local-mode Qdrant's (no meta.json); give an "
+            "empty or new folder for the collections, or a server's URL."
+        )
     return qdrant_client(path=where)
 
 

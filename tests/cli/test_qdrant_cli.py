@@ -104,3 +104,29 @@ def test_bad_qdrant_arguments_fail_before_any_work(built: Path, capsys: pytest.C
     assert "store folder, copied with its windows and no model run: drop --engine ray" in capsys.readouterr().err
     assert main(["search", "--qdrant", str(built / "qdrant"), "--collection", "nope", "--query", "x"]) == 2
     assert "no collection 'nope'" in capsys.readouterr().err
+
+
+def test_qdrant_places_that_would_keep_nothing_or_write_among_other_files_are_refused(
+    built: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    docs = str(built / "docs")
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    cases = {
+        ":memory:": "keeps nothing once the command ends",
+        str(tmp_path / "a-file"): "that is a file",
+        str(built / "store"): "holds other files than a local-mode Qdrant's",  # a FAISS store folder
+        docs: "holds other files than a local-mode Qdrant's",  # the input itself
+    }
+    for where, message in cases.items():
+        before = sorted(path.name for path in Path(where).iterdir()) if Path(where).is_dir() else None
+        assert main(["index", "--input", docs, "--qdrant", where, "--collection", "x"]) == 2
+        assert message in capsys.readouterr().err
+        if before is not None:
+            assert sorted(path.name for path in Path(where).iterdir()) == before  # nothing written there
+
+
+def test_a_score_threshold_beyond_floats_is_a_clear_error() -> None:
+    from fair_retrieval.stores import DocumentStore
+
+    with pytest.raises(ValueError, match="beyond a float's range"):
+        DocumentStore.check_score_threshold(10**400)
