@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fair_retrieval.jsonio.recorded_settings import recorded_settings, settings_record
+from fair_retrieval.lexical.bm25_postings import BM25Postings
 from fair_retrieval.lexical.lexical_tokens import DEFAULT_LANGUAGE, LexicalTokenizer, check_language
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,10 @@ class LexicalIndex:
     record's text) is a BM25 document of its own, and a record's score is the highest of its windows' (the dense
     side's `max`; docs/dense_window_study.md measures it against whole-record BM25).
 
+    Lucene's variant (the default) is scored from postings at query time (`BM25Postings`), so a write costs what it
+    wrote: the records changed since the index last looked are tokenized and their rows added or removed, nothing
+    else (the store tells which, `changed_since`). The other variants are bm25s's, rebuilt after a change.
+
     Args:
         settings: how to read and score the texts.
         text_of: the text of a record (what is searched).
@@ -107,8 +112,13 @@ class LexicalIndex:
         self._vocabulary: dict[str, int] = {}
         # int id → (the record tokenized, the token ids of each of its texts: its windows, or its whole text)
         self._tokens: dict[int, tuple[Any, list[np.ndarray]]] = {}
-        self._revision = -1  # the records' revision the rows below were built for
-        self._rows: np.ndarray = np.zeros(0, np.int64)  # row (one text) → int id, ascending
+        self._revision = -1  # the records' revision the index was brought to
+        self._incremental = settings.method == "lucene"
+        self._postings = BM25Postings(settings.k1, settings.b)
+        self._rows_of: dict[int, list[int]] = {}  # int id → its texts' rows in `_postings`
+        self._row_owner = np.zeros(0, np.int64)  # row → int id
+        self._stale = False  # bm25s variants: the kept tokens changed since `_bm25` was built
+        self._rows: np.ndarray = np.zeros(0, np.int64)  # bm25s variants: row (one text) → int id, ascending
         self._bm25: Any = None
 
     def search(
@@ -118,6 +128,7 @@ class LexicalIndex:
         query: str,
         k: int,
         among: Sequence[int] | np.ndarray | None = None,
+        changed_since: Callable[[int], Iterable[int] | None] | None = None,
     ) -> list[tuple[int, float]]:
         """The k documents with the highest BM25 score for `query`, best first, among `among` (int ids; None: all):
         (int id, score) pairs, only documents sharing at least one word with the query (none for a query without
@@ -129,27 +140,34 @@ class LexicalIndex:
             query: the query text.
             k: how many at most.
             among: restrict to these int ids.
+            changed_since: the int ids of the records changed (added, replaced, removed) since a revision, or None
+                when that is not known (`IndexedRecords.changed_since`); None: every record is compared.
         """
-        self._sync(records, revision)
-        if self._bm25 is None or not len(self._rows):
+        self._sync(records, revision, changed_since)
+        if not self._tokens:
             return []
+        if not self._incremental and self._stale:
+            self._rebuild()  # before the query's words are looked up: it renumbers them
+            self._stale = False
         query_ids = [self._vocabulary.get(token, -1) for token in self.tokenizer.tokens(query)]
         known = [i for i in query_ids if i >= 0]  # the vocabulary holds the words of the kept records only
         if not known:
             return []
-        scores = np.asarray(self._bm25.get_scores(known), dtype=np.float64)
-        # only documents holding a query word: bm25l and bm25+ score every document of the corpus for a known word
-        # (their non-occurrence term), so a positive score alone does not say the document shares a word
-        holding = np.zeros(len(self._rows), dtype=bool)
-        indptr, indices = self._bm25.scores["indptr"], self._bm25.scores["indices"]
-        for token in known:
-            holding[indices[indptr[token] : indptr[token + 1]]] = True
-        scores = np.where(holding, scores, 0.0)
+        if self._incremental:
+            rows, scores = self._postings.scores(known)
+            owners = self._row_owner[rows]
+        else:
+            owners, scores = self._bm25s_scores(known)
         if among is not None:
-            scores = np.where(np.isin(self._rows, np.asarray(among, dtype=np.int64)), scores, 0.0)
-        # a record's score is its best text's (rows are grouped by int id, ascending)
-        starts = np.flatnonzero(np.r_[True, self._rows[1:] != self._rows[:-1]])
-        ids, scores = self._rows[starts], np.maximum.reduceat(scores, starts)
+            kept = np.isin(owners, np.asarray(among, dtype=np.int64))
+            owners, scores = owners[kept], scores[kept]
+        if not len(owners):
+            return []
+        # a record's score is its best text's
+        order = np.argsort(owners, kind="stable")
+        owners, scores = owners[order], scores[order]
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+        ids, scores = owners[starts], np.maximum.reduceat(scores, starts)
         positive = np.flatnonzero(scores > 0)
         # best first, ties by int id, then cut: search(k) is always the first k of search(k + n)
         order = positive[np.lexsort((ids[positive], -scores[positive]))][: max(k, 0)]
@@ -157,35 +175,93 @@ class LexicalIndex:
 
     def memory_bytes(self) -> int:
         """Bytes the index holds in memory, measured as Python holds them (`held_bytes`): the vocabulary (a dict of
-        word strings and their ids), the token ids kept per document with their containers, the row map, and
-        bm25s's index (its score matrix and its own vocabulary); not the records, which are the store's. What a
-        store's lexical side costs: for a corpus of many distinct words (e.g. the character pairs of CJK text) the
-        vocabulary's Python objects, not the arrays, are most of it."""
+        word strings and their ids), the token ids kept per document with their containers, the row maps, and the
+        postings (or bm25s's index); not the records, which are the store's. What a store's lexical side costs: for
+        a corpus of many distinct words (e.g. the character pairs of CJK text) the vocabulary's Python objects, not
+        the arrays, are most of it."""
         if not self._tokens:
             return 0  # nothing indexed yet (or every record removed): nothing of its own is held
         records = [record for record, _ in self._tokens.values()]
-        return held_bytes([self._vocabulary, self._tokens, self._rows, self._bm25], skip=records)
+        held = [self._vocabulary, self._tokens, self._rows_of, self._row_owner, self._postings, self._rows, self._bm25]
+        return held_bytes(held, skip=records)
 
     def token_count(self) -> int:
         """How many tokens the index holds (what its memory grows with)."""
         return sum(len(ids) for _, texts in self._tokens.values() for ids in texts)
 
-    def _sync(self, records: Mapping[int, Any], revision: int) -> None:
-        """Make the index equal to `records`: tokenize new or replaced records, forget removed ones, rebuild."""
+    def _sync(
+        self, records: Mapping[int, Any], revision: int, changed_since: Callable[[int], Iterable[int] | None] | None
+    ) -> None:
+        """Make the index equal to `records`: tokenize new or replaced records, forget removed ones."""
         if revision == self._revision:
             return
-        live = set(records)
-        for int_id in [i for i in self._tokens if i not in live]:
-            del self._tokens[int_id]
+        changed = None if changed_since is None or self._revision < 0 else changed_since(self._revision)
+        if changed is None:  # compare every record
+            removed = [int_id for int_id in self._tokens if int_id not in records]
+            changed = removed + [
+                int_id for int_id, record in records.items() if (self._tokens.get(int_id) or (None,))[0] is not record
+            ]
         fresh = 0
-        for int_id, record in records.items():
-            kept = self._tokens.get(int_id)
-            if kept is None or kept[0] is not record:
-                self._tokens[int_id] = (record, self._texts(int_id, record))
+        for int_id in changed:
+            record, kept = records.get(int_id), self._tokens.get(int_id)
+            if kept is not None and kept[0] is record:
+                continue  # changed and changed back, or seen already
+            if kept is not None:
+                self._drop(int_id, kept[1])
+            if record is not None:
+                self._keep(int_id, record)
                 fresh += 1
-        self._rebuild()
+        if self._incremental and self._postings.dead_share > 1.0:
+            self._rebuild_postings()  # more dead rows than live ones: let them go (and the words no record holds)
         self._revision = revision
         logger.debug("Lexical index: %d documents (%d tokenized now).", len(self._tokens), fresh)
+
+    def _keep(self, int_id: int, record: Any) -> None:
+        texts = self._texts(int_id, record)
+        self._tokens[int_id] = (record, texts)
+        self._stale = True
+        if self._incremental:
+            rows = [self._postings.add(ids) for ids in texts]
+            self._rows_of[int_id] = rows
+            if rows[-1] >= len(self._row_owner):
+                self._row_owner = np.concatenate([self._row_owner, np.zeros(max(64, rows[-1] + 1), np.int64)])
+            self._row_owner[rows] = int_id
+
+    def _drop(self, int_id: int, texts: list[np.ndarray]) -> None:
+        del self._tokens[int_id]
+        self._stale = True
+        if self._incremental:
+            for row, ids in zip(self._rows_of.pop(int_id), texts, strict=True):
+                self._postings.remove(row, ids)
+
+    def _rebuild_postings(self) -> None:
+        """New postings of the kept records only (int ids ascending), with a vocabulary of the words they hold."""
+        kept = [ids for int_id in sorted(self._tokens) for ids in self._tokens[int_id][1]]
+        used = np.unique(np.concatenate(kept)) if any(len(ids) for ids in kept) else np.zeros(0, np.int64)
+        if len(used) < len(self._vocabulary):
+            self._forget_unused_words(used)
+        self._postings = BM25Postings(self.settings.k1, self.settings.b)
+        self._rows_of, self._row_owner = {}, np.zeros(0, np.int64)
+        for int_id in sorted(self._tokens):
+            texts = self._tokens[int_id][1]
+            rows = [self._postings.add(ids) for ids in texts]
+            self._rows_of[int_id] = rows
+            if rows[-1] >= len(self._row_owner):
+                self._row_owner = np.concatenate([self._row_owner, np.zeros(max(64, rows[-1] + 1), np.int64)])
+            self._row_owner[rows] = int_id
+
+    def _bm25s_scores(self, known: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(owner int id, score) of the bm25s texts holding a query word (the variants other than Lucene's)."""
+        if self._bm25 is None or not len(self._rows):
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        scores = np.asarray(self._bm25.get_scores(known), dtype=np.float64)
+        # only documents holding a query word: bm25l and bm25+ score every document of the corpus for a known word
+        # (their non-occurrence term), so a positive score alone does not say the document shares a word
+        holding = np.zeros(len(self._rows), dtype=bool)
+        indptr, indices = self._bm25.scores["indptr"], self._bm25.scores["indices"]
+        for token in known:
+            holding[indices[indptr[token] : indptr[token + 1]]] = True
+        return self._rows[holding], scores[holding]
 
     def _forget_unused_words(self, used: np.ndarray) -> list[np.ndarray]:
         """Drop the words no kept record holds (removed or replaced records' words) and renumber the rest, so the

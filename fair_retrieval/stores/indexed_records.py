@@ -86,6 +86,10 @@ class IndexedRecords(Generic[R]):
         self._groups: dict[str, set[int]] = {}
         self._next_int_id = 0
         self._revision = 0
+        # the int id each revision step changed, from revision `_journal_base` on (None: every record, a clear), so
+        # a reader that was at a revision learns what changed since in time proportional to the change
+        self._journal: list[int | None] = []
+        self._journal_base = 0
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -94,6 +98,15 @@ class IndexedRecords(Generic[R]):
         """A counter that changes with every change of the records (what a lexical index compares to know whether
         it still equals them)."""
         return self._revision
+
+    @locked
+    def changed_since(self, revision: int) -> set[int] | None:
+        """The int ids of the records added, replaced or removed since `revision`, or None when that is no longer
+        known (a clear since, or a revision older than the journal keeps: compare every record then)."""
+        if revision < self._journal_base or revision > self._revision:
+            return None
+        changed = self._journal[revision - self._journal_base :]
+        return None if None in changed else set(changed)  # type: ignore[arg-type]
 
     @property
     def index(self) -> StoreIndex | None:
@@ -259,7 +272,7 @@ class IndexedRecords(Generic[R]):
         if self._index is not None and len(self._index):
             self._index.remove(self._index.ids)
         self._int_ids, self._records, self._groups, self._next_int_id = {}, {}, {}, 0
-        self._revision += 1
+        self._step(None)
 
     @locked
     def restore(self, index: StoreIndex | None, entries: Iterable[tuple[int, R]], next_int_id: int) -> None:
@@ -276,8 +289,18 @@ class IndexedRecords(Generic[R]):
 
     # ------------------------------------------------------------------------------------------------ internals
 
-    def _remember(self, int_id: int, record: R) -> None:
+    def _step(self, int_id: int | None) -> None:
+        """One change of the records: the revision moves on and the journal says what changed (it keeps about as
+        many steps as there are records, so a reader far behind compares every record instead)."""
         self._revision += 1
+        self._journal.append(int_id)
+        if len(self._journal) > 2 * len(self._records) + 1024:
+            drop = len(self._journal) // 2
+            del self._journal[:drop]
+            self._journal_base += drop
+
+    def _remember(self, int_id: int, record: R) -> None:
+        self._step(int_id)
         previous = self._records.get(int_id)
         if previous is not None:
             self._leave_group(previous, int_id)
@@ -289,7 +312,7 @@ class IndexedRecords(Generic[R]):
             self._groups.setdefault(self._group_of(record), set()).add(int_id)
 
     def _forget(self, int_id: int) -> None:
-        self._revision += 1
+        self._step(int_id)
         record = self._records.pop(int_id)
         del self._int_ids[record.key]
         self._leave_group(record, int_id)

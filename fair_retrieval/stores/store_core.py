@@ -445,7 +445,9 @@ class StoreCore(Generic[R]):
         selected = self._selected(among, keep)
         if selected is not None and not len(selected):
             return []
-        found = lexical.search(self._records.records, self._records.revision, query, k, selected)
+        found = lexical.search(
+            self._records.records, self._records.revision, query, k, selected, self._records.changed_since
+        )
         return [StoreHit(int_id, self._records.records[int_id], score, None) for int_id, score in found]
 
     @locked
