@@ -135,9 +135,10 @@ class BM25Postings:
                 found_scores.append(times * idf * counts / (counts + norm))
         if not found_rows:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
-        rows = np.concatenate(found_rows)
-        unique, inverse = np.unique(rows, return_inverse=True)
-        return unique, np.bincount(inverse, weights=np.concatenate(found_scores), minlength=len(unique))
+        # summed per row over a dense array of every row: linear, no sort (a Lucene score is > 0 for a held word)
+        summed = np.bincount(np.concatenate(found_rows), weights=np.concatenate(found_scores), minlength=self._rows)
+        rows = np.flatnonzero(summed > 0)
+        return rows, summed[rows]
 
     def _freeze(self) -> None:
         """Put the pending rows into a segment, merging the last segments while the older is at most twice the

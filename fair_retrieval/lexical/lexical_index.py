@@ -1,11 +1,12 @@
 """A BM25 index over a store's documents, kept equal to them: `LexicalIndex`.
 
-The scoring is bm25s's (the library llama-index's BM25 retriever uses; Lucene's BM25 variant by default, k1 = 1.5,
-b = 0.75); the words are `LexicalTokenizer`'s. The index holds no text of its own: it reads the store's records
-(`texts`: int id → text) and keeps each document's token ids, so every write of the store (add, upsert, delete,
-merge, load) is seen by comparing the records with what it tokenized, never by a second copy that could drift.
-bm25s indexes a fixed corpus, so after a change the index is rebuilt from the kept token ids on the next search
-(no text is tokenized again; a search without changes since reuses it).
+The scoring is Lucene's BM25 (k1 = 1.5, b = 0.75), computed from postings at query time (`BM25Postings`: the scores
+of bm25s, the library llama-index's BM25 retriever uses); bm25s's other variants are bm25s's own. The words are
+`LexicalTokenizer`'s. The index holds no text of its own: it reads the store's records (`texts`: int id → text) and
+keeps each document's token ids, so every write of the store (add, upsert, delete, merge, load) is seen by comparing
+the records with what it tokenized, never by a second copy that could drift. The store says which records changed
+since the index last looked (`IndexedRecords.changed_since`), so after a write only those are tokenized and their
+postings added or removed: a write costs what it wrote, not what the store holds.
 
 Nothing of it is saved: a store saves its texts and its `LexicalSettings`, and a loaded store rebuilds the index from
 those checked texts on its first lexical search, so a lexical side cannot be missing, damaged or of another save.
@@ -161,17 +162,20 @@ class LexicalIndex:
         if among is not None:
             kept = np.isin(owners, np.asarray(among, dtype=np.int64))
             owners, scores = owners[kept], scores[kept]
-        if not len(owners):
+        if not len(owners) or k <= 0:
             return []
-        # a record's score is its best text's
-        order = np.argsort(owners, kind="stable")
-        owners, scores = owners[order], scores[order]
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-        ids, scores = owners[starts], np.maximum.reduceat(scores, starts)
+        if self._spans_of is not None or not self._incremental:  # a record's score is its best text's
+            order = np.argsort(owners, kind="stable")
+            owners, scores = owners[order], scores[order]
+            starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+            owners, scores = owners[starts], np.maximum.reduceat(scores, starts)
         positive = np.flatnonzero(scores > 0)
+        if len(positive) > k:  # the k best and every score tied with the k-th, then sorted: no sort of them all
+            cut = np.partition(scores[positive], len(positive) - k)[len(positive) - k]
+            positive = positive[scores[positive] >= cut]
         # best first, ties by int id, then cut: search(k) is always the first k of search(k + n)
-        order = positive[np.lexsort((ids[positive], -scores[positive]))][: max(k, 0)]
-        return [(int(ids[i]), float(scores[i])) for i in order]
+        order = positive[np.lexsort((owners[positive], -scores[positive]))][:k]
+        return [(int(owners[i]), float(scores[i])) for i in order]
 
     def memory_bytes(self) -> int:
         """Bytes the index holds in memory, measured as Python holds them (`held_bytes`): the vocabulary (a dict of
