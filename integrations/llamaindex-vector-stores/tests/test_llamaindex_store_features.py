@@ -105,6 +105,17 @@ def test_a_retriever_in_mmr_mode_reads_vector_store_kwargs() -> None:
     assert [hit.node.node_id for hit in retriever.retrieve("q")] == expected
 
 
+def test_vector_store_kwargs_the_store_does_not_read_are_refused_by_name() -> None:
+    store = FairFaissVectorStore(gpu=False)
+    store.add(_nodes(_vectors(6)))
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=DIM))
+    for kwargs in ({"qdrant_filters": object()}, {"bogus": 1}, {"mmr_threshold": 0.2, "mmr_treshold": 0.3}):
+        retriever = index.as_retriever(similarity_top_k=2, vector_store_kwargs=kwargs)
+        with pytest.raises(TypeError, match="does not take") as caught:
+            retriever.retrieve("q")
+        assert "mmr_threshold" in str(caught.value) and "filters=MetadataFilters" in str(caught.value)
+
+
 def test_ref_doc_info_with_nodes_in_the_docstore_and_llama_index_refusal_without() -> None:
     documents = [Document(text=f"note {i}", id_=f"d{i}") for i in range(3)]
     for override in (True, False):

@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["NodeStore", "search_mode"]
 
 
+QUERY_KEYWORDS = ("mmr_threshold", "mmr_prefetch_k")
+"""The keyword arguments of `query` (a retriever's `vector_store_kwargs`); any other is refused by name."""
+
+
 class NodeStore:
     """The node calls of `FairFaissVectorStore` and `FairQdrantVectorStore`, their base class."""
 
@@ -130,6 +134,13 @@ class NodeStore:
                 mmr_threshold, or a filter this store cannot apply.
             TypeError: filters that are not MetadataFilters.
         """
+        unknown = sorted(set(kwargs) - set(QUERY_KEYWORDS))
+        if unknown:  # a misspelt or foreign keyword must not be ignored: a filter asked that way would filter nothing
+            raise TypeError(
+                f"{type(self).__name__}.query() does not take {', '.join(map(repr, unknown))} (vector_store_kwargs); "
+                f"it takes {', '.join(map(repr, QUERY_KEYWORDS))}. Restrict a query with filters=MetadataFilters(...), "
+                "node_ids or doc_ids."
+            )
         threshold = kwargs.get("mmr_threshold", query.mmr_threshold)
         hits = self._store.query(
             query.query_embedding,
