@@ -116,6 +116,33 @@ def percentiles(seconds: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1e3, ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1e3
 
 
+def figures(
+    build_s: float,
+    write_s: float,
+    first_after_write: float,
+    load_s: float,
+    first_after_load: float,
+    dense: list[float],
+    hybrid: list[float],
+    folder: Path,
+) -> dict[str, Any]:
+    """One run's row of results (the queries' seconds as p50 / p95 milliseconds)."""
+    dense_p50, dense_p95 = percentiles(dense)
+    hybrid_p50, hybrid_p95 = percentiles(hybrid)
+    return {
+        "build_s": build_s,
+        "write_s": write_s,
+        "first_hybrid_after_write_s": first_after_write,
+        "load_s": load_s,
+        "first_hybrid_after_load_s": first_after_load,
+        "dense_p50_ms": dense_p50,
+        "dense_p95_ms": dense_p95,
+        "hybrid_p50_ms": hybrid_p50,
+        "hybrid_p95_ms": hybrid_p95,
+        "folder_bytes": folder_bytes(folder),
+    }
+
+
 def ours(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> dict[str, Any]:
     """The default store through LangChain, measured as the module docstring says."""
     from langchain_fair import FaissVectorStore
@@ -139,20 +166,7 @@ def ours(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> d
     first_after_write, _ = timed(lambda: store.similarity_search(asked[1], k=10))
     load_s, loaded = timed(lambda: FaissVectorStore.load_local(folder, embeddings, gpu=False))
     first_after_load, _ = timed(lambda: loaded.similarity_search(asked[2], k=10))
-    dense_p50, dense_p95 = percentiles(dense)
-    hybrid_p50, hybrid_p95 = percentiles(hybrid)
-    return {
-        "build_s": build_s,
-        "write_s": write_s,
-        "first_hybrid_after_write_s": first_after_write,
-        "load_s": load_s,
-        "first_hybrid_after_load_s": first_after_load,
-        "dense_p50_ms": dense_p50,
-        "dense_p95_ms": dense_p95,
-        "hybrid_p50_ms": hybrid_p50,
-        "hybrid_p95_ms": hybrid_p95,
-        "folder_bytes": folder_bytes(folder),
-    }
+    return figures(build_s, write_s, first_after_write, load_s, first_after_load, dense, hybrid, folder)
 
 
 def anchor(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> dict[str, Any]:
@@ -227,20 +241,7 @@ def anchor(size: int, args: argparse.Namespace, work: Path, asked: list[str]) ->
 
     load_s, loaded = timed(load)
     first_after_load, _ = timed(lambda: hybrid_search(loaded, rebuilt_bm25(loaded), asked[2]))
-    dense_p50, dense_p95 = percentiles(dense)
-    hybrid_p50, hybrid_p95 = percentiles(hybrid)
-    return {
-        "build_s": build_s,
-        "write_s": write_s,
-        "first_hybrid_after_write_s": first_after_write,
-        "load_s": load_s,
-        "first_hybrid_after_load_s": first_after_load,
-        "dense_p50_ms": dense_p50,
-        "dense_p95_ms": dense_p95,
-        "hybrid_p50_ms": hybrid_p50,
-        "hybrid_p95_ms": hybrid_p95,
-        "folder_bytes": folder_bytes(folder),
-    }
+    return figures(build_s, write_s, first_after_write, load_s, first_after_load, dense, hybrid, folder)
 
 
 COLUMNS = (
