@@ -54,8 +54,13 @@ def test_ray_index_holds_the_calibrated_vectors(ray_index: dict, tiny_bert: str)
 def test_search_reads_the_ray_index(ray_index: dict, tiny_bert: str, capsys: pytest.CaptureFixture[str]) -> None:
     query = "w3 t4 w10"
     capsys.readouterr()
-    assert main(["search", "--index", str(ray_index["output"]), "--query", query, "-k", "4", "--json"]) == 0
+    search = ["search", "--index", str(ray_index["output"]), "--query", query, "-k", "4", "--json"]
+    assert main([*search, "--mode", "dense"]) == 0  # held against the vectors' own ranking
     results = json.loads(capsys.readouterr().out)["results"]
+    assert main(search) == 0  # a search that names no mode is the hybrid one
+    default = json.loads(capsys.readouterr().out)
+    assert main([*search, "--mode", "hybrid"]) == 0
+    assert default == json.loads(capsys.readouterr().out)
     embedder = FairEmbedder(tiny_bert, calibration=Calibration(basket_size=8))
     scores = embedder.embed_documents(TEXTS) @ embedder.embed_queries([query])[0]
     best = np.argsort(-scores)[:4]
