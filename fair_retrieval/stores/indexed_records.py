@@ -290,11 +290,12 @@ class IndexedRecords(Generic[R]):
     # ------------------------------------------------------------------------------------------------ internals
 
     def _step(self, int_id: int | None) -> None:
-        """One change of the records: the revision moves on and the journal says what changed (it keeps about as
-        many steps as there are records, so a reader far behind compares every record instead)."""
+        """One change of the records: the revision moves on and the journal says what changed. It keeps the last
+        steps up to an eighth of the records (a few bytes a record at most); a reader further behind compares every
+        record instead, which costs it about what that many changes would."""
         self._revision += 1
         self._journal.append(int_id)
-        if len(self._journal) > 2 * len(self._records) + 1024:
+        if len(self._journal) > len(self._records) // 8 + 4096:
             drop = len(self._journal) // 2
             del self._journal[:drop]
             self._journal_base += drop

@@ -3,7 +3,7 @@
 LlamaIndex hands a vector store a whole query (its vector, its text, its top k, its mode, restrictions);
 `vector_query_hits` checks it as the store needs it and answers it, so the adapter only translates names:
 
-- "default" is the store's own mode (`DocumentStore.search_settings`: dense unless the store was built otherwise);
+- "default" is the store's own mode (`DocumentStore.search_settings`: hybrid unless the store was built otherwise);
   a query without text is answered by its vector (dense);
 - "sparse" and "text_search" search the lexical side by the query's text only (`DocumentStore.lexical_search`), the
   `sparse_top_k` best (else `top_k`);

@@ -140,3 +140,21 @@ def test_restore_and_the_consistency_check() -> None:
     doubled.restore(source.index, [(0, Item("a", "g", "t")), (1, Item("a", "g", "t"))], 2)  # one key, two ids
     assert doubled.index_mismatch() == 2
     assert _store().index_mismatch() is None  # no index, no records
+
+
+def test_changed_since_names_what_changed_until_the_journal_lets_go_or_a_clear() -> None:
+    store = _store()
+    store.upsert(_items("a", "b", "c"), _unit(3))
+    start = store.revision
+    assert store.changed_since(start) == set()
+    store.upsert(_items("b", "d"), _unit(2, seed=1))  # b replaced, d added
+    store.remove([store.int_ids["a"]])
+    assert store.changed_since(start) == {0, 1, 3}
+    assert store.changed_since(start + 2) == {0}  # only the removal since then
+    assert store.changed_since(store.revision + 1) is None  # a revision this store never had
+    for round_ in range(5000):  # more steps than the journal keeps for 4 records
+        store.upsert(_items("d"), _unit(1, seed=round_))
+    assert store.changed_since(start) is None and store.changed_since(store.revision - 1) == {3}
+    before = store.revision
+    store.clear()
+    assert store.changed_since(before) is None  # every record changed
