@@ -15,8 +15,8 @@ The grammar is the Mongo-like one LangChain users write (and langchain-community
 - ``{"field": {"$op": operand, ...}}``: every operator holds for that field. Field operators:
 
   - ``$eq``, ``$ne`` (also spelt ``$neq``, as langchain-community's FAISS store did): equal / not equal;
-  - ``$gt``, ``$gte``, ``$lt``, ``$lte``: ordering against a number or a string operand (ISO dates as strings
-    compare in time order);
+  - ``$gt``, ``$gte``, ``$lt``, ``$lte``: ordering against a number or a string operand (ISO dates and date-times
+    compare in time order, across time zones, a date-time without an offset read as UTC, as Qdrant reads it);
   - ``$in``, ``$nin``: equal to one of / none of a list of values;
   - ``$exists``: ``True`` if the field is present, ``False`` if it is absent;
   - ``$not``: the negation of a field condition, e.g. ``{"year": {"$not": {"$gt": 2020}}}``;
@@ -54,6 +54,7 @@ compiles the translation with the grammar's bound counted in those levels.
 
 from __future__ import annotations
 
+import datetime as dt
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -378,14 +379,29 @@ def _equal_to(field: str, expected: Any) -> Predicate:
 
 def _ordering(field: str, compare: Callable[[Any, Any], bool], operand: Any) -> Predicate:
     text = isinstance(operand, str)
+    moment = _moment(operand) if text else None  # an ISO date-time operand orders by time, across time zones
 
     def ordered(metadata: Mapping[str, Any]) -> bool:
         value = metadata.get(field, _MISSING)
         if value is _MISSING or not _orderable(value) or isinstance(value, str) is not text:
             return False  # absent, or another type family: never an error
+        if moment is not None and (when := _moment(value)) is not None:
+            return compare(when, moment)
         return compare(value, operand)
 
     return ordered
+
+
+def _moment(text: str) -> dt.datetime | None:
+    """An ISO 8601 date or date-time string as an aware datetime (no offset: UTC, as Qdrant reads it); None for any
+    other string."""
+    if len(text) < 10 or not text[:4].isdigit() or text[4] != "-":
+        return None  # not an ISO date: skip the parse (most strings)
+    try:
+        parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.timezone.utc)
 
 
 def _membership(field: str, name: str, operand: Any, where: str) -> Predicate:

@@ -14,9 +14,25 @@ pytest.importorskip("qdrant_client")
 from qdrant_client import QdrantClient, models
 
 METADATA: list[dict[str, Any]] = [
-    {"year": 2020, "lang": "en", "score": 0.5, "draft": False, "tags": ["a", "b"], "date": "2024-01-05"},
-    {"year": 2021, "lang": "de", "score": 1.0, "draft": True, "tags": ["b"], "date": "2023-12-31"},
-    {"year": 2024, "lang": "en", "score": 2, "tags": [], "note": None},
+    {
+        "year": 2020,
+        "lang": "en",
+        "score": 0.5,
+        "draft": False,
+        "tags": ["a", "b"],
+        "date": "2024-01-05",
+        "at": "2024-05-01T10:00:00+05:00",
+    },  # 05:00 UTC: later as a string than 06:00+00:00, earlier in time
+    {
+        "year": 2021,
+        "lang": "de",
+        "score": 1.0,
+        "draft": True,
+        "tags": ["b"],
+        "date": "2023-12-31",
+        "at": "2024-05-01T12:00:00+05:00",
+    },  # 07:00 UTC
+    {"year": 2024, "lang": "en", "score": 2, "tags": [], "note": None, "at": "2024-05-01T06:30:00Z"},
     {"year": 2024.0, "lang": "fr", "draft": False},
     {"lang": "EN", "score": -3},
     {},
@@ -33,6 +49,9 @@ FILTERS: list[dict[str, Any]] = [
     {"year": {"$gte": 2021, "$lt": 2024}},
     {"score": {"$gt": 0}},
     {"date": {"$gte": "2024-01-01"}},
+    {"at": {"$gt": "2024-05-01T06:00:00+00:00"}},  # time order across time zones
+    {"at": {"$lte": "2024-05-01T06:00:00+00:00"}},
+    {"at": {"$lt": "2024-05-01T12:00:00+05:00"}},
     {"year": {"$exists": True}},
     {"year": {"$exists": False}},
     {"year": {"$not": {"$gt": 2020}}},
