@@ -16,12 +16,15 @@ Where Qdrant's engine reads a condition otherwise than the grammar, the differen
 list, except for ``$contains``/``$any``/``$all``), ``$exists`` counts a null or empty list as absent. What the engine
 cannot evaluate is refused by name before any search, never filtered after it: a function of the metadata, string
 ordering other than ISO dates, a list or dict compared as a value, substring matches (``$text_match``: Qdrant's
-text match is by words), and field names holding ``.``, ``[`` or ``]`` (Qdrant's key paths).
+text match is by words), and an empty field name or one holding a double quote (no key path can name it). A name
+other than word characters and ``-`` is quoted in its key path (``metadata."a b"``), so ``.``, ``[``, ``]`` and
+spaces are part of the name, as in the grammar.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -80,13 +83,31 @@ def _document(spec: Mapping[str, Any], where: str) -> Any:
 
 def _field(field: str, condition: Any, where: str) -> Any:
     """One field's condition: a value (or a list of values), or a dict of operators that must all hold."""
-    models = _models()
-    if any(mark in field for mark in ".[]"):
+    return _conditions(_path(field, where), condition, where)
+
+
+def _path(field: str, where: str) -> str:
+    """The payload path of a metadata field: a name of word characters and '-' as it is, any other quoted (Qdrant's
+    path syntax: `metadata."a b"`, so '.', '[', ']' and spaces stay part of the name).
+
+    Raises:
+        ValueError: an empty name or one holding a double quote, which no Qdrant path can name.
+    """
+    if not field or '"' in field:
         raise ValueError(
-            f"{where}: Qdrant reads {field!r} as a path into nested payload ('.', '[', ']'); a Qdrant store filters "
-            "fields whose names hold none of these. Rename the metadata field."
+            f"{where}: Qdrant cannot filter a metadata field named {field!r} (an empty name, or one holding a double "
+            "quote, has no payload path); rename the field to filter on it in a Qdrant store."
         )
-    key = f"{METADATA_FIELD}.{field}"
+    return f"{METADATA_FIELD}.{field}" if _PLAIN_NAME.fullmatch(field) else f'{METADATA_FIELD}."{field}"'
+
+
+_PLAIN_NAME = re.compile(r"[\w-]+")
+"""A field name Qdrant's path syntax reads as it is."""
+
+
+def _conditions(key: str, condition: Any, where: str) -> Any:
+    """The condition on the payload path `key`."""
+    models = _models()
     if isinstance(condition, Mapping) and any(str(name).startswith("$") for name in condition):
         return models.Filter(
             must=[_operator(key, name, operand, f"{where}[{name!r}]") for name, operand in condition.items()]
@@ -113,7 +134,7 @@ def _operator(key: str, name: str, operand: Any, where: str) -> Any:
         return models.Filter(must_not=[empty]) if operand else models.Filter(must=[empty])
     if name == "$not":
         inner = operand if isinstance(operand, Mapping) else {"$eq": operand}
-        return models.Filter(must_not=[_field(key.removeprefix(f"{METADATA_FIELD}."), inner, where)])
+        return models.Filter(must_not=[_conditions(key, inner, where)])
     if name == "$contains":
         return _equal(key, operand, where)
     if name == "$all":

@@ -33,7 +33,7 @@ METADATA: list[dict[str, Any]] = [
         "at": "2024-05-01T12:00:00+05:00",
     },  # 07:00 UTC
     {"year": 2024, "lang": "en", "score": 2, "tags": [], "note": None, "at": "2024-05-01T06:30:00Z"},
-    {"year": 2024.0, "lang": "fr", "draft": False},
+    {"year": 2024.0, "lang": "fr", "draft": False, "a b": 1, "x.y": "p", "z[0]": 2},  # names Qdrant reads quoted
     {"lang": "EN", "score": -3},
     {},
 ]
@@ -64,6 +64,9 @@ FILTERS: list[dict[str, Any]] = [
     {"year": 2024, "lang": "en"},
     {"lang": {"$in": []}},
     {"lang": {"$eq": "en"}},
+    {"a b": 1},
+    {"x.y": {"$in": ["p", "q"]}},
+    {"z[0]": {"$not": {"$gt": 1}}},
 ]
 
 
@@ -103,7 +106,8 @@ def test_documented_differences(client: QdrantClient) -> None:
     [
         ({"lang": {"$text_match": "e"}}, "matches part of a string"),
         ({"lang": {"$gt": "b"}}, "orders numbers and dates only"),
-        ({"a.b": 1}, "path into nested payload"),
+        ({"": 1}, "cannot filter a metadata field named ''"),
+        ({'say "hi"': 1}, "holding a double quote"),
         ({"tags": {"$eq": ["a", "b"]}}, "not a list"),
     ],
 )
