@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
-from fair_retrieval.embedding.identity import fair_embedder_of
 from fair_retrieval.index import Aggregate
 from fair_retrieval.inputs import check_query, check_store_entries, ensure_text_list
 from fair_retrieval.stores.arguments import check_keywords, ids_to_delete, preview, repeated, require_some
@@ -56,7 +55,7 @@ from fair_retrieval.stores.text_documents import (
 )
 from fair_retrieval.stores.vector_queries import vector_query_hits
 from fair_retrieval.stores.vectors import node_vectors, relevance_function, text_vector_pairs
-from fair_retrieval.stores.window_embedders import gives_windows, inner_embedder
+from fair_retrieval.stores.window_embedders import gives_windows
 from fair_retrieval.validate import is_number, positive_int
 
 logger = logging.getLogger(__name__)
@@ -101,13 +100,6 @@ class DocumentStore(StoreCore[R]):
         """Whether `embedder` gives windows itself (`embed_document_windows`): what makes a new store multi-vector
         by default (`fair_retrieval.stores.window_embedders`, the one rule)."""
         return gives_windows(embedder)
-
-    @staticmethod
-    def embedder_dimension(embedder: Any) -> int | None:
-        """The size of the vectors `embedder` makes when it can tell without embedding anything (a `FairEmbedder`,
-        an adapter holding one, or a cache around one); None for any other embedder."""
-        fair = fair_embedder_of(inner_embedder(embedder))
-        return None if fair is None else fair.dimension
 
     @staticmethod
     def settings_with(

@@ -253,6 +253,13 @@ class StoreCore(Generic[R]):
         self._embedder = embedder  # only read: a store never changes what its embedder gives
         self._windows_from: WindowEmbedder | None = gives  # what gives its windows, checked once, here
 
+    @staticmethod
+    def embedder_dimension(embedder: Any) -> int | None:
+        """The size of the vectors `embedder` makes when it can tell without embedding anything (a `FairEmbedder`,
+        an adapter holding one, or a cache around one); None for any other embedder."""
+        fair = fair_embedder_of(inner_embedder(embedder))
+        return None if fair is None else fair.dimension
+
     def check_embedder_size(self, source: str) -> None:
         """Refuse, when a saved store opens, an embedder whose vectors are not the size the store holds: one that
         cannot tell its size (not a `FairEmbedder` or an adapter of one) embeds one short probe query, as
@@ -264,10 +271,8 @@ class StoreCore(Generic[R]):
         dim = self._dimension()
         if self._embedder is None or dim is None:
             return
-        fair = fair_embedder_of(inner_embedder(self._embedder))
-        if fair is not None:
-            size = fair.dimension
-        else:
+        size = self.embedder_dimension(self._embedder)
+        if size is None:
             embed = getattr(self._embedder, "embed_query", None) or getattr(self._embedder, "get_query_embedding", None)
             if not callable(embed):
                 return  # nothing to ask: its first vectors are checked when they come
