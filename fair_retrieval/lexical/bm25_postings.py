@@ -75,6 +75,7 @@ class BM25Postings:
     def __init__(self, k1: float, b: float) -> None:
         self.k1, self.b = float(k1), float(b)
         self._lengths = np.zeros(64, dtype=np.float64)  # row → its number of tokens
+        self._owners = np.zeros(64, dtype=np.int64)  # row → the id of the record it is a text of
         self._alive = np.zeros(64, dtype=bool)
         self._rows = 0  # rows handed out
         self._df = np.zeros(64, dtype=np.int64)  # word → live rows holding it
@@ -88,13 +89,14 @@ class BM25Postings:
         """Dead rows per live row (what says a rebuild would let go of more than it keeps)."""
         return (self._rows - self._live) / max(self._live, 1)
 
-    def add(self, tokens: np.ndarray) -> int:
-        """Add one text (its token ids); returns its row."""
+    def add(self, tokens: np.ndarray, owner: int) -> int:
+        """Add one text (its token ids) of the record `owner`; returns its row."""
         row = self._rows
         self._rows += 1
         self._lengths = _grown(self._lengths, row + 1)
+        self._owners = _grown(self._owners, row + 1)
         self._alive = _grown(self._alive, row + 1)
-        self._lengths[row], self._alive[row] = len(tokens), True
+        self._lengths[row], self._owners[row], self._alive[row] = len(tokens), owner, True
         words, counts = np.unique(tokens, return_counts=True)
         if len(words):
             self._df = _grown(self._df, int(words[-1]) + 1)
@@ -113,8 +115,9 @@ class BM25Postings:
         self._total -= len(tokens)
 
     def scores(self, query: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the live rows holding at least one of the query's word ids (each counted as often as it
-        is asked), rows ascending."""
+        """(owners, scores) of the live rows holding at least one of the query's word ids (each counted as often as
+        it is asked), one pair a row, rows ascending (a record of several texts appears once for each that holds
+        one)."""
         self._freeze()
         if not self._live or self._total <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
@@ -138,7 +141,7 @@ class BM25Postings:
         # summed per row over a dense array of every row: linear, no sort (a Lucene score is > 0 for a held word)
         summed = np.bincount(np.concatenate(found_rows), weights=np.concatenate(found_scores), minlength=self._rows)
         rows = np.flatnonzero(summed > 0)
-        return rows, summed[rows]
+        return self._owners[rows], summed[rows]
 
     def _freeze(self) -> None:
         """Put the pending rows into a segment, merging the last segments while the older is at most twice the

@@ -117,7 +117,6 @@ class LexicalIndex:
         self._incremental = settings.method == "lucene"
         self._postings = BM25Postings(settings.k1, settings.b)
         self._rows_of: dict[int, list[int]] = {}  # int id → its texts' rows in `_postings`
-        self._row_owner = np.zeros(0, np.int64)  # row → int id
         self._stale = False  # bm25s variants: the kept tokens changed since `_bm25` was built
         self._rows: np.ndarray = np.zeros(0, np.int64)  # bm25s variants: row (one text) → int id, ascending
         self._bm25: Any = None
@@ -155,8 +154,7 @@ class LexicalIndex:
         if not known:
             return []
         if self._incremental:
-            rows, scores = self._postings.scores(known)
-            owners = self._row_owner[rows]
+            owners, scores = self._postings.scores(known)
         else:
             owners, scores = self._bm25s_scores(known)
         if among is not None:
@@ -186,7 +184,7 @@ class LexicalIndex:
         if not self._tokens:
             return 0  # nothing indexed yet (or every record removed): nothing of its own is held
         records = [record for record, _ in self._tokens.values()]
-        held = [self._vocabulary, self._tokens, self._rows_of, self._row_owner, self._postings, self._rows, self._bm25]
+        held = [self._vocabulary, self._tokens, self._rows_of, self._postings, self._rows, self._bm25]
         return held_bytes(held, skip=records)
 
     def token_count(self) -> int:
@@ -225,11 +223,7 @@ class LexicalIndex:
         self._tokens[int_id] = (record, texts)
         self._stale = True
         if self._incremental:
-            rows = [self._postings.add(ids) for ids in texts]
-            self._rows_of[int_id] = rows
-            if rows[-1] >= len(self._row_owner):
-                self._row_owner = np.concatenate([self._row_owner, np.zeros(max(64, rows[-1] + 1), np.int64)])
-            self._row_owner[rows] = int_id
+            self._rows_of[int_id] = [self._postings.add(ids, int_id) for ids in texts]
 
     def _drop(self, int_id: int, texts: list[np.ndarray]) -> None:
         del self._tokens[int_id]
@@ -245,14 +239,10 @@ class LexicalIndex:
         if len(used) < len(self._vocabulary):
             self._forget_unused_words(used)
         self._postings = BM25Postings(self.settings.k1, self.settings.b)
-        self._rows_of, self._row_owner = {}, np.zeros(0, np.int64)
-        for int_id in sorted(self._tokens):
-            texts = self._tokens[int_id][1]
-            rows = [self._postings.add(ids) for ids in texts]
-            self._rows_of[int_id] = rows
-            if rows[-1] >= len(self._row_owner):
-                self._row_owner = np.concatenate([self._row_owner, np.zeros(max(64, rows[-1] + 1), np.int64)])
-            self._row_owner[rows] = int_id
+        self._rows_of = {
+            int_id: [self._postings.add(ids, int_id) for ids in self._tokens[int_id][1]]
+            for int_id in sorted(self._tokens)
+        }
 
     def _bm25s_scores(self, known: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(owner int id, score) of the bm25s texts holding a query word (the variants other than Lucene's)."""

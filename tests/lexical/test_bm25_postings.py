@@ -41,14 +41,15 @@ def test_postings_score_as_bm25s_through_adds_and_removals() -> None:
     postings = BM25Postings(1.2, 0.6)
     rng = np.random.default_rng(3)
     texts = [rng.integers(0, 12, size=int(rng.integers(0, 9))) for _ in range(40)]
-    rows = [postings.add(ids) for ids in texts]
+    rows = [postings.add(ids, owner=1000 + row) for row, ids in enumerate(texts)]
     for row in rows[::3]:
         postings.remove(row, texts[row])
     live = [row for row in rows if row % 3]
     bm25 = bm25s.BM25(k1=1.2, b=0.6, method="lucene")
     bm25.index([[str(i) for i in texts[row]] for row in live], show_progress=False)
     for query in ([1], [2, 5], [7, 7, 3]):
-        found_rows, found = postings.scores(query)
+        owners, found = postings.scores(query)
+        found_rows = owners - 1000
         asked = [str(i) for i in query if str(i) in bm25.vocab_dict]
         expected = bm25.get_scores(asked)
         by_row = dict(zip(found_rows.tolist(), found.tolist(), strict=True))
