@@ -4,7 +4,8 @@ For each size, the default multi-vector store through LangChain (`FaissVectorSto
 `save_local`), filled by a fake window embedder (no model time: `--windows` random unit vectors a chunk, 384-d) with
 synthetic chunks of `--words` Zipf-distributed words, is measured on the code path users run:
 
-- `write_s`: add one document, then `save_local` into the folder it came from;
+- `write_s`: add one document, then `save_local` into the folder it came from; `write_bytes`: the bytes of the
+  files that save created or replaced;
 - `first_hybrid_after_write_s`: the first hybrid query after that write (the lexical side catches up);
 - `load_s`: `load_local` of the folder, and `first_hybrid_after_load_s`;
 - `dense_p50_ms` / `dense_p95_ms` and `hybrid_p50_ms` / `hybrid_p95_ms`: warm queries, one thread (the default query
@@ -14,9 +15,11 @@ synthetic chunks of `--words` Zipf-distributed words, is measured on the code pa
 Beside it, in the same run and data, what a LlamaIndex user would assemble instead (`--anchor`): llama-index's
 `FaissVectorStore` (a flat inner-product index, one pooled vector a chunk) persisted with its `StorageContext`, and
 `BM25Retriever` (llama-index-retrievers-bm25), which is rebuilt from every node after a write, fused by relative
-scores as `QueryFusionRetriever(mode="relative_score")` does. Results: `OUT/results.json` and a table on stdout.
+scores as `QueryFusionRetriever(mode="relative_score")` does. With `--baseline CHECKOUT`, the same measurement of our
+store also runs on another checkout of this repository (e.g. a worktree of an earlier commit), in a subprocess
+of the same run. Results: `OUT/results.json` and a table on stdout.
 
-    python benchmarks/store_writes.py --sizes 2000,40000,100000 --out runs/store-writes
+    python benchmarks/store_writes.py --sizes 2000,40000,200000 --baseline ../old-main --out runs/store-writes
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -105,6 +110,21 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
+def files_now(folder: Path) -> dict[Path, tuple[int, int, int]]:
+    """Every file of `folder`: path → (inode, modification time in ns, size)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file():
+            status = path.stat()
+            found[path] = (status.st_ino, status.st_mtime_ns, status.st_size)
+    return found
+
+
+def written_bytes(before: dict[Path, tuple[int, int, int]], folder: Path) -> int:
+    """The bytes of the files of `folder` that are new or replaced since `before` (`files_now`)."""
+    return sum(state[2] for path, state in files_now(folder).items() if before.get(path) != state)
+
+
 def timed(call: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     result = call()
@@ -118,7 +138,7 @@ def percentiles(seconds: list[float]) -> tuple[float, float]:
 
 def figures(
     build_s: float,
-    write_s: float,
+    write: tuple[float, int],
     first_after_write: float,
     load_s: float,
     first_after_load: float,
@@ -131,7 +151,8 @@ def figures(
     hybrid_p50, hybrid_p95 = percentiles(hybrid)
     return {
         "build_s": build_s,
-        "write_s": write_s,
+        "write_s": write[0],
+        "write_bytes": write[1],
         "first_hybrid_after_write_s": first_after_write,
         "load_s": load_s,
         "first_hybrid_after_load_s": first_after_load,
@@ -162,11 +183,13 @@ def ours(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> d
         store.add_texts(chunks(1, args.words, seed=size + 1), ids=["new"])
         store.save_local(folder)
 
+    before = files_now(folder)
     write_s, _ = timed(write)
+    written = written_bytes(before, folder)
     first_after_write, _ = timed(lambda: store.similarity_search(asked[1], k=10))
     load_s, loaded = timed(lambda: FaissVectorStore.load_local(folder, embeddings, gpu=False))
     first_after_load, _ = timed(lambda: loaded.similarity_search(asked[2], k=10))
-    return figures(build_s, write_s, first_after_write, load_s, first_after_load, dense, hybrid, folder)
+    return figures(build_s, (write_s, written), first_after_write, load_s, first_after_load, dense, hybrid, folder)
 
 
 def anchor(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> dict[str, Any]:
@@ -230,7 +253,9 @@ def anchor(size: int, args: argparse.Namespace, work: Path, asked: list[str]) ->
         index.insert_nodes([TextNode(id_="new", text=text, embedding=fake.embed_documents([text])[0])])
         index.storage_context.persist(persist_dir=str(folder))
 
+    before = files_now(folder)
     write_s, _ = timed(write)
+    written = written_bytes(before, folder)
     first_after_write, _ = timed(lambda: hybrid_search(index, rebuilt_bm25(index), asked[1]))
 
     def load() -> Any:
@@ -241,11 +266,26 @@ def anchor(size: int, args: argparse.Namespace, work: Path, asked: list[str]) ->
 
     load_s, loaded = timed(load)
     first_after_load, _ = timed(lambda: hybrid_search(loaded, rebuilt_bm25(loaded), asked[2]))
-    return figures(build_s, write_s, first_after_write, load_s, first_after_load, dense, hybrid, folder)
+    return figures(build_s, (write_s, written), first_after_write, load_s, first_after_load, dense, hybrid, folder)
+
+
+def baseline(size: int, args: argparse.Namespace, work: Path, asked: list[str]) -> dict[str, Any]:
+    """`ours`, run on the checkout `args.baseline` in a subprocess (its package and LangChain adapter first on the
+    path), on the same data."""
+    checkout = args.baseline.resolve()
+    path = os.pathsep.join(
+        [str(checkout), str(checkout / "integrations" / "langchain"), os.environ.get("PYTHONPATH", "")]
+    )
+    row_file = work / "baseline-row.json"
+    command = [sys.executable, __file__, "--ours-only", str(row_file), "--sizes", str(size)]
+    command += ["--windows", str(args.windows), "--words", str(args.words), "--queries", str(args.queries)]
+    subprocess.run(command, check=True, cwd=checkout, env={**os.environ, "PYTHONPATH": path})
+    return dict(json.loads(row_file.read_text()))
 
 
 COLUMNS = (
     "write_s",
+    "write_bytes",
     "first_hybrid_after_write_s",
     "load_s",
     "first_hybrid_after_load_s",
@@ -260,7 +300,7 @@ COLUMNS = (
 def table(results: list[dict[str, Any]]) -> str:
     lines = ["| run | chunks | " + " | ".join(COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]
     for row in results:
-        cells = [f"{row[c]:,}" if c == "folder_bytes" else f"{row[c]:.3f}" for c in COLUMNS]
+        cells = [f"{row[c]:,}" if c.endswith("_bytes") else f"{row[c]:.3f}" for c in COLUMNS]
         lines.append(f"| {row['run']} | {row['chunks']:,} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -272,6 +312,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--words", type=int, default=60, help="words a chunk")
     parser.add_argument("--queries", type=int, default=200, help="warm queries timed per run")
     parser.add_argument("--anchor", action=argparse.BooleanOptionalAction, default=True, help="run the anchor too")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose store is measured too (a subprocess)")
+    parser.add_argument("--ours-only", type=Path, help=argparse.SUPPRESS)  # the baseline's subprocess: one row here
     parser.add_argument("--out", type=Path, default=Path("runs/store-writes"))
     args = parser.parse_args(argv)
     args.sizes = [int(size) for size in args.sizes.split(",")]
@@ -282,13 +324,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     asked = queries(args.queries, seed=7)
+    if args.ours_only is not None:  # one row of `ours`, for `baseline` in the parent process
+        work = Path(tempfile.mkdtemp(prefix="store-writes-baseline-"))
+        try:
+            args.ours_only.write_text(json.dumps(ours(args.sizes[0], args, work, asked)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
+    if args.baseline is not None and not (args.baseline / "fair_retrieval").is_dir():
+        raise SystemExit(f"--baseline {args.baseline} is not a checkout of this repository (no fair_retrieval/).")
+    args.out.mkdir(parents=True, exist_ok=True)
     results = []
     work = Path(tempfile.mkdtemp(prefix="store-writes-"))
     try:
         for size in args.sizes:
             runs = [("ours (default store, LangChain)", ours)]
+            if args.baseline is not None:
+                runs.append((f"ours at {args.baseline.name} (baseline checkout)", baseline))
             if args.anchor:
                 runs.append(("llama-index FaissVectorStore + BM25Retriever", anchor))
             for name, run in runs:
@@ -301,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     (args.out / "results.json").write_text(
-        json.dumps({"args": vars(args) | {"out": str(args.out)}, "results": results}, indent=1)
+        json.dumps(
+            {"args": vars(args) | {"out": str(args.out), "baseline": str(args.baseline)}, "results": results}, indent=1
+        )
     )
     print(table(results))
     return 0

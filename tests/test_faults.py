@@ -28,10 +28,11 @@ import pytest
 
 faiss = pytest.importorskip("faiss")
 
-from fair_retrieval import FaissIndex  # noqa: E402
+from fair_retrieval import DocumentWindows, FaissIndex, MultiVectorIndex  # noqa: E402
 from fair_retrieval.cli import main  # noqa: E402
 from fair_retrieval.cli.common import dump_json  # noqa: E402
 from fair_retrieval.cli.index_folder import publish, read_manifest, read_rows, write_documents  # noqa: E402
+from fair_retrieval.index.exact_rerank import RerankedIndex  # noqa: E402
 from fair_retrieval.inputs import Document  # noqa: E402
 from fair_retrieval.jsonio import DamagedFileError  # noqa: E402
 from tests.fault_injection import (  # noqa: E402
@@ -198,6 +199,56 @@ def test_sigkill_anywhere_in_a_save_leaves_the_old_or_the_new_index(forkserver: 
     build_index(3).save(folder, overwrite=True)
     assert index_version(folder) == 3
     assert sorted(p.name for p in folder.iterdir()) == ["index.faiss", "index.json"]
+
+
+def windows_of(first: int, count: int) -> DocumentWindows:
+    """Documents `first` … `first + count - 1`, three windows each, seeded by the document (the same every call)."""
+    vectors = np.concatenate(
+        [np.random.default_rng(number).standard_normal((3, DIM)) for number in range(first, first + count)]
+    )
+    owners = np.repeat(np.arange(count), 3).astype(np.int64)
+    spans = np.tile(np.array([[0, 10], [5, 15], [10, 20]], dtype=np.int64), (count, 1))
+    pooled = np.zeros((count, DIM), dtype=np.float32)
+    return DocumentWindows(pooled, vectors.astype(np.float32), owners, spans, np.full(owners.size, 5))
+
+
+def prepare_segments(folder: Path) -> None:
+    """A compressed multi-vector index of 200 documents saved, then one more saved: two segments."""
+    index = MultiVectorIndex.over(RerankedIndex(DIM, codes="PQ4", gpu=False))
+    index.add(windows_of(0, 200), ids=np.arange(200))
+    index.save(folder)
+    index.add(windows_of(200, 1), ids=[200])
+    index.save(folder)
+
+
+def segments_version(folder: Path) -> int:
+    """How many documents `folder` holds, after checking every one's windows and that a save leaves only listed
+    segments behind."""
+    loaded = MultiVectorIndex.load(folder)
+    count = len(loaded)
+    np.testing.assert_array_equal(loaded.ids, np.arange(count))
+    for number in (0, 150, count - 1):
+        np.testing.assert_array_equal(loaded.get_window_vectors(number), windows_of(number, 1).vectors)
+    return count
+
+
+def segment_save_child(folder: str, pause_at: int | None, marker: str) -> None:
+    index = MultiVectorIndex.load(folder)
+    index.add(windows_of(201, 1), ids=[201])  # merged with the one-document segment: a new segment replaces it
+    with Interruption(pause_at, Path(marker)).installed():
+        index.save(folder)
+
+
+def test_sigkill_anywhere_in_a_segment_save_leaves_the_old_or_the_new_rows(forkserver: Any, tmp_path: Path) -> None:
+    seen = interrupted_everywhere(forkserver, tmp_path, prepare_segments, segment_save_child, segments_version)
+    assert set(seen) == {201, 202} and "killed" in seen[202], seen  # killed before and after the commit, both whole
+    for folder in sorted(path for path in tmp_path.glob("at-*") if path.is_dir()):  # the next save cleans up
+        index = MultiVectorIndex.load(folder)
+        index.add(windows_of(len(index), 1), ids=[len(index)])
+        index.save(folder)
+        listed = {entry["name"] for entry in json.loads((folder / "reranked.json").read_text())["segments"]}
+        assert {path.name for path in folder.glob("rows-*")} == listed, folder
+        assert not list(folder.glob("*.tmp")) and segments_version(folder) in (202, 203)
 
 
 def test_sigkill_anywhere_in_a_publish_leaves_a_whole_cli_folder(forkserver: Any, tmp_path: Path) -> None:

@@ -16,36 +16,42 @@ Growth, without freezing on the first batch:
   vectors stored reach `GROWTH` × those it was trained for.
 
 Shrinking, without rebuilds: a remove deletes the codes in place (`remove_ids`: IVF lists, flat code arrays) and
-marks the float rows dead; dead rows are dropped when the rows are compacted: on every save (the float file holds
-the live rows only), and in memory when dead rows outnumber live ones (`FloatRows.compact`, a new working file).
+marks the float rows dead; dead rows are dropped when the rows are compacted: by a save that rewrites the segment
+holding them (every segment, once dead rows outnumber live ones), and in memory when dead rows outnumber live ones
+(`FloatRows.compact`, a new working file).
 Codes that faiss cannot remove from (a Refine stage, HNSW graphs) are refused.
 
-Saving: `save` writes the float file (`FLOAT_FILE`, raw float32 in id order) and the settings (`RERANK_FILE`) as
-companions of the compact index's commit (`FaissIndex.save`), so the three change together; a load checks the float
-file against the size and CRC-32 the commit record keeps (read once, in 1 MiB chunks: constant memory), then
-memory-maps that same open file read-only, never reading it into memory. After the load the mapped file is not
-checked again; the library never writes to it (a later save publishes a new file, renamed over it).
+Saving: `save` writes the float rows as immutable segments (`rows-<digest>.seg`: raw float32 rows in id order, then
+their ids) and the settings (`RERANK_FILE`, which lists the segments) as companions of the compact index's commit
+(`FaissIndex.save`), so they change together. A save into the folder the index came from keeps the segments there
+and writes only the rows added since (merged with the newest small segments), so a small write writes little; a
+remove writes no rows (the compact index's ids say which rows live). A load checks each segment against the size and
+CRC-32 the commit record keeps (read once, in 1 MiB chunks: constant memory), then memory-maps that same open file
+read-only, never reading it into memory. After the load a mapped file is not checked again; the library never
+writes to it (a segment is never changed, only listed or dropped by a later commit).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from fair_retrieval.index.faiss_index import FaissIndex
-from fair_retrieval.index.float_rows import ROW_DTYPE, FloatRows
+from fair_retrieval.index.float_rows import ID_DTYPE, ROW_DTYPE, FloatRows
 from fair_retrieval.index.gpu import GpuChoice, import_faiss
 from fair_retrieval.index.ids import as_ids, as_vectors
 from fair_retrieval.index.index_plan import default_nlist, window_nprobe
 from fair_retrieval.index.inspection import METRICS, Metric
-from fair_retrieval.index.persistence import FLOAT_FILE, META_FILE, RERANK_FILE, Companion
+from fair_retrieval.index.persistence import FLOAT_FILE, KEPT, META_FILE, RERANK_FILE, SEGMENT_NAME, Companion
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.jsonio import (
     ChangedWhileReadingError,
@@ -54,7 +60,8 @@ from fair_retrieval.jsonio import (
     json_bytes,
     retry_while_changing,
 )
-from fair_retrieval.jsonio.atomic import temporary_path
+from fair_retrieval.jsonio.atomic import TEMPORARY_SUFFIX
+from fair_retrieval.jsonio.paths import folder_key
 from fair_retrieval.validate import dimension, is_int, is_positive_int
 
 logger = logging.getLogger(__name__)
@@ -75,7 +82,8 @@ GROWTH = 4
 TRAINING_SAMPLE = 1 << 16
 """The most vectors drawn from disk to train on (k-means takes at most 256 per centroid anyway)."""
 FORMAT = "fair-retrieval-reranked"
-VERSION = 1
+VERSION = 2
+"""Settings version: 2 lists the segments of the float rows; 1 (earlier releases) had one float file."""
 MAX_SETTING = 1 << 40
 """The largest number a saved settings file may give (checked before anything is built from it)."""
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -147,6 +155,7 @@ class RerankedIndex:
         self._rows = FloatRows(self._dim, spill_dir)
         self._compact = _compact if _compact is not None else FaissIndex(self._dim, metric, factory="Flat", gpu=gpu)
         self._trained_for = int(_trained_for)
+        self._home: str | None = None  # the folder (`folder_key`) the segments of the float rows are in
         self.trainings = 0
         """How often the compact index was trained by this object (a counter for tests and logs)."""
 
@@ -378,52 +387,98 @@ class RerankedIndex:
         companions: Mapping[str, Companion] | None = None,
         overwrite: bool = False,
     ) -> Path:
-        """Write the compact index, the float file (the live rows, dead ones dropped) and the settings into `folder`
-        in one commit (`FaissIndex.save`: atomic, `companions` in the same commit, conflicts refused as there).
+        """Write the compact index, the float rows and the settings into `folder` in one commit (`FaissIndex.save`:
+        atomic, `companions` in the same commit, conflicts refused as there).
 
-        The float file is written under its temporary name and memory-mapped before the commit; once the commit
-        succeeds it becomes the rows of this index (the working file is deleted), so memory stays compact.
+        The float rows are segments (`fair_retrieval.index.float_rows`): a save into the folder this index was
+        loaded from or last saved to keeps the segments there and writes the rows added since as a new one, merged
+        with the newest segments while those are no larger than what it holds (`_rewritten_from`: each row is
+        rewritten about log2 of the store's size times over its life, and a folder holds about that many
+        segments); a save elsewhere, or one where dead rows outnumber live ones, writes every live row as one
+        segment. The new segment is written under a temporary name and memory-mapped before the commit; once the
+        commit succeeds it becomes rows of this index (the working file is deleted), so memory stays compact.
         """
         path = Path(folder)
         path.mkdir(parents=True, exist_ok=True)
-        staged = temporary_path(path / FLOAT_FILE)
+        key = folder_key(path)
+        kept = self._rewritten_from(key)
+        segments = self._rows.segments[:kept]
+        start = self._rows.segment_starts[kept]
+        written: tuple[str, Path, np.ndarray] | None = None
         try:
-            with open(staged, "wb") as handle:
-                ids = self._rows.write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            mapped = _mapped(staged, ids.size, self._dim)
-            settings = json_bytes(self._settings(), indent=None)
+            if self._rows.live_from(start):
+                written = self._write_segment(path, start)
+            names = [name for name, _ in segments] + ([written[0]] if written else [])
+            listed = [{"name": name, "rows": rows} for name, rows in segments]
+            if written is not None:
+                listed.append({"name": written[0], "rows": int(written[2].size)})
+            mapped = _mapped(written[1], int(written[2].size), self._dim) if written else None
+            settings = json_bytes({**self._settings(), "segments": listed}, indent=None)
+            files: dict[str, Companion] = {name: KEPT for name, _ in segments}
+            if written is not None:
+                files[written[0]] = written[1]
             self._compact.save(
-                path, companions={**(companions or {}), FLOAT_FILE: staged, RERANK_FILE: settings}, overwrite=overwrite
+                path, companions={**(companions or {}), **files, RERANK_FILE: settings}, overwrite=overwrite
             )
         except BaseException:
-            staged.unlink(missing_ok=True)
+            if written is not None:
+                written[1].unlink(missing_ok=True)  # moved by the save; still here only if it failed
             raise
-        self._rows.rebase(mapped, ids)
+        if written is None:
+            self._rows.replace_segments(kept, "", None, np.zeros(0, dtype=np.int64))
+        else:
+            self._rows.replace_segments(kept, written[0], mapped, written[2])
+        self._home = key
+        logger.debug("Saved the float rows as %d segment(s), %d kept.", len(names), kept)
         return path
+
+    def _rewritten_from(self, key: str) -> int:
+        """How many of the saved segments a save into the folder `key` keeps as they are (the rest, and the rows
+        added since, are written as one new segment)."""
+        saved_at = self._compact._saved_at
+        if self._home != key or saved_at is None or saved_at[0] != key or self._rows.dead > len(self._rows):
+            return 0  # another folder, or mostly dead rows: every live row is written again
+        segments, starts = self._rows.segments, self._rows.segment_starts
+        kept = len(segments)
+        held = self._rows.live_from(starts[kept])
+        while kept and held and segments[kept - 1][1] <= held:  # merge the newest segments no larger than the new
+            kept -= 1
+            held += self._rows.live_from(starts[kept]) - self._rows.live_from(starts[kept + 1])
+        return kept
+
+    def _write_segment(self, path: Path, start: int) -> tuple[str, Path, np.ndarray]:
+        """Write the live rows from row `start` on as a segment in `path`, under a temporary name: (the segment's
+        name, named by its content, the temporary file, its ids)."""
+        staged = path / f"rows-{uuid.uuid4().hex}.seg{TEMPORARY_SUFFIX}"  # a killed save's is removed by the next
+        with open(staged, "wb") as handle:
+            digesting = _Digesting(handle)
+            ids = self._rows.write_rows(digesting, start)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return f"rows-{digesting.hexdigest()}.seg", staged, ids
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str], gpu: GpuChoice = "auto") -> RerankedIndex:
         """Load an index written by `save` (read again if a save replaces the folder meanwhile).
 
-        The settings and the float file are checked against the sizes and CRC-32s of the commit record (the float
-        file read once, in 1 MiB chunks), the float file against the compact index's ids (one row each), and the
-        float file is then memory-mapped from the same open file, read-only: it is not read into memory.
+        The settings and the segments are checked against the sizes and CRC-32s of the commit record (each read
+        once, in 1 MiB chunks), the segments' ids against the compact index's (a row for each), and the segments
+        are then memory-mapped from the same open files, read-only: they are not read into memory. A folder of an
+        earlier release (one float file, `FLOAT_FILE`) loads as one segment; the next save writes segments.
 
         Raises:
             FileNotFoundError: if the folder holds no index.
-            DamagedFileError: (a ValueError) a truncated, corrupted or malformed file, or a float file that does
-                not hold one row per stored id; the message names the file.
+            DamagedFileError: (a ValueError) a truncated, corrupted or malformed file, or segments that do not
+                hold one row per stored id; the message names the file.
             ValueError: the folder holds another kind of index.
         """
         path = Path(folder)
 
         def attempt() -> RerankedIndex:
             record = Snapshot.read(path / META_FILE)
-            if not record.lists(FLOAT_FILE):
+            if not record.lists(RERANK_FILE):
                 raise ValueError(
-                    f"{path} holds no {FLOAT_FILE}: it is not a RerankedIndex folder (load it with FaissIndex.load "
+                    f"{path} holds no {RERANK_FILE}: it is not a RerankedIndex folder (load it with FaissIndex.load "
                     "or MultiVectorIndex.load)."
                 )
             index = cls.read(path, record, gpu)
@@ -445,25 +500,20 @@ class RerankedIndex:
         settings = _read_settings(record, path / RERANK_FILE)
         compact = FaissIndex.load(path, gpu=gpu, _multivector=True)
         if compact.dim > MAX_SETTING:  # pragma: no cover - faiss would not have read it
-            raise DamagedFileError(path / FLOAT_FILE, "its index is too large", _REMEDY)
-        ids = compact.ids
-        float_path = path / FLOAT_FILE
-        with record.open(FLOAT_FILE) as handle:
-            problem = record.mismatch(FLOAT_FILE, handle)
-            if problem is not None:
-                if not record.is_current():
-                    raise ChangedWhileReadingError
-                raise DamagedFileError(float_path, f"{problem} (truncated, corrupted or replaced)", _REMEDY)
-            expected = ids.size * compact.dim * ROW_DTYPE.itemsize
-            size = record.files[FLOAT_FILE]["bytes"]
-            if size != expected:
+            raise DamagedFileError(path / RERANK_FILE, "its index is too large", _REMEDY)
+        if settings["version"] == 1:  # an earlier release's one float file: the rows of the index's ids
+            segments = [(FLOAT_FILE, _read_float_file(record, path, compact.dim, compact.ids.size))]
+            ids, live = compact.ids, None
+        else:
+            segments, ids = _read_segments(record, path, settings["segments"], compact.dim)
+            live = np.isin(ids, compact.ids)
+            if int(np.count_nonzero(live)) != compact.ids.size:
                 raise DamagedFileError(
-                    float_path,
-                    f"it holds {size} bytes, not one float32 row of {compact.dim} values for each of the {ids.size} "
-                    f"vectors of the index ({expected} bytes)",
+                    path / RERANK_FILE,
+                    f"its segments hold rows for {int(np.count_nonzero(live))} of the {compact.ids.size} vectors of "
+                    "the index",
                     _REMEDY,
                 )
-            mapped = _mapped(handle, ids.size, compact.dim)
         try:
             index = cls(
                 compact.dim,
@@ -478,7 +528,8 @@ class RerankedIndex:
             )
         except (TypeError, ValueError) as error:
             raise DamagedFileError(path / RERANK_FILE, f"its settings are refused ({error})", _REMEDY) from None
-        index._rows.rebase(mapped, ids)
+        index._rows.rebase([(name, rows) for name, rows in segments if rows is not None], ids, live)
+        index._home = folder_key(path) if settings["version"] > 1 else None  # an old float file is never kept
         return index
 
     # ------------------------------------------------------------------------------------------------ internals
@@ -566,6 +617,74 @@ def _mapped(source: Any, rows: int, dim: int) -> np.ndarray | None:
     return np.memmap(source, dtype=ROW_DTYPE, mode="r", shape=(rows, dim))
 
 
+class _Digesting:
+    """A binary file that also hashes what is written to it (the name of a segment is its content's digest)."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self._handle, self._hash = handle, hashlib.blake2b(digest_size=16)
+
+    def write(self, data: bytes) -> int:
+        self._hash.update(data)
+        return self._handle.write(data)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _read_float_file(record: Snapshot, path: Path, dim: int, count: int) -> np.ndarray | None:
+    """The float file of an earlier release (`FLOAT_FILE`: the rows of the index's `count` ids, no ids), checked
+    against the record and mapped."""
+    with record.open(FLOAT_FILE) as handle:
+        _check_listed(record, FLOAT_FILE, handle, path)
+        expected = count * dim * ROW_DTYPE.itemsize
+        size = record.files[FLOAT_FILE]["bytes"]
+        if size != expected:
+            raise DamagedFileError(
+                path / FLOAT_FILE,
+                f"it holds {size} bytes, not one float32 row of {dim} values for each of the {count} vectors of the "
+                f"index ({expected} bytes)",
+                _REMEDY,
+            )
+        return _mapped(handle, count, dim)
+
+
+def _read_segments(
+    record: Snapshot, path: Path, listed: list[dict[str, Any]], dim: int
+) -> tuple[list[tuple[str, np.ndarray | None]], np.ndarray]:
+    """The segments the settings list, checked against the record (size and CRC-32), mapped, with every row's id
+    (which must ascend across them)."""
+    segments: list[tuple[str, np.ndarray | None]] = []
+    ids: list[np.ndarray] = []
+    for entry in listed:
+        name, rows = entry["name"], entry["rows"]
+        with record.open(name) as handle:
+            _check_listed(record, name, handle, path)
+            size = record.files[name]["bytes"]
+            if size != rows * (dim * ROW_DTYPE.itemsize + ID_DTYPE.itemsize):
+                raise DamagedFileError(
+                    path / name,
+                    f"it holds {size} bytes, not {rows} float32 rows of {dim} values and their ids",
+                    _REMEDY,
+                )
+            handle.seek(rows * dim * ROW_DTYPE.itemsize)
+            ids.append(np.frombuffer(handle.read(rows * ID_DTYPE.itemsize), dtype=ID_DTYPE).astype(np.int64))
+            handle.seek(0)
+            segments.append((name, _mapped(handle, rows, dim)))
+    every = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    if every.size > 1 and not bool(np.all(np.diff(every) > 0)):
+        raise DamagedFileError(path / RERANK_FILE, "its segments' ids do not ascend (edited or crafted)", _REMEDY)
+    return segments, every
+
+
+def _check_listed(record: Snapshot, name: str, handle: IO[bytes], path: Path) -> None:
+    """Refuse a file that differs from the size and CRC-32 its record gives it."""
+    problem = record.mismatch(name, handle)
+    if problem is not None:
+        if not record.is_current():
+            raise ChangedWhileReadingError
+        raise DamagedFileError(path / name, f"{problem} (truncated, corrupted or replaced)", _REMEDY)
+
+
 def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
     """The settings file as `record` lists it, checked (size and CRC-32, then every field's type and bound)."""
     with record.open(RERANK_FILE) as handle:
@@ -576,8 +695,10 @@ def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
         raise DamagedFileError(path, problem, _REMEDY)
     try:
         data = json.loads(raw)
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
-            raise ValueError(f"not a {FORMAT} file of version {VERSION}")
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") not in (1, VERSION):
+            raise ValueError(f"not a {FORMAT} file of version 1 to {VERSION}")
+        if data["version"] > 1:
+            _check_segment_list(data["segments"], record)
         codes = data["codes"]
         if not isinstance(codes, str) or not 0 < len(codes) <= 200:
             raise ValueError(f"its 'codes' {codes!r} is not a factory string")
@@ -591,3 +712,17 @@ def _read_settings(record: Snapshot, path: Path) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as error:
         raise DamagedFileError(path, f"its settings cannot be read ({error})", _REMEDY) from error
     return data
+
+
+def _check_segment_list(listed: Any, record: Snapshot) -> None:
+    """Refuse a segment list that is not [{"name": a segment name the record lists, "rows": a count}, …]."""
+    if not isinstance(listed, list):
+        raise ValueError(f"its 'segments' {listed!r} is not a list")
+    for entry in listed:
+        if not isinstance(entry, dict) or set(entry) != {"name", "rows"}:
+            raise ValueError(f"a segment entry {entry!r} is not {{'name': …, 'rows': …}}")
+        name, rows = entry["name"], entry["rows"]
+        if not isinstance(name, str) or not SEGMENT_NAME.fullmatch(name) or not record.lists(name):
+            raise ValueError(f"the segment {name!r} is not a segment its record lists")
+        if not is_int(rows) or not 0 < rows <= MAX_SETTING:
+            raise ValueError(f"the segment {name} gives {rows!r} rows, not an integer from 1 to {MAX_SETTING}")

@@ -1,10 +1,12 @@
-"""Full-precision vectors kept on disk: float32 rows in an append-only file, memory-mapped, one row per id.
+"""Full-precision vectors kept on disk: float32 rows in append-only files, memory-mapped, one row per id.
 
 A compressed index (`fair_retrieval.index.exact_rerank.RerankedIndex`) keeps only compact codes in memory and reads
-the exact vectors of its few candidates from here. The rows live in at most two files:
+the exact vectors of its few candidates from here. The rows live in files of two kinds:
 
-- the *base*: the float file of a saved folder (raw float32, one row per live id in ascending id order, no header),
-  mapped read-only (`np.memmap`) and never written: it belongs to the generation its commit record checks;
+- the *segments*: immutable files of a saved folder (raw float32 rows in ascending id order, then their int64 ids),
+  mapped read-only (`np.memmap`) and never written: each belongs to the commits that list it. A save writes the
+  rows added since the last save as a new segment and keeps the others (`write_rows` from `segment_starts`), so
+  it writes what changed, not the whole store;
 - the *tail*: a working file in a temporary folder (`spill_dir`, else the system's), where adds append; it grows by
   doubling (a sparse file on the file systems that have them) and is deleted when the rows are written elsewhere or
   the object is collected.
@@ -12,8 +14,8 @@ the exact vectors of its few candidates from here. The rows live in at most two 
 Ids only grow (each add's ids exceed every live id, as a `MultiVectorIndex`'s window ids do; the dead rows of
 removed largest ids are dropped when their ids are given again), so the id of each row is a sorted int64 array (8
 bytes a row, looked up by binary search) with a live flag (1 byte a row): no per-id Python objects. A removed id's
-row stays until the rows are compacted (`compact`, which writes the live rows into a new working file, or `write`,
-which a save calls): the file is append-only in between.
+row stays until the rows are compacted (`compact`, which writes the live rows into a new working file, or a save
+that rewrites the segment holding it): the files are append-only in between.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import tempfile
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,11 +37,19 @@ from fair_retrieval.validate import dimension
 logger = logging.getLogger(__name__)
 
 ROW_DTYPE = np.dtype("<f4")
-"""The float file's rows: little-endian float32, whatever the machine."""
+"""The segments' rows: little-endian float32, whatever the machine."""
+ID_DTYPE = np.dtype("<i8")
+"""The segments' ids, after their rows: little-endian int64."""
 BLOCK_ROWS = 1 << 14
 """Rows read or written at a time when rows are copied (16,384 rows: 24 MiB at 384-d)."""
 FIRST_CAPACITY = 1 << 10
 """Rows the working file is first sized for (it doubles when full)."""
+
+
+class Writable(Protocol):
+    """Where `FloatRows.write_rows` writes: a binary file, or anything with its `write`."""
+
+    def write(self, data: bytes, /) -> int: ...
 
 
 class FloatRows:
@@ -62,8 +72,9 @@ class FloatRows:
         self._live = np.zeros(FIRST_CAPACITY, dtype=bool)  # row → not removed
         self._rows = 0
         self._dead = 0
-        self._base: np.ndarray | None = None  # the rows of a saved float file, read-only
-        self._base_rows = 0
+        self._segments: list[tuple[str, np.ndarray]] = []  # (file name, read-only rows) of saved segments, in order
+        self._starts = np.zeros(0, dtype=np.int64)  # the first row of each segment
+        self._base_rows = 0  # rows held by the segments (the tail's rows come after them)
         self._tail: np.memmap | None = None  # the working file's rows (capacity rows; the first few used)
         self._tail_path: Path | None = None
         self._cleanup: weakref.finalize | None = None
@@ -97,6 +108,20 @@ class FloatRows:
 
     def __len__(self) -> int:
         return self._rows - self._dead
+
+    @property
+    def segments(self) -> list[tuple[str, int]]:
+        """(file name, rows) of the saved segments the first rows live in, in row order."""
+        return [(name, int(rows.shape[0])) for name, rows in self._segments]
+
+    @property
+    def segment_starts(self) -> list[int]:
+        """The first row of each segment, then the first row of the tail (`rows` past the segments)."""
+        return [*self._starts.tolist(), self._base_rows]
+
+    def live_from(self, row: int) -> int:
+        """Live rows at or after row `row`."""
+        return int(np.count_nonzero(self._live[row : self._rows]))
 
     @property
     def live_ids(self) -> np.ndarray:
@@ -163,7 +188,7 @@ class FloatRows:
             raise
         if self._cleanup is not None:
             self._cleanup()
-        self._base, self._base_rows = None, 0
+        self._segments, self._starts, self._base_rows = [], np.zeros(0, dtype=np.int64), 0
         self._adopt_tail(tail, path)
         self._set_rows(ids)
         logger.debug("Compacted the float rows: %d live rows kept.", ids.size)
@@ -210,28 +235,49 @@ class FloatRows:
 
     # ------------------------------------------------------------------------------------------------ files
 
-    def write(self, handle: IO[bytes]) -> np.ndarray:
-        """Write the live rows, in id order, to the open binary file `handle` (the float file of a save: raw
-        little-endian float32, no header); returns their ids."""
-        for _, vectors in self.blocks():
-            handle.write(np.ascontiguousarray(vectors, dtype=ROW_DTYPE).tobytes())
-        return self.live_ids
+    def write_rows(self, handle: Writable, start: int = 0) -> np.ndarray:
+        """Write the live rows from row `start` on, in id order, to the open binary file `handle` as a segment:
+        their raw little-endian float32 vectors, then their ids (int64, little-endian); returns the ids."""
+        live_rows = np.flatnonzero(self._live[start : self._rows]) + start
+        for first in range(0, live_rows.size, BLOCK_ROWS):
+            block = live_rows[first : first + BLOCK_ROWS]
+            handle.write(np.ascontiguousarray(self._read(block), dtype=ROW_DTYPE).tobytes())
+        ids = self._ids[live_rows]
+        handle.write(ids.astype(ID_DTYPE).tobytes())
+        return ids
 
-    def rebase(self, mapped: np.ndarray | None, ids: np.ndarray) -> None:
-        """Make `mapped` (a read-only memory map of a float file written by `write` or read by a load; None when
-        it holds no rows) the rows of `ids`, dropping the working file: what a save or a load ends with.
+    def rebase(self, segments: list[tuple[str, np.ndarray]], ids: np.ndarray, live: np.ndarray | None = None) -> None:
+        """Make `segments` ((file name, read-only memory map of its rows), in row order) the rows of `ids` (every
+        row's id, ascending; `live` flags them, None: all live), dropping the working file: what a load ends with.
 
         Raises:
-            ValueError: if `mapped` does not hold one row per id.
+            ValueError: if the segments do not hold one row per id.
         """
-        rows = 0 if mapped is None else int(mapped.shape[0])
-        if rows != ids.size or (mapped is not None and mapped.shape != (rows, self._dim)):
-            raise ValueError(f"The float file holds {rows} rows for {ids.size} ids.")
+        sizes = [int(rows.shape[0]) for _, rows in segments]
+        if sum(sizes) != ids.size or any(rows.shape[1:] != (self._dim,) for _, rows in segments):
+            raise ValueError(f"The segments hold {sum(sizes)} rows for {ids.size} ids.")
         if self._cleanup is not None:
             self._cleanup()
         self._tail, self._tail_path, self._cleanup = None, None, None
-        self._base, self._base_rows = mapped, rows
+        self._segments = list(segments)
+        self._starts = np.cumsum([0, *sizes[:-1]], dtype=np.int64) if sizes else np.zeros(0, dtype=np.int64)
+        self._base_rows = sum(sizes)
         self._set_rows(ids)
+        if live is not None:
+            self._live[: ids.size] = live
+            self._dead = int(ids.size - np.count_nonzero(live))
+
+    def replace_segments(self, kept: int, name: str, rows: np.ndarray | None, ids: np.ndarray) -> None:
+        """After a save that kept the first `kept` segments and wrote every live row after them (`write_rows` from
+        `segment_starts[kept]`) as the segment `name` (`rows`, a read-only map, None when it holds none, under
+        `ids`): the rows are those segments, the working file is dropped."""
+        end = self.segment_starts[kept]
+        segments = self._segments[:kept] + ([(name, rows)] if rows is not None else [])
+        self.rebase(
+            segments,
+            np.concatenate([self._ids[:end], ids]),
+            np.concatenate([self._live[:end], np.ones(ids.size, dtype=bool)]),
+        )
 
     # ------------------------------------------------------------------------------------------------ internals
 
@@ -239,7 +285,7 @@ class FloatRows:
         """Forget rows `cut` and after (all dead): their tail bytes are written over by the next appends; rows of
         the read-only base are dropped by compacting."""
         if cut < self._base_rows:
-            self.compact()  # the base is never written; the live rows (all before `cut`) move to a working file
+            self.compact()  # segments are never written; the live rows (all before `cut`) move to a working file
             return
         self._dead -= self._rows - cut
         self._rows = cut
@@ -290,8 +336,12 @@ class FloatRows:
         ordered = rows[order]
         in_base = ordered < self._base_rows
         if bool(in_base.any()):
-            assert self._base is not None
-            out[order[in_base]] = self._base[ordered[in_base]]
+            base = ordered[in_base]
+            where = order[in_base]
+            owners = np.searchsorted(self._starts, base, side="right") - 1  # the segment of each row
+            for segment in np.unique(owners):
+                mine = owners == segment
+                out[where[mine]] = self._segments[segment][1][base[mine] - self._starts[segment]]
         if not bool(in_base.all()):
             assert self._tail is not None
             out[order[~in_base]] = self._tail[ordered[~in_base] - self._base_rows]

@@ -57,7 +57,7 @@ from fair_retrieval.index.gpu import GpuChoice
 from fair_retrieval.index.ids import INT64_MAX, as_ids, as_vectors, distinct, some
 from fair_retrieval.index.index_plan import Kind, wider_nprobe
 from fair_retrieval.index.inspection import Metric
-from fair_retrieval.index.persistence import FLOAT_FILE, INDEX_FILE, META_FILE, WINDOWS_FILE, Companion
+from fair_retrieval.index.persistence import INDEX_FILE, META_FILE, RERANK_FILE, WINDOWS_FILE, Companion
 from fair_retrieval.index.selection import result_columns
 from fair_retrieval.index.window_table import END, START, WEIGHT, SavedTable, WindowTable, read_saved_table
 from fair_retrieval.jsonio import ChangedWhileReadingError, Snapshot, retry_while_changing
@@ -430,7 +430,7 @@ class MultiVectorIndex:
                 )
             saved = read_saved_table(record)
             windows: FaissIndex | RerankedIndex
-            if record.lists(FLOAT_FILE):  # compressed: codes in index.faiss, exact vectors memory-mapped
+            if record.lists(RERANK_FILE):  # compressed: codes in index.faiss, exact vectors memory-mapped
                 windows = RerankedIndex.read(path, record, gpu)
             else:
                 windows = FaissIndex.load(path, gpu=gpu, _multivector=True)

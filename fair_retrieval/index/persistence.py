@@ -52,7 +52,9 @@ META_FILE = "index.json"
 WINDOWS_FILE = "windows.json"  # the window table of a MultiVectorIndex folder (its header), published with its index
 WINDOW_ROWS_FILE = "windows.npy"  # the window table's per-window array (`fair_retrieval.index.window_table`)
 DOCUMENT_WINDOWS_FILE = "document_windows.npy"  # the window table's per-document array
-FLOAT_FILE = "vectors.f32"  # a RerankedIndex's exact vectors: raw float32 rows, one per id in id order
+FLOAT_FILE = "vectors.f32"  # an earlier RerankedIndex's exact vectors: raw float32 rows, one per id in id order
+SEGMENT_NAME = re.compile(r"rows-[0-9a-f]{32}\.seg")
+"""A RerankedIndex's segment of exact vectors (`fair_retrieval.index.float_rows`), named by its content's digest."""
 RERANK_FILE = "reranked.json"  # a RerankedIndex's settings (codes, candidate factor, training state)
 FOLDER_FILES = (
     INDEX_FILE,
@@ -67,10 +69,19 @@ FOLDER_FILES = (
 """The files an index.json may list in its own folder: the index, a multi-vector index's window table, a reranked
 index's float file and settings (`fair_retrieval.index.exact_rerank`), and the manifest and documents of the command
 line's index folder (`fair_retrieval.cli.index_folder`)."""
-Companion = str | os.PathLike[str] | bytes | Callable[[Path], None]
-"""A file published with an index (`write_folder`'s companions): a finished file to move in, its bytes, or a
+
+
+@dataclass(frozen=True)
+class KeptFile:
+    """A file of the folder's current generation that a save lists again, unchanged (an immutable segment): not
+    written, not removed, committed with the size and CRC-32 the current record gives it."""
+
+
+KEPT = KeptFile()
+Companion = str | os.PathLike[str] | bytes | Callable[[Path], None] | KeptFile
+"""A file published with an index (`write_folder`'s companions): a finished file to move in, its bytes, a
 function that writes it to the path it is given (staged under the folder's lock, for files too large to hold
-in memory)."""
+in memory), or `KEPT`: the file the folder's current generation holds under that name."""
 FORMAT_NAME = "fair-retrieval-faiss-index"
 FORMAT_VERSION = 2
 _REMEDY = "Rebuild the index and save it again (or restore the folder from a backup)."
@@ -157,6 +168,7 @@ def write_folder(
     extra = {name: Path(source) for name, source in given.items() if isinstance(source, (str, os.PathLike))}
     contents = {name: source for name, source in given.items() if isinstance(source, bytes)}
     writers = {name: source for name, source in given.items() if callable(source)}
+    kept = [name for name, source in given.items() if isinstance(source, KeptFile)]
     record_path = path / META_FILE
 
     def check() -> None:
@@ -165,7 +177,10 @@ def write_folder(
         elif not overwrite and record_generation(record_path) is not None:
             raise refuse_replacing(path, "FaissIndex", "overwrite=True")
 
-    with Publication(record_path, [INDEX_FILE, *given], keep=extra.values(), check=check) as publication:
+    with Publication(
+        record_path, [INDEX_FILE, *given], keep=extra.values(), check=check, patterns=[SEGMENT_NAME]
+    ) as publication:
+        publication.keep_published(kept)
         for name, source in extra.items():
             publication.add(name, source)
         for name, data in contents.items():  # staged here, under the folder's lock
@@ -229,9 +244,9 @@ def _read_snapshot(path: Path, restore: Callable[[StoredIndex | UntrainedIvfpq],
             f"{path} holds a multi-vector index (the windows of each document, {WINDOWS_FILE}); load it with "
             "fair_retrieval.MultiVectorIndex.load, not FaissIndex.load."
         )
-    if snapshot.lists(FLOAT_FILE) and not multivector:
+    if snapshot.lists(RERANK_FILE) and not multivector:
         raise ValueError(
-            f"{path} holds a reranked index (compact codes and exact vectors on disk, {FLOAT_FILE}); load it with "
+            f"{path} holds a reranked index (compact codes and exact vectors on disk, {RERANK_FILE}); load it with "
             "fair_retrieval.index.exact_rerank.RerankedIndex.load, not FaissIndex.load."
         )
     try:
@@ -254,7 +269,7 @@ def check_folder_files(snapshot: Snapshot) -> None:
     for name in snapshot.files:
         companion = name.startswith("../") and name.endswith(".json")
         companions += companion
-        if not (name in FOLDER_FILES or companion) or companions > 1:
+        if not (name in FOLDER_FILES or companion or SEGMENT_NAME.fullmatch(name)) or companions > 1:
             raise DamagedFileError(
                 snapshot.path,
                 f"it lists {name!r}, which is not a file of an index folder (edited or crafted by hand)",

@@ -43,6 +43,7 @@ from fair_retrieval.jsonio.atomic import (
 from fair_retrieval.jsonio.locks import lock_folder
 from fair_retrieval.jsonio.paths import check_listed_name, contained, is_inside
 from fair_retrieval.jsonio.snapshot import PUBLICATION_KEY, RECORD_CRC_KEY, Snapshot, record_crc32
+from fair_retrieval.jsonio.versioned import DamagedFileError
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class Publication:
         check: called once the lock is held, before anything is staged or removed, e.g. to refuse a save over a
             generation newer than the one the writer read (`jsonio.generation`); what it raises leaves the
             folder unchanged.
+        patterns: names of files the format writes besides `names` (immutable segments named by their content):
+            their temporary files are removed as leftovers, and so are published ones that the current record no
+            longer lists (a save killed after its commit, before it removed the segments it replaced).
     """
 
     def __init__(
@@ -76,6 +80,7 @@ class Publication:
         names: Iterable[str] = (),
         keep: Iterable[Path] = (),
         check: Callable[[], None] | None = None,
+        patterns: Iterable[re.Pattern[str]] = (),
     ) -> None:
         self.record = Path(record)
         self.folder = self.record.parent
@@ -86,7 +91,9 @@ class Publication:
         self._lock: int | None = None
         self._committed = False
         self._check = check
-        self._previous: list[str] = []  # the files the replaced generation's record names (read once locked)
+        self._previous: dict[str, dict[str, Any]] = {}  # the replaced generation's own files (read once locked)
+        self._patterns = list(patterns)
+        self._kept: dict[str, dict[str, Any]] = {}  # files of the replaced generation listed again, unchanged
 
     def __enter__(self) -> Publication:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -119,6 +126,25 @@ class Publication:
         self._staged[name] = staged
         return staged
 
+    def keep_published(self, names: Iterable[str]) -> None:
+        """List `names`, files of the generation this one replaces, in the new record as they are (not written, not
+        removed), with the sizes and CRC-32s the current record gives them.
+
+        Raises:
+            DamagedFileError: (a ValueError) the current record does not list one of them, or it is not in the
+                folder: the folder changed behind the writer's back.
+        """
+        for name in names:
+            check_listed_name(self.record, name)
+            entry = self._previous.get(name)
+            if entry is None or not (self.folder / name).is_file() or (self.folder / name).is_symlink():
+                raise DamagedFileError(
+                    self.record,
+                    f"the save keeps {name}, which the folder's current generation does not hold",
+                    "Load the folder again and save again; edit a folder only through its API.",
+                )
+            self._kept[name] = dict(entry)
+
     def add(self, name: str, source: Path) -> None:
         """Move the finished file (or folder) `source`, on the same file system, to the temporary name of `name`."""
         os.replace(source, self.stage(name))
@@ -144,6 +170,7 @@ class Publication:
         """
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
+        files.update({name: entry for name, entry in self._kept.items() if name not in files})
         record: dict[str, Any] = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
         record[PUBLICATION_KEY] = {"token": self.token, "files": files}
         record[PUBLICATION_KEY][RECORD_CRC_KEY] = record_crc32(record)
@@ -152,7 +179,7 @@ class Publication:
         for name, staged in self._staged.items():
             _move_into_place(staged, self.folder / name)
         for name in dict.fromkeys([*remove, *self._previous]):
-            if name not in self._staged:
+            if name not in self._staged and name not in self._kept:
                 _remove(self.folder / name)
         for folder in {(self.folder / name).parent for name in self._names}:
             sync_folder(folder)
@@ -168,9 +195,11 @@ class Publication:
         except (OSError, ValueError):
             return  # no record yet, or one that this save replaces anyway
         # the previous generation's own files, in this folder: those the new one lacks are removed on commit
-        self._previous = [name for name in snapshot.files if "/" not in name and name != self.record.name]
+        self._previous = {
+            name: entry for name, entry in snapshot.files.items() if "/" not in name and name != self.record.name
+        }
         for name in snapshot.files:
-            if name not in self._names or name == self.record.name:
+            if not self._is_format_file(name) or name == self.record.name:
                 continue
             staged = temporary_path(self.folder / name, snapshot.token)
             if not is_inside(snapshot.root(name), staged) or not is_inside(snapshot.root(name), self.folder / name):
@@ -179,8 +208,22 @@ class Publication:
                 logger.info("Finishing the interrupted save of %s: moving %s into place.", self.record, staged)
                 _move_into_place(staged, self.folder / name)
 
+    def _is_format_file(self, name: str) -> bool:
+        return name in self._names or any(pattern.fullmatch(name) for pattern in self._patterns)
+
     def _remove_leftovers(self) -> None:
-        """Delete the temporary files of saves that were killed before their commit (and of earlier releases)."""
+        """Delete the temporary files of saves that were killed before their commit (and of earlier releases), and
+        segments no record lists any more."""
+        if self._patterns and self.folder.is_dir():
+            temporary = re.compile(r"(.+?)\.(?:[0-9a-f]{32}\.)?" + re.escape(TEMPORARY_SUFFIX[1:]))
+            for entry in self.folder.iterdir():
+                staged = temporary.fullmatch(entry.name)
+                name = staged.group(1) if staged else entry.name
+                if not any(pattern.fullmatch(name) for pattern in self._patterns):
+                    continue
+                if (staged or name not in self._previous) and os.path.abspath(entry) not in self._keep:
+                    logger.info("Removing %s, left by an interrupted save.", entry)
+                    _remove(entry)
         for name in self._names:
             final = self.folder / name
             if not final.parent.is_dir():

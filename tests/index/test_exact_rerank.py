@@ -1,7 +1,9 @@
-"""RerankedIndex: compact codes for candidates, exact re-rank from the float file; growth, shrinking, persistence."""
+"""RerankedIndex: compact codes for candidates, exact re-rank from the float rows; growth, shrinking, segments."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from fair_retrieval.index.exact_rerank import (
 )
 from fair_retrieval.index.persistence import FLOAT_FILE, RERANK_FILE
 from fair_retrieval.jsonio import DamagedFileError
+from tests.sealing import seal
 
 DIM = 32
 
@@ -163,7 +166,12 @@ def test_dead_rows_are_compacted_once_they_outnumber_the_live_ones() -> None:
     np.testing.assert_array_equal(index.get_vectors([2500]), clustered(3000)[2500:2501])
 
 
-def test_save_and_load_memory_map_the_float_file_and_keep_the_results(tmp_path: Path) -> None:
+def segment_files(folder: Path) -> dict[str, tuple[int, int]]:
+    """The segments in `folder`: name → (inode, size)."""
+    return {path.name: (path.stat().st_ino, path.stat().st_size) for path in folder.glob("rows-*.seg")}
+
+
+def test_save_and_load_memory_map_the_segments_and_keep_the_results(tmp_path: Path) -> None:
     windows = documents(300)
     index = MultiVectorIndex.over(small())
     index.add(windows)
@@ -171,10 +179,12 @@ def test_save_and_load_memory_map_the_float_file_and_keep_the_results(tmp_path: 
     query = clustered(1, seed=7)[0]
     before = index.search_documents(query, 10)
     index.save(tmp_path)
-    assert (tmp_path / FLOAT_FILE).stat().st_size == 299 * 8 * DIM * 4  # dead rows dropped on save
+    assert [size for _, size in segment_files(tmp_path).values()] == [299 * 8 * (DIM * 4 + 8)]  # dead rows dropped
+    assert not (tmp_path / FLOAT_FILE).exists()
     loaded = MultiVectorIndex.load(tmp_path)
     rows, saved = reranked(loaded).rows, reranked(index)
-    assert isinstance(rows._base, np.memmap) and rows._base.mode == "r" and rows._tail is None
+    (_, mapped), *others = rows._segments
+    assert not others and isinstance(mapped, np.memmap) and mapped.mode == "r" and rows._tail is None
     assert (reranked(loaded).trained_for, reranked(loaded).factory) == (saved.trained_for, saved.factory)
     assert loaded.search_documents(query, 10) == before
     np.testing.assert_array_equal(loaded.get_window_vectors(7), windows.vectors[windows.of(7)])
@@ -209,19 +219,121 @@ def test_a_bare_reranked_index_saves_and_loads_and_faiss_index_load_refuses_it(t
         FaissIndex.load(tmp_path)
 
 
+def test_a_save_into_its_folder_writes_only_the_rows_added_since(tmp_path: Path) -> None:
+    index = MultiVectorIndex.over(small())
+    index.add(documents(300))
+    index.save(tmp_path)
+    (first, (inode, size)), *_ = segment_files(tmp_path).items()
+    loaded = MultiVectorIndex.load(tmp_path)
+    loaded.add(documents(1, seed=4), ids=[300])
+    loaded.save(tmp_path)
+    files = segment_files(tmp_path)
+    assert files.pop(first) == (inode, size)  # the saved rows are neither rewritten nor copied
+    assert [size for _, size in files.values()] == [8 * (DIM * 4 + 8)]  # only the new document's windows
+    query = documents(1, seed=4).vectors[3]
+    again = MultiVectorIndex.load(tmp_path)
+    assert again.search_documents(query, 5) == loaded.search_documents(query, 5)
+    assert again.search_documents(query, 1)[0].id == 300 and len(again) == 301
+
+
+def test_a_remove_writes_no_rows_and_a_save_rewrites_once_dead_rows_outnumber_live_ones(tmp_path: Path) -> None:
+    index = MultiVectorIndex.over(small())
+    index.add(documents(300))
+    index.save(tmp_path)
+    before = segment_files(tmp_path)
+    index.remove([7, 8])
+    index.save(tmp_path)
+    assert segment_files(tmp_path) == before  # the compact index's ids say which rows live
+    loaded = MultiVectorIndex.load(tmp_path)
+    assert len(loaded) == 298 and 7 not in loaded and reranked(loaded).rows.dead == 16
+    query = documents(300).vectors[8 * 7 + 2]
+    assert all(hit.id not in (7, 8) for hit in loaded.search_documents(query, 10))
+    loaded.remove(list(range(9, 200)))  # dead rows now outnumber live ones
+    loaded.save(tmp_path)
+    files = segment_files(tmp_path)
+    assert len(files) == 1 and [size for _, size in files.values()] == [107 * 8 * (DIM * 4 + 8)]
+    assert len(MultiVectorIndex.load(tmp_path)) == 107
+
+
+def test_many_small_saves_keep_a_few_segments_and_the_results_of_one_save(tmp_path: Path) -> None:
+    index = MultiVectorIndex.over(small())
+    index.add(documents(200))
+    index.save(tmp_path / "many")
+    for number in range(40):
+        index.add(documents(1, seed=100 + number), ids=[200 + number])
+        if number % 7 == 3:
+            index.remove([number])
+        index.save(tmp_path / "many")
+        assert len(segment_files(tmp_path / "many")) <= 1 + (number + 1).bit_length()  # a binary counter's
+    listed = json.loads((tmp_path / "many" / RERANK_FILE).read_text())["segments"]
+    assert sorted(entry["name"] for entry in listed) == sorted(segment_files(tmp_path / "many"))  # no leftovers
+    index.save(tmp_path / "once")  # another folder: every live row as one segment
+    assert len(segment_files(tmp_path / "once")) == 1
+    many, once = MultiVectorIndex.load(tmp_path / "many"), MultiVectorIndex.load(tmp_path / "once")
+    for query in clustered(5, seed=9):
+        assert many.search_documents(query, 10) == once.search_documents(query, 10)
+    np.testing.assert_array_equal(many.get_window_vectors(239), documents(1, seed=139).vectors)
+
+
+def test_a_folder_of_an_earlier_release_loads_and_its_next_save_writes_segments(tmp_path: Path) -> None:
+    fixture = Path(__file__).parents[1] / "fixtures" / "reranked_v1"
+    expected = json.loads((fixture / "expected.json").read_text())
+    shutil.copytree(fixture / "index", tmp_path / "index")
+    query = np.load(fixture / "vectors.npy")[expected["query_window"]]
+    loaded = MultiVectorIndex.load(tmp_path / "index")
+    hits = [[hit.id, hit.score] for hit in loaded.search_documents(query, 5)]
+    assert [hit[0] for hit in hits] == [hit[0] for hit in expected["top5"]]
+    np.testing.assert_allclose([hit[1] for hit in hits], [hit[1] for hit in expected["top5"]], atol=1e-5)
+    stored = np.load(fixture / "vectors.npy")  # the fixture's 8-d windows: one more document of three of them
+    spans = np.array([[0, 15], [10, 25], [20, 35]], dtype=np.int64)
+    extra = DocumentWindows(stored[:1], stored[-3:][::-1].copy(), np.zeros(3, np.int64), spans, np.full(3, 10))
+    loaded.add(extra, ids=[50])
+    loaded.save(tmp_path / "index")
+    assert not (tmp_path / "index" / FLOAT_FILE).exists() and len(segment_files(tmp_path / "index")) == 1
+    again = MultiVectorIndex.load(tmp_path / "index")
+    assert [hit.id for hit in again.search_documents(query, 5)] == [hit[0] for hit in expected["top5"]]
+    assert again.search_documents(stored[-1], 1)[0].id == 50
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_a_truncated_or_corrupted_float_file_is_refused_by_name(tmp_path: Path, damage: str) -> None:
+def test_a_truncated_or_corrupted_segment_is_refused_by_name(tmp_path: Path, damage: str) -> None:
     index = MultiVectorIndex.over(small())
     index.add(documents(200))
     index.save(tmp_path)
-    path = tmp_path / FLOAT_FILE
+    (name, _), *_ = segment_files(tmp_path).items()
+    path = tmp_path / name
     data = bytearray(path.read_bytes())
     if damage == "truncate":
         path.write_bytes(bytes(data[:-100]))
     else:
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
-    with pytest.raises(DamagedFileError, match=FLOAT_FILE):
+    with pytest.raises(DamagedFileError, match=name):
+        MultiVectorIndex.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda listed, names: listed.append({"name": "rows-" + "0" * 32 + ".seg", "rows": 1}), "not a segment its"),
+        (lambda listed, names: listed.reverse(), "do not ascend"),
+        (lambda listed, names: listed.pop(), "rows for"),
+        (lambda listed, names: listed[0].update(rows=listed[0]["rows"] + 1), "bytes, not"),
+        (lambda listed, names: listed[0].update(name="../store.json"), "not a segment its"),
+    ],
+)
+def test_a_crafted_segment_list_is_refused_by_name(tmp_path: Path, edit: Any, message: str) -> None:
+    index = MultiVectorIndex.over(small())
+    index.add(documents(50))
+    index.save(tmp_path)
+    index.add(documents(1, seed=5), ids=[60])
+    index.save(tmp_path)
+    settings = json.loads((tmp_path / RERANK_FILE).read_text())
+    edit(settings["segments"], sorted(segment_files(tmp_path)))
+    (tmp_path / RERANK_FILE).write_text(json.dumps(settings))
+    record = json.loads((tmp_path / "index.json").read_text())
+    seal(tmp_path / "index.json", list(record["publication"]["files"]))  # as if a writer had committed it
+    with pytest.raises(DamagedFileError, match=message):
         MultiVectorIndex.load(tmp_path)
 
 

@@ -1,11 +1,15 @@
 """Publication: a new generation removes the files of the one it replaces that it lacks (those the replaced record
-named) and never a file no record named."""
+named) and never a file no record named; it may keep files of the one it replaces (segments), and segments no
+record lists are removed."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from fair_retrieval.jsonio import Publication
+import pytest
+
+from fair_retrieval.jsonio import DamagedFileError, Publication, Snapshot
 
 
 def _publish(folder: Path, files: dict[str, str]) -> None:
@@ -23,3 +27,47 @@ def test_a_generation_removes_only_the_replaced_generations_files_it_lacks(tmp_p
     _publish(folder, {"a.bin": "two"})
     assert sorted(path.name for path in folder.iterdir()) == ["a.bin", "c.bin", "notes.txt", "record.json"]
     assert (folder / "a.bin").read_text() == "two"
+
+
+SEGMENT = re.compile(r"seg-[0-9]+\.bin")
+
+
+def _publish_segments(folder: Path, new: dict[str, str], kept: list[str]) -> None:
+    with Publication(folder / "record.json", ["a.bin"], patterns=[SEGMENT]) as publication:
+        publication.keep_published(kept)
+        for name, text in new.items():
+            publication.stage(name).write_text(text, encoding="utf-8")
+        publication.commit({"format": "test", "version": 1})
+
+
+def test_kept_files_are_listed_with_their_old_checksums_and_unlisted_segments_go(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    _publish_segments(folder, {"a.bin": "one", "seg-1.bin": "rows one"}, [])
+    before = (folder / "seg-1.bin").stat().st_ino
+    _publish_segments(folder, {"a.bin": "two", "seg-2.bin": "rows two"}, ["seg-1.bin"])
+    record = Snapshot.read(folder / "record.json")
+    assert sorted(record.files) == ["a.bin", "seg-1.bin", "seg-2.bin"]
+    assert (folder / "seg-1.bin").stat().st_ino == before  # not written again
+    with record.open("seg-1.bin") as handle:
+        assert record.mismatch("seg-1.bin", handle) is None
+    (folder / "seg-9.bin").write_text("a segment no record lists (a killed save's)", encoding="utf-8")
+    (folder / "seg-3.bin.0123456789abcdef0123456789abcdef.tmp").write_text("staged by a killed save", "utf-8")
+    (folder / "notes.txt").write_text("yours", encoding="utf-8")
+    _publish_segments(folder, {"seg-3.bin": "rows three"}, ["seg-2.bin"])  # seg-1 dropped, a.bin dropped
+    assert sorted(path.name for path in folder.iterdir()) == ["notes.txt", "record.json", "seg-2.bin", "seg-3.bin"]
+
+
+def test_keeping_a_file_the_current_generation_lacks_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    _publish_segments(folder, {"a.bin": "one", "seg-1.bin": "rows"}, [])
+    (folder / "seg-2.bin").write_text("not published", encoding="utf-8")
+    for kept in (["seg-2.bin"], ["seg-5.bin"]):
+        with pytest.raises(DamagedFileError, match="does not hold"):
+            _publish_segments(folder, {"a.bin": "two"}, kept)
+    assert (folder / "a.bin").read_text() == "one" and sorted(Snapshot.read(folder / "record.json").files) == [
+        "a.bin",
+        "seg-1.bin",
+    ]
+    (folder / "seg-1.bin").unlink()
+    with pytest.raises(DamagedFileError, match=r"seg-1\.bin"):
+        _publish_segments(folder, {"a.bin": "two"}, ["seg-1.bin"])

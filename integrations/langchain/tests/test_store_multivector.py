@@ -506,7 +506,7 @@ def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_
     same(found(default), found(flat))
     default.save_local(str(tmp_path / "default"))
     flat.save_local(str(tmp_path / "flat"))
-    assert list((tmp_path / "default").rglob("vectors.f32")) and not list((tmp_path / "flat").rglob("vectors.f32"))
+    assert list((tmp_path / "default").rglob("rows-*.seg")) and not list((tmp_path / "flat").rglob("rows-*.seg"))
     reloaded = FaissVectorStore.load_local(str(tmp_path / "default"), embeddings)
     assert reloaded.kind == "compressed" and isinstance(reloaded.index, MultiVectorIndex)
     assert isinstance(reloaded.index.windows, RerankedIndex)

@@ -633,8 +633,8 @@ def test_the_default_store_keeps_its_windows_compressed_and_finds_what_the_flat_
         store.add([upserted])  # an upsert: its windows replaced
         index.storage_context.persist(str(tmp_path / ("default" if store is default else "flat")))
     same(found(built["default"][0]), found(built["flat"][0]))
-    assert (tmp_path / "default" / "default__vector_store.index" / "vectors.f32").is_file()
-    assert not (tmp_path / "flat" / "default__vector_store.index" / "vectors.f32").exists()
+    assert list((tmp_path / "default" / "default__vector_store.index").glob("rows-*.seg"))
+    assert not list((tmp_path / "flat" / "default__vector_store.index").glob("rows-*.seg"))
     loaded = FairFaissVectorStore.from_persist_dir(str(tmp_path / "default"), gpu=False, embed_model=embed_model)
     assert loaded.kind == "compressed" and isinstance(loaded.client, MultiVectorIndex)
     assert isinstance(loaded.client.windows, RerankedIndex)
