@@ -14,12 +14,18 @@ Each document is one *head* point and one point per window:
 Every point carries the document's key (`DOC_FIELD`, what a grouped search groups by: k distinct documents, each by
 its best window, the FAISS store's aggregate "max"), its int id (`ID_FIELD`, a stable 63-bit hash of the key), its
 group (`GROUP_FIELD`, e.g. LlamaIndex's ref_doc_id), its metadata (`METADATA_FIELD`, what filters read in the
-engine) and the write it belongs to (`VERSION_FIELD`). A write puts the windows first and the head last, then deletes
-the document's windows of earlier writes: a window counts only when its version is its head's, so a search never
-sees half a document, and a failed write leaves the previous version whole (a new document unseen). The windows a
-failed write left behind are removed by the document's next write; until then they may take the place of the
-document's own best window in a grouped search (it is then missing from that search), so a failed add says to add
-the documents again.
+engine) and the write it belongs to (`VERSION_FIELD`, and `STAMP_FIELD`: when it was written, in microseconds,
+increasing within a process). A write puts the windows first and the head last: a window counts only when its
+version is its head's, so a search never sees half a document, and a failed write leaves the previous version whole
+(a new document unseen).
+
+Concurrent writers of one document: a head is replaced only by a newer write (the upsert's `update_filter`: Qdrant
+1.16 or later), so the newest write wins whatever order the requests land in, and heads never go back. After its
+heads, a write reads them back by id: where its head landed it deletes the windows of the version it replaced (by
+point id: a head records how many windows it has, `COUNT_FIELD`), where a newer write's head is there it deletes its
+own windows. Windows no head counts (a killed or refused write's, or a write that raced a newer one) never reach a
+result: a dense search that meets one asks again without it (`dense_groups`' `excluded`), and deletes those older
+than their document's head, which no write can make current again.
 
 The store's settings (format, metric, mode, window shape, lexical settings, BM25's average length, the embedder's
 identity) are recorded in the collection's metadata (`SETTINGS_KEY`), read and checked when a store opens it, as a
@@ -31,6 +37,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,6 +67,7 @@ SPARSE_VECTOR = "bm25"
 """The named sparse vector of head points (BM25 term weights, IDF by the engine)."""
 DOC_FIELD, ID_FIELD, GROUP_FIELD = "fr_doc", "fr_id", "fr_group"
 KIND_FIELD, VERSION_FIELD, SEQUENCE_FIELD = "fr_kind", "fr_version", "fr_sequence"
+STAMP_FIELD, COUNT_FIELD = "fr_stamp", "fr_windows"
 SPAN_FIELD, WINDOW_FIELD, WEIGHT_FIELD, RECORD_FIELD = "fr_span", "fr_window", "fr_weight", "fr_record"
 HEAD, WINDOW = "doc", "window"
 SETTINGS_KEY = "fair_retrieval"
@@ -109,6 +117,19 @@ def point_id(key: str, part: str) -> str:
     """The id of one of a document's points (`part`: "doc" for its head, "w<i>@<version>" for its i-th window of one
     write): a UUID made of the key, so a rewrite lands on the same head and on new windows."""
     return str(uuid.uuid5(_NAMESPACE, f"{key}\x00{part}"))
+
+
+_last_stamp = 0
+_stamp_lock = threading.Lock()
+
+
+def next_stamp() -> int:
+    """A write's stamp: microseconds since the epoch (exact in a float64 range, as Qdrant compares them), larger than
+    every stamp this process gave before."""
+    global _last_stamp
+    with _stamp_lock:
+        _last_stamp = max(time.time_ns() // 1000, _last_stamp + 1)
+        return _last_stamp
 
 
 def _transient(error: Exception) -> bool:
@@ -231,6 +252,7 @@ class QdrantCollection:
                 (GROUP_FIELD, models.PayloadSchemaType.KEYWORD),
                 (ID_FIELD, models.PayloadSchemaType.INTEGER),
                 (KIND_FIELD, models.PayloadSchemaType.KEYWORD),
+                (STAMP_FIELD, models.PayloadSchemaType.INTEGER),
             ):
                 self._retried(functools.partial(self.client.create_payload_index, self.name, field, schema))
         logger.info("Created Qdrant collection %r (%d-d, %s).", self.name, dim, distance)
@@ -256,16 +278,18 @@ class QdrantCollection:
     def write(self, documents: Sequence[Mapping[str, Any]], dim: int) -> None:
         """Write documents, each all its points: {"key", "int_id", "group", "metadata", "record", "sparse":
         (indices, values), "windows": [(vector, (start, end), weight), ...], "sequence": its place in the insertion
-        order, or None: after every document stored}; windows first, heads last, then the
-        windows of their earlier versions removed (see the module docstring).
+        order, or None: after every document stored}; windows first, heads last (a head only over an older one),
+        then the windows no head counts any more removed (see the module docstring).
 
         Raises:
             ValueError: the engine refused a write; the message names the documents that did not land.
         """
         from qdrant_client import models
 
-        version = uuid.uuid4().hex
+        version, stamp = uuid.uuid4().hex, next_stamp()
         sequence = time.time_ns()
+        keys = [document["key"] for document in documents]
+        replaced = self.heads_of(keys)
         windows, heads = [], []
         for position, document in enumerate(documents):
             common = {
@@ -274,6 +298,7 @@ class QdrantCollection:
                 GROUP_FIELD: document["group"],
                 METADATA_FIELD: document["metadata"],
                 VERSION_FIELD: version,
+                STAMP_FIELD: stamp,
             }
             for i, (vector, span, weight) in enumerate(document["windows"]):
                 windows.append(
@@ -298,37 +323,92 @@ class QdrantCollection:
                         **common,
                         KIND_FIELD: HEAD,
                         RECORD_FIELD: document["record"],
+                        COUNT_FIELD: len(document["windows"]),
                         SEQUENCE_FIELD: sequence + position
                         if document.get("sequence") is None
                         else document["sequence"],
                     },
                 )
             )
-        keys = [document["key"] for document in documents]
+        older = models.Filter(must_not=[models.FieldCondition(key=STAMP_FIELD, range=models.Range(gte=stamp))])
         try:
             self._upsert(windows)
-            self._upsert(heads)
+            self._upsert(heads, only_over=older)
         except Exception as error:
+            self._forget([str(point.id) for point in windows])
             raise ValueError(
                 f"Qdrant refused or lost a write to {self.name!r} ({type(error).__name__}: {error}); none of these "
                 f"{len(keys)} documents is seen half-written, and those already stored keep their previous version: "
                 f"add them again ({', '.join(repr(k) for k in keys[:5])}{', …' if len(keys) > 5 else ''})."
             ) from error
-        self._delete(
-            models.Filter(
-                must=[self._any(DOC_FIELD, keys)],
-                must_not=[models.FieldCondition(key=VERSION_FIELD, match=models.MatchValue(value=version))],
+        self._drop_uncounted(documents, version, replaced)
+
+    def _drop_uncounted(
+        self, documents: Sequence[Mapping[str, Any]], version: str, replaced: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        """After a write of `version`: delete the windows of the versions its heads replaced (`replaced`: the heads
+        read before it), and its own windows where a newer write's head is there."""
+        from qdrant_client import models
+
+        now = self.heads_of([document["key"] for document in documents])
+        doomed: list[str] = []
+        legacy: list[str] = []  # replaced heads of an earlier release, which do not count their windows
+        for document in documents:
+            key = document["key"]
+            if now.get(key, {}).get(VERSION_FIELD) != version:  # a newer write of it landed: ours counts no more
+                doomed.extend(point_id(key, f"w{i}@{version}") for i in range(len(document["windows"])))
+                continue
+            before = replaced.get(key)
+            if before is None or before.get(VERSION_FIELD) == version:
+                continue
+            if COUNT_FIELD not in before:
+                legacy.append(key)
+            else:
+                doomed.extend(point_id(key, f"w{i}@{before[VERSION_FIELD]}") for i in range(int(before[COUNT_FIELD])))
+        self.delete_points(doomed)
+        if legacy:
+            self._delete(
+                models.Filter(
+                    must=[
+                        self._any(DOC_FIELD, legacy),
+                        models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW)),
+                    ],
+                    must_not=[models.FieldCondition(key=VERSION_FIELD, match=models.MatchValue(value=version))],
+                )
             )
-        )
+
+    def _forget(self, ids: Sequence[str]) -> None:
+        """Try to delete a failed write's windows (no head counts them); a failure here is logged, not raised: the
+        searches never count them, and delete them once a later write of their document lands."""
+        try:
+            self.delete_points(ids)
+        except Exception as error:
+            logger.warning(
+                "%d windows of a failed write to %r stay until their documents are written again (%s).",
+                len(ids),
+                self.name,
+                error,
+            )
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        """Delete points by id (in batches)."""
+        from qdrant_client import models
+
+        for start in range(0, len(ids), self.batch_size * 16):
+            selector = models.PointIdsList(points=list(ids[start : start + self.batch_size * 16]))
+            self._retried(functools.partial(self.client.delete, self.name, points_selector=selector, wait=True))
 
     def delete_documents(self, condition: Any) -> None:
         """Delete every point (head and windows) of the documents `condition` (a `models.Filter`) selects."""
         self._delete(condition)
 
-    def _upsert(self, points: list[Any]) -> None:
+    def _upsert(self, points: list[Any], only_over: Any = None) -> None:
+        """Upsert `points` in batches; `only_over`: a filter a point already there must match to be replaced."""
         for start in range(0, len(points), self.batch_size):
             batch = points[start : start + self.batch_size]
-            self._retried(functools.partial(self.client.upsert, self.name, points=batch, wait=True))
+            self._retried(
+                functools.partial(self.client.upsert, self.name, points=batch, wait=True, update_filter=only_over)
+            )
 
     def _delete(self, condition: Any) -> None:
         from qdrant_client import models
@@ -338,9 +418,18 @@ class QdrantCollection:
 
     # ------------------------------------------------------------------------------------------------ reading
 
-    def dense_groups(self, vector: Sequence[float], k: int, condition: Any) -> list[tuple[int, float, Any]]:
-        """The k best documents for a query vector by their best window, among the windows `condition` keeps:
-        (int id, the window's score, its payload), best first."""
+    def dense_groups(
+        self, vector: Sequence[float], k: int, condition: Any, excluded: Sequence[str] = ()
+    ) -> list[tuple[int, float, Any, str]]:
+        """The k best documents for a query vector by their best window, among the windows `condition` keeps and
+        not the points `excluded`: (int id, the window's score, its payload, its point id), best first."""
+        from qdrant_client import models
+
+        if excluded:
+            condition = models.Filter(
+                must=[] if condition is None else [condition],
+                must_not=[models.HasIdCondition(has_id=list(excluded))],
+            )
         found = self._retried(
             lambda: self.client.query_points_groups(
                 self.name,
@@ -351,11 +440,16 @@ class QdrantCollection:
                 search_params=self._search_params,
                 limit=k,
                 group_size=1,
-                with_payload=[ID_FIELD, VERSION_FIELD, SPAN_FIELD, WINDOW_FIELD],
+                with_payload=[ID_FIELD, VERSION_FIELD, STAMP_FIELD, SPAN_FIELD, WINDOW_FIELD],
             )
         )
         return [
-            (int(group.hits[0].payload[ID_FIELD]), float(group.hits[0].score), group.hits[0].payload)
+            (
+                int(group.hits[0].payload[ID_FIELD]),
+                float(group.hits[0].score),
+                group.hits[0].payload,
+                str(group.hits[0].id),
+            )
             for group in found.groups
             if group.hits
         ]
@@ -376,6 +470,15 @@ class QdrantCollection:
             )
         )
         return [(int(point.payload[ID_FIELD]), float(point.score)) for point in found.points if point.score > 0]
+
+    def heads_of(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The head payloads of the documents of `keys` that are stored, by key (read by point id)."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), self.batch_size * 16):
+            ids = [point_id(key, HEAD) for key in keys[start : start + self.batch_size * 16]]
+            points = self._retried(functools.partial(self.client.retrieve, self.name, ids=ids, with_payload=True))
+            found.update({point.payload[DOC_FIELD]: point.payload for point in points})
+        return found
 
     def heads(self, int_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The head payloads of the documents of `int_ids` that are stored, by int id."""

@@ -51,6 +51,7 @@ from fair_retrieval.stores.qdrant_collection import (
     RECORD_FIELD,
     SEQUENCE_FIELD,
     SPAN_FIELD,
+    STAMP_FIELD,
     VERSION_FIELD,
     WINDOW_FIELD,
     QdrantCollection,
@@ -71,6 +72,8 @@ __all__ = ["EngineSelection", "QdrantStore", "client_at", "qdrant_client"]
 
 R = TypeVar("R", bound=Keyed)
 
+MAX_SEARCH_ROUNDS = 8
+"""How many times a dense search asks again around windows no head counts before it answers with fewer hits."""
 DISTANCES = {"cosine": "Dot", "ip": "Dot", "l2": "Euclid"}
 """The Qdrant distance of each store metric ("cosine": unit vectors by inner product, as the FAISS store)."""
 _REFUSED_OPTIONS = ("kind", "gpu", "index", "index_params")
@@ -425,18 +428,45 @@ class QdrantStore(DocumentStore[R]):
         matrix = self.prepared(np.asarray(query, dtype=np.float32).reshape(1, -1), 1, source)
         if self._recorded is None or condition is _NOTHING:
             return []
-        groups = self._collection.dense_groups(matrix[0].tolist(), k, condition)
-        heads = self._collection.heads([int_id for int_id, _, _ in groups])
+        groups, heads = self._counted_groups(matrix[0].tolist(), k, condition)
         hits = []
-        for int_id, score, payload in groups:
-            head = heads.get(int_id)
-            if head is None or head[VERSION_FIELD] != payload[VERSION_FIELD]:
-                continue  # a document being written or deleted meanwhile: never seen half
+        for int_id, score, payload, _ in groups:
+            head = heads[int_id]
             start, end = payload[SPAN_FIELD]
             window = {"start": int(start), "end": int(end), "window": int(payload[WINDOW_FIELD])}
             value = score * score if self.metric == "l2" else score  # Qdrant's Euclid is the distance; FAISS: squared
             hits.append(StoreHit(int_id, self._decoded(head), value, window if self.multivector else None))
         return hits
+
+    def _counted_groups(
+        self, vector: list[float], k: int, condition: Any
+    ) -> tuple[list[tuple[int, float, Any, str]], dict[int, dict[str, Any]]]:
+        """`QdrantCollection.dense_groups` with every hit a window its head counts, and those heads: a window no
+        head counts (a write being made, killed or raced by a newer one) is asked around, so it never takes a
+        document's place; one older than its head is deleted (no write can make it current again)."""
+        excluded: list[str] = []
+        for _ in range(MAX_SEARCH_ROUNDS):
+            groups = self._collection.dense_groups(vector, k, condition, excluded)
+            heads = self._collection.heads([int_id for int_id, _, _, _ in groups])
+            stale = [
+                (point, payload)
+                for int_id, _, payload, point in groups
+                if heads.get(int_id, {}).get(VERSION_FIELD) != payload[VERSION_FIELD]
+            ]
+            if not stale:
+                return groups, heads
+            excluded.extend(point for point, _ in stale)
+            dead = [
+                point
+                for point, payload in stale
+                if (head := heads.get(int(payload[ID_FIELD]))) is not None
+                and int(payload.get(STAMP_FIELD, 0)) < int(head.get(STAMP_FIELD, 0))
+            ]
+            if dead:
+                logger.info("%s: deleting %d window(s) that no head counts any more.", self.name, len(dead))
+                self._collection.delete_points(dead)
+        counted = [group for group in groups if heads.get(group[0], {}).get(VERSION_FIELD) == group[2][VERSION_FIELD]]
+        return counted, heads
 
     @locked
     def lexical_search(
@@ -587,8 +617,8 @@ class QdrantStore(DocumentStore[R]):
         avgdl = float(self._recorded.get("avgdl") or 1.0)
         kept_places: dict[int, int] = {}  # a replaced document keeps its place in the insertion order
         if not self._move_to_end:
-            heads = self._collection.heads([int_id_of(key) for key in keys])
-            kept_places = {int_id: int(head[SEQUENCE_FIELD]) for int_id, head in heads.items()}
+            heads = self._collection.heads_of(keys)
+            kept_places = {int_id_of(key): int(head[SEQUENCE_FIELD]) for key, head in heads.items()}
         documents: list[dict[str, Any]] = []
         for position, record in enumerate(records):
             rows = windows.of(position)

@@ -16,6 +16,7 @@ import pytest
 from fair_retrieval import FairEmbedder
 from fair_retrieval.stores import DocumentStore, QdrantStore, TextDocument
 from fair_retrieval.stores.qdrant_collection import DENSE_VECTOR, DOC_FIELD, SETTINGS_KEY
+from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.text_documents import document_text, text_document_format
 from tests.ranking import assert_same_ranking
 
@@ -36,6 +37,7 @@ SENTENCES = [
 QUERIES = ["When does the ferry leave?", "bread and cheese", "Where are bicycles repaired?", "maps of the coast"]
 FILTERS = ({"group": 1}, {"n": {"$gte": 5}, "lang": "en"}, {"$or": [{"group": 0}, {"tags": {"$contains": "b"}}]})
 FORMAT = text_document_format("QdrantStore", "the tests", "fair-retrieval")
+DENSE = SearchSettings(mode="dense")
 
 
 def corpus() -> tuple[list[str], list[dict[str, Any]], list[str]]:
@@ -143,11 +145,11 @@ def test_a_failed_write_leaves_the_previous_version_whole(tiny: FairEmbedder, mo
     original = collection._upsert
     calls = []
 
-    def heads_fail(points: list[Any]) -> None:
+    def heads_fail(points: list[Any], only_over: Any = None) -> None:
         calls.append(len(points))
         if len(calls) == 2:  # the windows landed, the heads do not
             raise RuntimeError("connection reset by peer")
-        original(points)
+        original(points, only_over)
 
     monkeypatch.setattr(collection, "_upsert", heads_fail)
     with pytest.raises(ValueError, match="add them again \\('doc-0'\\)"):
@@ -378,3 +380,99 @@ def test_a_new_collection_gets_the_measured_defaults_unless_told_otherwise(
     params = asked[0]["search_params"]
     assert params.hnsw_ef == 1024 and params.quantization.rescore and params.quantization.oversampling == 2.0
     assert asked[1]["search_params"] is given
+
+
+def _window_points(store: QdrantStore[TextDocument], key: str) -> list[Any]:
+    doc = models.Filter(
+        must=[
+            models.FieldCondition(key=DOC_FIELD, match=models.MatchValue(value=key)),
+            models.FieldCondition(key="fr_kind", match=models.MatchValue(value="window")),
+        ]
+    )
+    return list(store.collection.scroll(doc))
+
+
+@pytest.mark.parametrize("paused", ["older, after its windows", "newer, after reading the heads"])
+def test_two_writers_of_one_document_leave_the_newer_whole(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch, paused: str
+) -> None:
+    """Two writers (two stores on one collection, as two clients of a server) upsert doc-3: one is paused in its
+    write while the other writes in full, in an order two processes can produce (their stamps set as clocks may)."""
+    from fair_retrieval.stores import qdrant_collection
+
+    client = QdrantClient(":memory:")
+    waiting, other = filled(qdrant_store(tiny, client)), qdrant_store(tiny, client)
+    texts = {"waiting": "The waiting writer says the ferry leaves at ten.", "other": "The other one: the bus at noon."}
+    now = qdrant_collection.next_stamp()
+    newer_waits = paused.startswith("newer")
+    stamps = iter([now + 2000, now + 1000] if newer_waits else [now + 1000, now + 2000])
+    monkeypatch.setattr(qdrant_collection, "next_stamp", lambda: next(stamps))  # the waiting writer stamps first
+
+    def the_other_writes() -> None:
+        other.add_documents([texts["other"]], [{"by": "other"}], ["doc-3"])
+
+    collection = waiting.collection
+    if newer_waits:
+        read = collection.heads_of
+        calls = []
+
+        def heads_of(keys: Any) -> Any:
+            found = read(keys)
+            calls.append(1)
+            if len(calls) == 1:  # right after its first read of the heads
+                the_other_writes()
+            return found
+
+        monkeypatch.setattr(collection, "heads_of", heads_of)
+    else:
+        upsert = collection._upsert
+
+        def heads_after_the_other(points: list[Any], only_over: Any = None) -> None:
+            if only_over is not None:  # its windows are in; the other writes before its heads
+                the_other_writes()
+            upsert(points, only_over)
+
+        monkeypatch.setattr(collection, "_upsert", heads_after_the_other)
+    waiting.add_documents([texts["waiting"]], [{"by": "waiting"}], ["doc-3"])
+    monkeypatch.undo()
+    winner = texts["waiting" if newer_waits else "other"]
+    for store in (waiting, other):
+        assert len(store) == 12 and store.get(["doc-3"])[0][1].text == winner  # the newer write, whole
+        for text in texts.values():  # also where the loser's windows would rank first
+            hits = store.search_text(text, 12, settings=DENSE)
+            assert len(hits) == 12 and [hit.record.key for hit in hits].count("doc-3") == 1
+    version = waiting.collection.heads_of(["doc-3"])["doc-3"]["fr_version"]
+    assert {point.payload["fr_version"] for point in _window_points(waiting, "doc-3")} == {version}  # none left
+
+
+def test_windows_of_killed_writes_never_take_a_documents_place(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write killed after its windows (no head: a new document, or a document's next version) leaves windows no
+    head counts; every search still returns k documents, each by a window its head counts."""
+    store = filled(qdrant_store(tiny))
+    expected = {k: ranked(store.search_text(QUERIES[0], k, settings=DENSE)) for k in (1, 4, 10)}
+    collection = store.collection
+    monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
+    original = collection._upsert
+
+    def killed(points: list[Any], only_over: Any = None) -> None:
+        if only_over is not None:
+            raise RuntimeError("killed")
+        original(points, only_over)
+
+    monkeypatch.setattr(collection, "_upsert", killed)
+    copies = [QUERIES[0] + f" Copy {i}." for i in range(12)]  # windows that would outrank every document
+    with pytest.raises(ValueError, match="add them again"):
+        store.add_documents(copies, None, [f"ghost-{i}" for i in range(12)])
+    with pytest.raises(ValueError, match="add them again"):
+        store.add_documents(copies[:6], None, [f"doc-{i}" for i in range(6)])
+    monkeypatch.setattr(collection, "_upsert", original)
+    assert len(_window_points(store, "ghost-0")) >= 1 and len(store) == 12
+    for k in (1, 4, 10):
+        assert_same_ranking(ranked(store.search_text(QUERIES[0], k, settings=DENSE)), expected[k])
+    store.add_documents(["The ferry now leaves at eight."], None, ["doc-0"])  # doc-0's next write lands
+    assert len(_window_points(store, "doc-0")) > 1  # its killed write's windows are still there, now older
+    store.search_text(copies[0], 12, settings=DENSE)  # a search that meets them deletes them
+    head = collection.heads_of(["doc-0"])["doc-0"]
+    assert all(point.payload["fr_version"] == head["fr_version"] for point in _window_points(store, "doc-0"))
