@@ -165,8 +165,11 @@ class QdrantStore(DocumentStore[R]):
             the store makes one (`qdrant_client`).
         collection_name: the collection; created on the first add (or now, with `dim`) when it does not exist, else
             opened: its recorded settings are taken, the embeddings given are checked against its record.
-        fmt: how one record is written into a head point and read back (the adapter's store file format: the same
-            JSON entry as its files).
+        fmt: how one record is written into a head point and read back: every surface writes the text-document
+            entry (`text_documents.text_document_format`, what LangChain and the command line write; an adapter with
+            its own records keeps them beside it, `text_records_format`), so each opens the others' collections.
+        earlier: formats of collections written by earlier releases that this store also opens (and then keeps
+            writing in that collection's format), by the name a collection records.
         search: how text queries are answered by default: a `SearchSettings`, or a mapping of the fields given
             (`mode`, `alpha`, `fusion`) to apply over the collection's recorded settings (the defaults for a new one).
         search_params: a `qdrant_client.models.SearchParams` for dense searches (HNSW ef, exact, quantization
@@ -196,6 +199,7 @@ class QdrantStore(DocumentStore[R]):
         client: Any = None,
         collection_name: str,
         fmt: StoreFormat[R],
+        earlier: Sequence[StoreFormat[R]] = (),
         location: str | None = None,
         url: str | None = None,
         path: str | None = None,
@@ -234,7 +238,8 @@ class QdrantStore(DocumentStore[R]):
             if lexical is not None:
                 check_sparse_settings(lexical, name)
             self._tokenizer = None if lexical is None else LexicalTokenizer(lexical.language)
-            self._store_format = fmt
+            read = {form.name: form for form in (*earlier, fmt)}
+            self._store_format = read.get(recorded.get("records", fmt.name), fmt) if recorded is not None else fmt
             self._text_of: Callable[[R], str] | None = options.get("text_of")
             self._group_of: Callable[[R], str] | None = options.get("group_of")
             self._move_to_end = bool(options.get("replaced_move_to_end", True))
@@ -242,13 +247,13 @@ class QdrantStore(DocumentStore[R]):
             self._collection = collection
             self._collection_options = {**default_collection_options(), **(collection_options or {})}
             self._recorded = recorded
-            if recorded is not None and recorded.get("records", fmt.name) != fmt.name:
+            if recorded is not None and recorded.get("records", fmt.name) not in read:
                 raise ValueError(
                     f"Qdrant collection {collection_name!r} holds records of {recorded['records']!r}, which {name} "
-                    f"does not read ({fmt.name!r}): a collection written by LangChain's FairQdrantVectorStore or "
-                    "`fair-retrieval index --qdrant` is opened by those two and `fair-retrieval search`, one written "
-                    "by LlamaIndex's by LlamaIndex's. Open it with the store that wrote it, or write to another "
-                    "collection."
+                    f"does not read ({fmt.name!r}): an earlier release's LlamaIndex FairQdrantVectorStore wrote its "
+                    "nodes in a layout only that store opens. Open it with LlamaIndex's FairQdrantVectorStore, or "
+                    "write the documents again into a new collection (every surface of this release writes one layout "
+                    "that each of them opens)."
                 )
             if recorded is not None:
                 # what a store opened without embeddings rebuilds them of

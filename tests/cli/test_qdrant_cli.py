@@ -78,19 +78,43 @@ def test_a_store_folder_is_copied_into_a_collection(built: Path, capsys: pytest.
     assert_same_ranking(results(capsys, *where), results(capsys, str(built / "store")))
 
 
-def test_the_collection_opens_in_langchain_and_is_refused_by_llamaindex(built: Path, minilm: str) -> None:
+def test_one_collection_opens_in_every_surface_with_the_same_results(
+    built: Path, minilm: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Written by the command line, it opens in LangChain and LlamaIndex; written by LlamaIndex, in LangChain and the
+    command line: the same documents, texts, metadata and first hit."""
     from langchain_fair import FairEmbeddings, FairQdrantVectorStore
+    from llama_index.core import StorageContext, VectorStoreIndex
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.embeddings.fair import FairEmbedding
     from llama_index.vector_stores.fair import FairQdrantVectorStore as LlamaQdrant
     from qdrant_client import QdrantClient
 
+    embed_model = FairEmbedding(model_name=minilm)
     client = QdrantClient(path=str(built / "qdrant"))
     try:
         store = FairQdrantVectorStore(client, "docs", FairEmbeddings(model=minilm), allow_embedder_mismatch=True)
         assert sorted(store.ids) == sorted(TEXTS) and store.similarity_search(QUESTION, k=1)[0].id == "penguin.txt"
-        with pytest.raises(ValueError, match="Open it with the store that wrote it"):
-            LlamaQdrant(client, "docs")
+        nodes = LlamaQdrant(client, "docs", embed_model=embed_model, allow_embedder_mismatch=True)
+        index = VectorStoreIndex.from_vector_store(nodes, embed_model=embed_model)
+        hit = index.as_retriever(similarity_top_k=1).retrieve(QUESTION)[0]
+        assert hit.node.node_id == "penguin.txt" and hit.node.text == store.get_by_ids(["penguin.txt"])[0].page_content
+
+        node = TextNode(id_="note", text="Emperor penguins huddle through the polar winter.", metadata={"kind": "note"})
+        node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="field-notes")
+        written = LlamaQdrant(client, "notes", embed_model=embed_model)
+        context = StorageContext.from_defaults(vector_store=written)
+        VectorStoreIndex([node], storage_context=context, embed_model=embed_model)
+        read = FairQdrantVectorStore(client, "notes", FairEmbeddings(model=minilm), allow_embedder_mismatch=True)
+        (document,) = read.get_by_ids(["note"])
+        assert (document.page_content, document.metadata) == (node.text, {"kind": "note"})
+        again = LlamaQdrant(client, "notes", embed_model=embed_model)
+        (found,) = VectorStoreIndex.from_vector_store(again, embed_model=embed_model).as_retriever().retrieve("penguin")
+        assert found.node.ref_doc_id == "field-notes" and found.node.metadata["kind"] == "note"
     finally:
         client.close()
+    assert main(["search", "--qdrant", str(built / "qdrant"), "--collection", "notes", "--query", "penguins"]) == 0
+    assert "Emperor penguins huddle" in capsys.readouterr().out
 
 
 def test_bad_qdrant_arguments_fail_before_any_work(built: Path, capsys: pytest.CaptureFixture[str]) -> None:

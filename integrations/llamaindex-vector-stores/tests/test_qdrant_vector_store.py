@@ -178,3 +178,38 @@ def test_a_failed_open_releases_the_folder_and_another_size_is_refused_at_open(t
     reopened = FairQdrantVectorStore(path=where, collection_name="nodes", embed_model=MockEmbedding(embed_dim=8))
     assert reopened.node_ids == ["n1"]
     reopened.client.close()
+
+
+def test_a_collection_of_the_earlier_node_layout_opens_here_and_is_refused_elsewhere_by_name(
+    embed_model: FairEmbedding,
+) -> None:
+    """An earlier release wrote a head as the node alone (the persisted file's entry): LlamaIndex still opens such a
+    collection and keeps writing in it; LangChain's store names why it cannot and what to do."""
+    from llama_index.vector_stores.fair.node_records import node_metadata, node_text
+    from llama_index.vector_stores.fair.persist_files import STORE_FORMAT
+
+    from fair_retrieval.stores import QdrantStore
+
+    client = QdrantClient(":memory:")
+    earlier = QdrantStore(
+        client=client,
+        collection_name="old",
+        fmt=STORE_FORMAT,
+        embedder=embed_model,
+        metadata_of=node_metadata,
+        text_of=node_text,
+        group_of=lambda record: record.doc_id,
+        replaced_move_to_end=False,
+    )
+    expected = results(build(FairQdrantVectorStore(client, "new", embed_model=embed_model), embed_model), QUESTIONS[0])
+    build(FairQdrantVectorStore.around(earlier, stores_text=True), embed_model)  # the earlier release's heads
+    opened = FairQdrantVectorStore(client, "old", embed_model=embed_model)
+    assert opened._store.collection.recorded()["records"] == STORE_FORMAT.name
+    index = VectorStoreIndex.from_vector_store(opened, embed_model=embed_model)
+    assert_same_ranking(results(index, QUESTIONS[0]), expected)
+    index.insert_nodes([TextNode(id_="late", text="A late note about the stone oven.")])
+    assert "late" in [hit.node.node_id for hit in index.as_retriever(similarity_top_k=10).retrieve("stone oven")]
+    langchain = pytest.importorskip("langchain_fair")
+    embeddings = langchain.FairEmbeddings(embedder=embed_model.embedder)
+    with pytest.raises(ValueError, match="Open it with LlamaIndex's FairQdrantVectorStore"):
+        langchain.FairQdrantVectorStore(client, "old", embeddings)

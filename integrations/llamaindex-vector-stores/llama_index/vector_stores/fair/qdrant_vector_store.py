@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
-from llama_index.vector_stores.fair.node_records import StoredNode, node_metadata, node_text
+from llama_index.vector_stores.fair.node_records import QDRANT_FORMAT, StoredNode, node_metadata, node_text
 from llama_index.vector_stores.fair.node_store import NodeStore, search_mode
 from llama_index.vector_stores.fair.persist_files import STORE_FORMAT, settings_embed_model
 
@@ -100,7 +100,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
             path=path,
             api_key=api_key,
             collection_name=collection_name,
-            fmt=STORE_FORMAT,  # a head point holds a node as the persisted file does
+            fmt=QDRANT_FORMAT,  # a head holds a node as LangChain's store and the command line read a document
+            earlier=[STORE_FORMAT],  # collections of earlier releases: the node alone
             search={"mode": mode, "alpha": alpha, "fusion": fusion},
             search_params=search_params,
             collection_options=collection_options,
