@@ -81,7 +81,7 @@ class BM25Postings:
         self._df = np.zeros(64, dtype=np.int64)  # word → live rows holding it
         self._live = 0
         self._total = 0.0  # live rows' tokens
-        self._pending: list[tuple[int, np.ndarray, np.ndarray]] = []  # (row, words, counts) not in a segment yet
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (words, rows, counts) not in a segment
         self._segments: list[_Segment] = []
 
     @property
@@ -91,20 +91,31 @@ class BM25Postings:
 
     def add(self, tokens: np.ndarray, owner: int) -> int:
         """Add one text (its token ids) of the record `owner`; returns its row."""
-        row = self._rows
-        self._rows += 1
-        self._lengths = _grown(self._lengths, row + 1)
-        self._owners = _grown(self._owners, row + 1)
-        self._alive = _grown(self._alive, row + 1)
-        self._lengths[row], self._owners[row], self._alive[row] = len(tokens), owner, True
-        words, counts = np.unique(tokens, return_counts=True)
-        if len(words):
-            self._df = _grown(self._df, int(words[-1]) + 1)
-            self._df[words] += 1
-        self._live += 1
-        self._total += len(tokens)
-        self._pending.append((row, words, counts.astype(np.float64)))
-        return row
+        return int(self.add_many([tokens], [owner])[0])
+
+    def add_many(self, texts: Sequence[np.ndarray], owners: Sequence[int]) -> np.ndarray:
+        """Add texts (each its token ids) of the records `owners` (one each), as `add` does one by one but counted
+        in one pass over all their tokens; returns their rows."""
+        count = len(texts)
+        first = self._rows
+        rows = np.arange(first, first + count, dtype=np.int64)
+        lengths = np.fromiter((len(text) for text in texts), dtype=np.int64, count=count)
+        self._lengths = _grown(self._lengths, first + count)
+        self._owners = _grown(self._owners, first + count)
+        self._alive = _grown(self._alive, first + count)
+        self._lengths[rows], self._owners[rows], self._alive[rows] = lengths, owners, True
+        self._rows += count
+        self._live += count
+        self._total += float(lengths.sum())
+        if lengths.sum():
+            words = np.concatenate([np.asarray(text, dtype=np.int64) for text in texts])
+            width = int(words.max()) + 1
+            pairs, counts = np.unique(np.repeat(rows, lengths) * width + words, return_counts=True)  # (row, word)
+            held_rows, held_words = np.divmod(pairs, width)
+            self._df = _grown(self._df, width)
+            self._df[:width] += np.bincount(held_words, minlength=width)
+            self._pending.append((held_words, held_rows, counts.astype(np.float64)))
+        return rows
 
     def remove(self, row: int, tokens: np.ndarray) -> None:
         """Remove a live row (`tokens`: the token ids it was added with)."""
@@ -148,8 +159,8 @@ class BM25Postings:
         newer's size."""
         if not self._pending:
             return
-        words = np.concatenate([words for _, words, _ in self._pending])
-        rows = np.concatenate([np.full(len(words), row, np.int64) for row, words, _ in self._pending])
+        words = np.concatenate([words for words, _, _ in self._pending])
+        rows = np.concatenate([rows for _, rows, _ in self._pending])
         counts = np.concatenate([counts for _, _, counts in self._pending])
         self._pending = []
         self._segments.append(_Segment.of(words.astype(np.int64), rows, counts))

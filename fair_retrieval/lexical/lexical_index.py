@@ -110,7 +110,7 @@ class LexicalIndex:
         self.tokenizer = LexicalTokenizer(settings.language)
         self._text_of = text_of
         self._spans_of = spans_of
-        self._vocabulary: dict[str, int] = {}
+        self._vocabulary: dict[str, int] = _Vocabulary()
         # int id → (the record tokenized, the token ids of each of its texts: its windows, or its whole text)
         self._tokens: dict[int, tuple[Any, list[np.ndarray]]] = {}
         self._revision = -1  # the records' revision the index was brought to
@@ -203,7 +203,7 @@ class LexicalIndex:
             changed = removed + [
                 int_id for int_id, record in records.items() if (self._tokens.get(int_id) or (None,))[0] is not record
             ]
-        fresh = 0
+        fresh: list[int] = []
         for int_id in changed:
             record, kept = records.get(int_id), self._tokens.get(int_id)
             if kept is not None and kept[0] is record:
@@ -211,19 +211,26 @@ class LexicalIndex:
             if kept is not None:
                 self._drop(int_id, kept[1])
             if record is not None:
-                self._keep(int_id, record)
-                fresh += 1
+                self._tokens[int_id] = (record, self._texts(int_id, record))
+                self._stale = True
+                fresh.append(int_id)
+        if self._incremental:
+            self._post(fresh)
         if self._incremental and self._postings.dead_share > 1.0:
             self._rebuild_postings()  # more dead rows than live ones: let them go (and the words no record holds)
         self._revision = revision
-        logger.debug("Lexical index: %d documents (%d tokenized now).", len(self._tokens), fresh)
+        logger.debug("Lexical index: %d documents (%d tokenized now).", len(self._tokens), len(fresh))
 
-    def _keep(self, int_id: int, record: Any) -> None:
-        texts = self._texts(int_id, record)
-        self._tokens[int_id] = (record, texts)
-        self._stale = True
-        if self._incremental:
-            self._rows_of[int_id] = [self._postings.add(ids, int_id) for ids in texts]
+    def _post(self, int_ids: Sequence[int]) -> None:
+        """Add the texts of the kept records `int_ids` to the postings, in one pass."""
+        texts = [ids for int_id in int_ids for ids in self._tokens[int_id][1]]
+        owners = [int_id for int_id in int_ids for _ in self._tokens[int_id][1]]
+        rows = self._postings.add_many(texts, owners).tolist()
+        start = 0
+        for int_id in int_ids:
+            end = start + len(self._tokens[int_id][1])
+            self._rows_of[int_id] = rows[start:end]
+            start = end
 
     def _drop(self, int_id: int, texts: list[np.ndarray]) -> None:
         del self._tokens[int_id]
@@ -239,10 +246,8 @@ class LexicalIndex:
         if len(used) < len(self._vocabulary):
             self._forget_unused_words(used)
         self._postings = BM25Postings(self.settings.k1, self.settings.b)
-        self._rows_of = {
-            int_id: [self._postings.add(ids, int_id) for ids in self._tokens[int_id][1]]
-            for int_id in sorted(self._tokens)
-        }
+        self._rows_of = {}
+        self._post(sorted(self._tokens))
 
     def _bm25s_scores(self, known: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(owner int id, score) of the bm25s texts holding a query word (the variants other than Lucene's)."""
@@ -263,7 +268,9 @@ class LexicalIndex:
         order, renumbered."""
         renumber = np.full(len(self._vocabulary), -1, dtype=np.int64)
         renumber[used] = np.arange(len(used))
-        self._vocabulary = {word: int(renumber[i]) for word, i in self._vocabulary.items() if renumber[i] >= 0}
+        self._vocabulary = _Vocabulary(
+            (word, int(renumber[i])) for word, i in self._vocabulary.items() if renumber[i] >= 0
+        )
         self._tokens = {
             int_id: (record, [renumber[ids] for ids in texts]) for int_id, (record, texts) in self._tokens.items()
         }
@@ -277,9 +284,7 @@ class LexicalIndex:
         return [self._token_ids(text[start:end]) for start, end in spans] or [self._token_ids(text)]
 
     def _token_ids(self, text: str) -> np.ndarray:
-        vocabulary = self._vocabulary
-        ids = [vocabulary.setdefault(token, len(vocabulary)) for token in self.tokenizer.tokens(text)]
-        return np.asarray(ids, dtype=np.int64)
+        return np.fromiter(map(self._vocabulary.__getitem__, self.tokenizer.tokens(text)), dtype=np.int64)
 
     def _rebuild(self) -> None:
         """A bm25s index over the kept token ids, in int id order, with a vocabulary of the tokens in use."""
@@ -289,7 +294,7 @@ class LexicalIndex:
         ordered = sorted(self._tokens)
         self._rows = np.asarray([i for i in ordered for _ in self._tokens[i][1]], dtype=np.int64)
         if not len(self._rows):
-            self._bm25, self._vocabulary = None, {}
+            self._bm25, self._vocabulary = None, _Vocabulary()
             return
         documents = [ids for i in ordered for ids in self._tokens[i][1]]
         used = np.unique(np.concatenate(documents)) if any(len(d) for d in documents) else np.zeros(0, np.int64)
@@ -333,3 +338,11 @@ def held_bytes(root: Any, skip: Iterable[Any] = ()) -> int:
         elif hasattr(item, "__dict__") and not isinstance(item, str | bytes | int | float):
             pending.append(vars(item))
     return total
+
+
+class _Vocabulary(dict[str, int]):
+    """Word → id, a new word taking the next id when it is first looked up (so a text's ids are one `map`)."""
+
+    def __missing__(self, word: str) -> int:
+        self[word] = len(self)
+        return len(self) - 1

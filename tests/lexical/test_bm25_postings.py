@@ -134,3 +134,19 @@ def test_a_store_write_changes_its_lexical_side_by_what_it_wrote() -> None:
     assert store.lexical_search("valley cheese from", 3)[0].record.key == "d7"  # the one holding every word
     assert calls == ["d7"]
     assert "d9" not in [hit.record.key for hit in store.lexical_search(docs[9].text, 500)]
+
+
+def test_texts_added_at_once_score_as_texts_added_one_by_one() -> None:
+    rng = np.random.default_rng(3)
+    texts = [rng.integers(0, 40, size=int(rng.integers(0, 12))) for _ in range(60)]
+    owners = [int(i) // 2 for i in range(60)]  # two texts a record
+    one_by_one, at_once = BM25Postings(1.2, 0.75), BM25Postings(1.2, 0.75)
+    rows = [one_by_one.add(text, owner) for text, owner in zip(texts, owners, strict=True)]
+    np.testing.assert_array_equal(at_once.add_many(texts, owners), rows)
+    for postings in (one_by_one, at_once):
+        postings.remove(rows[7], texts[7])
+        postings.add_many([], [])  # nothing to add: nothing changes
+    for query in ([1, 2, 3], [5], [39, 39, 0], [41]):
+        (owners_a, scores_a), (owners_b, scores_b) = one_by_one.scores(query), at_once.scores(query)
+        np.testing.assert_array_equal(owners_a, owners_b)
+        np.testing.assert_allclose(scores_a, scores_b, rtol=1e-12)

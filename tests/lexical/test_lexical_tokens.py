@@ -162,3 +162,20 @@ def test_plain_text_is_not_changed_by_the_normalisation() -> None:
     text = "The Runners were RUNNING quickly, and the dogs barked."
     assert normalized(text) is text
     assert normalized("Straße café") == "Straße café"  # already NFC, no compatibility form
+
+
+def test_stems_come_from_the_cache_as_the_stemmer_gives_them_and_the_cache_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import Stemmer
+
+    from fair_retrieval.lexical import lexical_tokens
+
+    tokenizer = LexicalTokenizer("english")
+    text = "Running runners ran quickly; the generously generous generation runs again and again"
+    words = tokenizer._words(text.lower())
+    assert tokenizer.tokens(text) == Stemmer.Stemmer("english").stemWords(words)
+    assert tokenizer.tokens(text) == tokenizer.tokens(text)  # the second time from the cache
+    monkeypatch.setattr(lexical_tokens._Stems, "LIMIT", 3)
+    small = LexicalTokenizer("english")
+    assert small.tokens(text) == tokenizer.tokens(text) and len(small._stems) <= 3
