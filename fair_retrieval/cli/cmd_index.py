@@ -350,7 +350,10 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
         embedder = _recorded_embedder(source, args.input)
         store = _collection_store(args, client, embedder, multivector=source.multivector, windows=source.windows)
         count = store.copy_from(source)
-        print(f"Copied {plural(count, 'document')} of the store folder {args.input} into {where} (no model run)")
+        print(
+            f"Copied {plural(count, 'document')} of the store folder {args.input} into {where} (no model run; "
+            f"{describe_collection(store)})"
+        )
         return 0
     options = embedder_options(args, calibration=calibration_from_args(args))
     _check_chunk_flags(args)
@@ -363,7 +366,7 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
         _check_ray_options(args, options, store=True)
         model = model_reference(args.model)
         store = store_on_ray(args, options, {}, model=model, gpu=False, windows=None, into=collection_store)
-        print(f"Indexed the documents of {args.input} into {where} on Ray ({len(store)} documents there now)")
+        print(f"Indexed the documents of {args.input} into {where} on Ray ({describe_collection(store)})")
         return 0
     documents, skipped = _read_input(args)
     embedder = build_embedder(replace(options, show_progress_bar=True), model_reference(args.model))
@@ -371,9 +374,26 @@ def _write_qdrant(args: argparse.Namespace, client: Any) -> int:
     store = collection_store(embedder)
     store.add_documents([row.text for row in rows], [row.metadata for row in rows], [row.id for row in rows])
     what = "chunk" if chunking is not None else "document"
-    print(f"Indexed {plural(len(rows), what)} into {where} ({len(store)} documents there now)")
+    print(f"Indexed {plural(len(rows), what)} into {where} ({describe_collection(store)})")
     _print_skipped(skipped)
     return 0
+
+
+def describe_collection(store: QdrantStore[Any]) -> str:
+    """A collection in a few words: its documents, and for a multi-vector store its window points, their number a
+    document (what the sizing guides scale by) and the windows kept."""
+    documents = len(store)
+    if not store.multivector:
+        return f"{plural(documents, 'document')} there now, pooled"
+    windows = store.windows or StoreWindows()
+    sizes = "+".join(str(n) for n in windows.tokens) or "the embedder's"
+    boundaries = f", cut at {windows.boundaries} boundaries" if windows.boundaries else ""
+    points = store.window_count()
+    each = f"{points / documents:.1f} a document, " if documents else ""
+    return (
+        f"{plural(documents, 'document')} there now; {plural(points, 'window vector')}, {each}windows of {sizes} "
+        f"tokens{boundaries}"
+    )
 
 
 def _collection_store(args: argparse.Namespace, client: Any, embedder: Any, **settings: Any) -> QdrantStore[Any]:

@@ -509,6 +509,13 @@ class QdrantCollection:
         """How many documents (heads) `condition` keeps (every document for None), exactly."""
         return int(self._retried(lambda: self.client.count(self.name, count_filter=self._head_filter(condition))).count)
 
+    def window_count(self) -> int:
+        """How many window points there are, exactly."""
+        from qdrant_client import models
+
+        windows = models.Filter(must=[models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))])
+        return int(self._retried(lambda: self.client.count(self.name, count_filter=windows)).count)
+
     def scroll(self, condition: Any, *, with_vectors: Any = False, page: int = 1024) -> Iterator[Any]:
         """Every point `condition` keeps, page by page."""
         offset = None

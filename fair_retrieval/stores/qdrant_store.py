@@ -336,6 +336,12 @@ class QdrantStore(DocumentStore[R]):
     def __len__(self) -> int:
         return 0 if self._recorded is None else self._collection.count()
 
+    @locked
+    def window_count(self) -> int:
+        """How many window points the collection holds, counted by the engine (what sizes its memory and disk; a
+        write in progress or killed counts too)."""
+        return 0 if self._recorded is None else self._collection.window_count()
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(self.get([key]))
 

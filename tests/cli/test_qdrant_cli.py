@@ -74,7 +74,11 @@ def test_a_search_that_names_no_mode_answers_hybrid_unless_the_store_chose_anoth
 def test_a_store_folder_is_copied_into_a_collection(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
     where = ["--qdrant", str(built / "copied"), "--collection", "copy"]
     assert main(["index", "--input", str(built / "store"), *where]) == 0
-    assert "Copied 4 documents" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    from fair_retrieval.stores.store_folder import load_store_folder
+
+    windows = load_store_folder(built / "store", gpu=False).index.window_count
+    assert "Copied 4 documents" in out and f"{windows} window vectors, {windows / 4:.1f} a document" in out
     assert_same_ranking(results(capsys, *where), results(capsys, str(built / "store")))
 
 
