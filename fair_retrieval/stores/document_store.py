@@ -30,10 +30,10 @@ from fair_retrieval.stores.arguments import check_keywords, ids_to_delete, previ
 from fair_retrieval.stores.best_window import BEST_WINDOW_KEY, RESERVED_KEYS
 from fair_retrieval.stores.files import store_generation
 from fair_retrieval.stores.filters import (
+    ENGINE_ONLY,
     RecordFilter,
     StoreFilter,
     check_nesting,
-    record_filter,
     store_filter,
     translated_filter,
 )
@@ -271,14 +271,26 @@ class DocumentStore(StoreCore[R]):
 
     # ------------------------------------------------------------------------------------------------ searching
 
-    @staticmethod
-    def compiled_filter(spec: Filter) -> StoreFilter | None:
+    filters_in_engine = False
+    """Whether the store's engine evaluates Qdrant's own filters (`qdrant_client.models.Filter`): a Qdrant store."""
+
+    def kept_by(self, spec: Filter) -> RecordFilter | None:
+        """`compiled_filter(spec)` as a test of a stored record by its metadata (a search's `keep`); None: every
+        record."""
+        compiled = self.compiled_filter(spec)
+        return None if compiled is None else RecordFilter(compiled)
+
+    def compiled_filter(self, spec: Filter) -> StoreFilter | None:
         """`spec` compiled (None: none), so a malformed filter fails before anything is embedded or searched.
 
         Raises:
-            ValueError: a malformed filter dict, naming the place.
+            ValueError: a malformed filter dict, naming the place; Qdrant's own filter for a store that filters in
+                Python.
         """
-        return store_filter(spec)
+        compiled = store_filter(spec)
+        if compiled is not None and compiled.engine is not None and not self.filters_in_engine:
+            raise ValueError(ENGINE_ONLY)
+        return compiled
 
     @staticmethod
     def record_test(predicate: Callable[[Mapping[str, Any]], bool], metadata_of: Callable[[Any], Any]) -> RecordFilter:
@@ -350,7 +362,7 @@ class DocumentStore(StoreCore[R]):
             TypeError: a threshold that is not a number.
         """
         threshold = self.check_score_threshold(score_threshold)
-        hits = self.search(embedding, positive_int(k, "k"), keep=record_filter(filter))
+        hits = self.search(embedding, positive_int(k, "k"), keep=self.kept_by(filter))
         return self.within_threshold(hits, threshold)
 
     def search_text(
@@ -371,7 +383,7 @@ class DocumentStore(StoreCore[R]):
                 store without a lexical side.
             TypeError: a threshold that is not a number.
         """
-        keep = record_filter(filter)
+        keep = self.kept_by(filter)
         threshold = self.check_score_threshold(score_threshold)
         mode = (settings or self.search_settings).mode
         hits = self.text_search(query, positive_int(k, "k"), self._embedder.embed_query, settings=settings, keep=keep)
@@ -396,7 +408,7 @@ class DocumentStore(StoreCore[R]):
         Raises:
             ValueError: a bad k, fetch_k or λ, a malformed filter, a query vector of another size.
         """
-        keep = record_filter(filter)
+        keep = self.kept_by(filter)
         if query is None or settings is None or settings.mode == "dense":
             return mmr_hits(self, embedding, k, fetch_k, lambda_mult, keep=keep)
 

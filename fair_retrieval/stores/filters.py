@@ -461,6 +461,22 @@ def _is_one_of(value: Any, allowed: Sequence[Any]) -> bool:
     return any(_same(value, candidate) for candidate in allowed)
 
 
+ENGINE_ONLY = (
+    "A qdrant_client models.Filter is evaluated by a Qdrant collection's engine; this store filters in Python: pass a "
+    "filter dict of the stores' grammar (e.g. {'topic': 'ferries', 'year': {'$gte': 2024}}), or search a Qdrant store."
+)
+
+
+def is_engine_filter(spec: Any) -> bool:
+    """Whether `spec` is Qdrant's own filter (`qdrant_client.models.Filter`), which only a Qdrant store evaluates."""
+    kind = type(spec)
+    return kind.__name__ == "Filter" and kind.__module__.startswith("qdrant_client")
+
+
+def _engine_only(metadata: Mapping[str, Any]) -> bool:
+    raise ValueError(ENGINE_ONLY)
+
+
 class StoreFilter:
     """A compiled filter: `filter(metadata)` is True for the metadata of a document the filter keeps.
 
@@ -468,13 +484,16 @@ class StoreFilter:
         matches: the predicate.
         spec: the grammar dict it was compiled from (a private copy), what a store whose engine filters itself (a
             Qdrant collection) translates; None for a function of the metadata, which only Python can run.
+        engine: Qdrant's own filter (`qdrant_client.models.Filter`) as the caller gave it, which only a Qdrant
+            store evaluates (its `matches` refuses); None for the others.
     """
 
-    __slots__ = ("matches", "spec")
+    __slots__ = ("engine", "matches", "spec")
 
-    def __init__(self, matches: Predicate, spec: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, matches: Predicate, spec: Mapping[str, Any] | None = None, engine: Any = None) -> None:
         self.matches = matches
         self.spec = spec
+        self.engine = engine
 
     def __call__(self, metadata: Mapping[str, Any]) -> bool:
         return self.matches(metadata)
@@ -485,14 +504,16 @@ def store_filter(spec: Mapping[str, Any] | Callable[..., Any] | StoreFilter | No
 
     Args:
         spec: a `fair_retrieval.stores.filters` dict, a function of the metadata dict returning a truth value, an
-            already compiled filter, or None. A function gets a copy of each metadata dict, so one that edits its
-            argument cannot edit the store.
+            already compiled filter, Qdrant's own `models.Filter` (for a Qdrant store), or None. A function gets a
+            copy of each metadata dict, so one that edits its argument cannot edit the store.
 
     Raises:
         ValueError: a malformed filter dict (the message names the place), before any search.
     """
     if spec is None or isinstance(spec, StoreFilter):
         return spec
+    if is_engine_filter(spec):
+        return StoreFilter(_engine_only, engine=spec)
     if callable(spec) and not isinstance(spec, Mapping):
         user_filter = spec
         return StoreFilter(lambda metadata: bool(user_filter(private_copy(metadata))))

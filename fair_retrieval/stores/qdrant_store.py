@@ -160,6 +160,9 @@ class EngineSelection:
 class QdrantStore(DocumentStore[R]):
     """A `DocumentStore` whose documents live in a Qdrant collection (see the module docstring).
 
+    Filters: the stores' grammar (translated), or Qdrant's own `models.Filter` (evaluated as given; the metadata is
+    under "metadata" in every point's payload, as langchain-qdrant keeps it: "metadata.topic").
+
     Args:
         client: a `qdrant_client.QdrantClient`; or None with `location`, `url` or `path` (and `api_key`), where
             the store makes one (`qdrant_client`).
@@ -192,6 +195,8 @@ class QdrantStore(DocumentStore[R]):
             collection that is not a fair-retrieval store's, or of another metric, mode, window shape or embedder
             configuration than asked for.
     """
+
+    filters_in_engine = True
 
     def __init__(
         self,
@@ -757,8 +762,13 @@ class _LazyRecords(Mapping[int, Any]):
 
 
 def _keep_condition(keep: Callable[..., bool]) -> Any:
-    """The Qdrant condition of a compiled filter; a Python function is refused (the engine cannot run it)."""
+    """The Qdrant condition of a compiled filter (Qdrant's own `models.Filter` as given: its keys read the points'
+    payload, the metadata under "metadata" as langchain-qdrant keeps it, e.g. "metadata.topic"); a Python function
+    is refused (the engine cannot run it)."""
+    engine = getattr(keep.filter, "engine", None) if isinstance(keep, RecordFilter) else None
     spec = getattr(keep.filter, "spec", None) if isinstance(keep, RecordFilter) else None
+    if engine is not None:  # with a grammar dict beside it (LlamaIndex's filters and qdrant_filters): both must hold
+        return _all_of([engine, qdrant_filter(spec)]) if spec else engine
     if spec is None:
         raise function_filter_error()
     return qdrant_filter(spec) if spec else _all_of([])

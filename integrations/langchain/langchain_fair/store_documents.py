@@ -81,7 +81,7 @@ class StoreDocuments(StoreSearch):
         search_kwargs = kwargs.get("search_kwargs") or {}
         self._check_search_kwargs(kwargs.get("search_type", "similarity"), search_kwargs)
         if search_kwargs.get("filter") is not None:
-            DocumentStore.compiled_filter(search_kwargs["filter"])
+            self._store.compiled_filter(search_kwargs["filter"])
         return VectorStore.as_retriever(cast(VectorStore, self), **kwargs)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:

@@ -217,3 +217,32 @@ def test_bad_modes_are_refused_before_any_embedding() -> None:
         store.similarity_search("x", retrieval_mode="fuzzy")
     with pytest.raises(ValueError, match="empty"):
         store.similarity_search("", retrieval_mode="sparse")
+
+
+def test_qdrants_own_filter_selects_as_the_filter_dict_in_every_mode_and_is_refused_by_the_faiss_store() -> None:
+    """langchain-qdrant code passes `models.Filter` with keys under "metadata."; the Qdrant store evaluates it in the
+    engine, combined with its own conditions; the FAISS store refuses it, naming the fix, before embedding."""
+    store = _qdrant_store()
+    from qdrant_client import models
+
+    native = models.Filter(must=[models.FieldCondition(key="metadata.n", range=models.Range(gte=2))])
+    wanted = {"n": {"$gte": 2}}
+    for mode in ("hybrid", "dense", "sparse"):
+        by_native = store.similarity_search_with_score("stone oven harbour", k=4, filter=native, retrieval_mode=mode)
+        by_dict = store.similarity_search_with_score("stone oven harbour", k=4, filter=wanted, retrieval_mode=mode)
+        assert _scored(by_native) == _scored(by_dict) and by_dict and all(d.metadata["n"] >= 2 for d, _ in by_dict)
+    assert _ids(store.max_marginal_relevance_search("oven", k=2, filter=native)) == _ids(
+        store.max_marginal_relevance_search("oven", k=2, filter=wanted)
+    )
+    retriever = store.as_retriever(search_kwargs={"k": 3, "filter": native})
+    assert {document.metadata["n"] for document in retriever.invoke("the harbour")} <= {2, 3, 4}
+
+    faiss = _store()
+    calls = faiss.embeddings.query_calls
+    for call in (
+        lambda: faiss.similarity_search("oven", k=2, filter=native),
+        lambda: faiss.as_retriever(search_kwargs={"filter": native}),
+    ):
+        with pytest.raises(ValueError, match="pass a filter dict of the stores' grammar"):
+            call()
+    assert faiss.embeddings.query_calls == calls

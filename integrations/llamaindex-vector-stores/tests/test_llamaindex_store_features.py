@@ -114,6 +114,7 @@ def test_vector_store_kwargs_the_store_does_not_read_are_refused_by_name() -> No
         with pytest.raises(TypeError, match="does not take") as caught:
             retriever.retrieve("q")
         assert "mmr_threshold" in str(caught.value) and "filters=MetadataFilters" in str(caught.value)
+        assert ("is for FairQdrantVectorStore" in str(caught.value)) == ("qdrant_filters" in kwargs)
 
 
 def test_ref_doc_info_with_nodes_in_the_docstore_and_llama_index_refusal_without() -> None:

@@ -213,3 +213,32 @@ def test_a_collection_of_the_earlier_node_layout_opens_here_and_is_refused_elsew
     embeddings = langchain.FairEmbeddings(embedder=embed_model.embedder)
     with pytest.raises(ValueError, match="Open it with LlamaIndex's FairQdrantVectorStore"):
         langchain.FairQdrantVectorStore(client, "old", embeddings)
+
+
+def test_qdrant_filters_in_vector_store_kwargs_filter_in_the_engine_beside_metadata_filters(
+    embed_model: FairEmbedding,
+) -> None:
+    """llama-index's Qdrant store reads `qdrant_filters` from a retriever's `vector_store_kwargs`; so does ours, a
+    node matching it and the `MetadataFilters` both; anything but a `models.Filter` there is refused."""
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+    from qdrant_client import models
+
+    _, index = both(embed_model)
+    even = models.Filter(must=[models.FieldCondition(key="metadata.kind", match=models.MatchValue(value="even"))])
+    late = MetadataFilters(filters=[MetadataFilter(key="n", value=4, operator=FilterOperator.GTE)])
+    for mode in ("default", "hybrid", "sparse"):
+        kept = index.as_retriever(
+            similarity_top_k=10, vector_store_query_mode=mode, vector_store_kwargs={"qdrant_filters": even}
+        ).retrieve(QUESTIONS[0])
+        assert kept and {hit.node.metadata["kind"] for hit in kept} == {"even"}
+        both_kept = index.as_retriever(
+            similarity_top_k=10,
+            vector_store_query_mode=mode,
+            filters=late,
+            vector_store_kwargs={"qdrant_filters": even},
+        ).retrieve(QUESTIONS[0])
+        assert both_kept and all(
+            hit.node.metadata["kind"] == "even" and hit.node.metadata["n"] >= 4 for hit in both_kept
+        )
+    with pytest.raises(TypeError, match=r"qdrant_filters must be a qdrant_client models\.Filter"):
+        index.as_retriever(vector_store_kwargs={"qdrant_filters": {"kind": "even"}}).retrieve(QUESTIONS[0])

@@ -27,6 +27,7 @@ from llama_index.vector_stores.fair.node_records import (
 )
 
 from fair_retrieval.stores import DocumentStore
+from fair_retrieval.stores.filters import StoreFilter
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ __all__ = ["NodeStore", "search_mode"]
 
 
 QUERY_KEYWORDS = ("mmr_threshold", "mmr_prefetch_k")
+"""What `query` takes in `vector_store_kwargs`; a Qdrant store also `qdrant_filters` (llama-index's Qdrant store's)."""
 """The keyword arguments of `query` (a retriever's `vector_store_kwargs`); any other is refused by name."""
 
 
@@ -134,19 +136,28 @@ class NodeStore:
                 mmr_threshold, or a filter this store cannot apply.
             TypeError: filters that are not MetadataFilters.
         """
-        unknown = sorted(set(kwargs) - set(QUERY_KEYWORDS))
+        accepted = (*QUERY_KEYWORDS, *(("qdrant_filters",) if self._store.filters_in_engine else ()))
+        unknown = sorted(set(kwargs) - set(accepted))
         if unknown:  # a misspelt or foreign keyword must not be ignored: a filter asked that way would filter nothing
             raise TypeError(
                 f"{type(self).__name__}.query() does not take {', '.join(map(repr, unknown))} (vector_store_kwargs); "
-                f"it takes {', '.join(map(repr, QUERY_KEYWORDS))}. Restrict a query with filters=MetadataFilters(...), "
-                "node_ids or doc_ids."
+                f"it takes {', '.join(map(repr, accepted))}. Restrict a query with filters=MetadataFilters(...), "
+                "node_ids or doc_ids"
+                + (
+                    "; qdrant_filters= (Qdrant's own filter) is for FairQdrantVectorStore."
+                    if "qdrant_filters" in unknown
+                    else "."
+                )
             )
+        native = kwargs.get("qdrant_filters")
+        if native is not None and self._store.compiled_filter(native).engine is None:  # type: ignore[union-attr]
+            raise TypeError(f"qdrant_filters must be a qdrant_client models.Filter, got {type(native).__name__}.")
         threshold = kwargs.get("mmr_threshold", query.mmr_threshold)
         hits = self._store.query(
             query.query_embedding,
             query.similarity_top_k,
             mode=VectorStoreQueryMode(query.mode).value,
-            among=self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True),
+            among=self._select(query.node_ids, query.doc_ids, query.filters, empty_means_all=True, native=native),
             mmr_threshold=threshold,
             prefetch_k=kwargs.get("mmr_prefetch_k"),
             query_str=query.query_str,
@@ -159,10 +170,23 @@ class NodeStore:
             nodes=nodes, similarities=[hit.score for hit in hits], ids=[hit.record.key for hit in hits]
         )
 
-    def _select(self, node_ids: Any, doc_ids: Any, filters: MetadataFilters | None, *, empty_means_all: bool) -> Any:
+    def _select(
+        self,
+        node_ids: Any,
+        doc_ids: Any,
+        filters: MetadataFilters | None,
+        *,
+        empty_means_all: bool,
+        native: Any = None,
+    ) -> Any:
         """What satisfies every given restriction, as the store's search takes it (the FAISS store: the sorted int
-        ids; the Qdrant store: one engine condition); None when nothing restricts."""
+        ids; the Qdrant store: one engine condition); None when nothing restricts. `native`: Qdrant's own filter
+        (a Qdrant store's `qdrant_filters`), kept beside `filters` (a node must match both)."""
         predicate = metadata_predicate(filters)
+        if native is not None:
+            predicate = StoreFilter(
+                predicate or (lambda metadata: True), getattr(predicate, "spec", None) or {}, native
+            )
         keep = None if predicate is None else DocumentStore.record_test(predicate, node_metadata)
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
 
