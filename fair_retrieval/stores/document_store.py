@@ -293,10 +293,18 @@ class DocumentStore(StoreCore[R]):
         return compiled
 
     @staticmethod
-    def record_test(predicate: Callable[[Mapping[str, Any]], bool], metadata_of: Callable[[Any], Any]) -> RecordFilter:
+    def record_test(
+        predicate: Callable[[Mapping[str, Any]], bool] | None, metadata_of: Callable[[Any], Any], engine: Any = None
+    ) -> RecordFilter:
         """A compiled filter as a test of a stored record whose metadata `metadata_of` reads (a LlamaIndex node's
-        JSON form), keeping its grammar dict for a store whose engine filters itself (`RecordFilter`)."""
-        return RecordFilter(predicate, metadata_of)
+        JSON form), keeping its grammar dict for a store whose engine filters itself (`RecordFilter`); with
+        `engine`, Qdrant's own filter (`models.Filter`) beside it, which a record must match too (a Qdrant store
+        evaluates both; another store refuses it, `compiled_filter`)."""
+        if engine is None:
+            assert predicate is not None
+            return RecordFilter(predicate, metadata_of)
+        spec = getattr(predicate, "spec", None) if predicate is not None else None
+        return RecordFilter(StoreFilter(predicate or (lambda metadata: True), spec or {}, engine), metadata_of)
 
     check_filter_nesting = staticmethod(check_nesting)
     """Refuse a framework's combination of filters nested deeper than the grammar allows, before it is translated

@@ -86,19 +86,25 @@ def qdrant_client(
     url: str | None = None,
     path: str | None = None,
     api_key: str | None = None,
+    **connection: Any,
 ) -> Any:
     """`client` when given, else a `qdrant_client.QdrantClient` made from where the collection lives: `location`
-    (":memory:" or a URL), `url` or `path` (local mode, a folder), with `api_key` for a server.
+    (":memory:" or a URL), `url`, `host` or `path` (local mode, a folder), with `api_key` and the other
+    `QdrantClient` keywords of a server connection in `connection` (port, grpc_port, prefer_grpc, https, prefix,
+    timeout).
 
     Raises:
         ValueError: both a client and where to make one, or none of them, or more than one place; a local-mode folder
             another client holds (local mode serves one client at a time: close it, or run a server).
         ImportError: qdrant-client is not installed (with the install command).
     """
-    places = {name: value for name, value in (("location", location), ("url", url), ("path", path)) if value}
+    host = connection.pop("host", None)
+    places = {
+        name: value for name, value in (("location", location), ("url", url), ("host", host), ("path", path)) if value
+    }
     if client is not None:
-        if places:
-            raise ValueError(f"Pass either client= or {' / '.join(places)}=, not both.")
+        if places or connection:
+            raise ValueError(f"Pass either client= or {' / '.join([*places, *connection])}=, not both.")
         return client
     if len(places) != 1:
         raise ValueError(
@@ -110,7 +116,7 @@ def qdrant_client(
     except ImportError as error:
         raise ImportError('A Qdrant store needs qdrant-client: pip install "fair-retrieval[qdrant]".') from error
     try:
-        return QdrantClient(**places, api_key=api_key)  # type: ignore[arg-type]  # one place, a str
+        return QdrantClient(**places, api_key=api_key, **connection)  # type: ignore[arg-type]  # one place, a str
     except RuntimeError as error:  # qdrant-client's words for a folder locked by another client
         if path is None or "already accessed by another instance" not in str(error):
             raise
@@ -274,6 +280,22 @@ class QdrantStore(DocumentStore[R]):
 
     client_of = staticmethod(qdrant_client)
     """The client given, or one made from where the collection lives (`qdrant_client`)."""
+
+    @staticmethod
+    def of_records(
+        fmt: StoreFormat[R],
+        write: Callable[[R], Any],
+        read: Callable[[str, str, dict[str, Any], dict[str, Any]], R],
+        **options: Any,
+    ) -> QdrantStore[R]:
+        """A Qdrant store of an adapter's records, each head written as the text-document entry every surface reads
+        (`text_documents.text_entry_format`: `write` gives a record's id, text, metadata and the adapter's own fields
+        kept beside them, `read` makes a record of them), with `fmt`'s rules; a collection an earlier release wrote
+        in `fmt` itself opens too. `options` are the constructor's."""
+        from fair_retrieval.stores.text_documents import text_entry_format
+
+        earlier = [*options.pop("earlier", ()), fmt]
+        return QdrantStore(fmt=text_entry_format(fmt, write, read), earlier=earlier, **options)
 
     @staticmethod
     def of_texts(**options: Any) -> QdrantStore[TextDocument]:

@@ -31,6 +31,7 @@ __all__ = [
     "named_store_paths",
     "pickled_folder_error",
     "text_document_format",
+    "text_entry_format",
     "text_records_format",
 ]
 
@@ -128,6 +129,42 @@ def text_records_format(
         version=text_format.version,
         records_key=text_format.records_key,
         encode=fmt.encode if document is None else encode,
+        decode=decode,
+        names_index_folder=text_format.names_index_folder,
+        raw_faiss_message=None,
+        other_readers={},
+    )
+
+
+TextEntry = tuple[str, str, dict[str, Any], dict[str, Any]]
+"""A record as a text-document entry: its id, text, metadata, and the fields an adapter keeps beside them."""
+TEXT_FIELDS = ("id", "int_id", "text", "metadata")
+
+
+def text_entry_format(
+    fmt: StoreFormat[R], write: Callable[[R], TextEntry], read: Callable[[str, str, dict[str, Any], dict[str, Any]], R]
+) -> StoreFormat[R]:
+    """`fmt` writing and reading the text-document entry (`text_document_format`'s: what LangChain's store and the
+    command line write, so every surface reads it) with an adapter's own fields beside it: `write` gives a
+    record's (id, text, metadata, own fields), `read` makes a record of them (the own fields empty in an entry
+    another surface wrote). Named as the text-document format, so a store recording it is read by each surface."""
+    text_format = text_document_format(fmt.store, fmt.writer, fmt.upgrade)
+
+    def encode(int_id: int, record: R) -> dict[str, Any]:
+        key, text, metadata, own = write(record)
+        return {**own, **text_format.encode(int_id, TextDocument(key, text, metadata))}
+
+    def decode(entry: Mapping[str, Any]) -> tuple[int, R]:
+        int_id, document = text_format.decode(entry)
+        own = {name: value for name, value in entry.items() if name not in TEXT_FIELDS}
+        return int_id, read(document.key, document.text, document.metadata, own)
+
+    return dataclasses.replace(
+        fmt,
+        name=text_format.name,
+        version=text_format.version,
+        records_key=text_format.records_key,
+        encode=encode,
         decode=decode,
         names_index_folder=text_format.names_index_folder,
         raw_faiss_message=None,

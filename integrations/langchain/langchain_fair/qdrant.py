@@ -8,6 +8,7 @@ and document calls are the FAISS store's own base classes (`langchain_fair.searc
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -58,6 +59,13 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         collection_options: keyword arguments of `create_collection` for a new collection (hnsw_config,
             quantization_config, shard_number, replication_factor, on_disk_payload; on_disk for the vectors).
         allow_embedder_mismatch: open a collection made by another embedder configuration anyway (a WARNING).
+        batch_size: points per upsert request.
+        distance: langchain-qdrant's way to say the metric (`models.Distance` or its value): COSINE is "cosine",
+            DOT "ip", EUCLID "l2"; given with `metric`, they must agree.
+        sparse_embedding, sparse_vector_name, vector_name, content_payload_key, metadata_payload_key,
+        validate_embeddings, validate_collection_config: langchain-qdrant's; this store's layout and checks are
+            fixed (BM25 scored in the engine, the metadata under "metadata", embeddings and collection always
+            checked), so only the values that say the same are taken, others refused with the reason.
 
     Raises:
         TypeError: `embedding` is not a LangChain `Embeddings`, or `client` is no `QdrantClient`.
@@ -82,9 +90,14 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         search_params: Any = None,
         collection_options: Mapping[str, Any] | None = None,
         allow_embedder_mismatch: bool = False,
+        batch_size: int = 256,
+        distance: Any = None,
+        **anchor: Any,
     ) -> None:
         if not isinstance(embedding, Embeddings):
             raise TypeError(f"embedding must be a LangChain Embeddings object, got {type(embedding).__name__}.")
+        _check_anchor_options(anchor)
+        metric = _metric_of(distance, metric)
         store: QdrantStore[TextDocument] = QdrantStore.of_texts(
             upgrade="langchain-fair",
             client=client,
@@ -93,6 +106,7 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
             search_params=search_params,
             collection_options=collection_options,
             allow_embedder_mismatch=allow_embedder_mismatch,
+            batch_size=batch_size,
             metric=metric,
             multivector=multivector,
             embedder=embedding,
@@ -136,16 +150,19 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         **kwargs: Any,
     ) -> Self:
         """A store holding `texts` (not none) in `collection_name` of `client`, or of a client made from
-        `location` (":memory:" or a URL), `url`, `path` and `api_key` (langchain-qdrant's arguments); `kwargs` go
-        to the constructor.
+        `location` (":memory:" or a URL), `url`, `path` and `api_key` (langchain-qdrant's arguments); `kwargs`:
+        the constructor's, langchain-qdrant's `force_recreate` (the collection deleted first), `batch_size`,
+        `collection_create_options` (as `collection_options`), and the `QdrantClient` connection keywords (`host`,
+        `port`, `grpc_port`, `prefer_grpc`, `https`, `prefix`, `timeout`) for a client made here.
 
         Raises:
             ValueError: no texts, no collection_name, or both a client and where to make one.
         """
         text_list = DocumentStore.required_texts(texts, "from_texts", cls.__name__)
-        made = _client(client, location, url, path, api_key)
+        connection, options, recreate = _split_keywords(kwargs)
+        made = _client(client, location, url, path, api_key, connection)
         with _closed_on_failure(made, client is None):
-            store = cls(made, _name(collection_name), embedding, **kwargs)
+            store = cls(made, _recreated(cls, made, _name(collection_name), recreate, options), embedding, **options)
             store.add_texts(text_list, metadatas, ids=ids)
         return store
 
@@ -167,9 +184,10 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
     ) -> Self:
         """A store holding (text, vector) pairs (not none), where `from_texts` puts its texts."""
         pairs = DocumentStore.required_pairs(text_embeddings, "from_embeddings", cls.__name__)
-        made = _client(client, location, url, path, api_key)
+        connection, options, recreate = _split_keywords(kwargs)
+        made = _client(client, location, url, path, api_key, connection)
         with _closed_on_failure(made, client is None):
-            store = cls(made, _name(collection_name), embedding, **kwargs)
+            store = cls(made, _recreated(cls, made, _name(collection_name), recreate, options), embedding, **options)
             store.add_embeddings(pairs, metadatas, ids)
         return store
 
@@ -191,13 +209,16 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         Raises:
             ValueError: there is no such collection, or it is not a fair-retrieval store's.
         """
-        made = _client(client, location, url, path, api_key)
+        connection, options, recreate = _split_keywords(kwargs)
+        if recreate:
+            raise ValueError("from_existing_collection opens a collection; force_recreate=True is from_texts'.")
+        made = _client(client, location, url, path, api_key, connection)
         with _closed_on_failure(made, client is None):
             if not made.collection_exists(collection_name):
                 raise ValueError(
                     f"Qdrant has no collection {collection_name!r}; create it with from_texts or add_texts."
                 )
-            return cls(made, collection_name, embedding, **kwargs)
+            return cls(made, collection_name, embedding, **options)
 
     def copy_from(self, store: Any) -> int:
         """Write every document of a `langchain_fair.FaissVectorStore` (a saved folder loaded with `load_local`, or
@@ -226,9 +247,109 @@ def _closed_on_failure(client: Any, made: bool) -> Iterator[None]:
         raise
 
 
-def _client(client: Any, location: str | None, url: str | None, path: str | None, api_key: str | None) -> Any:
+def _client(
+    client: Any,
+    location: str | None,
+    url: str | None,
+    path: str | None,
+    api_key: str | None,
+    connection: Mapping[str, Any] | None = None,
+) -> Any:
     """The client given, or one made from where the store lives (`fair_retrieval.stores.qdrant_client`)."""
-    return QdrantStore.client_of(client, location=location, url=url, path=path, api_key=api_key)
+    return QdrantStore.client_of(client, location=location, url=url, path=path, api_key=api_key, **(connection or {}))
+
+
+CONNECTION_KEYWORDS = ("host", "port", "grpc_port", "prefer_grpc", "https", "prefix", "timeout")
+"""langchain-qdrant's `from_texts` keywords that go to the `QdrantClient` it makes."""
+_SAME_LAYOUT = {
+    "vector_name": "",
+    "content_payload_key": "page_content",
+    "metadata_payload_key": "metadata",
+    "sparse_vector_name": "langchain-sparse",
+    "validate_embeddings": True,
+    "validate_collection_config": True,
+    "sparse_embedding": None,
+    "vector_params": None,
+    "sparse_vector_params": None,
+}
+"""langchain-qdrant's layout keywords, and the value of each that says what this store does anyway."""
+_WHY = {
+    "sparse_embedding": "the store scores BM25 itself, inside Qdrant (sparse vectors with its IDF modifier); drop it, "
+    "and set BM25's language, k1 and b with lexical=LexicalSettings(...)",
+    "sparse_vector_name": "the store names its own sparse vector; drop it",
+    "vector_name": "the store names its own dense vector (a document's windows); drop it",
+    "content_payload_key": "the store keeps a document's text in its own record; drop it",
+    "metadata_payload_key": "the metadata is always under 'metadata' (filter on 'metadata.<key>'); drop it",
+    "validate_embeddings": "the embeddings are always checked against the collection; drop it",
+    "validate_collection_config": "the collection's settings are always checked; drop it",
+    "vector_params": "the store sets its vectors' parameters; give HNSW and quantization in collection_options=",
+    "sparse_vector_params": "the store sets its sparse vectors' parameters; drop it",
+}
+
+
+def _check_anchor_options(options: Mapping[str, Any]) -> None:
+    """Take langchain-qdrant's layout keywords where they say what this store does; refuse the others by name.
+
+    Raises:
+        TypeError: a keyword neither store takes.
+        ValueError: a layout keyword with another value than this store's, with the reason and the fix.
+    """
+    unknown = sorted(set(options) - set(_SAME_LAYOUT))
+    if unknown:
+        raise TypeError(f"{NAME}() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}.")
+    for key, value in options.items():
+        same = _SAME_LAYOUT[key]
+        if not (value == same or (same is None and value in ({}, None))):
+            raise ValueError(f"{NAME} does not take {key}={value!r}: {_WHY[key]}.")
+
+
+def _metric_of(distance: Any, metric: StoreMetric | None) -> StoreMetric | None:
+    """The store metric a langchain-qdrant `distance` says (None: `metric` as given).
+
+    Raises:
+        ValueError: a distance this store does not keep (Manhattan), or one that disagrees with `metric`.
+    """
+    if distance is None:
+        return metric
+    metrics: dict[str, StoreMetric] = {"cosine": "cosine", "dot": "ip", "euclid": "l2"}
+    value = str(getattr(distance, "value", distance)).lower()
+    if value not in metrics:
+        raise ValueError(
+            f"{NAME} keeps cosine, dot-product or Euclidean distances (models.Distance.COSINE, DOT, EUCLID), got "
+            f"distance={distance!r}."
+        )
+    if metric is not None and metric != metrics[value]:
+        raise ValueError(
+            f"distance={distance!r} is metric={metrics[value]!r}, not metric={metric!r}: give one of them."
+        )
+    return metrics[value]
+
+
+def _split_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """langchain-qdrant's `from_texts` keywords: (the client's connection keywords, the constructor's, whether to
+    recreate the collection); `collection_create_options` becomes `collection_options`."""
+    connection = {key: kwargs[key] for key in CONNECTION_KEYWORDS if key in kwargs}
+    options = {key: value for key, value in kwargs.items() if key not in CONNECTION_KEYWORDS}
+    recreate = bool(options.pop("force_recreate", False))
+    created = options.pop("collection_create_options", None)
+    if created:
+        if options.get("collection_options"):
+            raise ValueError("Pass collection_options= or collection_create_options=, not both.")
+        options["collection_options"] = created
+    return connection, options, recreate
+
+
+def _recreated(cls: type, client: Any, collection_name: str, recreate: bool, options: Mapping[str, Any]) -> str:
+    """`collection_name`, its collection deleted first when `recreate` (langchain-qdrant's `force_recreate`), once
+    the constructor's keywords in `options` are known to be good (a refused call deletes nothing)."""
+    if not recreate:
+        return collection_name
+    named = set(inspect.signature(cls).parameters) - {"client", "collection_name", "embedding", "anchor"}
+    _check_anchor_options({key: value for key, value in options.items() if key not in named})
+    _metric_of(options.get("distance"), options.get("metric"))
+    if client.collection_exists(collection_name):
+        client.delete_collection(collection_name)
+    return collection_name
 
 
 def _name(collection_name: str | None) -> str:

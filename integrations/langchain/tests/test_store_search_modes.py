@@ -246,3 +246,43 @@ def test_qdrants_own_filter_selects_as_the_filter_dict_in_every_mode_and_is_refu
         with pytest.raises(ValueError, match="pass a filter dict of the stores' grammar"):
             call()
     assert faiss.embeddings.query_calls == calls
+
+
+def test_langchain_qdrants_keywords_are_taken_where_they_mean_something_and_refused_by_name_elsewhere() -> None:
+    pytest.importorskip("qdrant_client")
+    from langchain_fair import FairQdrantVectorStore
+    from qdrant_client import QdrantClient, models
+
+    client = QdrantClient(":memory:")
+    texts, ids = list(TEXTS.values()), list(TEXTS)
+    store = FairQdrantVectorStore.from_texts(
+        texts, TableEmbeddings(), ids=ids, client=client, collection_name="docs", distance=models.Distance.DOT,
+        batch_size=2, metadata_payload_key="metadata", validate_embeddings=True,
+        collection_create_options={"on_disk": False},
+    )  # fmt: skip
+    assert store.metric == "ip" and sorted(store.ids) == sorted(ids)
+    refused = [
+        ({"sparse_embedding": object()}, ValueError, "scores BM25 itself"),
+        ({"vector_name": "dense"}, ValueError, "names its own dense vector"),
+        ({"validate_collection_config": False}, ValueError, "always checked"),
+        ({"distance": models.Distance.MANHATTAN}, ValueError, "cosine, dot-product or Euclidean"),
+        ({"distance": "Cosine", "metric": "ip"}, ValueError, "give one of them"),
+        ({"vector_params": {"size": 12}}, ValueError, "collection_options="),
+        ({"bogus": 1}, TypeError, "unexpected keyword argument"),
+    ]
+    for options, error, message in refused:
+        with pytest.raises(error, match=message):
+            FairQdrantVectorStore.from_texts(
+                texts, TableEmbeddings(), client=client, collection_name="docs", force_recreate=True, **options
+            )
+    assert sorted(FairQdrantVectorStore(client, "docs", TableEmbeddings()).ids) == sorted(ids)  # nothing deleted
+    again = FairQdrantVectorStore.from_texts(
+        texts[:2], TableEmbeddings(), ids=ids[:2], client=client, collection_name="docs", force_recreate=True
+    )
+    assert again.metric == "cosine" and sorted(again.ids) == sorted(ids[:2])  # a new collection, of the new metric
+    with pytest.raises(ValueError, match="force_recreate=True is from_texts'"):
+        FairQdrantVectorStore.from_existing_collection("docs", TableEmbeddings(), client=client, force_recreate=True)
+    made = FairQdrantVectorStore.from_texts(
+        texts, TableEmbeddings(), location=":memory:", collection_name="c", timeout=5, prefer_grpc=False
+    )
+    assert len(made.ids) == len(texts)

@@ -6,22 +6,23 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from llama_index.core.constants import DATA_KEY, TYPE_KEY
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.storage.docstore.utils import json_to_doc
 
-from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore, StoreFormat
-from fair_retrieval.stores.text_documents import TextDocument, text_document_format
+from fair_retrieval.stores import BEST_WINDOW_KEY, DocumentStore
 
 __all__ = [
-    "QDRANT_FORMAT",
     "StoredNode",
     "document_node",
+    "head_node",
     "hit_nodes",
     "node_contents",
     "node_document",
+    "node_head",
     "node_metadata",
     "node_text",
     "restored_node",
@@ -133,42 +134,25 @@ def node_contents(nodes: list[BaseNode]) -> tuple[list[str], list[str]]:
     return embedded, [node.get_content(metadata_mode=MetadataMode.NONE) for node in nodes]
 
 
-def _head_entry(int_id: int, record: StoredNode) -> dict[str, Any]:
-    """A node as a Qdrant head holds it: the text-document entry every surface reads (its id, text and metadata;
-    an image node's text empty), with the node's own JSON and source document id beside it (what LlamaIndex reads
-    back, relationships and all)."""
+def node_head(record: StoredNode) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """A node as a Qdrant head keeps it: the document every surface reads (its id, text and metadata; an image
+    node's text empty), and beside it the node's own JSON and source document id (what LlamaIndex reads back,
+    relationships and all)."""
     text = record.node[DATA_KEY].get("text") if record.node.get(TYPE_KEY) == TextNode.get_type() else None
-    document = TextDocument(record.key, text if isinstance(text, str) else "", dict(node_metadata(record)))
-    return {**_TEXT_FORMAT.encode(int_id, document), "node": record.node, "doc_id": record.doc_id}
+    own = {"node": record.node, "doc_id": record.doc_id}
+    return record.key, text if isinstance(text, str) else "", dict(node_metadata(record)), own
 
 
-def _head_record(entry: Mapping[str, Any]) -> tuple[int, StoredNode]:
-    """A head's node: the node JSON kept beside the text-document entry (written by LlamaIndex), else a text node of
-    the document's id, text and metadata (written by LangChain's store or the command line)."""
-    int_id, document = _TEXT_FORMAT.decode(entry)
-    if "node" not in entry:
-        return int_id, document_node(document)
-    node, doc_id = entry["node"], entry["doc_id"]
+def head_node(key: str, text: str, metadata: dict[str, Any], own: Mapping[str, Any]) -> StoredNode:
+    """The node of a Qdrant head: its own JSON when LlamaIndex wrote it (`node_head`), else a text node of the
+    document's id, text and metadata (written by LangChain's store or the command line).
+
+    Raises:
+        ValueError: a head whose node is malformed.
+    """
+    if "node" not in own:
+        return document_node(SimpleNamespace(key=key, text=text, metadata=metadata))
+    node, doc_id = own["node"], own.get("doc_id")
     if not isinstance(node, dict) or not isinstance(doc_id, str):
-        raise ValueError(f"the head of {document.key!r} holds a malformed node")
-    return int_id, StoredNode(document.key, doc_id, node)
-
-
-_TEXT_FORMAT = text_document_format("FairQdrantVectorStore", "FairQdrantVectorStore", "llama-index-vector-stores-fair")
-QDRANT_FORMAT: StoreFormat[StoredNode] = StoreFormat(
-    name=_TEXT_FORMAT.name,
-    version=_TEXT_FORMAT.version,
-    store="FairQdrantVectorStore",
-    writer="FairQdrantVectorStore",
-    upgrade="llama-index-vector-stores-fair",
-    records_key=_TEXT_FORMAT.records_key,
-    noun="nodes",
-    encode=_head_entry,
-    decode=_head_record,
-    names_index_folder=False,
-    replaced_move_to_end=False,  # a replaced node keeps its place
-    group_of=lambda node: node.doc_id,  # delete(ref_doc_id) removes a document's nodes
-    text_of=node_text,
-)
-"""How `FairQdrantVectorStore` writes a node into a Qdrant head and reads one back: the layout LangChain's store and
-the command line write (`_head_entry`), so one collection opens in every surface."""
+        raise ValueError(f"the head of {key!r} holds a malformed node")
+    return StoredNode(key, doc_id, node)

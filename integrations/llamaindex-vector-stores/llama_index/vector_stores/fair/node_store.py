@@ -27,7 +27,6 @@ from llama_index.vector_stores.fair.node_records import (
 )
 
 from fair_retrieval.stores import DocumentStore
-from fair_retrieval.stores.filters import StoreFilter
 
 logger = logging.getLogger(__name__)
 
@@ -183,11 +182,8 @@ class NodeStore:
         ids; the Qdrant store: one engine condition); None when nothing restricts. `native`: Qdrant's own filter
         (a Qdrant store's `qdrant_filters`), kept beside `filters` (a node must match both)."""
         predicate = metadata_predicate(filters)
-        if native is not None:
-            predicate = StoreFilter(
-                predicate or (lambda metadata: True), getattr(predicate, "spec", None) or {}, native
-            )
-        keep = None if predicate is None else DocumentStore.record_test(predicate, node_metadata)
+        restricts = predicate is not None or native is not None
+        keep = DocumentStore.record_test(predicate, node_metadata, native) if restricts else None
         return self._store.selection(node_ids, doc_ids, keep, empty_means_all=empty_means_all)
 
 

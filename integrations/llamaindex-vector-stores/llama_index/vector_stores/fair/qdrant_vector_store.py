@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQueryMode
-from llama_index.vector_stores.fair.node_records import QDRANT_FORMAT, StoredNode, node_metadata, node_text
+from llama_index.vector_stores.fair.node_records import StoredNode, head_node, node_head, node_metadata, node_text
 from llama_index.vector_stores.fair.node_store import NodeStore, search_mode
 from llama_index.vector_stores.fair.persist_files import STORE_FORMAT, settings_embed_model
 
@@ -93,15 +93,16 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         mode = search_mode(default_query_mode)
         if embed_model is None and multivector is not False:
             embed_model = settings_embed_model(say_pooled=multivector is None, store=NAME)
-        store: QdrantStore[StoredNode] = QdrantStore(
+        store: QdrantStore[StoredNode] = QdrantStore.of_records(
+            STORE_FORMAT,  # its rules; an earlier release's collection of this format (the node alone) opens too
+            node_head,  # a head holds a node as LangChain's store and the command line read a document
+            head_node,
             client=client,
             location=location,
             url=url,
             path=path,
             api_key=api_key,
             collection_name=collection_name,
-            fmt=QDRANT_FORMAT,  # a head holds a node as LangChain's store and the command line read a document
-            earlier=[STORE_FORMAT],  # collections of earlier releases: the node alone
             search={"mode": mode, "alpha": alpha, "fusion": fusion},
             search_params=search_params,
             collection_options=collection_options,
