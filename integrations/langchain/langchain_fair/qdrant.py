@@ -118,6 +118,36 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         self._hold(store)
         self._relevance_score_fn = relevance_score_fn
 
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: Sequence[str | int | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """As `FaissVectorStore.add_texts`; an id may also be an int, as langchain-qdrant takes it (kept as its
+        decimal string, under which `get_by_ids` and `delete` find it, given as either)."""
+        return super().add_texts(texts, metadatas, ids=_point_ids(ids), **kwargs)
+
+    def add_embeddings(
+        self,
+        text_embeddings: Iterable[tuple[str, Sequence[float]]],
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: Sequence[str | int | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """As `FaissVectorStore.add_embeddings`; int ids as `add_texts` takes them."""
+        return super().add_embeddings(text_embeddings, metadatas, _point_ids(ids), **kwargs)
+
+    def get_by_ids(self, ids: Sequence[str | int], /) -> list[Any]:
+        """As `FaissVectorStore.get_by_ids`; int ids as `add_texts` takes them."""
+        return super().get_by_ids(_point_ids(ids))  # type: ignore[arg-type]
+
+    def delete(self, ids: Sequence[str | int] | None = None, *, strict: bool = False, **kwargs: Any) -> bool:
+        """As `FaissVectorStore.delete`; int ids as `add_texts` takes them."""
+        return super().delete(_point_ids(ids), strict=strict, **kwargs)  # type: ignore[arg-type]
+
     @property
     def client(self) -> Any:
         """The `QdrantClient`."""
@@ -350,6 +380,17 @@ def _recreated(cls: type, client: Any, collection_name: str, recreate: bool, opt
     if client.collection_exists(collection_name):
         client.delete_collection(collection_name)
     return collection_name
+
+
+def _point_ids(ids: Any) -> Any:
+    """langchain-qdrant's ids as this store keeps them: an int (not a bool) as its decimal string; the rest as given
+    (the store checks them: a single string, or another type, is refused there)."""
+    if ids is None or isinstance(ids, str):
+        return ids
+    try:
+        return [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
+    except TypeError:  # not iterable: the store names what it expected
+        return ids
 
 
 def _name(collection_name: str | None) -> str:

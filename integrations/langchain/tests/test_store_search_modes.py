@@ -286,3 +286,13 @@ def test_langchain_qdrants_keywords_are_taken_where_they_mean_something_and_refu
         texts, TableEmbeddings(), location=":memory:", collection_name="c", timeout=5, prefer_grpc=False
     )
     assert len(made.ids) == len(texts)
+
+
+def test_int_ids_are_taken_as_langchain_qdrant_takes_them_and_found_as_either() -> None:
+    store = _qdrant_store()
+    texts = ["A note about the ferry timetable.", "A note about the bakery."]
+    assert store.add_texts(texts, ids=[7, 8]) == ["7", "8"]
+    assert [document.page_content for document in store.get_by_ids([8, "7"])] == [texts[1], texts[0]]
+    assert store.delete([7]) and store.get_by_ids(["7"]) == []
+    with pytest.raises(TypeError):
+        store.add_texts(["x"], ids=[True])  # a bool is no id
