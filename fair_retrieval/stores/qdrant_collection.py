@@ -377,6 +377,25 @@ class QdrantCollection:
                 )
             )
 
+    def delete_heads(self, heads: Mapping[str, Mapping[str, Any]]) -> None:
+        """Delete documents by their heads (key → head payload, `heads_of`): windows first (by point id where the
+        head counts them, else by a filter on the key), then the heads, so a search never sees half a document."""
+        from qdrant_client import models
+
+        counted = {key: head for key, head in heads.items() if COUNT_FIELD in head}
+        legacy = [key for key in heads if key not in counted]
+        self.delete_points(
+            [
+                point_id(key, f"w{i}@{head[VERSION_FIELD]}")
+                for key, head in counted.items()
+                for i in range(int(head[COUNT_FIELD]))
+            ]
+        )
+        if legacy:
+            windows = models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))
+            self._delete(models.Filter(must=[self._any(DOC_FIELD, legacy), windows]))
+        self.delete_points([point_id(key, HEAD) for key in heads])
+
     def _forget(self, ids: Sequence[str]) -> None:
         """Try to delete a failed write's windows (no head counts them); a failure here is logged, not raised: the
         searches never count them, and delete them once a later write of their document lands."""

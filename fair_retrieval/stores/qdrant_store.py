@@ -387,11 +387,28 @@ class QdrantStore(DocumentStore[R]):
 
     @locked
     def get(self, keys: Iterable[str]) -> list[tuple[int, R]]:
-        """The stored (int id, record) of `keys`, in that order; unknown keys skipped, repeats given once."""
+        """The stored (int id, record) of `keys`, in that order; unknown keys skipped, repeats given once (heads
+        read by point id: no filter over the collection)."""
         unique = list(dict.fromkeys(keys))
-        heads = self._heads([int_id_of(key) for key in unique])
-        found = [(int_id_of(key), heads.get(int_id_of(key))) for key in unique]
-        return [(int_id, record) for int_id, record in found if record is not None and record.key in unique]
+        heads = self._collection.heads_of(unique) if self._recorded is not None else {}
+        return [(int_id_of(key), self._decoded(heads[key])) for key in unique if key in heads]
+
+    @locked
+    def delete(self, keys: Iterable[str], *, strict: bool = False) -> list[str]:
+        """Remove the documents stored under `keys` (as `StoreCore.delete`): their heads and windows deleted by point
+        id (a head counts its windows), no filter over the collection; the documents of an earlier release's heads,
+        which do not, by a filter on their keys."""
+        unique = list(dict.fromkeys(keys))
+        heads = self._collection.heads_of(unique) if self._recorded is not None else {}
+        unknown = [key for key in unique if key not in heads]
+        if unknown and strict:
+            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
+        if unknown:
+            logger.warning(
+                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
+            )
+        self._collection.delete_heads(heads)
+        return unknown
 
     def selection(
         self,

@@ -476,3 +476,23 @@ def test_windows_of_killed_writes_never_take_a_documents_place(
     store.search_text(copies[0], 12, settings=DENSE)  # a search that meets them deletes them
     head = collection.heads_of(["doc-0"])["doc-0"]
     assert all(point.payload["fr_version"] == head["fr_version"] for point in _window_points(store, "doc-0"))
+
+
+def test_a_delete_removes_every_point_of_its_documents_by_id_also_for_an_earlier_releases_heads(
+    tiny: FairEmbedder,
+) -> None:
+    from fair_retrieval.stores.qdrant_collection import COUNT_FIELD, HEAD, point_id
+
+    store = filled(qdrant_store(tiny))
+    store.collection.client.delete_payload(
+        store.collection.name, keys=[COUNT_FIELD], points=[point_id("doc-5", HEAD)]
+    )  # written by an earlier release: the head does not count its windows
+    assert len(_window_points(store, "doc-4")) > 1 and len(_window_points(store, "doc-5")) > 1
+    assert store.delete(["doc-4", "doc-5", "nope"]) == ["nope"]
+    for key in ("doc-4", "doc-5"):
+        doc = models.Filter(must=[models.FieldCondition(key=DOC_FIELD, match=models.MatchValue(value=key))])
+        assert list(store.collection.scroll(doc)) == []
+    assert len(store) == 10 and store.get(["doc-4", "doc-6"])[0][1].key == "doc-6"
+    with pytest.raises(ValueError, match="not in the store"):
+        store.delete(["doc-6", "nope"], strict=True)
+    assert len(store) == 10
