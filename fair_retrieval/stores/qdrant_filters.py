@@ -6,7 +6,8 @@ as in the FAISS store. `qdrant_filter` translates a grammar dict (already checke
 operator:
 
 - equality (``{"f": v}``, ``$eq``): strings and booleans by `MatchValue`, numbers by a closed `Range` (so 1 equals
-  1.0, as in the grammar), None by `IsNull`; ``{"f": [a, b]}``, ``$in`` and ``$any``: any of them; ``$ne``, ``$nin``
+  1.0, as in the grammar), None by `IsNull`, an empty list by `IsEmpty` without `IsNull` (which a missing field
+  also passes: Qdrant reads it as empty); ``{"f": [a, b]}``, ``$in`` and ``$any``: any of them; ``$ne``, ``$nin``
   and ``$not``: `must_not` (a missing field passes, as in the grammar); ``$gt`` … ``$lte``: `Range` for numbers,
   `DatetimeRange` for ISO dates given as strings; ``$contains`` / ``$all``: Qdrant's match on a list field holds when
   one element matches; ``$exists``: `IsEmpty` negated or not; ``$and`` / ``$or`` / ``$not``: nested filters.
@@ -154,6 +155,11 @@ def _equal(key: str, value: Any, where: str) -> Any:
         return models.FieldCondition(key=key, match=models.MatchValue(value=value))
     if is_number(value):
         return models.FieldCondition(key=key, range=models.Range(gte=value, lte=value))
+    if isinstance(value, list | tuple) and not value:  # an empty list: Qdrant's "empty" without its null (a
+        field = models.PayloadField(key=key)  # missing field reads as empty too: LlamaIndex's IS_EMPTY asks both)
+        return models.Filter(
+            must=[models.IsEmptyCondition(is_empty=field)], must_not=[models.IsNullCondition(is_null=field)]
+        )
     raise ValueError(
         f"{where}: a Qdrant store compares a field with a string, number, boolean or None, not a "
         f"{type(value).__name__}; Qdrant matches list fields element by element: use $contains, $any or $all."

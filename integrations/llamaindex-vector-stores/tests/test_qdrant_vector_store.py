@@ -242,3 +242,24 @@ def test_qdrant_filters_in_vector_store_kwargs_filter_in_the_engine_beside_metad
         )
     with pytest.raises(TypeError, match=r"qdrant_filters must be a qdrant_client models\.Filter"):
         index.as_retriever(vector_store_kwargs={"qdrant_filters": {"kind": "even"}}).retrieve(QUESTIONS[0])
+
+
+def test_is_empty_selects_as_in_the_faiss_store(embed_model: FairEmbedding) -> None:
+    """IS_EMPTY (an absent field, None, "" or []) is evaluated in the engine and keeps the FAISS store's nodes."""
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+    metadata = [{"tags": ["a"]}, {"tags": []}, {"tags": None}, {"tags": ""}, {}, {"tags": "b"}]
+    nodes = [TextNode(id_=f"n{i}", text=f"{SENTENCES[i]} note {i}", metadata=meta) for i, meta in enumerate(metadata)]
+    empty = MetadataFilters(filters=[MetadataFilter(key="tags", value=None, operator=FilterOperator.IS_EMPTY)])
+    found = []
+    for store in (
+        FairFaissVectorStore(embed_model=embed_model, kind="flat", gpu=False),
+        FairQdrantVectorStore(location=":memory:", collection_name="empty", embed_model=embed_model),
+    ):
+        index = VectorStoreIndex(
+            nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
+        )
+        found.append(
+            sorted(hit.node.node_id for hit in index.as_retriever(similarity_top_k=10, filters=empty).retrieve("note"))
+        )
+    assert found[0] == found[1] == ["n1", "n2", "n3", "n4"]
