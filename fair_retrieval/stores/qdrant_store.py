@@ -170,8 +170,9 @@ class QdrantStore(DocumentStore[R]):
     under "metadata" in every point's payload, as langchain-qdrant keeps it: "metadata.topic").
 
     Args:
-        client: a `qdrant_client.QdrantClient`; or None with `location`, `url` or `path` (and `api_key`), where
-            the store makes one (`qdrant_client`).
+        client: a `qdrant_client.QdrantClient`; or None with `location`, `url` or `path` (and `api_key`, and the
+            client's other keywords in `client_options`: port, prefer_grpc, timeout, ...), where the store makes one
+            (`qdrant_client`).
         collection_name: the collection; created on the first add (or now, with `dim`) when it does not exist, else
             opened: its recorded settings are taken, the embeddings given are checked against its record.
         fmt: how one record is written into a head point and read back: every surface writes the text-document
@@ -215,6 +216,7 @@ class QdrantStore(DocumentStore[R]):
         url: str | None = None,
         path: str | None = None,
         api_key: str | None = None,
+        client_options: Mapping[str, Any] | None = None,
         search: SearchSettings | Mapping[str, Any] | None = None,
         search_params: Any = None,
         collection_options: Mapping[str, Any] | None = None,
@@ -231,7 +233,7 @@ class QdrantStore(DocumentStore[R]):
                 "collection's HNSW and quantization with collection_options=, its searches with search_params=."
             )
         made = client is None  # a client made here is closed again when the open fails (a local folder unlocked)
-        client = qdrant_client(client, location=location, url=url, path=path, api_key=api_key)
+        client = qdrant_client(client, location=location, url=url, path=path, api_key=api_key, **(client_options or {}))
         try:
             collection = QdrantCollection(client, collection_name, name, search_params, batch_size)
             recorded = collection.recorded()

@@ -263,3 +263,24 @@ def test_is_empty_selects_as_in_the_faiss_store(embed_model: FairEmbedding) -> N
             sorted(hit.node.node_id for hit in index.as_retriever(similarity_top_k=10, filters=empty).retrieve("note"))
         )
     assert found[0] == found[1] == ["n1", "n2", "n3", "n4"]
+
+
+def test_llama_index_qdrant_keywords_are_taken_where_they_mean_something_and_refused_by_name_elsewhere(
+    embed_model: FairEmbedding, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO"):
+        store = FairQdrantVectorStore(
+            location=":memory:", collection_name="k", embed_model=embed_model, enable_hybrid=True, batch_size=2,
+            client_kwargs={"timeout": 5},
+        )  # fmt: skip
+    assert "BM25 is built in" in caplog.text
+    index = build(store, embed_model)
+    assert len(index.as_retriever(similarity_top_k=3, vector_store_query_mode="hybrid").retrieve(QUESTIONS[0])) == 3
+    for options, error, message in (
+        ({"fastembed_sparse_model": "Qdrant/bm25"}, ValueError, "scores BM25 itself"),
+        ({"aclient": object()}, ValueError, "use the one client"),
+        ({"text_key": "body"}, ValueError, "its own record"),
+        ({"bogus": 1}, TypeError, "unexpected keyword argument"),
+    ):
+        with pytest.raises(error, match=message):
+            FairQdrantVectorStore(location=":memory:", collection_name="k", embed_model=embed_model, **options)

@@ -56,6 +56,13 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         path: a local-mode folder, instead.
         location: ":memory:" (or a URL), instead.
         api_key: the server's API key.
+        batch_size: points per upsert request.
+        client_kwargs: more `QdrantClient` keywords (port, prefer_grpc, timeout, ...) where the client is made here.
+        enable_hybrid: llama-index's Qdrant store's switch for sparse vectors: taken (True or False; BM25 is built in,
+            scored in the engine, and `vector_store_query_mode` picks per query as there), an INFO line says so.
+        aclient, text_key, dense_vector_name, sparse_vector_name, fastembed_sparse_model, sparse_doc_fn,
+        sparse_query_fn, hybrid_fusion_fn: llama-index's Qdrant store's layout and sparse model: refused with the
+            reason (this store's layout, BM25 and fusion are its own; tune them with lexical= and fusion=).
 
     Raises:
         TypeError: a client that is no `QdrantClient`, or a multi-vector store's embed model gives no windows.
@@ -87,7 +94,19 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         path: str | None = None,
         location: str | None = None,
         api_key: str | None = None,
+        batch_size: int = 256,
+        client_kwargs: Mapping[str, Any] | None = None,
+        enable_hybrid: bool | None = None,
+        **anchor: Any,
     ) -> None:
+        _check_anchor_options(anchor)
+        if enable_hybrid is not None:
+            logger.info(
+                "%s: enable_hybrid=%s taken; BM25 is built in (scored inside Qdrant), and vector_store_query_mode "
+                "picks dense, sparse or hybrid per query.",
+                NAME,
+                enable_hybrid,
+            )
         if collection_name is None:
             raise ValueError("Pass collection_name= (the Qdrant collection the nodes live in).")
         mode = search_mode(default_query_mode)
@@ -102,6 +121,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
             url=url,
             path=path,
             api_key=api_key,
+            client_options=client_kwargs,
+            batch_size=batch_size,
             collection_name=collection_name,
             search={"mode": mode, "alpha": alpha, "fusion": fusion},
             search_params=search_params,
@@ -143,3 +164,31 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
     def collection_name(self) -> str:
         """The collection's name."""
         return self._store.collection.name
+
+
+_REFUSED = {
+    "aclient": "the async calls (aquery, async_add, ...) use the one client, as llama-index's base class runs them; "
+    "pass client= (or url=, path=, location=)",
+    "text_key": "the store keeps a node's text in its own record",
+    "dense_vector_name": "the store names its own dense vector (a node's windows)",
+    "sparse_vector_name": "the store names its own sparse vector",
+    "fastembed_sparse_model": "the store scores BM25 itself, inside Qdrant; set its language, k1 and b with lexical=",
+    "sparse_doc_fn": "the store scores BM25 itself, inside Qdrant; set its language, k1 and b with lexical=",
+    "sparse_query_fn": "the store scores BM25 itself, inside Qdrant; set its language, k1 and b with lexical=",
+    "hybrid_fusion_fn": "the store fuses by fusion= ('relative_score', 'rrf', 'dist_based_score') and alpha=",
+}
+"""llama-index's Qdrant store's keywords this store does not take, and why."""
+
+
+def _check_anchor_options(options: Mapping[str, Any]) -> None:
+    """Refuse llama-index's Qdrant store's layout keywords with the reason, and any other unknown keyword.
+
+    Raises:
+        ValueError: a layout keyword (the message says why and what to pass).
+        TypeError: a keyword neither store takes.
+    """
+    for key in options:
+        if key in _REFUSED:
+            raise ValueError(f"{NAME} does not take {key}=: {_REFUSED[key]}.")
+    if options:
+        raise TypeError(f"{NAME}() got unexpected keyword argument(s) {', '.join(map(repr, sorted(options)))}.")
