@@ -11,9 +11,12 @@ one small JSON file, the *record* (index.json for the formats above), the commit
    digits, new for each save), and fsyncs it. Nothing published has changed yet: readers, and a kill, see the
    previous generation.
 3. It commits by replacing the record atomically. The record carries, under the key "publication", the token, the
-   size and CRC-32 of every file of the new generation, and the CRC-32 of the record's own other content
-   ("record_crc32"), so an edited or corrupted record is refused too.
-4. It renames every temporary file to its final name, and fsyncs the folders.
+   size and CRC-32 of every file of the new generation, the files of the generation it replaces that it drops
+   ("dropped"), and the CRC-32 of the record's own other content ("record_crc32"), so an edited or corrupted record
+   is refused too.
+4. It renames every temporary file to its final name, deletes the dropped files, and fsyncs the folders. A writer
+   killed during this step leaves the rest to the next, which reads what to finish from the record: a file no
+   record named is never removed.
 
 Readers use `fair_retrieval.jsonio.snapshot.Snapshot`, which says how the files of a generation are found and
 checked.
@@ -47,6 +50,9 @@ from fair_retrieval.jsonio.versioned import DamagedFileError
 
 logger = logging.getLogger(__name__)
 
+DROPPED_KEY = "dropped"
+"""The key, in a record's publication entry, of the files of the replaced generation that this one removes."""
+
 
 class Publication:
     """Publish files that belong together atomically as a whole, committed by one record file (module docstring).
@@ -70,8 +76,7 @@ class Publication:
             generation newer than the one the writer read (`jsonio.generation`); what it raises leaves the
             folder unchanged.
         patterns: names of files the format writes besides `names` (immutable segments named by their content):
-            their temporary files are removed as leftovers, and so are published ones that the current record no
-            longer lists (a save killed after its commit, before it removed the segments it replaced).
+            their temporary files are removed as leftovers, and a record's dropped ones (below) are format files.
     """
 
     def __init__(
@@ -171,16 +176,16 @@ class Publication:
         given = entries or {}
         files = {name: dict(given.get(name) or file_entry(staged)) for name, staged in self._staged.items()}
         files.update({name: entry for name, entry in self._kept.items() if name not in files})
+        dropped = [name for name in dict.fromkeys([*remove, *self._previous]) if name not in files and "/" not in name]
         record: dict[str, Any] = {key: item for key, item in value.items() if key != PUBLICATION_KEY}
-        record[PUBLICATION_KEY] = {"token": self.token, "files": files}
+        record[PUBLICATION_KEY] = {"token": self.token, "files": files, **({DROPPED_KEY: dropped} if dropped else {})}
         record[PUBLICATION_KEY][RECORD_CRC_KEY] = record_crc32(record)
         write_json_atomically(self.record, record)
         self._committed = True
         for name, staged in self._staged.items():
             _move_into_place(staged, self.folder / name)
-        for name in dict.fromkeys([*remove, *self._previous]):
-            if name not in self._staged and name not in self._kept:
-                _remove(self.folder / name)
+        for name in dropped:  # the record names them: a save killed here has the next one remove them
+            _remove(self.folder / name)
         for folder in {(self.folder / name).parent for name in self._names}:
             sync_folder(folder)
 
@@ -198,6 +203,10 @@ class Publication:
         self._previous = {
             name: entry for name, entry in snapshot.files.items() if "/" not in name and name != self.record.name
         }
+        for name in snapshot.value[PUBLICATION_KEY].get(DROPPED_KEY) or []:  # what a killed commit left to remove
+            if isinstance(name, str) and "/" not in name and name not in snapshot.files and self._is_format_file(name):
+                check_listed_name(self.record, name)
+                _remove(self.folder / name)
         for name in snapshot.files:
             if not self._is_format_file(name) or name == self.record.name:
                 continue
@@ -212,16 +221,14 @@ class Publication:
         return name in self._names or any(pattern.fullmatch(name) for pattern in self._patterns)
 
     def _remove_leftovers(self) -> None:
-        """Delete the temporary files of saves that were killed before their commit (and of earlier releases), and
-        segments no record lists any more."""
+        """Delete the temporary files of saves that were killed before their commit (and of earlier releases)."""
         if self._patterns and self.folder.is_dir():
             temporary = re.compile(r"(.+?)\.(?:[0-9a-f]{32}\.)?" + re.escape(TEMPORARY_SUFFIX[1:]))
             for entry in self.folder.iterdir():
                 staged = temporary.fullmatch(entry.name)
-                name = staged.group(1) if staged else entry.name
-                if not any(pattern.fullmatch(name) for pattern in self._patterns):
+                if staged is None or not any(pattern.fullmatch(staged.group(1)) for pattern in self._patterns):
                     continue
-                if (staged or name not in self._previous) and os.path.abspath(entry) not in self._keep:
+                if os.path.abspath(entry) not in self._keep:
                     logger.info("Removing %s, left by an interrupted save.", entry)
                     _remove(entry)
         for name in self._names:

@@ -40,7 +40,7 @@ def _publish_segments(folder: Path, new: dict[str, str], kept: list[str]) -> Non
         publication.commit({"format": "test", "version": 1})
 
 
-def test_kept_files_are_listed_with_their_old_checksums_and_unlisted_segments_go(tmp_path: Path) -> None:
+def test_kept_files_are_listed_with_their_old_checksums_and_dropped_ones_go_even_after_a_kill(tmp_path: Path) -> None:
     folder = tmp_path / "folder"
     _publish_segments(folder, {"a.bin": "one", "seg-1.bin": "rows one"}, [])
     before = (folder / "seg-1.bin").stat().st_ino
@@ -50,11 +50,16 @@ def test_kept_files_are_listed_with_their_old_checksums_and_unlisted_segments_go
     assert (folder / "seg-1.bin").stat().st_ino == before  # not written again
     with record.open("seg-1.bin") as handle:
         assert record.mismatch("seg-1.bin", handle) is None
-    (folder / "seg-9.bin").write_text("a segment no record lists (a killed save's)", encoding="utf-8")
+    (folder / "seg-9.bin").write_text("a file under a segment's name that no record lists", encoding="utf-8")
     (folder / "seg-3.bin.0123456789abcdef0123456789abcdef.tmp").write_text("staged by a killed save", "utf-8")
     (folder / "notes.txt").write_text("yours", encoding="utf-8")
-    _publish_segments(folder, {"seg-3.bin": "rows three"}, ["seg-2.bin"])  # seg-1 dropped, a.bin dropped
-    assert sorted(path.name for path in folder.iterdir()) == ["notes.txt", "record.json", "seg-2.bin", "seg-3.bin"]
+    _publish_segments(folder, {"seg-3.bin": "rows three"}, ["seg-2.bin"])  # seg-1 and a.bin dropped
+    names = ["notes.txt", "record.json", "seg-2.bin", "seg-3.bin", "seg-9.bin"]
+    assert sorted(path.name for path in folder.iterdir()) == names  # a file no record named stays
+    assert Snapshot.read(folder / "record.json").value["publication"]["dropped"] == ["a.bin", "seg-1.bin"]
+    (folder / "seg-1.bin").write_text("rows one", encoding="utf-8")  # as if the save was killed before removing it
+    _publish_segments(folder, {"seg-4.bin": "rows four"}, ["seg-2.bin", "seg-3.bin"])
+    assert not (folder / "seg-1.bin").exists() and (folder / "seg-9.bin").exists()
 
 
 def test_keeping_a_file_the_current_generation_lacks_is_refused_and_changes_nothing(tmp_path: Path) -> None:
