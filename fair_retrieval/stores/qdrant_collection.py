@@ -335,13 +335,44 @@ class QdrantCollection:
             self._upsert(windows)
             self._upsert(heads, only_over=older)
         except Exception as error:
-            self._forget([str(point.id) for point in windows])
-            raise ValueError(
-                f"Qdrant refused or lost a write to {self.name!r} ({type(error).__name__}: {error}); none of these "
-                f"{len(keys)} documents is seen half-written, and those already stored keep their previous version: "
-                f"add them again ({', '.join(repr(k) for k in keys[:5])}{', …' if len(keys) > 5 else ''})."
-            ) from error
+            raise self._failed_write(documents, version, replaced, error) from error
         self._drop_uncounted(documents, version, replaced)
+
+    def _failed_write(
+        self,
+        documents: Sequence[Mapping[str, Any]],
+        version: str,
+        replaced: Mapping[str, Mapping[str, Any]],
+        error: Exception,
+    ) -> ValueError:
+        """The error of a write the engine refused or lost part of, after reading back which documents' heads
+        landed (those are written whole, and what they replaced is removed) and deleting the windows of the others
+        (no head counts them); when the heads cannot be read back, nothing is deleted (searches never count such
+        windows) and no document is said to have landed."""
+        keys = [document["key"] for document in documents]
+        try:
+            landed = {key for key, head in self.heads_of(keys).items() if head.get(VERSION_FIELD) == version}
+        except Exception:  # the engine is gone: say nothing landed, delete nothing
+            landed = set()
+        else:
+            written = [document for document in documents if document["key"] in landed]
+            self._drop_uncounted(written, version, replaced)
+            self._forget(
+                [
+                    point_id(document["key"], f"w{i}@{version}")
+                    for document in documents
+                    if document["key"] not in landed
+                    for i in range(len(document["windows"]))
+                ]
+            )
+        missing = [key for key in keys if key not in landed]
+        shown = ", ".join(repr(key) for key in missing[:5]) + (", …" if len(missing) > 5 else "")
+        return ValueError(
+            f"Qdrant refused or lost a write to {self.name!r} ({type(error).__name__}: {error}): {len(missing)} of "
+            f"these {len(keys)} documents did not land and keep their previous version, if any ({shown}); the "
+            f"{len(keys) - len(missing)} others are written. No document is ever seen half-written: add those "
+            "again."
+        )
 
     def _drop_uncounted(
         self, documents: Sequence[Mapping[str, Any]], version: str, replaced: Mapping[str, Mapping[str, Any]]
