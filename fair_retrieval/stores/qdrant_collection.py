@@ -409,10 +409,13 @@ class QdrantCollection:
             )
 
     def delete_heads(self, heads: Mapping[str, Mapping[str, Any]]) -> None:
-        """Delete documents by their heads (key → head payload, `heads_of`): windows first (by point id where the
-        head counts them, else by a filter on the key), then the heads, so a search never sees half a document."""
+        """Delete documents by their heads (key → head payload, `heads_of`): the heads first, so each document
+        leaves every search at once (a window without its head is never counted), then their windows, by point id
+        where the head counts them, else by a filter on the key; a delete stopped between the two leaves only
+        uncounted windows."""
         from qdrant_client import models
 
+        self.delete_points([point_id(key, HEAD) for key in heads])
         counted = {key: head for key, head in heads.items() if COUNT_FIELD in head}
         legacy = [key for key in heads if key not in counted]
         self.delete_points(
@@ -425,7 +428,6 @@ class QdrantCollection:
         if legacy:
             windows = models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))
             self._delete(models.Filter(must=[self._any(DOC_FIELD, legacy), windows]))
-        self.delete_points([point_id(key, HEAD) for key in heads])
 
     def _forget(self, ids: Sequence[str]) -> None:
         """Try to delete a failed write's windows (no head counts them); a failure here is logged, not raised: the

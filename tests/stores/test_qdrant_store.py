@@ -527,3 +527,26 @@ def test_a_write_that_fails_midway_says_which_documents_landed_and_leaves_those_
         assert {point.payload["fr_version"] for point in _window_points(store, f"doc-{i}")} == {head["fr_version"]}
     hits = store.search_text(texts[0], 12, settings=DENSE)
     assert hits[0].record.key == "doc-0" and len(hits) == 12
+
+
+def test_a_delete_stopped_after_the_heads_leaves_the_documents_out_of_every_search(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = filled(qdrant_store(tiny))
+    collection = store.collection
+    original, calls = collection.delete_points, []
+
+    def killed_after_heads(ids: Any) -> None:
+        calls.append(len(ids))
+        if len(calls) == 2:  # the heads went, the windows do not
+            raise RuntimeError("killed")
+        original(ids)
+
+    monkeypatch.setattr(collection, "delete_points", killed_after_heads)
+    with pytest.raises(RuntimeError, match="killed"):
+        store.delete(["doc-0", "doc-1"])
+    monkeypatch.undo()
+    assert len(_window_points(store, "doc-0")) > 0 and len(store) == 10
+    for mode in ("dense", "sparse", "hybrid"):
+        hits = store.search_text(QUERIES[0], 12, settings=SearchSettings(mode=mode))
+        assert hits and not {hit.record.key for hit in hits} & {"doc-0", "doc-1"}
