@@ -404,32 +404,27 @@ class RerankedIndex:
         kept = self._rewritten_from(key)
         segments = self._rows.segments[:kept]
         start = self._rows.segment_starts[kept]
-        written: tuple[str, Path, np.ndarray] | None = None
+        new: list[tuple[str, Path, np.ndarray]] = []  # (name, temporary file, ids) of the segment written, if any
         try:
             if self._rows.live_from(start):
-                written = self._write_segment(path, start)
-            names = [name for name, _ in segments] + ([written[0]] if written else [])
-            listed = [{"name": name, "rows": rows} for name, rows in segments]
-            if written is not None:
-                listed.append({"name": written[0], "rows": int(written[2].size)})
-            mapped = _mapped(written[1], int(written[2].size), self._dim) if written else None
-            settings = json_bytes({**self._settings(), "segments": listed}, indent=None)
-            files: dict[str, Companion] = {name: KEPT for name, _ in segments}
-            if written is not None:
-                files[written[0]] = written[1]
+                new.append(self._write_segment(path, start))
+            listed = [*segments, *((name, int(ids.size)) for name, _, ids in new)]
+            mapped = [(name, _mapped(staged, int(ids.size), self._dim)) for name, staged, ids in new]
+            settings = json_bytes(
+                {**self._settings(), "segments": [{"name": n, "rows": r} for n, r in listed]}, indent=None
+            )
+            files: dict[str, Companion] = {**{name: KEPT for name, _ in segments}, **{n: f for n, f, _ in new}}
             self._compact.save(
                 path, companions={**(companions or {}), **files, RERANK_FILE: settings}, overwrite=overwrite
             )
         except BaseException:
-            if written is not None:
-                written[1].unlink(missing_ok=True)  # moved by the save; still here only if it failed
+            for _, staged, _ in new:
+                staged.unlink(missing_ok=True)  # moved by the save; still here only if it failed
             raise
-        if written is None:
-            self._rows.replace_segments(kept, "", None, np.zeros(0, dtype=np.int64))
-        else:
-            self._rows.replace_segments(kept, written[0], mapped, written[2])
+        ids = np.concatenate([ids for _, _, ids in new]) if new else np.zeros(0, dtype=np.int64)
+        self._rows.replace_segments(kept, mapped, ids)
         self._home = key
-        logger.debug("Saved the float rows as %d segment(s), %d kept.", len(names), kept)
+        logger.debug("Saved the float rows as %d segment(s), %d kept.", len(listed), kept)
         return path
 
     def _rewritten_from(self, key: str) -> int:

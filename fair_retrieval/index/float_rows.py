@@ -267,14 +267,13 @@ class FloatRows:
             self._live[: ids.size] = live
             self._dead = int(ids.size - np.count_nonzero(live))
 
-    def replace_segments(self, kept: int, name: str, rows: np.ndarray | None, ids: np.ndarray) -> None:
+    def replace_segments(self, kept: int, added: list[tuple[str, np.ndarray | None]], ids: np.ndarray) -> None:
         """After a save that kept the first `kept` segments and wrote every live row after them (`write_rows` from
-        `segment_starts[kept]`) as the segment `name` (`rows`, a read-only map, None when it holds none, under
-        `ids`): the rows are those segments, the working file is dropped."""
+        `segment_starts[kept]`) as the segments `added` ((file name, read-only map of its rows), in order; none when
+        there were no such rows) under `ids`: the rows are those segments, the working file is dropped."""
         end = self.segment_starts[kept]
-        segments = self._segments[:kept] + ([(name, rows)] if rows is not None else [])
         self.rebase(
-            segments,
+            self._segments[:kept] + [(name, rows) for name, rows in added if rows is not None],
             np.concatenate([self._ids[:end], ids]),
             np.concatenate([self._live[:end], np.ones(ids.size, dtype=bool)]),
         )

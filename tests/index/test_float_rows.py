@@ -78,7 +78,7 @@ def test_rows_read_across_several_segments_and_the_tail_and_replace_keeps_the_fi
     rows.rebase([("a.seg", first)], first_ids)
     rows.append(np.arange(10, 20), data[10:20])
     second, second_ids = segment(tmp_path / "b.seg", rows, start=rows.segment_starts[1])
-    rows.replace_segments(1, "b.seg", second, second_ids)
+    rows.replace_segments(1, [("b.seg", second)], second_ids)
     assert rows.segments == [("a.seg", 10), ("b.seg", 10)] and rows.segment_starts == [0, 10, 20]
     rows.discard(np.array([3, 15]))
     rows.append(np.arange(20, 30), data[20:])
@@ -86,7 +86,7 @@ def test_rows_read_across_several_segments_and_the_tail_and_replace_keeps_the_fi
     np.testing.assert_array_equal(rows.get(wanted), data[wanted])
     assert rows.live_from(10) == 19 and rows.live_from(20) == 10
     merged, merged_ids = segment(tmp_path / "c.seg", rows, start=rows.segment_starts[1])  # b and the tail as one
-    rows.replace_segments(1, "c.seg", merged, merged_ids)
+    rows.replace_segments(1, [("c.seg", merged)], merged_ids)
     assert rows.segments == [("a.seg", 10), ("c.seg", 19)] and (len(rows), rows.dead) == (28, 1)
     np.testing.assert_array_equal(rows.live_ids, np.setdiff1d(np.arange(30), [3, 15]))
     np.testing.assert_array_equal(rows.get(rows.live_ids), data[rows.live_ids])
