@@ -402,13 +402,7 @@ class QdrantStore(DocumentStore[R]):
         which do not, by a filter on their keys."""
         unique = list(dict.fromkeys(keys))
         heads = self._collection.heads_of(unique) if self._recorded is not None else {}
-        unknown = [key for key in unique if key not in heads]
-        if unknown and strict:
-            raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
-        if unknown:
-            logger.warning(
-                "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
-            )
+        unknown = self.unknown_keys(unique, heads, strict)
         self._collection.delete_heads(heads)
         return unknown
 

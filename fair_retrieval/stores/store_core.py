@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
 
@@ -676,15 +676,25 @@ class StoreCore(Generic[R]):
         """
         unique = list(dict.fromkeys(keys))
         found = self.get(unique)
-        stored = {record.key for _, record in found}
-        unknown = [key for key in unique if key not in stored]
+        unknown = self.unknown_keys(unique, {record.key for _, record in found}, strict)
+        self.remove(int_id for int_id, _ in found)
+        return unknown
+
+    @staticmethod
+    def unknown_keys(keys: Sequence[str], stored: Container[str], strict: bool) -> list[str]:
+        """The `keys` of a delete that are not `stored`: refused with `strict` (before anything is removed), else
+        ignored with a WARNING.
+
+        Raises:
+            ValueError: with `strict`, keys that are not stored.
+        """
+        unknown = [key for key in keys if key not in stored]
         if unknown and strict:
             raise ValueError(f"{len(unknown)} id(s) are not in the store: {preview(unknown)}; nothing was deleted.")
         if unknown:
             logger.warning(
                 "delete(): %d id(s) are not in the store and were ignored: %s", len(unknown), preview(unknown)
             )
-        self.remove(int_id for int_id, _ in found)
         return unknown
 
     @locked
