@@ -123,12 +123,23 @@ def text_records_format(
         assert document is not None
         return text_format.encode(int_id, document(kept))
 
+    return _named_as(text_format, fmt, fmt.encode if document is None else encode, decode)
+
+
+def _named_as(
+    text_format: StoreFormat[TextDocument],
+    fmt: StoreFormat[R],
+    encode: Callable[[int, R], dict[str, Any]],
+    decode: Callable[[Mapping[str, Any]], tuple[int, R]],
+) -> StoreFormat[R]:
+    """`fmt`'s rules with `text_format`'s name, version and layout, its records written by `encode` and read by
+    `decode`: a file (or collection) every surface reads as texts."""
     return dataclasses.replace(
         fmt,
         name=text_format.name,
         version=text_format.version,
         records_key=text_format.records_key,
-        encode=fmt.encode if document is None else encode,
+        encode=encode,
         decode=decode,
         names_index_folder=text_format.names_index_folder,
         raw_faiss_message=None,
@@ -159,17 +170,7 @@ def text_entry_format(
         own = {name: value for name, value in entry.items() if name not in TEXT_FIELDS}
         return int_id, read(document.key, document.text, document.metadata, own)
 
-    return dataclasses.replace(
-        fmt,
-        name=text_format.name,
-        version=text_format.version,
-        records_key=text_format.records_key,
-        encode=encode,
-        decode=decode,
-        names_index_folder=text_format.names_index_folder,
-        raw_faiss_message=None,
-        other_readers={},
-    )
+    return _named_as(text_format, fmt, encode, decode)
 
 
 def named_store_paths(folder: Path, index_name: str) -> tuple[Path, Path]:
