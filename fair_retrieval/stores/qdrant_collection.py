@@ -132,6 +132,18 @@ def next_stamp() -> int:
         return _last_stamp
 
 
+def window_ids(key: str, version: str, count: int) -> list[str]:
+    """The point ids of a document's `count` windows written by the write `version` (`point_id`'s "w<i>@<version>")."""
+    return [point_id(key, f"w{i}@{version}") for i in range(count)]
+
+
+def _is_window() -> Any:
+    """The condition: a window point (not a head)."""
+    from qdrant_client import models
+
+    return models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))
+
+
 def _transient(error: Exception) -> bool:
     """Whether an error is a dropped or refused connection (worth another try), not a refused request."""
     names = {type(error).__name__, *(type(cause).__name__ for cause in (error.__cause__, error.__context__) if cause)}
@@ -300,10 +312,11 @@ class QdrantCollection:
                 VERSION_FIELD: version,
                 STAMP_FIELD: stamp,
             }
-            for i, (vector, span, weight) in enumerate(document["windows"]):
+            ids = window_ids(document["key"], version, len(document["windows"]))
+            for i, (point, (vector, span, weight)) in enumerate(zip(ids, document["windows"], strict=True)):
                 windows.append(
                     models.PointStruct(
-                        id=point_id(document["key"], f"w{i}@{version}"),
+                        id=point,
                         vector={DENSE_VECTOR: vector},
                         payload={
                             **common,
@@ -336,7 +349,7 @@ class QdrantCollection:
             self._upsert(heads, only_over=older)
         except Exception as error:
             raise self._failed_write(documents, version, replaced, error) from error
-        self._drop_uncounted(documents, version, replaced)
+        self._drop_uncounted(documents, version, replaced, self.heads_of(keys), self.delete_points)
 
     def _failed_write(
         self,
@@ -351,20 +364,12 @@ class QdrantCollection:
         windows) and no document is said to have landed."""
         keys = [document["key"] for document in documents]
         try:
-            landed = {key for key, head in self.heads_of(keys).items() if head.get(VERSION_FIELD) == version}
+            now = self.heads_of(keys)
         except Exception:  # the engine is gone: say nothing landed, delete nothing
-            landed = set()
+            landed: set[str] = set()
         else:
-            written = [document for document in documents if document["key"] in landed]
-            self._drop_uncounted(written, version, replaced)
-            self._forget(
-                [
-                    point_id(document["key"], f"w{i}@{version}")
-                    for document in documents
-                    if document["key"] not in landed
-                    for i in range(len(document["windows"]))
-                ]
-            )
+            landed = {key for key, head in now.items() if head.get(VERSION_FIELD) == version}
+            self._drop_uncounted(documents, version, replaced, now, self._forget)  # and those that did not land
         missing = [key for key in keys if key not in landed]
         shown = ", ".join(repr(key) for key in missing[:5]) + (", …" if len(missing) > 5 else "")
         return ValueError(
@@ -375,19 +380,24 @@ class QdrantCollection:
         )
 
     def _drop_uncounted(
-        self, documents: Sequence[Mapping[str, Any]], version: str, replaced: Mapping[str, Mapping[str, Any]]
+        self,
+        documents: Sequence[Mapping[str, Any]],
+        version: str,
+        replaced: Mapping[str, Mapping[str, Any]],
+        now: Mapping[str, Mapping[str, Any]],
+        delete: Callable[[Sequence[str]], None],
     ) -> None:
-        """After a write of `version`: delete the windows of the versions its heads replaced (`replaced`: the heads
-        read before it), and its own windows where a newer write's head is there."""
+        """After a write of `version`: delete (by `delete`) the windows of the versions its heads replaced
+        (`replaced`: the heads read before it), and its own windows where its head is not there (`now`: the heads
+        read after it; a newer write's, or none where the write failed)."""
         from qdrant_client import models
 
-        now = self.heads_of([document["key"] for document in documents])
         doomed: list[str] = []
         legacy: list[str] = []  # replaced heads of an earlier release, which do not count their windows
         for document in documents:
             key = document["key"]
-            if now.get(key, {}).get(VERSION_FIELD) != version:  # a newer write of it landed: ours counts no more
-                doomed.extend(point_id(key, f"w{i}@{version}") for i in range(len(document["windows"])))
+            if now.get(key, {}).get(VERSION_FIELD) != version:  # its head is not ours: our windows count no more
+                doomed.extend(window_ids(key, version, len(document["windows"])))
                 continue
             before = replaced.get(key)
             if before is None or before.get(VERSION_FIELD) == version:
@@ -395,15 +405,12 @@ class QdrantCollection:
             if COUNT_FIELD not in before:
                 legacy.append(key)
             else:
-                doomed.extend(point_id(key, f"w{i}@{before[VERSION_FIELD]}") for i in range(int(before[COUNT_FIELD])))
-        self.delete_points(doomed)
+                doomed.extend(window_ids(key, before[VERSION_FIELD], int(before[COUNT_FIELD])))
+        delete(doomed)
         if legacy:
             self._delete(
                 models.Filter(
-                    must=[
-                        self._any(DOC_FIELD, legacy),
-                        models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW)),
-                    ],
+                    must=[self._any(DOC_FIELD, legacy), _is_window()],
                     must_not=[models.FieldCondition(key=VERSION_FIELD, match=models.MatchValue(value=version))],
                 )
             )
@@ -420,14 +427,13 @@ class QdrantCollection:
         legacy = [key for key in heads if key not in counted]
         self.delete_points(
             [
-                point_id(key, f"w{i}@{head[VERSION_FIELD]}")
+                point
                 for key, head in counted.items()
-                for i in range(int(head[COUNT_FIELD]))
+                for point in window_ids(key, head[VERSION_FIELD], int(head[COUNT_FIELD]))
             ]
         )
         if legacy:
-            windows = models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))
-            self._delete(models.Filter(must=[self._any(DOC_FIELD, legacy), windows]))
+            self._delete(models.Filter(must=[self._any(DOC_FIELD, legacy), _is_window()]))
 
     def _forget(self, ids: Sequence[str]) -> None:
         """Try to delete a failed write's windows (no head counts them); a failure here is logged, not raised: the
@@ -546,7 +552,7 @@ class QdrantCollection:
         condition = models.Filter(
             must=[
                 self._any(ID_FIELD, list(int_ids)),
-                models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW)),
+                _is_window(),
             ]
         )
         by_id: dict[int, list[tuple[list[float], float, str]]] = {}
@@ -565,7 +571,7 @@ class QdrantCollection:
         """How many window points there are, exactly."""
         from qdrant_client import models
 
-        windows = models.Filter(must=[models.FieldCondition(key=KIND_FIELD, match=models.MatchValue(value=WINDOW))])
+        windows = models.Filter(must=[_is_window()])
         return int(self._retried(lambda: self.client.count(self.name, count_filter=windows)).count)
 
     def scroll(self, condition: Any, *, with_vectors: Any = False, page: int = 1024) -> Iterator[Any]:
