@@ -62,8 +62,8 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         batch_size: points per upsert request.
         distance: langchain-qdrant's way to say the metric (`models.Distance` or its value): COSINE is "cosine",
             DOT "ip", EUCLID "l2"; given with `metric`, they must agree.
-        sparse_embedding, sparse_vector_name, vector_name, content_payload_key, metadata_payload_key,
-        validate_embeddings, validate_collection_config: langchain-qdrant's; this store's layout and checks are
+        **anchor: langchain-qdrant's sparse_embedding, sparse_vector_name, vector_name, content_payload_key,
+            metadata_payload_key, validate_embeddings and validate_collection_config; this store's layout and checks are
             fixed (BM25 scored in the engine, the metadata under "metadata", embeddings and collection always
             checked), so only the values that say the same are taken, others refused with the reason.
 

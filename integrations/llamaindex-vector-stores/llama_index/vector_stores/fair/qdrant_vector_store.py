@@ -60,8 +60,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         client_kwargs: more `QdrantClient` keywords (port, prefer_grpc, timeout, ...) where the client is made here.
         enable_hybrid: llama-index's Qdrant store's switch for sparse vectors: taken (True or False; BM25 is built in,
             scored in the engine, and `vector_store_query_mode` picks per query as there), an INFO line says so.
-        aclient, text_key, dense_vector_name, sparse_vector_name, fastembed_sparse_model, sparse_doc_fn,
-        sparse_query_fn, hybrid_fusion_fn: llama-index's Qdrant store's layout and sparse model: refused with the
+        **anchor: llama-index's Qdrant store's aclient, text_key, dense_vector_name, sparse_vector_name,
+            fastembed_sparse_model, sparse_doc_fn, sparse_query_fn and hybrid_fusion_fn: refused with the
             reason (this store's layout, BM25 and fusion are its own; tune them with lexical= and fusion=).
 
     Raises:
