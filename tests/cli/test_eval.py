@@ -13,6 +13,8 @@ from fair_retrieval.cli.cmd_demo import marked_window
 from fair_retrieval.embedding.embedder import FairEmbedder
 from fair_retrieval.engine.calibration import Calibration
 from fair_retrieval.evaluation.data.needle import build_needle_benchmark
+from fair_retrieval.evaluation.data.reference_questions import QUESTION_PREFIX, with_reference_questions
+from fair_retrieval.evaluation.groups import position_thirds
 
 SMALL = ["--data", "needle", "--needle-documents", "9", "--max-tokens", "256"]
 
@@ -135,19 +137,33 @@ def test_demo_compares_the_stack_bm25_and_our_store_on_the_same_chunks(
     assert "a window of 256 tokens; documents of up to 512 tokens, one chunk each" in flat
     labels = ["stack's embedding", "BM25", "ours, dense", "ours, hybrid"]
     assert re.search(r"^\s+" + r"\s+".join(re.escape(label) for label in labels) + r"\s+Δ$", out, re.MULTILINE)
+    # the needle questions and, on the same chunks, the questions in other words about their prose
+    count = FairEmbedder(minilm).token_lengths
+    task = with_reference_questions(build_needle_benchmark(count, 512, num_documents=9), count)
+    words = [qid for qid in task.query_ids if qid.startswith(QUESTION_PREFIX)]
+    assert words and len(task.queries) == 9 + len(words)
+    groups = {name: len(ids) for name, ids in position_thirds(task).items()}
     number = r"\s+(\d\.\d{4})"
-    for row in ("ndcg@10", "recall@10", "ndcg@10 begin \\(n=3\\)", "ndcg@10 middle \\(n=3\\)", "ndcg@10 end \\(n=3\\)"):
+    rows = [f"ndcg@10 {name} \\(n={size}\\)" for name, size in groups.items()]
+    for row in ("ndcg@10", "recall@10", *rows):
         assert re.search(rf"^{row}{number * 4}\s+[+-]\d\.\d{{4}}$", out, re.MULTILINE), row
-    # the stack's embedding reads 256 of each chunk's up to 512 tokens; the table is the report's
+    # the stack's embedding reads 256 of each chunk's up to 512 tokens; the tables are the report's
     assert re.search(r"9 of 9 chunks are longer than its 256-token window, so \d+% of all tokens are never", flat)
     report = json.loads((tmp_path / "needle-512-stores.json").read_text(encoding="utf-8"))
     assert [run["label"] for run in report["runs"]] == labels
     ends = [run["groups"]["end"]["ndcg@10"] for run in report["runs"]]
-    assert re.search(r"^ndcg@10 end \(n=3\)\s+" + r"\s+".join(f"{v:.4f}" for v in ends), out, re.MULTILINE)
+    end = f"ndcg@10 end \\(n={groups['end']}\\)\\s+"
+    assert re.search(end + r"\s+".join(f"{v:.4f}" for v in ends), out, re.MULTILINE)
+    kinds = report["by_question_kind"]
+    assert {kind: row["count"] for kind, row in kinds.items()} == {"names": 9, "other words": len(words)}
+    assert kinds["names"]["BM25"] == 1.0  # each needle question names its fact's unique person
+    for kind, row in kinds.items():
+        printed = r"\s+".join(f"{row[label]:.4f}" for label in labels)
+        assert re.search(rf"^{kind} \(n={row['count']}\)\s+{printed}$", out, re.MULTILINE), kind
     assert (tmp_path / "needle-512-stores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # the example's first hit: its best window, marked » « in the chunk's own text
-    task = build_needle_benchmark(FairEmbedder(minilm).token_lengths, 512, num_documents=9)
+    # the example's first hit, from the default (hybrid) query: its best window, marked » « in the chunk's own text
+    assert "our default store, hybrid, its default" in flat
     hit = re.search(
         r"  1\. (needle-d\d{3}) \(score -?\d\.\d{3}\).*\n\s+best window: characters (\d+)–(\d+) of (\d+)", out
     )
