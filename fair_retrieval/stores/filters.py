@@ -15,8 +15,9 @@ The grammar is the Mongo-like one LangChain users write (and langchain-community
 - ``{"field": {"$op": operand, ...}}``: every operator holds for that field. Field operators:
 
   - ``$eq``, ``$ne`` (also spelt ``$neq``, as langchain-community's FAISS store did): equal / not equal;
-  - ``$gt``, ``$gte``, ``$lt``, ``$lte``: ordering against a number or a string operand (ISO dates and date-times
-    compare in time order, across time zones, a date-time without an offset read as UTC, as Qdrant reads it);
+  - ``$gt``, ``$gte``, ``$lt``, ``$lte``: ordering against a number or a string operand (an ISO date or date-time
+    operand orders ISO dates and date-times in time order, across time zones, a date-time without an offset read as
+    UTC, and no other string, as Qdrant reads them);
   - ``$in``, ``$nin``: equal to one of / none of a list of values;
   - ``$exists``: ``True`` if the field is present, ``False`` if it is absent;
   - ``$not``: the negation of a field condition, e.g. ``{"year": {"$not": {"$gt": 2020}}}``;
@@ -34,7 +35,8 @@ Semantics where vector stores disagree, fixed here:
   ``$nin`` (it is not equal to anything), and ``$not`` of a condition it fails.
 - Values compare only within a type family: numbers with numbers (``1 == 1.0``), strings with strings, booleans
   with booleans (``True`` is not ``1``). An ordering across families (``"2024" > 3``) is False, never an error.
-- Lists, dicts and None are compared for equality only; ordering operators need a number or string operand.
+- Lists, dicts and None are compared for equality only, lists and dicts member by member (with the rules above:
+  ``[1, True]`` is not ``[1, 1]``); ordering operators need a number or string operand.
 
 Filters nest $and / $or / $not (at the top or on a field) at most `MAX_DEPTH` (64) levels deep, counted together.
 
@@ -281,7 +283,7 @@ def _compile_field(field: str, condition: Any, where: str, depth: int, limit: in
             if value is _MISSING:
                 return False
             if isinstance(value, list):  # a list field is compared as a whole, as the store always did
-                return value == allowed
+                return _same(value, allowed)
             return _is_one_of(value, allowed)
 
         return one_of_or_the_list
@@ -385,8 +387,9 @@ def _ordering(field: str, compare: Callable[[Any, Any], bool], operand: Any) -> 
         value = metadata.get(field, _MISSING)
         if value is _MISSING or not _orderable(value) or isinstance(value, str) is not text:
             return False  # absent, or another type family: never an error
-        if moment is not None and (when := _moment(value)) is not None:
-            return compare(when, moment)
+        if moment is not None:  # a date orders dates only (as Qdrant's DatetimeRange): another string is False
+            when = _moment(value)
+            return when is not None and compare(when, moment)
         return compare(value, operand)
 
     return ordered
@@ -448,9 +451,14 @@ def _orderable(value: Any) -> bool:
 
 
 def _same(value: Any, expected: Any) -> bool:
-    """Equality where a bool equals only a bool (Python would have True == 1)."""
+    """Equality where a bool equals only a bool (Python would have True == 1), also inside lists and dicts (which
+    compare member by member; a tuple as the list it stands for)."""
     if isinstance(value, bool) is not isinstance(expected, bool):
         return False
+    if isinstance(value, list | tuple) and isinstance(expected, list | tuple):
+        return len(value) == len(expected) and all(_same(a, b) for a, b in zip(value, expected, strict=True))
+    if isinstance(value, Mapping) and isinstance(expected, Mapping):
+        return value.keys() == expected.keys() and all(_same(value[key], expected[key]) for key in value)
     try:
         return bool(value == expected)
     except Exception:  # an exotic metadata value whose __eq__ raises: not equal

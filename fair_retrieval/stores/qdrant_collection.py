@@ -14,10 +14,10 @@ Each document is one *head* point and one point per window:
 Every point carries the document's key (`DOC_FIELD`, what a grouped search groups by: k distinct documents, each by
 its best window, the FAISS store's aggregate "max"), its int id (`ID_FIELD`, a stable 63-bit hash of the key), its
 group (`GROUP_FIELD`, e.g. LlamaIndex's ref_doc_id), its metadata (`METADATA_FIELD`, what filters read in the
-engine) and the write it belongs to (`VERSION_FIELD`, and `STAMP_FIELD`: when it was written, in microseconds,
-increasing within a process). A write puts the windows first and the head last: a window counts only when its
-version is its head's, so a search never sees half a document, and a failed write leaves the previous version whole
-(a new document unseen).
+engine, with the markers that make them exact: `qdrant_filters.field_markers`) and the write it belongs to
+(`VERSION_FIELD`, and `STAMP_FIELD`: when it was written, in microseconds, increasing within a process). A write puts
+the windows first and the head last: a window counts only when its version is its head's, so a search never sees
+half a document, and a failed write leaves the previous version whole (a new document unseen).
 
 Concurrent writers of one document: a head is replaced only by a newer write (the upsert's `update_filter`: Qdrant
 1.16 or later), so the newest write wins whatever order the requests land in, and heads never go back. After its
@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from fair_retrieval.stores.qdrant_filters import METADATA_FIELD
+from fair_retrieval.stores.qdrant_filters import METADATA_FIELD, field_markers
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +309,7 @@ class QdrantCollection:
                 ID_FIELD: document["int_id"],
                 GROUP_FIELD: document["group"],
                 METADATA_FIELD: document["metadata"],
+                **field_markers(document["metadata"]),  # what makes filters on lists and nulls exact
                 VERSION_FIELD: version,
                 STAMP_FIELD: stamp,
             }

@@ -268,6 +268,14 @@ class QdrantStore(DocumentStore[R]):
                     "write the documents again into a new collection (every surface of this release writes one layout "
                     "that each of them opens)."
                 )
+            if recorded is not None and not self._exact_filters:
+                logger.warning(
+                    "Qdrant collection %r was written by an earlier release, whose points carry no filter markers: "
+                    "its filters read list fields, nulls and empty lists as Qdrant does (docs/guides/qdrant.md lists "
+                    "the differences). Write its documents into a new collection for filters that match the FAISS "
+                    "store's exactly.",
+                    collection_name,
+                )
             if recorded is not None:
                 # what a store opened without embeddings rebuilds them of
                 self.recorded_identity = recorded.get("identity")
@@ -279,6 +287,11 @@ class QdrantStore(DocumentStore[R]):
             if made:
                 client.close()
             raise
+
+    @property
+    def _exact_filters(self) -> bool:
+        """Whether every point carries `field_markers` (a collection made by this release, or none yet)."""
+        return self._recorded is None or self._recorded.get("filter_markers") is True
 
     client_of = staticmethod(qdrant_client)
     """The client given, or one made from where the collection lives (`qdrant_client`)."""
@@ -323,6 +336,7 @@ class QdrantStore(DocumentStore[R]):
             "identity": self.identity(),
             "records": self._store_format.name,
             "avgdl": None,
+            "filter_markers": True,  # every point carries `field_markers`: filters translate exactly
         }
 
     def _create(self, dim: int) -> None:
@@ -424,7 +438,7 @@ class QdrantStore(DocumentStore[R]):
         if groups is not None and (groups or not empty_means_all):
             parts.append(QdrantCollection.any_of(GROUP_FIELD, id_strings(groups, "doc_ids")))
         if keep is not None:
-            parts.append(_keep_condition(keep))
+            parts.append(_keep_condition(keep, self._exact_filters))
         return None if not parts else EngineSelection(_all_of(parts))
 
     @locked
@@ -722,7 +736,7 @@ class QdrantStore(DocumentStore[R]):
                     return _NOTHING
                 parts.append(QdrantCollection.any_of(ID_FIELD, ids))
         if keep is not None:
-            parts.append(_keep_condition(keep))
+            parts.append(_keep_condition(keep, self._exact_filters))
         return _all_of(parts) if parts else None
 
     def _heads(self, int_ids: Sequence[int]) -> dict[int, R]:
@@ -796,17 +810,17 @@ class _LazyRecords(Mapping[int, Any]):
         return len(self._store)
 
 
-def _keep_condition(keep: Callable[..., bool]) -> Any:
+def _keep_condition(keep: Callable[..., bool], exact: bool) -> Any:
     """The Qdrant condition of a compiled filter (Qdrant's own `models.Filter` as given: its keys read the points'
     payload, the metadata under "metadata" as langchain-qdrant keeps it, e.g. "metadata.topic"); a Python function
-    is refused (the engine cannot run it)."""
+    is refused (the engine cannot run it). `exact`: the collection's points carry the filter markers."""
     engine = getattr(keep.filter, "engine", None) if isinstance(keep, RecordFilter) else None
     spec = getattr(keep.filter, "spec", None) if isinstance(keep, RecordFilter) else None
     if engine is not None:  # with a grammar dict beside it (LlamaIndex's filters and qdrant_filters): both must hold
-        return _all_of([engine, qdrant_filter(spec)]) if spec else engine
+        return _all_of([engine, qdrant_filter(spec, exact=exact)]) if spec else engine
     if spec is None:
         raise function_filter_error()
-    return qdrant_filter(spec) if spec else _all_of([])
+    return qdrant_filter(spec, exact=exact) if spec else _all_of([])
 
 
 def _condition(selected: Any) -> Any:

@@ -86,6 +86,20 @@ def test_values_compare_within_their_type_only_and_never_raise() -> None:
     assert [compile_filter({"x": {"$gt": "0"}})(metadata) for metadata in odd] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert compile_filter({"x": {"y": 1}})({"x": {"y": 1}}) and not compile_filter({"x": {"y": 1}})({"x": {"y": 2}})
     assert compile_filter({"x": {}})({"x": {}})
+    # inside lists and dicts too: True is not 1, 1 is 1.0 (Qdrant's translation compares whole values so)
+    nested = [{"x": [1, True]}, {"x": [1, 1]}, {"x": [1.0, True]}, {"x": {"y": [True]}}, {"x": {"y": [1]}}]
+    assert [compile_filter({"x": {"$eq": [1, True]}})(metadata) for metadata in nested] == [1, 0, 1, 0, 0]
+    assert [compile_filter({"x": [1, 1]})(metadata) for metadata in nested] == [0, 1, 0, 0, 0]
+    assert [compile_filter({"x": {"y": [1.0]}})(metadata) for metadata in nested] == [0, 0, 0, 0, 1]
+
+
+def test_an_iso_date_orders_dates_only() -> None:
+    """A date operand orders ISO dates by time; another string is not in its order (as Qdrant's DatetimeRange), where
+    a string operand that is no date orders strings as strings."""
+    values = ["2024-05-02", "2024-05-01T23:00:00-02:00", "not a date", "zzz", "2024", 20240502]
+    after = compile_filter({"x": {"$gt": "2024-05-01T12:00:00+00:00"}})
+    assert [after({"x": value}) for value in values] == [True, True, False, False, False, False]
+    assert [compile_filter({"x": {"$gt": "a"}})({"x": value}) for value in values] == [0, 0, 1, 1, 0, 0]
 
 
 def test_the_operator_list_is_complete() -> None:

@@ -550,3 +550,43 @@ def test_a_delete_stopped_after_the_heads_leaves_the_documents_out_of_every_sear
     for mode in ("dense", "sparse", "hybrid"):
         hits = store.search_text(QUERIES[0], 12, settings=SearchSettings(mode=mode))
         assert hits and not {hit.record.key for hit in hits} & {"doc-0", "doc-1"}
+
+
+def test_filters_on_lists_nulls_and_empties_keep_what_the_faiss_store_keeps(
+    tiny: FairEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A list field is a whole value, a null a present value, in both backends (the points' field markers); a
+    collection written before the markers keeps Qdrant's reading and says so when it opens."""
+    texts, _, ids = corpus()
+    kinds: list[dict[str, Any]] = [{"lang": ["en", "de"]}, {"lang": "en"}, {"lang": None}, {"lang": []}, {}]
+    metadatas = [{**kinds[i % len(kinds)], "n": i} for i in range(12)]
+    faiss, qdrant = faiss_store(tiny), qdrant_store(tiny, name="lists")
+    for store in (faiss, qdrant):
+        store.add_documents(texts, metadatas, ids)
+    for spec in (
+        {"lang": "en"},
+        {"lang": {"$ne": "en"}},
+        {"lang": {"$nin": ["en", "fr"]}},
+        {"lang": None},
+        {"lang": {"$exists": True}},
+        {"lang": []},
+        {"lang": ["en", "de"]},
+        {"lang": {"$contains": "en"}},
+        {"lang": {"$all": []}},
+    ):
+        for mode in ("dense", "sparse", "hybrid"):
+            settings = faiss.call_settings(mode=mode)
+            expected = faiss.search_text(QUERIES[0], 12, spec, settings=settings)
+            got = qdrant.search_text(QUERIES[0], 12, spec, settings=settings)
+            assert sorted(hit.record.key for hit in got) == sorted(hit.record.key for hit in expected), (spec, mode)
+    # an earlier release's collection: no markers on its points, none in its record
+    client = qdrant.collection.client
+    info = client.get_collection("lists")
+    record = {key: value for key, value in info.config.metadata[SETTINGS_KEY].items() if key != "filter_markers"}
+    client.update_collection("lists", metadata={SETTINGS_KEY: record})
+    with caplog.at_level("WARNING"):
+        earlier = qdrant_store(tiny, client=client, name="lists")
+    assert "carry no filter markers" in caplog.text and "new collection" in caplog.text
+    found = {hit.record.key for hit in earlier.search_text(QUERIES[0], 12, {"lang": "en"}, settings=DENSE)}
+    assert "doc-0" in found  # ["en", "de"]: Qdrant's reading, one element matches (the markers would say no)
+    assert "doc-0" not in {hit.record.key for hit in qdrant.search_text(QUERIES[0], 12, {"lang": "en"}, settings=DENSE)}
