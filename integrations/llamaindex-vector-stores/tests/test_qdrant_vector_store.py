@@ -244,25 +244,69 @@ def test_qdrant_filters_in_vector_store_kwargs_filter_in_the_engine_beside_metad
         index.as_retriever(vector_store_kwargs={"qdrant_filters": {"kind": "even"}}).retrieve(QUESTIONS[0])
 
 
-def test_is_empty_selects_as_in_the_faiss_store(embed_model: FairEmbedding) -> None:
-    """IS_EMPTY (an absent field, None, "" or []) is evaluated in the engine and keeps the FAISS store's nodes."""
-    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+EVERY_OPERATOR: list[tuple[FilterOperator, str, Any]] = [
+    (FilterOperator.EQ, "tags", "b"),
+    (FilterOperator.EQ, "n", 2),
+    (FilterOperator.NE, "tags", "b"),
+    (FilterOperator.GT, "n", 2),
+    (FilterOperator.GTE, "n", 2.0),
+    (FilterOperator.LT, "n", 3),
+    (FilterOperator.LTE, "n", 3),
+    (FilterOperator.IN, "tags", ["a", "b"]),
+    (FilterOperator.NIN, "tags", ["b"]),
+    (FilterOperator.ANY, "tags", ["a", "z"]),
+    (FilterOperator.ALL, "tags", ["a", "b"]),
+    (FilterOperator.CONTAINS, "tags", "a"),
+    (FilterOperator.IS_EMPTY, "tags", None),
+    (FilterOperator.IS_EMPTY, "n", None),
+]
+"""Every operator of llama-index's MetadataFilter on fields holding lists, nulls, empties and scalars."""
 
-    metadata = [{"tags": ["a"]}, {"tags": []}, {"tags": None}, {"tags": ""}, {}, {"tags": "b"}]
-    nodes = [TextNode(id_=f"n{i}", text=f"{SENTENCES[i]} note {i}", metadata=meta) for i, meta in enumerate(metadata)]
-    empty = MetadataFilters(filters=[MetadataFilter(key="tags", value=None, operator=FilterOperator.IS_EMPTY)])
+
+@pytest.mark.parametrize(("operator", "key", "value"), EVERY_OPERATOR, ids=lambda item: str(item))
+def test_every_filter_operator_selects_as_in_the_faiss_store(
+    embed_model: FairEmbedding, operator: FilterOperator, key: str, value: Any
+) -> None:
+    """Each operator is evaluated in the engine and keeps the FAISS store's nodes, on list fields ("b" is not
+    ["a", "b"]), nulls, empty strings and lists, absent fields; the text matches are refused by name (Qdrant's text
+    match is by words)."""
+    metadata = [
+        {"tags": ["a"], "n": 1},
+        {"tags": [], "n": 2},
+        {"tags": None, "n": None},
+        {"tags": "", "n": 2.0},
+        {},
+        {"tags": "b", "n": [2, 3]},
+        {"tags": ["a", "b"], "n": 4},
+        {"tags": ["b"], "n": "2"},
+    ]
+    nodes = [
+        TextNode(id_=f"n{i}", text=f"{SENTENCES[i % 6]} note {i}", metadata=meta) for i, meta in enumerate(metadata)
+    ]
+    filters = MetadataFilters(filters=[MetadataFilter(key=key, value=value, operator=operator)])
     found = []
     for store in (
         FairFaissVectorStore(embed_model=embed_model, kind="flat", gpu=False),
-        FairQdrantVectorStore(location=":memory:", collection_name="empty", embed_model=embed_model),
+        FairQdrantVectorStore(location=":memory:", collection_name="operators", embed_model=embed_model),
     ):
         index = VectorStoreIndex(
             nodes, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed_model
         )
-        found.append(
-            sorted(hit.node.node_id for hit in index.as_retriever(similarity_top_k=10, filters=empty).retrieve("note"))
-        )
-    assert found[0] == found[1] == ["n1", "n2", "n3", "n4"]
+        for mode in ("default", "hybrid"):
+            retriever = index.as_retriever(similarity_top_k=10, filters=filters, vector_store_query_mode=mode)
+            found.append(sorted(hit.node.node_id for hit in retriever.retrieve("note")))
+    assert found[0] == found[1] == found[2] == found[3], (operator, key, value)
+    if operator == FilterOperator.IS_EMPTY and key == "tags":
+        assert found[0] == ["n1", "n2", "n3", "n4"]
+
+
+def test_text_match_is_refused_by_name_in_the_engine(embed_model: FairEmbedding) -> None:
+    store = FairQdrantVectorStore(location=":memory:", collection_name="text", embed_model=embed_model)
+    index = build(store, embed_model)
+    for operator in (FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE):
+        filters = MetadataFilters(filters=[MetadataFilter(key="kind", value="ev", operator=operator)])
+        with pytest.raises(ValueError, match="matches part of a string"):
+            index.as_retriever(filters=filters).retrieve(QUESTIONS[0])
 
 
 def test_llama_index_qdrant_keywords_are_taken_where_they_mean_something_and_refused_by_name_elsewhere(
