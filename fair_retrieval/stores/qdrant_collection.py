@@ -113,6 +113,15 @@ def int_id_of(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
+def id_collision(first: str, second: str, int_id: int) -> ValueError:
+    """The error for two document keys with one int id (a 63-bit hash: about one such pair among 4 billion keys)."""
+    return ValueError(
+        f"Documents {first!r} and {second!r} have the same int id {int_id} (their keys' 63-bit hashes collide, "
+        "which is rare but possible in a large collection), so the store cannot tell them apart. Give one of them "
+        "another id (delete it, then add it again under a new key)."
+    )
+
+
 def point_id(key: str, part: str) -> str:
     """The id of one of a document's points (`part`: "doc" for its head, "w<i>@<version>" for its i-th window of one
     write): a UUID made of the key, so a rewrite lands on the same head and on new windows."""
@@ -215,6 +224,11 @@ class QdrantCollection:
                 f"{DENSE_VECTOR!r}, sparse {SPARSE_VECTOR!r}); it was created by hand. {fix}"
             )
         dim, distance = settings.get("dim"), settings.get("distance")
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
+            raise ValueError(
+                f"Qdrant collection {self.name!r}: its record's 'dim' is {dim!r}, not a positive int; its record was "
+                f"edited by hand or damaged. {fix}"
+            )
         if dim is not None and dense.size != dim:
             raise ValueError(
                 f"Qdrant collection {self.name!r} holds {dense.size}-d vectors but its record says {dim}-d. {fix}"
@@ -301,6 +315,11 @@ class QdrantCollection:
         version, stamp = uuid.uuid4().hex, next_stamp()
         sequence = time.time_ns()
         keys = [document["key"] for document in documents]
+        owners: dict[int, str] = {}
+        for document in documents:  # two keys of one int id would read as one document: refused before writing
+            owner = owners.setdefault(document["int_id"], document["key"])
+            if owner != document["key"]:
+                raise id_collision(owner, document["key"], document["int_id"])
         replaced = self.heads_of(keys)
         windows, heads = [], []
         for position, document in enumerate(documents):
@@ -540,11 +559,21 @@ class QdrantCollection:
         return found
 
     def heads(self, int_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """The head payloads of the documents of `int_ids` that are stored, by int id."""
+        """The head payloads of the documents of `int_ids` that are stored, by int id.
+
+        Raises:
+            ValueError: two stored documents share an int id (written by separate writes: `write` refuses it
+                within one), naming both keys.
+        """
         if not int_ids:
             return {}
-        found = self.scroll(self._head_filter(self._any(ID_FIELD, list(int_ids))), with_vectors=False)
-        return {int(point.payload[ID_FIELD]): point.payload for point in found}
+        found: dict[int, dict[str, Any]] = {}
+        for point in self.scroll(self._head_filter(self._any(ID_FIELD, list(int_ids))), with_vectors=False):
+            int_id = int(point.payload[ID_FIELD])
+            if int_id in found and found[int_id][DOC_FIELD] != point.payload[DOC_FIELD]:
+                raise id_collision(found[int_id][DOC_FIELD], point.payload[DOC_FIELD], int_id)
+            found[int_id] = point.payload
+        return found
 
     def windows(self, int_ids: Sequence[int]) -> dict[int, list[tuple[list[float], float, str]]]:
         """The window points of documents (vector, weight, version), by int id."""

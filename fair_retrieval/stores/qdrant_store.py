@@ -65,6 +65,7 @@ from fair_retrieval.stores.store_format import StoreFormat
 from fair_retrieval.stores.store_lock import locked
 from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
 from fair_retrieval.stores.text_documents import TextDocument, document_text, text_document_format
+from fair_retrieval.validate import is_int, is_number
 
 logger = logging.getLogger(__name__)
 
@@ -239,6 +240,7 @@ class QdrantStore(DocumentStore[R]):
             recorded = collection.recorded()
             dim = options.pop("dim", None)
             if recorded is not None:
+                _check_record(recorded, collection_name)
                 options = _recorded_options(recorded, options, collection_name)
             options = {key: value for key, value in options.items() if value is not None or key == "embedder"}
             super().__init__(search=_search_settings(recorded, search, collection_name), **options)
@@ -845,6 +847,51 @@ def _search_settings(
     if recorded is not None and recorded.get("search"):
         base = SearchSettings.saved({"search": recorded["search"]}, f"Qdrant collection {collection!r}")
     return DocumentStore.settings_with(base, **dict(search or {}))
+
+
+def _check_record(recorded: Mapping[str, Any], collection: str) -> None:
+    """Refuse a collection record whose values are not what a store writes (edited by hand, or damaged), naming the
+    value, before any of it is used.
+
+    Raises:
+        ValueError: the first value of the wrong kind.
+    """
+    where, fix = (
+        f"Qdrant collection {collection!r}",
+        (
+            "its record was edited by hand or damaged. Recreate the collection through the store (a new "
+            "collection_name), or delete it and add the documents again."
+        ),
+    )
+
+    def refuse(key: str, expected: str) -> ValueError:
+        return ValueError(f"{where}: its record's {key!r} is {recorded.get(key)!r}, not {expected}; {fix}")
+
+    metric = recorded.get("metric", "cosine")
+    if metric not in DISTANCES:
+        raise refuse("metric", f"one of {', '.join(DISTANCES)}")
+    if recorded.get("distance") is not None and recorded["distance"] != DISTANCES[metric]:
+        raise refuse("distance", f"{DISTANCES[metric]!r}, the distance of its metric {metric!r}")
+    for key in ("multivector", "filter_markers"):
+        if not isinstance(recorded.get(key, False), bool):
+            raise refuse(key, "True or False")
+    for key in ("lexical", "search", "identity"):
+        if not isinstance(recorded.get(key) or {}, Mapping):
+            raise refuse(key, "a mapping or null")
+    if not isinstance(recorded.get("records", ""), str):
+        raise refuse("records", "a format name")
+    avgdl = recorded.get("avgdl")
+    if avgdl is not None and not (is_number(avgdl) and 0 < avgdl < float("inf")):
+        raise refuse("avgdl", "null or a positive number (BM25's average document length)")
+    windows = recorded.get("windows")
+    if windows is not None:
+        tokens = windows.get("tokens") if isinstance(windows, Mapping) else None
+        if not isinstance(tokens, list) or not tokens or not all(is_int(n) and n > 0 for n in tokens):
+            raise refuse("windows", "null or {'tokens': [positive ints], 'boundaries': ...}")
+        try:
+            StoreWindows(tuple(tokens), windows.get("boundaries"))  # type: ignore[arg-type]
+        except ValueError:
+            raise refuse("windows", "a window shape a store writes") from None
 
 
 def _recorded_options(recorded: Mapping[str, Any], options: dict[str, Any], collection: str) -> dict[str, Any]:

@@ -223,6 +223,36 @@ def test_collections_not_made_by_a_store_are_refused(tiny: FairEmbedder) -> None
         qdrant_store(tiny, client, "made")
 
 
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ({"metric": "l2"}, "'distance' is 'Dot', not 'Euclid', the distance of its metric 'l2'"),
+        ({"metric": "hamming"}, "'metric' is 'hamming', not one of cosine, ip, l2"),
+        ({"avgdl": -1.0}, "'avgdl' is -1.0, not null or a positive number"),
+        ({"avgdl": "long"}, "'avgdl' is 'long'"),
+        ({"multivector": "yes"}, "'multivector' is 'yes', not True or False"),
+        ({"filter_markers": 1}, "'filter_markers' is 1, not True or False"),
+        ({"windows": {"tokens": "many"}}, "'windows' is {'tokens': 'many'}"),
+        ({"windows": {"tokens": [64], "boundaries": "nowhere"}}, "not a window shape a store writes"),
+        ({"windows": [64]}, "'windows' is [64]"),
+        ({"lexical": 5}, "'lexical' is 5, not a mapping or null"),
+        ({"identity": ["model"]}, "'identity' is ['model']"),
+        ({"records": 3}, "'records' is 3, not a format name"),
+        ({"dim": True}, "'dim' is True, not a positive int"),
+    ],
+)
+def test_a_hand_edited_collection_record_is_refused_by_name(
+    tiny: FairEmbedder, edit: dict[str, Any], named: str
+) -> None:
+    client = QdrantClient(":memory:")
+    filled(qdrant_store(tiny, client, "edited"))
+    record = {**client.get_collection("edited").config.metadata[SETTINGS_KEY], **edit}
+    client.update_collection("edited", metadata={SETTINGS_KEY: record})
+    with pytest.raises(ValueError, match="edited by hand or damaged") as refused:
+        qdrant_store(tiny, client, "edited")
+    assert named in str(refused.value)
+
+
 def test_bad_arguments_are_refused_before_any_work(tiny: FairEmbedder) -> None:
     with pytest.raises(TypeError, match="takes no FAISS option \\(kind\\)"):
         qdrant_store(tiny, kind="hnsw")
@@ -590,3 +620,28 @@ def test_filters_on_lists_nulls_and_empties_keep_what_the_faiss_store_keeps(
     found = {hit.record.key for hit in earlier.search_text(QUERIES[0], 12, {"lang": "en"}, settings=DENSE)}
     assert "doc-0" in found  # ["en", "de"]: Qdrant's reading, one element matches (the markers would say no)
     assert "doc-0" not in {hit.record.key for hit in qdrant.search_text(QUERIES[0], 12, {"lang": "en"}, settings=DENSE)}
+
+
+def test_two_keys_of_one_int_id_are_refused_in_a_write_and_named_when_read(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 63-bit hash collision (simulated): within one write refused before anything is written; across writes, the
+    first read that meets both names them, never answering with one document for the other."""
+    from fair_retrieval.stores import qdrant_collection, qdrant_store
+
+    real = qdrant_collection.int_id_of
+
+    def colliding(key: str) -> int:
+        return real("doc-1") if key in ("doc-1", "clash") else real(key)
+
+    for module in (qdrant_collection, qdrant_store):
+        monkeypatch.setattr(module, "int_id_of", colliding)
+    store = filled(qdrant_store.QdrantStore(client=QdrantClient(":memory:"), collection_name="c", fmt=FORMAT,
+                                            embedder=tiny, text_of=document_text))  # fmt: skip
+    with pytest.raises(ValueError, match=r"Documents 'doc-1' and 'clash' have the same int id"):
+        store.add_documents(["a clash of ids", "more text"], None, ["doc-1", "clash"])
+    assert len(store) == 12 and store.get(["clash"]) == []  # nothing of that write landed
+    store.add_documents(["a clash of ids"], None, ["clash"])
+    with pytest.raises(ValueError, match=r"Documents '(doc-1|clash)' and '(doc-1|clash)' have the same int id"):
+        store.search_text("a clash of ids", 12, settings=DENSE)
+    assert store.delete(["clash"]) == [] and len(store.search_text("a clash of ids", 12, settings=DENSE)) == 12
