@@ -34,9 +34,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fair_retrieval.validate import is_number
+from fair_retrieval.validate import is_int, is_number
 
-__all__ = ["FIELDS_MARKER", "LISTS_MARKER", "METADATA_FIELD", "VALUES_MARKER", "field_markers", "qdrant_filter"]
+__all__ = [
+    "FIELDS_MARKER",
+    "LISTS_MARKER",
+    "METADATA_FIELD",
+    "VALUES_MARKER",
+    "WHOLE_MARKER",
+    "field_markers",
+    "qdrant_filter",
+]
 
 METADATA_FIELD = "metadata"
 """The payload key under which every point of a document carries the document's metadata."""
@@ -46,6 +54,9 @@ null or an empty list as absent)."""
 LISTS_MARKER = "fr_lists"
 """The payload key of the names of the metadata's fields that hold a list (Qdrant matches a list field by any one
 element; a value condition of the grammar holds on a field that holds no list)."""
+WHOLE_MARKER = "fr_whole"
+"""The payload key of the metadata's floats of whole value, each as its int under its field's name (1.0 as 1): what
+lets one `MatchAny` of ints compare numbers as the grammar does (Qdrant matches an int to int payloads only)."""
 VALUES_MARKER = "fr_values"
 """The payload key of the metadata's list and dict values, each as its `canonical_value` under its field's name
 (whole-value equality, which Qdrant has no condition for)."""
@@ -67,7 +78,13 @@ def field_markers(metadata: Mapping[str, Any]) -> dict[str, Any]:
             for name, value in metadata.items()
             if isinstance(value, list | tuple | dict)
         },
+        WHOLE_MARKER: {str(name): int(value) for name, value in metadata.items() if _whole_float(value)},
     }
+
+
+def _whole_float(value: Any) -> bool:
+    """A float of whole value in Qdrant's int range (2.0, not 2.5 nor 1e300)."""
+    return isinstance(value, float) and value.is_integer() and abs(value) < _INT_RANGE
 
 
 def canonical_value(value: Any) -> str:
@@ -252,11 +269,20 @@ class _Translation:
         if not values:  # nothing is one of no values
             return models.HasIdCondition(has_id=[])
         strings = [value for value in values if isinstance(value, str)]
-        others = [value for value in values if not isinstance(value, str)]
         key = _path(METADATA_FIELD, field, where)
         should = (
             [self.scalar(field, models.FieldCondition(key=key, match=models.MatchAny(any=strings)))] if strings else []
         )
+        wholes = sorted({int(value) for value in values if _whole(value)}) if self.exact else []
+        if wholes:  # whole numbers in two MatchAny (int payloads, and floats of whole value), not a Range each
+            ints = models.Filter(
+                should=[
+                    models.FieldCondition(key=key, match=models.MatchAny(any=wholes)),
+                    models.FieldCondition(key=_path(WHOLE_MARKER, field, where), match=models.MatchAny(any=wholes)),
+                ]
+            )
+            should.append(self.scalar(field, ints))
+        others = [value for value in values if not isinstance(value, str) and not (wholes and _whole(value))]
         should += [self.equal(field, value, where) for value in others]
         return should[0] if len(should) == 1 else models.Filter(should=should)
 
@@ -299,6 +325,15 @@ class _Translation:
                 ) from None
             return models.FieldCondition(key=key, range=models.DatetimeRange(**{bound: operand}))
         raise ValueError(f"{where}: orders against a number or an ISO date string, got {type(operand).__name__}.")
+
+
+def _whole(value: Any) -> bool:
+    """A number (not a bool) of whole value in Qdrant's int range: an int, or a float such as 2.0."""
+    return (is_int(value) and abs(value) < _INT_RANGE) or _whole_float(value)
+
+
+_INT_RANGE = 2**63
+"""Qdrant keeps ints as int64: a whole number beyond it is compared by a range instead."""
 
 
 def _named(field: str, where: str) -> str:

@@ -204,3 +204,18 @@ def test_what_the_engine_cannot_evaluate_is_refused(spec: dict[str, Any], messag
 
 def test_no_filter_is_none() -> None:
     assert qdrant_filter(None) is None and qdrant_filter({}) is None
+
+
+def test_a_long_in_of_numbers_is_two_conditions_not_one_a_value(client: QdrantClient) -> None:
+    """A $in of 100,000 numbers: ints and floats of whole value matched by two MatchAny (the request stays about
+    1 MB, and a server answers from its payload index); each other float by a range of its own."""
+
+    def conditions(node: Any) -> int:
+        if isinstance(node, models.Filter):
+            return sum(conditions(part) for part in (*(node.must or []), *(node.should or []), *(node.must_not or [])))
+        return 1
+
+    many = list(range(100_000))
+    assert conditions(qdrant_filter({"year": {"$in": many}})) == 3  # two MatchAny, beside the guard against lists
+    assert conditions(qdrant_filter({"year": {"$in": [*many, 0.5, 2.5]}})) == 3 + 2 * 2
+    assert kept(client, {"year": {"$in": many}}) == grammar_keeps({"year": {"$in": many}}) == {0, 1, 2, 3}
