@@ -25,7 +25,8 @@ heads, a write reads them back by id: where its head landed it deletes the windo
 point id: a head records how many windows it has, `COUNT_FIELD`), where a newer write's head is there it deletes its
 own windows. Windows no head counts (a killed or refused write's, or a write that raced a newer one) never reach a
 result: a dense search that meets one asks again without it (`dense_groups`' `excluded`), and deletes those older
-than their document's head, which no write can make current again.
+than their document's head, which no write can make current again, and those with no head an hour old (a killed
+write's, of a document new then or deleted since: `QdrantStore`'s `ORPHAN_SECONDS`).
 
 The store's settings (format, metric, mode, window shape, lexical settings, BM25's average length, the embedder's
 identity) are recorded in the collection's metadata (`SETTINGS_KEY`), read and checked when a store opens it, as a

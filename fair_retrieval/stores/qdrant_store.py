@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +74,10 @@ __all__ = ["EngineSelection", "QdrantStore", "client_at", "qdrant_client"]
 
 R = TypeVar("R", bound=Keyed)
 
+ORPHAN_SECONDS = 3600
+"""How old a window with no head at all must be for a search that meets it to delete it: a write puts its head
+within seconds of its windows, so an hour-old window without one is a killed write's (of a document new then, or
+deleted since), not one being made; the margin also covers writers' clocks that differ."""
 MAX_SEARCH_ROUNDS = 8
 """How many times a dense search asks again around windows no head counts before it answers with fewer hits."""
 DISTANCES = {"cosine": "Dot", "ip": "Dot", "l2": "Euclid"}
@@ -510,7 +515,8 @@ class QdrantStore(DocumentStore[R]):
     ) -> tuple[list[tuple[int, float, Any, str]], dict[int, dict[str, Any]]]:
         """`QdrantCollection.dense_groups` with every hit a window its head counts, and those heads: a window no
         head counts (a write being made, killed or raced by a newer one) is asked around, so it never takes a
-        document's place; one older than its head is deleted (no write can make it current again)."""
+        document's place; one older than its head, or with no head and older than `ORPHAN_SECONDS`, is deleted (no
+        write can make it current again)."""
         excluded: list[str] = []
         for _ in range(MAX_SEARCH_ROUNDS):
             groups = self._collection.dense_groups(vector, k, condition, excluded)
@@ -523,11 +529,12 @@ class QdrantStore(DocumentStore[R]):
             if not stale:
                 return groups, heads
             excluded.extend(point for point, _ in stale)
+            orphaned = time.time_ns() // 1000 - ORPHAN_SECONDS * 1_000_000  # µs, as stamps
             dead = [
                 point
                 for point, payload in stale
-                if (head := heads.get(int(payload[ID_FIELD]))) is not None
-                and int(payload.get(STAMP_FIELD, 0)) < int(head.get(STAMP_FIELD, 0))
+                if int(payload.get(STAMP_FIELD, 0))
+                < (orphaned if (head := heads.get(int(payload[ID_FIELD]))) is None else int(head.get(STAMP_FIELD, 0)))
             ]
             if dead:
                 logger.info("%s: deleting %d window(s) that no head counts any more.", self.name, len(dead))

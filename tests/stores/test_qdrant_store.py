@@ -645,3 +645,40 @@ def test_two_keys_of_one_int_id_are_refused_in_a_write_and_named_when_read(
     with pytest.raises(ValueError, match=r"Documents '(doc-1|clash)' and '(doc-1|clash)' have the same int id"):
         store.search_text("a clash of ids", 12, settings=DENSE)
     assert store.delete(["clash"]) == [] and len(store.search_text("a clash of ids", 12, settings=DENSE)) == 12
+
+
+def test_windows_of_a_killed_write_of_a_document_deleted_since_are_removed_once_old(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows with no head at all: a write being made (kept), or, an hour on, a killed write's of a document new
+    then or deleted since (deleted by the first search that meets them); no search returns them meanwhile."""
+    from fair_retrieval.stores import qdrant_collection
+    from fair_retrieval.stores import qdrant_store as module
+
+    store = filled(qdrant_store(tiny))
+    collection = store.collection
+    monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
+    original = collection._upsert
+
+    def killed(points: list[Any], only_over: Any = None) -> None:
+        if only_over is not None:
+            raise RuntimeError("killed")
+        original(points, only_over)
+
+    monkeypatch.setattr(collection, "_upsert", killed)
+    hour_ago = qdrant_collection.next_stamp() - (module.ORPHAN_SECONDS + 60) * 1_000_000
+    monkeypatch.setattr(qdrant_collection, "next_stamp", lambda: hour_ago)
+    with pytest.raises(ValueError, match="did not land"):  # doc-3's next write, killed an hour ago
+        store.add_documents([QUERIES[0] + " Again."], None, ["doc-3"])
+    monkeypatch.undo()
+    monkeypatch.setattr(collection, "_forget", lambda ids: None)
+    monkeypatch.setattr(collection, "_upsert", killed)
+    with pytest.raises(ValueError, match="did not land"):  # a new document's write, killed just now (or in flight)
+        store.add_documents([QUERIES[0] + " Fresh."], None, ["fresh"])
+    monkeypatch.undo()
+    assert store.delete(["doc-3"]) == [] and len(store) == 11
+    assert len(_window_points(store, "doc-3")) >= 1  # the killed write's windows: no head counts them
+    hits = store.search_text(QUERIES[0], 12, settings=DENSE)
+    assert len(hits) == 11 and {hit.record.key for hit in hits} == {f"doc-{i}" for i in range(12)} - {"doc-3"}
+    assert _window_points(store, "doc-3") == []  # an hour old, with no head: deleted by the search that met them
+    assert len(_window_points(store, "fresh")) >= 1  # recent: perhaps a write being made, kept
