@@ -148,6 +148,11 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         """As `FaissVectorStore.delete`; int ids as `add_texts` takes them."""
         return super().delete(_point_ids(ids), strict=strict, **kwargs)  # type: ignore[arg-type]
 
+    def _spelled(self, filter: Any) -> Any:
+        """A filter dict with langchain-qdrant's payload paths: a key "metadata.<field>" names the metadata field
+        <field>, as it does in a `models.Filter` (the payload keeps the metadata under "metadata")."""
+        return _metadata_paths(filter) if isinstance(filter, Mapping) else filter
+
     @property
     def client(self) -> Any:
         """The `QdrantClient`."""
@@ -380,6 +385,28 @@ def _recreated(cls: type, client: Any, collection_name: str, recreate: bool, opt
     if client.collection_exists(collection_name):
         client.delete_collection(collection_name)
     return collection_name
+
+
+_PAYLOAD_PREFIX = "metadata."
+
+
+def _metadata_paths(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` with each field key "metadata.<field>" read as <field>, through $and, $or and $not."""
+    spelled: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in ("$and", "$or") and isinstance(value, list | tuple):
+            value = [_metadata_paths(member) if isinstance(member, Mapping) else member for member in value]
+        elif key == "$not" and isinstance(value, Mapping):
+            value = _metadata_paths(value)
+        elif isinstance(key, str) and key.startswith(_PAYLOAD_PREFIX) and len(key) > len(_PAYLOAD_PREFIX):
+            key = key[len(_PAYLOAD_PREFIX) :]
+            if key in spec:
+                raise ValueError(
+                    f"filter names the field {key!r} twice, as {key!r} and as 'metadata.{key}' (langchain-qdrant's "
+                    "payload path of the same field); keep one."
+                )
+        spelled[key] = value
+    return spelled
 
 
 def _point_ids(ids: Any) -> Any:

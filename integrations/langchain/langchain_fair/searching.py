@@ -37,6 +37,14 @@ class StoreSearch:
         (compares equal to langchain-qdrant's `RetrievalMode` values)."""
         return self._store.search_settings.mode
 
+    def _compiled(self, filter: Any) -> Any:
+        """The call's filter compiled once, as this store spells filters (`_spelled`); a compiled one as it is."""
+        return self._store.compiled_filter(self._spelled(filter))
+
+    def _spelled(self, filter: Any) -> Any:
+        """`filter` in the stores' grammar: as it is here; a store of another library's conventions translates."""
+        return filter
+
     def similarity_search_with_score_by_vector(
         self, embedding: list[float], k: int = 4, filter: Filter | None = None, fetch_k: int = 20, **kwargs: Any
     ) -> list[tuple[Document, float]]:
@@ -49,7 +57,8 @@ class StoreSearch:
         inner product at least it, a squared distance ("l2") at most it; another keyword is a TypeError."""
         self._keywords(kwargs, VECTOR_KEYWORDS, "similarity_search_with_score_by_vector")
         self._dense_only(kwargs)
-        hits = self._store.search_vector(embedding, k, filter, score_threshold=kwargs.get("score_threshold"))
+        predicate = self._compiled(filter)
+        hits = self._store.search_vector(embedding, k, predicate, score_threshold=kwargs.get("score_threshold"))
         return self._documents(self._store.found(hits))
 
     def similarity_search_with_score(
@@ -62,7 +71,7 @@ class StoreSearch:
         passes it (a squared distance at most it, any other score at least it, as langchain-community's FAISS);
         another keyword is a TypeError naming the accepted ones, raised before the query is embedded."""
         self._keywords(kwargs, SEARCH_KEYWORDS, "similarity_search_with_score")
-        predicate = self._store.compiled_filter(filter)  # a malformed filter fails before the query is embedded
+        predicate = self._compiled(filter)  # a malformed filter fails before the query is embedded
         settings = self._store.call_settings(**self._call_options(kwargs))
         threshold = self._store.check_score_threshold(kwargs.get("score_threshold"))
         if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
@@ -121,7 +130,8 @@ class StoreSearch:
             kwargs, MMR_VECTOR_KEYWORDS, "max_marginal_relevance_search_with_score_by_vector", MMR_PARAMETERS
         )
         self._dense_only(kwargs)
-        return self._documents(self._store.found(self._store.mmr_search(embedding, k, fetch_k, lambda_mult, filter)))
+        predicate = self._compiled(filter)
+        return self._documents(self._store.found(self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate)))
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -151,7 +161,7 @@ class StoreSearch:
         retrieval mode (the store's, or `retrieval_mode=`) the `fetch_k` candidates are that search's; `alpha=` and
         `fusion=` as in `similarity_search_with_score`, another keyword is a TypeError."""
         self._keywords(kwargs, MMR_KEYWORDS, "max_marginal_relevance_search", MMR_PARAMETERS)
-        predicate = self._store.compiled_filter(filter)
+        predicate = self._compiled(filter)
         settings = self._store.call_settings(**self._call_options(kwargs))
         embedding = self._store.embed_query(query)
         if settings.mode == "dense":

@@ -297,3 +297,37 @@ def test_filtered_search_with_minilm_matches_brute_force(minilm: FairEmbedder) -
         assert all(keep(document.metadata) for document, _ in hits)
     bakery = store.similarity_search(query, k=3, filter={"topic": "bakery"})
     assert all("bakery" in document.page_content for document in bakery)
+
+
+def test_a_qdrant_store_reads_langchain_qdrants_metadata_paths_in_a_filter_dict() -> None:
+    """langchain-qdrant keeps the metadata under "metadata" and its users write "metadata.topic": a filter dict of
+    the Qdrant store reads that key as the field "topic", in every search and through $and / $or / $not; the FAISS
+    store, which has no payload, keeps reading keys as field names."""
+    pytest.importorskip("qdrant_client")
+    from langchain_fair import FairQdrantVectorStore
+
+    texts, metadatas = corpus()
+    qdrant = FairQdrantVectorStore.from_texts(
+        texts, TableEmbeddings(), metadatas=metadatas, location=":memory:", collection_name="paths"
+    )
+    faiss = FaissVectorStore.from_texts(texts, TableEmbeddings(), metadatas=metadatas)
+    field = next(key for key in metadatas[0] if isinstance(metadatas[0][key], str))
+    value = metadatas[0][field]
+    for plain, spelled in (
+        ({field: value}, {f"metadata.{field}": value}),
+        ({"$or": [{field: value}]}, {"$or": [{f"metadata.{field}": value}]}),
+        ({"$not": {field: value}}, {"$not": {f"metadata.{field}": value}}),
+    ):
+        expected = {doc.page_content for doc in faiss.similarity_search(texts[0], k=len(texts), filter=plain)}
+        assert expected and len(expected) < len(texts)
+        assert {
+            doc.page_content for doc in qdrant.similarity_search(texts[0], k=len(texts), filter=spelled)
+        } == expected
+        found = qdrant.max_marginal_relevance_search(texts[0], k=3, fetch_k=len(texts), filter=spelled)
+        assert len(found) == 3 and {doc.page_content for doc in found} <= expected
+        vector = TableEmbeddings().embed_query(texts[0])
+        by_vector = qdrant.similarity_search_by_vector(vector, k=len(texts), filter=spelled)
+        assert {doc.page_content for doc in by_vector} == expected
+    assert faiss.similarity_search(texts[0], k=8, filter={f"metadata.{field}": value}) == []  # a field name there
+    with pytest.raises(ValueError, match=r"names the field .* twice"):
+        qdrant.similarity_search(texts[0], filter={field: value, f"metadata.{field}": value})
