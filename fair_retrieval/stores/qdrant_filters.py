@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fair_retrieval.validate import is_int, is_number
@@ -42,8 +42,10 @@ __all__ = [
     "METADATA_FIELD",
     "VALUES_MARKER",
     "WHOLE_MARKER",
+    "check_engine_filter",
     "field_markers",
     "qdrant_filter",
+    "renamed_keys",
 ]
 
 METADATA_FIELD = "metadata"
@@ -124,6 +126,76 @@ def qdrant_filter(spec: Mapping[str, Any] | None, where: str = "filter", *, exac
     if spec is None or not spec:
         return None
     return _Translation(exact).document(spec, where)
+
+
+def renamed_keys(spec: Any, rename: Callable[[str], str]) -> Any:
+    """A copy of Qdrant's own filter (or condition) with every payload key passed through `rename`: how an adapter
+    reads a filter written for another layout (llama-index's Qdrant store keeps metadata at the payload's top)."""
+    models = _models()
+    if isinstance(spec, models.Filter):
+        changes: dict[str, Any] = {}
+        for name in ("must", "should", "must_not"):
+            members = getattr(spec, name)
+            if members is not None:
+                listed = members if isinstance(members, list) else [members]
+                changes[name] = [renamed_keys(member, rename) for member in listed]
+        if spec.min_should is not None:
+            conditions = [renamed_keys(member, rename) for member in spec.min_should.conditions]
+            changes["min_should"] = spec.min_should.model_copy(update={"conditions": conditions})
+        return spec.model_copy(update=changes)
+    if isinstance(spec, models.FieldCondition):
+        return spec.model_copy(update={"key": rename(spec.key)})
+    if isinstance(spec, models.IsEmptyCondition):
+        return spec.model_copy(update={"is_empty": models.PayloadField(key=rename(spec.is_empty.key))})
+    if isinstance(spec, models.IsNullCondition):
+        return spec.model_copy(update={"is_null": models.PayloadField(key=rename(spec.is_null.key))})
+    if isinstance(spec, models.NestedCondition):
+        nested = spec.nested.model_copy(update={"key": rename(spec.nested.key)})
+        return spec.model_copy(update={"nested": nested})
+    return spec
+
+
+def check_engine_filter(spec: Any, where: str = "filter", also: Sequence[str] = ()) -> None:
+    """Refuse Qdrant's own `models.Filter` where it names what this store's points do not hold as there: a payload key
+    outside the metadata (langchain-qdrant keeps "page_content" on its points; this store keeps a document's text in
+    one point of several, so such a condition would keep nothing, in silence) or point ids (this store's are its own,
+    not the documents' ids).
+
+    Raises:
+        ValueError: naming the condition and what to filter by instead.
+    """
+    models = _models()
+    if isinstance(spec, models.Filter):
+        for name in ("must", "should", "must_not"):
+            members = getattr(spec, name) or []
+            for position, member in enumerate(members if isinstance(members, list) else [members]):
+                check_engine_filter(member, f"{where}.{name}[{position}]", also)
+        if spec.min_should is not None:
+            for position, member in enumerate(spec.min_should.conditions):
+                check_engine_filter(member, f"{where}.min_should[{position}]", also)
+        return
+    if isinstance(spec, models.HasIdCondition):
+        raise ValueError(
+            f"{where}: a HasIdCondition names Qdrant point ids, and this store's points have ids of their own (a "
+            "document is several points); filter by a metadata field, or get documents by id with get_by_ids."
+        )
+    key = None
+    if isinstance(spec, models.FieldCondition):
+        key = spec.key
+    elif isinstance(spec, models.IsEmptyCondition):
+        key = spec.is_empty.key
+    elif isinstance(spec, models.IsNullCondition):
+        key = spec.is_null.key
+    elif isinstance(spec, models.NestedCondition):
+        key = spec.nested.key
+    metadata = key == METADATA_FIELD or (key or "").startswith((f"{METADATA_FIELD}.", f"{METADATA_FIELD}["))
+    if key is not None and not metadata and key not in also:
+        raise ValueError(
+            f"{where}: the condition on {key!r} reads a payload key this store's points do not hold as "
+            f"langchain-qdrant's do; its points keep the document's metadata under {METADATA_FIELD!r}, so filter on "
+            f"'{METADATA_FIELD}.<field>' (the text itself is searched by the query, or by BM25 in a sparse or hybrid "
+            "search)."
+        )
 
 
 def function_filter_error() -> ValueError:

@@ -43,7 +43,7 @@ from fair_retrieval.lexical.sparse_bm25 import (
 )
 from fair_retrieval.stores.arguments import preview
 from fair_retrieval.stores.document_store import DocumentStore
-from fair_retrieval.stores.filters import RecordFilter
+from fair_retrieval.stores.filters import RecordFilter, StoreFilter, is_engine_filter
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.qdrant_collection import (
     DOC_FIELD,
@@ -59,7 +59,7 @@ from fair_retrieval.stores.qdrant_collection import (
     default_collection_options,
     int_id_of,
 )
-from fair_retrieval.stores.qdrant_filters import function_filter_error, qdrant_filter
+from fair_retrieval.stores.qdrant_filters import check_engine_filter, function_filter_error, qdrant_filter, renamed_keys
 from fair_retrieval.stores.search_modes import SearchSettings
 from fair_retrieval.stores.store_core import MISMATCH_OVERRIDE, StoreHit
 from fair_retrieval.stores.store_format import StoreFormat
@@ -210,6 +210,29 @@ class QdrantStore(DocumentStore[R]):
     """
 
     filters_in_engine = True
+
+    def compiled_filter(self, spec: Any) -> StoreFilter | None:
+        """As `DocumentStore.compiled_filter`; Qdrant's own `models.Filter` also checked to read what this store's
+        points hold (`qdrant_filters.check_engine_filter`), before anything is embedded or searched."""
+        compiled = super().compiled_filter(spec)
+        if compiled is not None and compiled.engine is not None:
+            check_engine_filter(compiled.engine, also=(GROUP_FIELD,))
+        return compiled
+
+    group_key = GROUP_FIELD
+    """The payload key of a document's group (LlamaIndex's ref_doc_id), which Qdrant's own filters may name."""
+
+    @staticmethod
+    def renamed_filter(spec: Any, rename: Callable[[str], str], name: str = "qdrant_filters") -> Any:
+        """Qdrant's own filter with its payload keys renamed (`qdrant_filters.renamed_keys`), for an adapter whose
+        framework wrote them for another layout.
+
+        Raises:
+            TypeError: `spec` is not a `qdrant_client` `models.Filter` (`name` says what the caller calls it).
+        """
+        if not is_engine_filter(spec):
+            raise TypeError(f"{name} must be a qdrant_client models.Filter, got {type(spec).__name__}.")
+        return renamed_keys(spec, rename)
 
     def __init__(
         self,

@@ -219,3 +219,34 @@ def test_a_long_in_of_numbers_is_two_conditions_not_one_a_value(client: QdrantCl
     assert conditions(qdrant_filter({"year": {"$in": many}})) == 3  # two MatchAny, beside the guard against lists
     assert conditions(qdrant_filter({"year": {"$in": [*many, 0.5, 2.5]}})) == 3 + 2 * 2
     assert kept(client, {"year": {"$in": many}}) == grammar_keeps({"year": {"$in": many}}) == {0, 1, 2, 3}
+
+
+def test_qdrants_own_filter_is_refused_where_it_names_what_the_points_do_not_hold() -> None:
+    from fair_retrieval.stores.qdrant_filters import check_engine_filter, renamed_keys
+
+    def match(key: str) -> Any:
+        return models.FieldCondition(key=key, match=models.MatchValue(value="x"))
+
+    check_engine_filter(models.Filter(must=[match("metadata.topic"), match("metadata[0]")]))
+    check_engine_filter(models.Filter(should=[match("fr_group")]), also=("fr_group",))
+    for spec, named in (
+        (models.Filter(must=[match("page_content")]), "'page_content' reads a payload key"),
+        (models.Filter(must_not=[models.Filter(should=[match("topic")])]), r"must_not\[0\]\.should\[0\]"),
+        (models.Filter(must=[models.IsNullCondition(is_null=models.PayloadField(key="x"))]), "'x' reads"),
+        (models.Filter(must=[models.HasIdCondition(has_id=[1])]), "HasIdCondition names Qdrant point ids"),
+        (
+            models.Filter(min_should=models.MinShould(conditions=[match("metadata.a"), match("b")], min_count=1)),
+            r"min_should\[1\]",
+        ),
+    ):
+        with pytest.raises(ValueError, match=named):
+            check_engine_filter(spec)
+    given = models.Filter(
+        must=[match("topic"), models.IsEmptyCondition(is_empty=models.PayloadField(key="tags"))],
+        should=[models.Filter(must_not=[match("year")])],
+    )
+    renamed = renamed_keys(given, lambda key: f"metadata.{key}")
+    check_engine_filter(renamed)
+    assert [condition.key for condition in renamed.must[:1]] == ["metadata.topic"]
+    assert renamed.must[1].is_empty.key == "metadata.tags" and renamed.should[0].must_not[0].key == "metadata.year"
+    assert given.must[0].key == "topic"  # the caller's filter is not changed

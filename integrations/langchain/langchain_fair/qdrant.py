@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +32,9 @@ from langchain_fair.store_documents import StoreDocuments
 __all__ = ["FairQdrantVectorStore"]
 
 NAME = "FairQdrantVectorStore"
+
+
+logger = logging.getLogger(__name__)
 
 
 class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
@@ -421,6 +426,11 @@ def _point_ids(ids: Any) -> Any:
 
 
 def _name(collection_name: str | None) -> str:
+    """The collection `from_texts` writes to: the one named, else a new random name, as langchain-qdrant makes one
+    (the store's `collection_name` tells it)."""
     if collection_name is None:
-        raise ValueError("Pass collection_name= (the Qdrant collection to write the documents to).")
+        collection_name = uuid.uuid4().hex
+        logger.info(
+            "No collection_name given: writing to a new collection %r, as langchain-qdrant does.", collection_name
+        )
     return collection_name

@@ -149,8 +149,9 @@ class NodeStore:
                 )
             )
         native = kwargs.get("qdrant_filters")
-        if native is not None and self._store.compiled_filter(native).engine is None:  # type: ignore[union-attr]
-            raise TypeError(f"qdrant_filters must be a qdrant_client models.Filter, got {type(native).__name__}.")
+        if native is not None:  # written for llama-index's layout: its keys read as this store's points hold them
+            native = self._store.renamed_filter(native, self._payload_key)  # type: ignore[attr-defined]
+            self._store.compiled_filter(native)  # checked before the query runs
         threshold = kwargs.get("mmr_threshold", query.mmr_threshold)
         hits = self._store.query(
             query.query_embedding,
@@ -168,6 +169,16 @@ class NodeStore:
         return VectorStoreQueryResult(
             nodes=nodes, similarities=[hit.score for hit in hits], ids=[hit.record.key for hit in hits]
         )
+
+    def _payload_key(self, key: str) -> str:
+        """A payload key of llama-index's Qdrant store as this store's points hold it: llama-index keeps a node's
+        metadata at the payload's top and its source document's id under "doc_id", "document_id" and "ref_doc_id";
+        here the metadata is under "metadata" and the source id is the group."""
+        if key in ("doc_id", "document_id", "ref_doc_id"):
+            return str(self._store.group_key)  # type: ignore[attr-defined]
+        if key == "metadata" or key.startswith(("metadata.", "metadata[")):
+            return key  # already this store's layout
+        return f"metadata.{key}"
 
     def _select(
         self,

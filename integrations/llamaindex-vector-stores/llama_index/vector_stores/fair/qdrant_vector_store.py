@@ -35,9 +35,10 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
     the engine.
 
     Args:
-        client: a `qdrant_client.QdrantClient`; or None with `url`, `path` or `location` (":memory:").
         collection_name: the collection: opened when it exists (its recorded settings taken, the embed model
-            checked against them), else created on the first add.
+            checked against them), else created on the first add. First, as in llama-index's Qdrant store
+            (`FairQdrantVectorStore("docs", client=client)`); `(client, "docs")`, this store's earlier order, works too.
+        client: a `qdrant_client.QdrantClient`; or None with `url`, `path` or `location` (":memory:").
         embed_model: what embeds the nodes (a `FairEmbedding` gives windows: a multi-vector store); None: the one
             set in `Settings.embed_model` when it gives windows, else a pooled store.
         metric: "cosine" (None, the default), "ip" or "l2"; an existing collection's own when None.
@@ -76,8 +77,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
 
     def __init__(
         self,
-        client: Any = None,
         collection_name: str | None = None,
+        client: Any = None,
         *,
         embed_model: Any | None = None,
         metric: StoreMetric | None = None,
@@ -99,6 +100,8 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         enable_hybrid: bool | None = None,
         **anchor: Any,
     ) -> None:
+        if isinstance(client, str) and not isinstance(collection_name, str):  # (client, name): this store's earlier
+            client, collection_name = collection_name, client  # order, beside llama-index's (name, client)
         _check_anchor_options(anchor)
         if enable_hybrid is not None:
             logger.info(
