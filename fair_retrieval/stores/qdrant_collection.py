@@ -35,6 +35,7 @@ store file is.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import logging
@@ -112,6 +113,11 @@ def default_search_params() -> Any:
 def int_id_of(key: str) -> int:
     """A document's int id: a stable 63-bit hash of its key (the same in every process; ids never need a counter)."""
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+CALL_SEARCH_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("fair_retrieval_search_params", default=None)
+"""The `SearchParams` of the search running in this thread or task (`QdrantStore.call_search_params`), None for the
+store's own: a context variable, so concurrent searches with their own parameters never see each other's."""
 
 
 def id_collision(first: str, second: str, int_id: int) -> ValueError:
@@ -292,6 +298,11 @@ class QdrantCollection:
 
     @property
     def _search_params(self) -> Any:
+        """The dense searches' `SearchParams`: a call's (`call_search_params`), else the store's, else the measured
+        defaults on a server (local mode searches exactly)."""
+        call = CALL_SEARCH_PARAMS.get()
+        if call is not None:
+            return call
         if self.search_params is not None or self._local:
             return self.search_params
         return default_search_params()

@@ -22,6 +22,7 @@ identity), and a store opening it takes them and checks the embeddings it is giv
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -46,6 +47,7 @@ from fair_retrieval.stores.document_store import DocumentStore
 from fair_retrieval.stores.filters import RecordFilter, StoreFilter, is_engine_filter
 from fair_retrieval.stores.indexed_records import Keyed
 from fair_retrieval.stores.qdrant_collection import (
+    CALL_SEARCH_PARAMS,
     DOC_FIELD,
     GROUP_FIELD,
     ID_FIELD,
@@ -218,6 +220,32 @@ class QdrantStore(DocumentStore[R]):
         if compiled is not None and compiled.engine is not None:
             check_engine_filter(compiled.engine, also=(GROUP_FIELD,))
         return compiled
+
+    @staticmethod
+    @contextlib.contextmanager
+    def call_search_params(search_params: Any) -> Iterator[None]:
+        """Within this block, this thread's or task's dense searches use `search_params` (a `models.SearchParams`:
+        HNSW ef, exact, quantization rescoring) instead of the store's; None keeps the store's. What langchain-qdrant
+        takes per call as `search_params=`.
+
+        Raises:
+            TypeError: `search_params` is not a `qdrant_client` `models.SearchParams` (or None).
+        """
+        if search_params is None:
+            yield
+            return
+        from qdrant_client import models
+
+        if not isinstance(search_params, models.SearchParams):
+            raise TypeError(
+                f"search_params must be a qdrant_client models.SearchParams (e.g. models.SearchParams(hnsw_ef=256)), "
+                f"got {type(search_params).__name__}."
+            )
+        token = CALL_SEARCH_PARAMS.set(search_params)
+        try:
+            yield
+        finally:
+            CALL_SEARCH_PARAMS.reset(token)
 
     group_key = GROUP_FIELD
     """The payload key of a document's group (LlamaIndex's ref_doc_id), which Qdrant's own filters may name."""

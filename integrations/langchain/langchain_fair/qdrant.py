@@ -153,6 +153,13 @@ class FairQdrantVectorStore(StoreDocuments, WrappedStore, VectorStore):
         """As `FaissVectorStore.delete`; int ids as `add_texts` takes them."""
         return super().delete(_point_ids(ids), strict=strict, **kwargs)  # type: ignore[arg-type]
 
+    _call_keywords = ("search_params",)
+
+    def _searching(self, kwargs: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """A call's `search_params=` (Qdrant's `models.SearchParams`), as langchain-qdrant takes it, for its dense
+        searches."""
+        return self._qdrant.call_search_params(kwargs.get("search_params"))
+
     def _spelled(self, filter: Any) -> Any:
         """A filter dict with langchain-qdrant's payload paths: a key "metadata.<field>" names the metadata field
         <field>, as it does in a `models.Filter` (the payload keeps the metadata under "metadata")."""

@@ -5,6 +5,7 @@ argument checked there; the hits become LangChain `Document`s."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -58,7 +59,8 @@ class StoreSearch:
         self._keywords(kwargs, VECTOR_KEYWORDS, "similarity_search_with_score_by_vector")
         self._dense_only(kwargs)
         predicate = self._compiled(filter)
-        hits = self._store.search_vector(embedding, k, predicate, score_threshold=kwargs.get("score_threshold"))
+        with self._searching(kwargs):
+            hits = self._store.search_vector(embedding, k, predicate, score_threshold=kwargs.get("score_threshold"))
         return self._documents(self._store.found(hits))
 
     def similarity_search_with_score(
@@ -74,10 +76,11 @@ class StoreSearch:
         predicate = self._compiled(filter)  # a malformed filter fails before the query is embedded
         settings = self._store.call_settings(**self._call_options(kwargs))
         threshold = self._store.check_score_threshold(kwargs.get("score_threshold"))
-        if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
-            embedding = self._store.embed_query(query)
-            return self.similarity_search_with_score_by_vector(embedding, k, predicate, score_threshold=threshold)
-        hits = self._store.search_text(query, k, predicate, settings, score_threshold=threshold)
+        with self._searching(kwargs):
+            if settings.mode == "dense":  # by vector, the one dense path (what subclasses of the store extend)
+                embedding = self._store.embed_query(query)
+                return self.similarity_search_with_score_by_vector(embedding, k, predicate, score_threshold=threshold)
+            hits = self._store.search_text(query, k, predicate, settings, score_threshold=threshold)
         return self._documents(self._store.found(hits))
 
     def _similarity_search_with_relevance_scores(
@@ -131,7 +134,9 @@ class StoreSearch:
         )
         self._dense_only(kwargs)
         predicate = self._compiled(filter)
-        return self._documents(self._store.found(self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate)))
+        with self._searching(kwargs):
+            hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate)
+        return self._documents(self._store.found(hits))
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -164,9 +169,12 @@ class StoreSearch:
         predicate = self._compiled(filter)
         settings = self._store.call_settings(**self._call_options(kwargs))
         embedding = self._store.embed_query(query)
-        if settings.mode == "dense":
-            return self.max_marginal_relevance_search_by_vector(embedding, k, fetch_k, lambda_mult, filter=predicate)
-        hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate, query=query, settings=settings)
+        with self._searching(kwargs):
+            if settings.mode == "dense":
+                return self.max_marginal_relevance_search_by_vector(
+                    embedding, k, fetch_k, lambda_mult, filter=predicate
+                )
+            hits = self._store.mmr_search(embedding, k, fetch_k, lambda_mult, predicate, query=query, settings=settings)
         return [document for document, _ in self._documents(self._store.found(hits))]
 
     def _keywords(
@@ -177,7 +185,15 @@ class StoreSearch:
         named: tuple[str, ...] = SIMILARITY_PARAMETERS,
     ) -> None:
         """Refuse the keywords `call` does not honour (`DocumentStore.check_keywords`: a TypeError naming them)."""
+        honoured = (*honoured, *self._call_keywords)
         self._store.check_keywords(kwargs, honoured, f"{type(self).__name__}.{call}", named)
+
+    _call_keywords: tuple[str, ...] = ()
+    """Keywords every search of this store takes beside the shared ones (a Qdrant store's `search_params`)."""
+
+    def _searching(self, kwargs: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """What a search runs within for the call's own keywords (`_call_keywords`); here nothing."""
+        return contextlib.nullcontext()
 
     def _check_search_kwargs(self, search_type: Any, search_kwargs: Mapping[str, Any]) -> None:
         """Refuse a retriever's `search_kwargs` its search type's call would refuse, when the retriever is made."""

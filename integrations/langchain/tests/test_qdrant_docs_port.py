@@ -135,3 +135,32 @@ def test_what_cannot_mean_the_same_here_is_refused_by_name() -> None:
     text = models.FieldCondition(key="page_content", match=models.MatchValue(value=NOTES[0][0]))
     with pytest.raises(ValueError, match="'page_content' reads a payload key this store's points do not hold"):
         store.similarity_search("coffee", k=1, filter=models.Filter(should=[text]))
+
+
+@pytest.mark.filterwarnings("ignore:Local mode performs exact")  # qdrant-client's note: local mode is exact anyway
+def test_search_params_per_call_as_langchain_qdrant_takes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`search_params=` of one call reaches Qdrant for that call's dense searches (every search method and the
+    retriever), and only for it; a value that is no `models.SearchParams` is a TypeError before any search."""
+    store = QdrantVectorStore.from_texts([text for text, _ in NOTES], WordEmbeddings(), location=":memory:")
+    client = store.client
+    seen: list[object] = []
+    for name in ("query_points", "query_points_groups"):
+        original = getattr(client, name)
+
+        def spy(*args: object, _original: object = original, **kwargs: object) -> object:
+            seen.append(kwargs.get("search_params"))
+            return _original(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(client, name, spy)
+    exact = models.SearchParams(exact=True)
+    store.similarity_search("coffee", k=2, search_params=exact, retrieval_mode="dense")
+    store.similarity_search_with_score("coffee", k=2, search_params=exact)  # hybrid: its dense side
+    store.max_marginal_relevance_search("coffee", k=2, search_params=exact)
+    store.as_retriever(search_kwargs={"k": 2, "search_params": exact}).invoke("coffee")
+    dense_calls = [params for params in seen if params is not None]
+    assert len(dense_calls) >= 4 and all(params == exact for params in dense_calls)
+    seen.clear()
+    store.similarity_search("coffee", k=2, retrieval_mode="dense")
+    assert exact not in seen  # the next call has the store's own again
+    with pytest.raises(TypeError, match=r"search_params must be a qdrant_client models\.SearchParams"):
+        store.similarity_search("coffee", search_params={"hnsw_ef": 128})
