@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -118,6 +119,20 @@ def int_id_of(key: str) -> int:
 CALL_SEARCH_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("fair_retrieval_search_params", default=None)
 """The `SearchParams` of the search running in this thread or task (`QdrantStore.call_search_params`), None for the
 store's own: a context variable, so concurrent searches with their own parameters never see each other's."""
+
+
+MAX_REQUEST_BYTES = 16 * 2**20
+"""The most bytes an upsert request carries (estimated): half of a Qdrant server's default request limit (32 MiB),
+so a batch of long documents is split rather than refused."""
+SERVER_REQUEST_BYTES = 32 * 2**20
+"""A Qdrant server's default request limit (`service.max_request_size_mb`): a point larger is refused by name."""
+_POINT_BYTES = 400  # a point's id, its store fields and JSON punctuation
+_NUMBER_BYTES = 20  # a float as JSON text, with its separator
+
+
+def _json_bytes(value: Any) -> int:
+    """About how many bytes `value` takes in a request's JSON."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
 
 
 def id_collision(first: str, second: str, int_id: int) -> ValueError:
@@ -332,15 +347,23 @@ class QdrantCollection:
             owner = owners.setdefault(document["int_id"], document["key"])
             if owner != document["key"]:
                 raise id_collision(owner, document["key"], document["int_id"])
-        replaced = self.heads_of(keys)
-        windows, heads = [], []
+        windows, heads, window_bytes, head_bytes = [], [], [], []
         for position, document in enumerate(documents):
+            markers = field_markers(document["metadata"])  # what makes filters on lists and nulls exact
+            metadata_bytes = _json_bytes(document["metadata"]) + _json_bytes(markers)
+            window_bytes += [
+                _POINT_BYTES + metadata_bytes + _NUMBER_BYTES * len(vector) for vector, _, _ in document["windows"]
+            ]
+            indices, _ = document["sparse"]
+            head_bytes.append(
+                _POINT_BYTES + metadata_bytes + len(document["record"]) + 2 * _NUMBER_BYTES * len(indices)
+            )
             common = {
                 DOC_FIELD: document["key"],
                 ID_FIELD: document["int_id"],
                 GROUP_FIELD: document["group"],
                 METADATA_FIELD: document["metadata"],
-                **field_markers(document["metadata"]),  # what makes filters on lists and nulls exact
+                **markers,
                 VERSION_FIELD: version,
                 STAMP_FIELD: stamp,
             }
@@ -375,10 +398,12 @@ class QdrantCollection:
                     },
                 )
             )
+        self._check_sizes(documents, head_bytes)
+        replaced = self.heads_of(keys)
         older = models.Filter(must_not=[models.FieldCondition(key=STAMP_FIELD, range=models.Range(gte=stamp))])
         try:
-            self._upsert(windows)
-            self._upsert(heads, only_over=older)
+            self._upsert(windows, sizes=window_bytes)
+            self._upsert(heads, only_over=older, sizes=head_bytes)
         except Exception as error:
             raise self._failed_write(documents, version, replaced, error) from error
         self._drop_uncounted(documents, version, replaced, self.heads_of(keys), self.delete_points)
@@ -492,13 +517,36 @@ class QdrantCollection:
         """Delete every point (head and windows) of the documents `condition` (a `models.Filter`) selects."""
         self._delete(condition)
 
-    def _upsert(self, points: list[Any], only_over: Any = None) -> None:
-        """Upsert `points` in batches; `only_over`: a filter a point already there must match to be replaced."""
-        for start in range(0, len(points), self.batch_size):
-            batch = points[start : start + self.batch_size]
-            self._retried(
-                functools.partial(self.client.upsert, self.name, points=batch, wait=True, update_filter=only_over)
-            )
+    def _upsert(self, points: list[Any], only_over: Any = None, sizes: Sequence[int] | None = None) -> None:
+        """Upsert `points` in batches of at most `batch_size` points and, where `sizes` estimates each point's bytes
+        in a request, of at most `MAX_REQUEST_BYTES`; `only_over`: a filter a point already there must match to be
+        replaced."""
+        batch: list[Any] = []
+        used = 0
+        for point, size in zip(points, sizes if sizes is not None else [0] * len(points), strict=True):
+            if batch and (len(batch) == self.batch_size or used + size > MAX_REQUEST_BYTES):
+                self._upsert_batch(batch, only_over)
+                batch, used = [], 0
+            batch.append(point)
+            used += size
+        if batch:
+            self._upsert_batch(batch, only_over)
+
+    def _upsert_batch(self, batch: list[Any], only_over: Any) -> None:
+        self._retried(
+            functools.partial(self.client.upsert, self.name, points=batch, wait=True, update_filter=only_over)
+        )
+
+    def _check_sizes(self, documents: Sequence[Mapping[str, Any]], head_bytes: Sequence[int]) -> None:
+        """Refuse, before anything is written, a document whose head alone would pass a server's request limit."""
+        for document, size in zip(documents, head_bytes, strict=True):
+            if size > SERVER_REQUEST_BYTES:
+                raise ValueError(
+                    f"Document {document['key']!r} is about {size / 2**20:.1f} MiB as a Qdrant point (its text, "
+                    "record and metadata), more than a Qdrant server takes in one request "
+                    f"({SERVER_REQUEST_BYTES / 2**20:.1f} MiB by default); split it into smaller documents (a text "
+                    "splitter) or keep large values out of its metadata. Nothing of this write was stored."
+                )
 
     def _delete(self, condition: Any) -> None:
         from qdrant_client import models

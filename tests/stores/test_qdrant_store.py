@@ -145,11 +145,11 @@ def test_a_failed_write_leaves_the_previous_version_whole(tiny: FairEmbedder, mo
     original = collection._upsert
     calls = []
 
-    def heads_fail(points: list[Any], only_over: Any = None) -> None:
+    def heads_fail(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
         calls.append(len(points))
         if len(calls) == 2:  # the windows landed, the heads do not
             raise RuntimeError("connection reset by peer")
-        original(points, only_over)
+        original(points, only_over, sizes)
 
     monkeypatch.setattr(collection, "_upsert", heads_fail)
     with pytest.raises(ValueError, match=r"1 of these 1 documents did not land .*\('doc-0'\)"):
@@ -457,10 +457,10 @@ def test_two_writers_of_one_document_leave_the_newer_whole(
     else:
         upsert = collection._upsert
 
-        def heads_after_the_other(points: list[Any], only_over: Any = None) -> None:
+        def heads_after_the_other(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
             if only_over is not None:  # its windows are in; the other writes before its heads
                 the_other_writes()
-            upsert(points, only_over)
+            upsert(points, only_over, sizes)
 
         monkeypatch.setattr(collection, "_upsert", heads_after_the_other)
     waiting.add_documents([texts["waiting"]], [{"by": "waiting"}], ["doc-3"])
@@ -486,10 +486,10 @@ def test_windows_of_killed_writes_never_take_a_documents_place(
     monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
     original = collection._upsert
 
-    def killed(points: list[Any], only_over: Any = None) -> None:
+    def killed(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
         if only_over is not None:
             raise RuntimeError("killed")
-        original(points, only_over)
+        original(points, only_over, sizes)
 
     monkeypatch.setattr(collection, "_upsert", killed)
     copies = [QUERIES[0] + f" Copy {i}." for i in range(12)]  # windows that would outrank every document
@@ -535,9 +535,9 @@ def test_a_write_that_fails_midway_says_which_documents_landed_and_leaves_those_
     collection = store.collection
     original, calls = collection._upsert, []
 
-    def second_heads_batch_fails(points: list[Any], only_over: Any = None) -> None:
+    def second_heads_batch_fails(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
         if only_over is None:
-            return original(points, only_over)
+            return original(points, only_over, sizes)
         for start in range(0, len(points), 2):  # the heads go in batches of 2: the second one is lost
             calls.append(start)
             if len(calls) == 2:
@@ -660,10 +660,10 @@ def test_windows_of_a_killed_write_of_a_document_deleted_since_are_removed_once_
     monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
     original = collection._upsert
 
-    def killed(points: list[Any], only_over: Any = None) -> None:
+    def killed(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
         if only_over is not None:
             raise RuntimeError("killed")
-        original(points, only_over)
+        original(points, only_over, sizes)
 
     monkeypatch.setattr(collection, "_upsert", killed)
     hour_ago = qdrant_collection.next_stamp() - (module.ORPHAN_SECONDS + 60) * 1_000_000
@@ -682,3 +682,33 @@ def test_windows_of_a_killed_write_of_a_document_deleted_since_are_removed_once_
     assert len(hits) == 11 and {hit.record.key for hit in hits} == {f"doc-{i}" for i in range(12)} - {"doc-3"}
     assert _window_points(store, "doc-3") == []  # an hour old, with no head: deleted by the search that met them
     assert len(_window_points(store, "fresh")) >= 1  # recent: perhaps a write being made, kept
+
+
+def test_requests_are_sized_by_bytes_and_a_point_too_large_for_a_server_is_refused_first(
+    tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Points go in batches of `batch_size` and of at most MAX_REQUEST_BYTES (a server refuses a request over 32 MiB
+    by default); a document whose head alone passes the server's limit is refused before anything is written."""
+    from fair_retrieval.stores import qdrant_collection
+
+    store = qdrant_store(tiny, batch_size=256)
+    client = store.collection.client
+    requests: list[int] = []
+    original = client.upsert
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        requests.append(len(kwargs["points"]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(client, "upsert", counted)
+    monkeypatch.setattr(qdrant_collection, "MAX_REQUEST_BYTES", 64 * 1024)  # scaled down with the documents
+    texts, metadatas, ids = corpus()
+    big = [{**metadata, "notes": "x" * 20_000} for metadata in metadatas]  # every point of a document ≥ 20 kB
+    store.add_documents(texts, big, ids)
+    assert max(requests) <= 3 and sum(requests) > 24  # ≤ 3 points of ≥ 20 kB in 64 kB: windows, then 12 heads
+    assert len(store) == 12 and store.get(["doc-5"])[0][1].metadata["notes"] == "x" * 20_000
+    requests.clear()
+    monkeypatch.setattr(qdrant_collection, "SERVER_REQUEST_BYTES", 100 * 1024)
+    with pytest.raises(ValueError, match=r"Document 'huge' is about 0\.2 MiB as a Qdrant point .* Nothing of this"):
+        store.add_documents(["small", "huge"], [{}, {"notes": "y" * 200_000}], ["small", "huge"])
+    assert requests == [] and store.get(["small", "huge"]) == []
