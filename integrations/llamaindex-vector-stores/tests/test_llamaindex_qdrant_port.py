@@ -1,11 +1,13 @@
 """llama-index's Qdrant store, as its guides use it, ported: the calls they show (a store over a client, an index from
 documents, retrievers with `MetadataFilters` and with Qdrant's own filter in `vector_store_kwargs`, written for
 llama-index's payload layout, a hybrid retriever of a store made with `enable_hybrid`, an index reopened from the
-store, a deleted source document, a local folder) run unchanged against `FairQdrantVectorStore` imported under
-llama-index's name; the async client and an external sparse model are refused naming the fix."""
+store, a deleted source document, a local folder, an async client beside the client) run unchanged against
+`FairQdrantVectorStore` imported under llama-index's name; an external sparse model is refused naming the fix."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -115,9 +117,51 @@ def test_the_guides_calls_run_unchanged(embed_model: FairEmbedding, tmp_path: Pa
     client.close()
 
 
+def test_an_async_client_beside_the_client_and_async_calls_off_the_event_loop(
+    embed_model: FairEmbedding, caplog: pytest.LogCaptureFixture
+) -> None:
+    """llama-index's guides pass client= and aclient= together: taken, the async calls (aquery, async_add, ...) run
+    the store's calls in a worker thread, never blocking the event loop; aclient= alone is refused naming client=."""
+    client = qdrant_client.QdrantClient(location=":memory:")
+    with caplog.at_level("INFO"):
+        store = QdrantVectorStore("films", client=client, aclient=qdrant_client.AsyncQdrantClient(location=":memory:"))
+    assert "aclient taken" in caplog.text
+    index = VectorStoreIndex([], storage_context=StorageContext.from_defaults(vector_store=store))
+    nodes = [TextNode(text=title, metadata=metadata) for title, metadata in FILMS]
+    threads: set[int] = set()
+    original = store.query
+
+    def recorded(*args: object, **kwargs: object) -> object:
+        threads.add(threading.get_ident())
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    object.__setattr__(store, "query", recorded)
+
+    async def main() -> list[list[str]]:
+        await index.ainsert_nodes(nodes)
+        retriever = index.as_retriever(similarity_top_k=2)
+        ticks = 0
+
+        async def ticking() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(ticking())
+        found = await asyncio.gather(*(retriever.aretrieve(title) for title, _ in FILMS[:4]))
+        ticker.cancel()
+        assert ticks > 0  # the loop ran other tasks while the queries ran
+        return [titles(hits) for hits in found]
+
+    found = asyncio.run(main())
+    assert all(len(hits) == 2 for hits in found) and "The Godfather" in found[0]
+    assert threads and threading.get_ident() not in threads
+    with pytest.raises(ValueError, match=r"pass client= .* beside aclient="):
+        QdrantVectorStore("films", aclient=qdrant_client.AsyncQdrantClient(location=":memory:"))
+
+
 def test_what_cannot_mean_the_same_here_is_refused_by_name(embed_model: FairEmbedding) -> None:
     client = qdrant_client.QdrantClient(location=":memory:")
-    with pytest.raises(ValueError, match="aclient"):
-        QdrantVectorStore("films", client=client, aclient=qdrant_client.AsyncQdrantClient(location=":memory:"))
     with pytest.raises(ValueError, match="fastembed_sparse_model"):
         QdrantVectorStore("films", client=client, enable_hybrid=True, fastembed_sparse_model="Qdrant/bm25")

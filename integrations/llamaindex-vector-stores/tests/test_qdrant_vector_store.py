@@ -322,7 +322,6 @@ def test_llama_index_qdrant_keywords_are_taken_where_they_mean_something_and_ref
     assert len(index.as_retriever(similarity_top_k=3, vector_store_query_mode="hybrid").retrieve(QUESTIONS[0])) == 3
     for options, error, message in (
         ({"fastembed_sparse_model": "Qdrant/bm25"}, ValueError, "scores BM25 itself"),
-        ({"aclient": object()}, ValueError, "use the one client"),
         ({"text_key": "body"}, ValueError, "its own record"),
         ({"bogus": 1}, TypeError, "unexpected keyword argument"),
     ):

@@ -5,6 +5,7 @@ records (`.node_records`) and `MetadataFilters` its filters (`.metadata_filters`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -109,6 +110,37 @@ class NodeStore:
             node.embedding = vector.tolist()
             nodes.append(node)
         return nodes
+
+    # The async calls run the same calls in a worker thread (the stores are safe to share between threads), so an
+    # event loop is never blocked by a search or a write; llama-index's base class would run them in the loop.
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """`query`, in a worker thread."""
+        return await asyncio.to_thread(self.query, query, **kwargs)
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """`add`, in a worker thread."""
+        return await asyncio.to_thread(self.add, nodes, **kwargs)
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """`delete`, in a worker thread."""
+        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """`delete_nodes`, in a worker thread."""
+        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        """`get_nodes`, in a worker thread."""
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+
+    async def aclear(self) -> None:
+        """`clear`, in a worker thread."""
+        await asyncio.to_thread(self.clear)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The nodes for `query`, among `node_ids`, `doc_ids` (an empty list restricts nothing) and `filters`

@@ -98,11 +98,23 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         batch_size: int = 256,
         client_kwargs: Mapping[str, Any] | None = None,
         enable_hybrid: bool | None = None,
+        aclient: Any = None,
         **anchor: Any,
     ) -> None:
         if isinstance(client, str) and not isinstance(collection_name, str):  # (client, name): this store's earlier
             client, collection_name = collection_name, client  # order, beside llama-index's (name, client)
         _check_anchor_options(anchor)
+        if aclient is not None:
+            if client is None and url is None and path is None and location is None:
+                raise ValueError(
+                    f"{NAME} makes its calls through a QdrantClient: pass client= (or url=, path=, location=) beside "
+                    "aclient=, as llama-index's Qdrant store takes both."
+                )
+            logger.info(
+                "%s: aclient taken beside the client; the async calls (aquery, async_add, adelete) run the client's "
+                "calls in a worker thread, so both must reach the same collection.",
+                NAME,
+            )
         if enable_hybrid is not None:
             logger.info(
                 "%s: enable_hybrid=%s taken; BM25 is built in (scored inside Qdrant), and vector_store_query_mode "
@@ -170,8 +182,6 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
 
 
 _REFUSED = {
-    "aclient": "the async calls (aquery, async_add, ...) use the one client, as llama-index's base class runs them; "
-    "pass client= (or url=, path=, location=)",
     "text_key": "the store keeps a node's text in its own record",
     "dense_vector_name": "the store names its own dense vector (a node's windows)",
     "sparse_vector_name": "the store names its own sparse vector",
