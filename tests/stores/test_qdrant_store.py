@@ -475,6 +475,21 @@ def test_two_writers_of_one_document_leave_the_newer_whole(
     assert {point.payload["fr_version"] for point in _window_points(waiting, "doc-3")} == {version}  # none left
 
 
+def kill_before_heads(collection: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make `collection`'s writes die as a killed process would, after their windows and before their heads
+    (nothing cleans up after them); the real upsert is returned."""
+    original = collection._upsert
+
+    def killed(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
+        if only_over is not None:
+            raise RuntimeError("killed")
+        original(points, only_over, sizes)
+
+    monkeypatch.setattr(collection, "_forget", lambda ids: None)
+    monkeypatch.setattr(collection, "_upsert", killed)
+    return original
+
+
 def test_windows_of_killed_writes_never_take_a_documents_place(
     tiny: FairEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -483,15 +498,7 @@ def test_windows_of_killed_writes_never_take_a_documents_place(
     store = filled(qdrant_store(tiny))
     expected = {k: ranked(store.search_text(QUERIES[0], k, settings=DENSE)) for k in (1, 4, 10)}
     collection = store.collection
-    monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
-    original = collection._upsert
-
-    def killed(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
-        if only_over is not None:
-            raise RuntimeError("killed")
-        original(points, only_over, sizes)
-
-    monkeypatch.setattr(collection, "_upsert", killed)
+    original = kill_before_heads(collection, monkeypatch)
     copies = [QUERIES[0] + f" Copy {i}." for i in range(12)]  # windows that would outrank every document
     with pytest.raises(ValueError, match="did not land"):
         store.add_documents(copies, None, [f"ghost-{i}" for i in range(12)])
@@ -657,22 +664,13 @@ def test_windows_of_a_killed_write_of_a_document_deleted_since_are_removed_once_
 
     store = filled(qdrant_store(tiny))
     collection = store.collection
-    monkeypatch.setattr(collection, "_forget", lambda ids: None)  # killed: nothing cleans up after it
-    original = collection._upsert
-
-    def killed(points: list[Any], only_over: Any = None, sizes: Any = None) -> None:
-        if only_over is not None:
-            raise RuntimeError("killed")
-        original(points, only_over, sizes)
-
-    monkeypatch.setattr(collection, "_upsert", killed)
+    kill_before_heads(collection, monkeypatch)
     hour_ago = qdrant_collection.next_stamp() - (module.ORPHAN_SECONDS + 60) * 1_000_000
     monkeypatch.setattr(qdrant_collection, "next_stamp", lambda: hour_ago)
     with pytest.raises(ValueError, match="did not land"):  # doc-3's next write, killed an hour ago
         store.add_documents([QUERIES[0] + " Again."], None, ["doc-3"])
     monkeypatch.undo()
-    monkeypatch.setattr(collection, "_forget", lambda ids: None)
-    monkeypatch.setattr(collection, "_upsert", killed)
+    kill_before_heads(collection, monkeypatch)
     with pytest.raises(ValueError, match="did not land"):  # a new document's write, killed just now (or in flight)
         store.add_documents([QUERIES[0] + " Fresh."], None, ["fresh"])
     monkeypatch.undo()
