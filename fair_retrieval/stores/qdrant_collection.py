@@ -135,6 +135,10 @@ def _json_bytes(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
 
 
+INT_HEAD = "int-head"
+"""The part of a head's point id named by the document's int id (`QdrantCollection.head_id`)."""
+
+
 def id_collision(first: str, second: str, int_id: int) -> ValueError:
     """The error for two document keys with one int id (a 63-bit hash: about one such pair among 4 billion keys)."""
     return ValueError(
@@ -206,6 +210,7 @@ class QdrantCollection:
             raise ValueError(f"collection_name must be a non-empty name without '/', '\\' or NUL, got {name!r}.")
         self.client, self.name, self.store = client, name, store
         self.search_params, self.batch_size = search_params, batch_size
+        self.int_head_ids = True  # the store says otherwise for a collection an earlier release made
 
     # ------------------------------------------------------------------------------------------------ the record
 
@@ -385,7 +390,7 @@ class QdrantCollection:
             indices, values = document["sparse"]
             heads.append(
                 models.PointStruct(
-                    id=point_id(document["key"], HEAD),
+                    id=self.head_id(document["key"]),
                     vector={SPARSE_VECTOR: models.SparseVector(indices=indices, values=values)},
                     payload={
                         **common,
@@ -399,7 +404,7 @@ class QdrantCollection:
                 )
             )
         self._check_sizes(documents, head_bytes)
-        replaced = self.heads_of(keys)
+        replaced = self.heads_of(keys, claimed=True)
         older = models.Filter(must_not=[models.FieldCondition(key=STAMP_FIELD, range=models.Range(gte=stamp))])
         try:
             self._upsert(windows, sizes=window_bytes)
@@ -479,7 +484,7 @@ class QdrantCollection:
         uncounted windows."""
         from qdrant_client import models
 
-        self.delete_points([point_id(key, HEAD) for key in heads])
+        self.delete_points([self.head_id(key) for key in heads])
         counted = {key: head for key, head in heads.items() if COUNT_FIELD in head}
         legacy = [key for key in heads if key not in counted]
         self.delete_points(
@@ -609,14 +614,33 @@ class QdrantCollection:
         )
         return [(int(point.payload[ID_FIELD]), float(point.score)) for point in found.points if point.score > 0]
 
-    def heads_of(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The head payloads of the documents of `keys` that are stored, by key (read by point id)."""
+    def heads_of(self, keys: Sequence[str], *, claimed: bool = False) -> dict[str, dict[str, Any]]:
+        """The head payloads of the documents of `keys` that are stored, by key (read by point id); `claimed`: the
+        keys are about to be written, so another document at one's head is an error, not just "not stored".
+
+        Raises:
+            ValueError: with `claimed`, another document holds the head of one of `keys` (their int ids collide:
+                heads are named by int id), naming both; what a write reads first, so nothing is written.
+        """
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(keys), self.batch_size * 16):
-            ids = [point_id(key, HEAD) for key in keys[start : start + self.batch_size * 16]]
-            points = self._retried(functools.partial(self.client.retrieve, self.name, ids=ids, with_payload=True))
-            found.update({point.payload[DOC_FIELD]: point.payload for point in points})
+            asked = {self.head_id(key): key for key in keys[start : start + self.batch_size * 16]}
+            points = self._retried(
+                functools.partial(self.client.retrieve, self.name, ids=list(asked), with_payload=True)
+            )
+            for point in points:
+                key, holder = asked[str(point.id)], point.payload[DOC_FIELD]
+                if holder == key:
+                    found[key] = point.payload
+                elif claimed:
+                    raise id_collision(holder, key, int(point.payload[ID_FIELD]))
         return found
+
+    def head_id(self, key: str) -> str:
+        """The point id of the document `key`'s head: named by its int id in a collection made by this release
+        (`int_head_ids`), so two keys of one int id meet at their head and a write refuses the second; by the key in
+        one made before."""
+        return point_id(str(int_id_of(key)), INT_HEAD) if self.int_head_ids else point_id(key, HEAD)
 
     def heads(self, int_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The head payloads of the documents of `int_ids` that are stored, by int id.

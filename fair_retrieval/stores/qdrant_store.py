@@ -297,6 +297,7 @@ class QdrantStore(DocumentStore[R]):
             dim = options.pop("dim", None)
             if recorded is not None:
                 _check_record(recorded, collection_name)
+                collection.int_head_ids = recorded.get("head_ids") == "int"
                 options = _recorded_options(recorded, options, collection_name)
             options = {key: value for key, value in options.items() if value is not None or key == "embedder"}
             super().__init__(search=_search_settings(recorded, search, collection_name), **options)
@@ -395,6 +396,7 @@ class QdrantStore(DocumentStore[R]):
             "records": self._store_format.name,
             "avgdl": None,
             "filter_markers": True,  # every point carries `field_markers`: filters translate exactly
+            "head_ids": "int",  # heads named by int id: a write meets another key of its int id (`head_id`)
         }
 
     def _create(self, dim: int) -> None:
@@ -403,6 +405,8 @@ class QdrantStore(DocumentStore[R]):
         self._collection.create(dim, DISTANCES[self.metric], self._settings_record(), self._collection_options)
         recorded = self._collection.recorded()
         assert recorded is not None  # just created
+        _check_record(recorded, self._collection.name)
+        self._collection.int_head_ids = recorded.get("head_ids") == "int"
         if recorded.get("identity") != self.identity() or recorded.get("dim") != dim:
             self._check_recorded_identity(recorded, False)
         self._recorded = recorded
@@ -936,6 +940,8 @@ def _check_record(recorded: Mapping[str, Any], collection: str) -> None:
     for key in ("lexical", "search", "identity"):
         if not isinstance(recorded.get(key) or {}, Mapping):
             raise refuse(key, "a mapping or null")
+    if recorded.get("head_ids") not in (None, "int"):
+        raise refuse("head_ids", "'int' or absent")
     if not isinstance(recorded.get("records", ""), str):
         raise refuse("records", "a format name")
     avgdl = recorded.get("avgdl")
