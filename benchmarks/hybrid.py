@@ -203,7 +203,8 @@ def default_store(
 def store_query(stack: str, store: Any, vector: np.ndarray, k: int, text: str | None = None, mode: str = "dense"):
     """(id, score) pairs of a store's query in a search mode, through the stack's own entry point: LangChain's
     `similarity_search_with_score` (`retrieval_mode`; by vector when dense and no text), LlamaIndex's `query` with a
-    `VectorStoreQuery` of that mode."""
+    `VectorStoreQuery` of that mode (dense: by vector alone, as a query with its text and no mode is the stores'
+    default, hybrid)."""
     if stack == "langchain":
         if text is None:
             found = store.similarity_search_with_score_by_vector(vector.tolist(), k=k)
@@ -213,7 +214,8 @@ def store_query(stack: str, store: Any, vector: np.ndarray, k: int, text: str | 
     from llama_index.core.vector_stores.types import VectorStoreQuery
 
     query_mode = {"dense": "default", "sparse": "sparse", "hybrid": "hybrid"}[mode]
-    query = VectorStoreQuery(query_embedding=vector.tolist(), query_str=text, similarity_top_k=k, mode=query_mode)
+    query_str = None if mode == "dense" else text
+    query = VectorStoreQuery(query_embedding=vector.tolist(), query_str=query_str, similarity_top_k=k, mode=query_mode)
     result = store.query(query)
     return [(i, float(s)) for i, s in zip(result.ids or [], result.similarities or [], strict=True)]
 
