@@ -950,7 +950,7 @@ def _check_record(recorded: Mapping[str, Any], collection: str) -> None:
     windows = recorded.get("windows")
     if windows is not None:
         tokens = windows.get("tokens") if isinstance(windows, Mapping) else None
-        if not isinstance(tokens, list) or not tokens or not all(is_int(n) and n > 0 for n in tokens):
+        if not isinstance(tokens, list) or not all(is_int(n) and n > 0 for n in tokens):  # []: the embedder's own
             raise refuse("windows", "null or {'tokens': [positive ints], 'boundaries': ...}")
         try:
             StoreWindows(tuple(tokens), windows.get("boundaries"))  # type: ignore[arg-type]

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-# ranx (the metrics' oracle in test_metrics) compiles its metrics with numba on first use, 30 s here; without the
-# compile the same functions run as Python, in milliseconds on the oracle's 25 queries. Read when numba is imported.
-os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

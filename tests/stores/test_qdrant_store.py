@@ -253,6 +253,16 @@ def test_a_hand_edited_collection_record_is_refused_by_name(
     assert named in str(refused.value)
 
 
+def test_a_record_of_the_embedders_own_windows_opens(tiny: FairEmbedder) -> None:
+    """{"tokens": [], "boundaries": None} is what a store of the embedder's own windows records: not an edit."""
+    from fair_retrieval.stores.store_mode import StoreWindows
+
+    client = QdrantClient(":memory:")
+    filled(qdrant_store(tiny, client, "own", multivector=True, windows=StoreWindows()))
+    assert client.get_collection("own").config.metadata[SETTINGS_KEY]["windows"] == {"tokens": [], "boundaries": None}
+    assert len(qdrant_store(tiny, client, "own")) == 12
+
+
 def test_bad_arguments_are_refused_before_any_work(tiny: FairEmbedder) -> None:
     with pytest.raises(TypeError, match="takes no FAISS option \\(kind\\)"):
         qdrant_store(tiny, kind="hnsw")
