@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fair_retrieval.stores.qdrant_filters import METADATA_FIELD, field_markers
+from fair_retrieval.validate import is_positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +252,7 @@ class QdrantCollection:
                 f"{DENSE_VECTOR!r}, sparse {SPARSE_VECTOR!r}); it was created by hand. {fix}"
             )
         dim, distance = settings.get("dim"), settings.get("distance")
-        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
+        if dim is not None and not is_positive_int(dim):
             raise ValueError(
                 f"Qdrant collection {self.name!r}: its record's 'dim' is {dim!r}, not a positive int; its record was "
                 f"edited by hand or damaged. {fix}"

@@ -133,12 +133,11 @@ def renamed_keys(spec: Any, rename: Callable[[str], str]) -> Any:
     reads a filter written for another layout (llama-index's Qdrant store keeps metadata at the payload's top)."""
     models = _models()
     if isinstance(spec, models.Filter):
-        changes: dict[str, Any] = {}
-        for name in ("must", "should", "must_not"):
-            members = getattr(spec, name)
-            if members is not None:
-                listed = members if isinstance(members, list) else [members]
-                changes[name] = [renamed_keys(member, rename) for member in listed]
+        changes: dict[str, Any] = {
+            name: [renamed_keys(member, rename) for member in _listed(getattr(spec, name))]
+            for name in _CLAUSES
+            if getattr(spec, name) is not None  # an absent clause stays absent
+        }
         if spec.min_should is not None:
             conditions = [renamed_keys(member, rename) for member in spec.min_should.conditions]
             changes["min_should"] = spec.min_should.model_copy(update={"conditions": conditions})
@@ -166,9 +165,8 @@ def check_engine_filter(spec: Any, where: str = "filter", also: Sequence[str] = 
     """
     models = _models()
     if isinstance(spec, models.Filter):
-        for name in ("must", "should", "must_not"):
-            members = getattr(spec, name) or []
-            for position, member in enumerate(members if isinstance(members, list) else [members]):
+        for name in _CLAUSES:
+            for position, member in enumerate(_listed(getattr(spec, name))):
                 check_engine_filter(member, f"{where}.{name}[{position}]", also)
         if spec.min_should is not None:
             for position, member in enumerate(spec.min_should.conditions):
@@ -179,15 +177,7 @@ def check_engine_filter(spec: Any, where: str = "filter", also: Sequence[str] = 
             f"{where}: a HasIdCondition names Qdrant point ids, and this store's points have ids of their own (a "
             "document is several points); filter by a metadata field, or get documents by id with get_by_ids."
         )
-    key = None
-    if isinstance(spec, models.FieldCondition):
-        key = spec.key
-    elif isinstance(spec, models.IsEmptyCondition):
-        key = spec.is_empty.key
-    elif isinstance(spec, models.IsNullCondition):
-        key = spec.is_null.key
-    elif isinstance(spec, models.NestedCondition):
-        key = spec.nested.key
+    key = _payload_key(spec)
     metadata = key == METADATA_FIELD or (key or "").startswith((f"{METADATA_FIELD}.", f"{METADATA_FIELD}["))
     if key is not None and not metadata and key not in also:
         raise ValueError(
@@ -196,6 +186,31 @@ def check_engine_filter(spec: Any, where: str = "filter", also: Sequence[str] = 
             f"'{METADATA_FIELD}.<field>' (the text itself is searched by the query, or by BM25 in a sparse or hybrid "
             "search)."
         )
+
+
+_CLAUSES = ("must", "should", "must_not")
+"""The clauses of a `models.Filter` that hold conditions (beside `min_should`)."""
+
+
+def _listed(members: Any) -> list[Any]:
+    """A clause's conditions as a list (Qdrant's models take one condition or a list, or None)."""
+    if members is None:
+        return []
+    return members if isinstance(members, list) else [members]
+
+
+def _payload_key(condition: Any) -> str | None:
+    """The payload key a condition reads (None for one that reads none, such as HasIdCondition)."""
+    models = _models()
+    if isinstance(condition, models.FieldCondition):
+        return str(condition.key)
+    if isinstance(condition, models.IsEmptyCondition):
+        return str(condition.is_empty.key)
+    if isinstance(condition, models.IsNullCondition):
+        return str(condition.is_null.key)
+    if isinstance(condition, models.NestedCondition):
+        return str(condition.nested.key)
+    return None
 
 
 def function_filter_error() -> ValueError:

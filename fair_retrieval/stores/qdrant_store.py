@@ -68,7 +68,7 @@ from fair_retrieval.stores.store_format import StoreFormat
 from fair_retrieval.stores.store_lock import locked
 from fair_retrieval.stores.store_mode import DocumentMode, StoreWindows, checked_windows
 from fair_retrieval.stores.text_documents import TextDocument, document_text, text_document_format
-from fair_retrieval.validate import is_int, is_number
+from fair_retrieval.validate import is_number
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class QdrantStore(DocumentStore[R]):
         """As `DocumentStore.compiled_filter`; Qdrant's own `models.Filter` also checked to read what this store's
         points hold (`qdrant_filters.check_engine_filter`), before anything is embedded or searched."""
         compiled = super().compiled_filter(spec)
-        if compiled is not None and compiled.engine is not None:
+        if compiled is not None and compiled is not spec and compiled.engine is not None:  # compiled here: checked
             check_engine_filter(compiled.engine, also=(GROUP_FIELD,))
         return compiled
 
@@ -950,9 +950,9 @@ def _check_record(recorded: Mapping[str, Any], collection: str) -> None:
     windows = recorded.get("windows")
     if windows is not None:
         tokens = windows.get("tokens") if isinstance(windows, Mapping) else None
-        if not isinstance(tokens, list) or not all(is_int(n) and n > 0 for n in tokens):  # []: the embedder's own
+        if not isinstance(tokens, list):
             raise refuse("windows", "null or {'tokens': [positive ints], 'boundaries': ...}")
-        try:
+        try:  # its sizes and boundaries checked as a store's own are ([]: the embedder's own windows)
             StoreWindows(tuple(tokens), windows.get("boundaries"))  # type: ignore[arg-type]
         except ValueError:
             raise refuse("windows", "a window shape a store writes") from None

@@ -61,13 +61,15 @@ class FairQdrantVectorStore(NodeStore, WrappedStore, BasePydanticVectorStore):
         client_kwargs: more `QdrantClient` keywords (port, prefer_grpc, timeout, ...) where the client is made here.
         enable_hybrid: llama-index's Qdrant store's switch for sparse vectors: taken (True or False; BM25 is built in,
             scored in the engine, and `vector_store_query_mode` picks per query as there), an INFO line says so.
-        **anchor: llama-index's Qdrant store's aclient, text_key, dense_vector_name, sparse_vector_name,
+        aclient: llama-index's Qdrant store's async client, taken beside `client` (or `url`, `path`, `location`):
+            the async calls run the store's calls in a worker thread, so both must reach the same collection.
+        **anchor: llama-index's Qdrant store's text_key, dense_vector_name, sparse_vector_name,
             fastembed_sparse_model, sparse_doc_fn, sparse_query_fn and hybrid_fusion_fn: refused with the
             reason (this store's layout, BM25 and fusion are its own; tune them with lexical= and fusion=).
 
     Raises:
         TypeError: a client that is no `QdrantClient`, or a multi-vector store's embed model gives no windows.
-        ValueError: as `fair_retrieval.stores.QdrantStore`, or no collection_name.
+        ValueError: as `fair_retrieval.stores.QdrantStore`, no collection_name, or `aclient` without a client.
     """
 
     stores_text: bool = True
